@@ -1,0 +1,267 @@
+#include "harness/check.h"
+
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "harness/data.h"
+#include "harness/machine.h"
+
+namespace qmv {
+
+ErrorStats compare(const float* y, const double* r, std::int64_t n, const double* abs_products,
+                   std::int64_t cols) {
+  double err_sq = 0, ref_sq = 0, max_abs = 0, floor_sq = 0, max_rel = 0;
+  const double inv_sqrt_cols = 1.0 / std::sqrt(static_cast<double>(cols));
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(y[i])) {
+      const double inf = std::numeric_limits<double>::infinity();
+      return {inf, inf, inf};
+    }
+    const double d = double(y[i]) - r[i];
+    err_sq += d * d;
+    ref_sq += r[i] * r[i];
+    max_abs = std::max(max_abs, std::abs(d));
+    double row_scale = std::abs(r[i]);
+    if (abs_products) {
+      floor_sq += abs_products[i] * abs_products[i];
+      row_scale = std::max(row_scale, abs_products[i] * inv_sqrt_cols);
+    }
+    if (d != 0) max_rel = std::max(max_rel, row_scale > 0 ? std::abs(d) / row_scale
+                                                          : std::numeric_limits<double>::infinity());
+  }
+  const double denom = std::max(ref_sq, floor_sq / static_cast<double>(cols));
+  return {denom > 0 ? err_sq / denom : err_sq, max_abs, max_rel};
+}
+
+Tolerance tolerance_for(ActFormat f) {
+  // Kernel error: float accumulation over up to ~10^5 terms gives an NMSE near 1e-13;
+  // 1e-9 leaves room for any summation order while a wrong element (~1/rows) fails.
+  // Q8_1 kernels may use the fp16-rounded block sum s, a relative error of ~5e-4 on
+  // the min term, hence a looser kernel bound.
+  // End to end: int8 rounding of Gaussian activations costs an NMSE near 5e-5; a
+  // single row (rows = 1) is a one-sample estimate with a chi-square tail that reached
+  // 8e-4 in 75 draws, so the bound sits ~60x above the mean. With 20-50x-rms outlier
+  // channels a block's step grows with its outlier; single rows reached 6e-2.
+  // Worst row: float rounding stays below 5e-6 of the row's scale (measured on the
+  // default shapes); a 1% slip in one element is ~1e-2. Q8_1's fp16 block sum can
+  // cost ~1e-3 of a row on its own.
+  switch (f) {
+    case ActFormat::F32: return {1e-9, 1e-4, 1e-9, 1e-9};
+    case ActFormat::Q8_K: return {1e-9, 1e-4, 5e-3, 0.25};
+    case ActFormat::Q8_1: return {1e-6, 5e-3, 5e-3, 0.25};
+  }
+  return {0, 0, 0, 0};
+}
+
+bool CheckResult::passed() const {
+  if (!skipped.empty() || cases.empty()) return false;
+  for (const auto& c : cases)
+    if (!c.passed) return false;
+  return true;
+}
+
+namespace {
+
+using RowMajorD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+struct ActivationCase {
+  std::string name;
+  std::vector<float> x;
+};
+
+// One weight type and shape: the random matrices, and the references each case needs.
+struct Problem {
+  WeightType type;
+  Shape shape;
+  std::vector<std::vector<std::uint8_t>> weights;  // 1, or 2 for fused kernels
+  std::vector<ActivationCase> cases;
+  // [format][case] -> activation values the kernel sees (dequantized)
+  std::map<ActFormat, std::vector<std::vector<float>>> seen;
+  // [matrix] -> column per (case e2e, then each format x case), rows values each:
+  // W x, and |W| |x| for the error floor (see compare()).
+  std::vector<Eigen::MatrixXd> reference;
+  std::vector<Eigen::MatrixXd> abs_reference;
+  std::vector<ActFormat> formats;
+
+  int column_e2e(int c) const { return c; }
+  int column_seen(ActFormat f, int c) const {
+    const int k = static_cast<int>(std::find(formats.begin(), formats.end(), f) - formats.begin());
+    return static_cast<int>(cases.size()) * (1 + k) + c;
+  }
+};
+
+// W x and |W| |x| for every activation column at once, W dequantized in row chunks
+// so even the lm_head shape stays within a few tens of MB of doubles.
+std::pair<Eigen::MatrixXd, Eigen::MatrixXd> reference_products(WeightType type, Shape s,
+                                                               const std::vector<std::uint8_t>& w,
+                                                               const Eigen::MatrixXd& xs) {
+  const std::int64_t chunk = std::max<std::int64_t>(1, (4 << 20) / s.cols);
+  const std::size_t rb = row_bytes(type, s.cols);
+  Eigen::MatrixXd out(s.rows, xs.cols()), abs_out(s.rows, xs.cols());
+  const Eigen::MatrixXd abs_xs = xs.cwiseAbs();
+  RowMajorD block;
+  std::vector<float> row(static_cast<std::size_t>(s.cols));
+  for (std::int64_t r0 = 0; r0 < s.rows; r0 += chunk) {
+    const std::int64_t n = std::min(chunk, s.rows - r0);
+    block.resize(n, s.cols);
+#pragma omp parallel for schedule(static) firstprivate(row)
+    for (std::int64_t i = 0; i < n; ++i) {
+      dequantize_row(type, w.data() + rb * static_cast<std::size_t>(r0 + i), row.data(), s.cols);
+      for (std::int64_t j = 0; j < s.cols; ++j) block(i, j) = row[static_cast<std::size_t>(j)];
+    }
+    out.middleRows(r0, n).noalias() = block * xs;
+    abs_out.middleRows(r0, n).noalias() = block.cwiseAbs() * abs_xs;
+  }
+  return {std::move(out), std::move(abs_out)};
+}
+
+Problem make_problem(WeightType type, Shape shape, int matrices, const std::vector<ActFormat>& formats,
+                     const CheckConfig& cfg) {
+  Problem p{type, shape, {}, {}, {}, {}, {}, formats};
+  // Seeds derived from the run seed and the problem, so every problem differs.
+  const std::uint64_t base = cfg.seed ^ (std::uint64_t(shape.rows) << 40) ^
+                             (std::uint64_t(shape.cols) << 8) ^ std::uint64_t(type);
+  for (int m = 0; m < matrices; ++m)
+    p.weights.push_back(random_quantized_matrix(type, shape, base + 7919u * (m + 1)));
+  p.cases.push_back({"gaussian", gaussian_vector(shape.cols, base + 1)});
+  p.cases.push_back({"outliers", activation_with_outliers(shape.cols, base + 2, cfg.outlier_channels,
+                                                          cfg.outlier_min_x, cfg.outlier_max_x)});
+  const int ncases = static_cast<int>(p.cases.size());
+  Eigen::MatrixXd xs(shape.cols, ncases * (1 + static_cast<int>(formats.size())));
+  for (int c = 0; c < ncases; ++c)
+    for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_e2e(c)) = p.cases[c].x[j];
+  std::vector<std::uint8_t> prepared;
+  for (ActFormat f : formats) {
+    auto& seen = p.seen[f];
+    for (int c = 0; c < ncases; ++c) {
+      prepared.resize(row_bytes(f, shape.cols));
+      quantize_activation(f, p.cases[c].x.data(), prepared.data(), shape.cols);
+      seen.emplace_back(static_cast<std::size_t>(shape.cols));
+      dequantize_activation(f, prepared.data(), seen.back().data(), shape.cols);
+      for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_seen(f, c)) = seen.back()[j];
+    }
+  }
+  for (const auto& w : p.weights) {
+    auto [ref, abs_ref] = reference_products(type, shape, w, xs);
+    p.reference.push_back(std::move(ref));
+    p.abs_reference.push_back(std::move(abs_ref));
+  }
+  return p;
+}
+
+CheckResult check_one(const KernelSpec& spec, const Problem& p, const CheckConfig& cfg) {
+  CheckResult res{&spec, p.shape, {}, {}};
+  const Tolerance tol = tolerance_for(spec.act);
+  const int matrices = spec.op == OpKind::FusedUpGate ? 2 : 1;
+  std::vector<std::uint8_t> x(row_bytes(spec.act, p.shape.cols));
+  std::vector<std::vector<float>> y(static_cast<std::size_t>(matrices));
+  for (std::size_t c = 0; c < p.cases.size(); ++c) {
+    CaseResult cr;
+    cr.activation = p.cases[c].name;
+    quantize_activation(spec.act, p.cases[c].x.data(), x.data(), p.shape.cols);
+    for (auto& out : y) {
+      out.assign(static_cast<std::size_t>(p.shape.rows), 0.0f);
+      poison(out);
+    }
+    MatVecArgs a;
+    a.shape = p.shape;
+    a.w = p.weights[0].data();
+    a.w_bytes = p.weights[0].size();
+    a.x = x.data();
+    a.x_bytes = x.size();
+    a.y = y[0].data();
+    a.y_len = y[0].size();
+    if (matrices == 2) {
+      a.w2 = p.weights[1].data();
+      a.w2_bytes = p.weights[1].size();
+      a.y2 = y[1].data();
+      a.y2_len = y[1].size();
+    }
+    a.threads = cfg.threads;
+    const Status st = invoke(spec, a);
+    if (!st.ok()) {
+      cr.kernel = cr.end_to_end = {std::numeric_limits<double>::infinity(),
+                                   std::numeric_limits<double>::infinity()};
+      cr.failure = "kernel returned an error: " + st.error;
+      res.cases.push_back(cr);
+      continue;
+    }
+    const int col_seen = p.column_seen(spec.act, static_cast<int>(c));
+    const int col_e2e = p.column_e2e(static_cast<int>(c));
+    for (int m = 0; m < matrices; ++m) {
+      const Eigen::VectorXd r_seen = p.reference[m].col(col_seen);
+      const Eigen::VectorXd r_e2e = p.reference[m].col(col_e2e);
+      const Eigen::VectorXd a_seen = p.abs_reference[m].col(col_seen);
+      const Eigen::VectorXd a_e2e = p.abs_reference[m].col(col_e2e);
+      const ErrorStats k = compare(y[m].data(), r_seen.data(), p.shape.rows, a_seen.data(), p.shape.cols);
+      const ErrorStats e = compare(y[m].data(), r_e2e.data(), p.shape.rows, a_e2e.data(), p.shape.cols);
+      // A fused kernel is as good as its worse output.
+      if (m == 0 || k.nmse > cr.kernel.nmse) cr.kernel = k;
+      if (k.max_rel > cr.kernel.max_rel) cr.kernel.max_rel = k.max_rel;
+      if (m == 0 || e.nmse > cr.end_to_end.nmse) cr.end_to_end = e;
+    }
+    if (!std::isfinite(cr.kernel.nmse))
+      cr.failure = "output has NaN/inf (an element left unwritten or an overflow)";
+    else if (cr.kernel.nmse > tol.kernel_nmse)
+      cr.failure = fmt::format("kernel NMSE {:.3g} > {:.3g}", cr.kernel.nmse, tol.kernel_nmse);
+    else if (cr.kernel.max_rel > tol.kernel_max_rel)
+      cr.failure = fmt::format("kernel worst-row relative error {:.3g} > {:.3g}", cr.kernel.max_rel,
+                               tol.kernel_max_rel);
+    else if (const double e2e_tol = p.cases[c].name == "gaussian" ? tol.end_to_end_nmse_gaussian : tol.end_to_end_nmse_outliers;
+             cr.end_to_end.nmse > e2e_tol)
+      cr.failure = fmt::format("end-to-end NMSE {:.3g} > {:.3g}", cr.end_to_end.nmse, e2e_tol);
+    cr.passed = cr.failure.empty();
+    res.cases.push_back(cr);
+  }
+  return res;
+}
+
+}  // namespace
+
+std::vector<CheckResult> run_check(const std::vector<const KernelSpec*>& kernels,
+                                   const std::vector<Shape>& shapes, const CheckConfig& config,
+                                   const std::function<void(const CheckResult&)>& on_result) {
+  std::vector<CheckResult> results;
+  auto emit = [&](CheckResult r) {
+    if (on_result) on_result(r);
+    results.push_back(std::move(r));
+  };
+  for (WeightType type : {WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K}) {
+    std::vector<const KernelSpec*> group;
+    for (const KernelSpec* k : kernels)
+      if (k->weight == type) group.push_back(k);
+    if (group.empty()) continue;
+    for (Shape shape : shapes) {
+      std::vector<const KernelSpec*> runnable;
+      for (const KernelSpec* k : group) {
+        const Availability av = availability(*k);
+        if (!av.available) {
+          emit({k, shape, "unavailable: " + av.reason, {}});
+        } else if (!k->supports(shape)) {
+          emit({k, shape, "shape not supported (needs " + k->shape_rule + ")", {}});
+        } else if (k->backend != Backend::CPU) {
+          emit({k, shape, "GPU kernels are not checked by this harness yet", {}});
+        } else {
+          runnable.push_back(k);
+        }
+      }
+      if (runnable.empty()) continue;
+      int matrices = 1;
+      std::vector<ActFormat> formats;
+      for (const KernelSpec* k : runnable) {
+        if (k->op == OpKind::FusedUpGate) matrices = 2;
+        if (std::find(formats.begin(), formats.end(), k->act) == formats.end())
+          formats.push_back(k->act);
+      }
+      const Problem problem = make_problem(type, shape, matrices, formats, config);
+      for (const KernelSpec* k : runnable) emit(check_one(*k, problem, config));
+    }
+  }
+  return results;
+}
+
+}  // namespace qmv

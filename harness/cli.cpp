@@ -1,0 +1,417 @@
+#include "harness/cli.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/bench.h"
+#include "harness/check.h"
+#include "harness/csv.h"
+#include "harness/machine.h"
+#include "harness/peak.h"
+#include "harness/shapes.h"
+#include "kernels/cpu_features.h"
+#include "kernels/registry.h"
+
+namespace qmv {
+namespace {
+
+// Bad input from the user: printed as one line, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) {
+    if (i) s += ' ';
+    const std::string arg = argv[i];
+    s += arg.find_first_of(" *?,'\"") == std::string::npos ? arg : "'" + arg + "'";
+  }
+  return s;
+}
+
+std::vector<const KernelSpec*> select_kernels(const std::string& globs) {
+  const auto selected = global_registry().select(globs);
+  if (!selected.empty()) return selected;
+  const bool has_wildcard = globs.find_first_of("*?[") != std::string::npos;
+  std::string known;
+  for (const auto& k : global_registry().all()) known += (known.empty() ? "" : ", ") + k.name;
+  if (!has_wildcard && globs.find(',') == std::string::npos)
+    throw UsageError(fmt::format("unknown kernel '{}' (known: {})", globs, known));
+  throw UsageError(fmt::format("no kernel matches '{}' (known: {})", globs, known));
+}
+
+std::vector<Shape> shapes_or_throw(const std::string& spec) {
+  try {
+    return parse_shapes(spec);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// A shape no selected kernel can take is a mistake worth stopping for; a shape some
+// kernels skip (an f32-only shape rule, say) is not.
+void require_supported(const std::vector<const KernelSpec*>& kernels, const std::vector<Shape>& shapes) {
+  for (Shape s : shapes) {
+    const bool any = std::any_of(kernels.begin(), kernels.end(),
+                                 [&](const KernelSpec* k) { return k->supports(s); });
+    if (!any)
+      throw UsageError(fmt::format("shape {} is not supported by any selected kernel ({} needs {})",
+                                   to_string(s), kernels.front()->name, kernels.front()->shape_rule));
+  }
+}
+
+std::vector<int> parse_threads(const std::string& spec) {
+  if (spec == "all") return {machine_info().cores};
+  std::vector<int> out;
+  std::size_t start = 0;
+  while (start <= spec.size()) {
+    std::size_t end = spec.find(',', start);
+    if (end == std::string::npos) end = spec.size();
+    const std::string tok = spec.substr(start, end - start);
+    start = end + 1;
+    if (tok == "all") {
+      out.push_back(machine_info().cores);
+      continue;
+    }
+    std::size_t used = 0;
+    int t = 0;
+    try {
+      t = std::stoi(tok, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != tok.size() || t < 1 || t > 4096)
+      throw UsageError(fmt::format("bad thread count '{}': expected positive integers or 'all', "
+                                   "e.g. --threads 1,2",
+                                   tok));
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  }
+  return out;
+}
+
+std::string pad(std::string s, std::size_t w) {
+  if (s.size() < w) s.append(w - s.size(), ' ');
+  return s;
+}
+
+// Prints a markdown table with aligned columns.
+void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> w(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    w[c] = header[c].size();
+    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s = "|";
+    for (std::size_t c = 0; c < r.size(); ++c) s += " " + pad(r[c], w[c]) + " |";
+    fmt::print("{}\n", s);
+  };
+  line(header);
+  std::string sep = "|";
+  for (auto x : w) sep += std::string(x + 2, '-') + "|";
+  fmt::print("{}\n", sep);
+  for (const auto& r : rows) line(r);
+}
+
+std::string sci(double v) { return fmt::format("{:.2e}", v); }
+
+void print_bench_table(const std::vector<BenchRow>& rows) {
+  std::vector<std::vector<std::string>> t;
+  for (const auto& r : rows)
+    t.push_back({r.kernel, fmt::format("{}x{}", r.rows, r.cols), std::to_string(r.threads), r.cache,
+                 fmt::format("{:.1f}", r.time_median_us),
+                 fmt::format("{:.1f}..{:.1f}", r.time_min_us, r.time_max_us),
+                 fmt::format("{:.2f}", r.gbps_median), fmt::format("{:.1f}%", r.peak_pct),
+                 fmt::format("{:.2f}", r.peak_gbps), fmt::format("{:.2f}", r.gflops)});
+  print_table({"kernel", "shape", "threads", "cache", "median us", "min..max us", "GB/s",
+               "% of peak", "peak GB/s", "GFLOP/s"},
+              t);
+}
+
+void print_check_table(const std::vector<CheckRow>& rows) {
+  std::vector<std::vector<std::string>> t;
+  for (const auto& r : rows)
+    t.push_back({r.kernel, fmt::format("{}x{}", r.rows, r.cols), r.activation, sci(r.nmse_kernel),
+                 sci(r.max_rel_kernel), sci(r.nmse_e2e), sci(r.max_abs_e2e),
+                 r.passed ? "pass" : "FAIL: " + r.failure});
+  print_table({"kernel", "shape", "activation", "NMSE kernel", "worst row kernel", "NMSE end-to-end",
+               "max abs e2e", "result"},
+              t);
+}
+
+void print_peak_table(const std::vector<PeakRow>& rows) {
+  std::vector<std::vector<std::string>> t;
+  for (const auto& r : rows)
+    t.push_back({std::to_string(r.threads), fmt::format("{:.2f}", r.gbps_best),
+                 fmt::format("{:.2f}", r.gbps_median),
+                 fmt::format("{:.0f}", static_cast<double>(r.buffer_bytes) / (1 << 20)),
+                 std::to_string(r.repetitions)});
+  print_table({"threads", "read GB/s (best)", "read GB/s (median)", "buffer MiB", "reps"}, t);
+}
+
+std::vector<CheckRow> to_rows(const CheckResult& r, const CheckConfig& cfg) {
+  const Tolerance tol = tolerance_for(r.spec->act);
+  CheckRow base;
+  base.kernel = r.spec->name;
+  base.weight_type = std::string(to_string(r.spec->weight));
+  base.act_format = std::string(to_string(r.spec->act));
+  base.backend = std::string(to_string(r.spec->backend));
+  base.rows = r.shape.rows;
+  base.cols = r.shape.cols;
+  base.threads = cfg.threads;
+  base.seed = cfg.seed;
+  base.tol_nmse_kernel = tol.kernel_nmse;
+  base.tol_max_rel_kernel = tol.kernel_max_rel;
+  std::vector<CheckRow> out;
+  for (const auto& c : r.cases) {
+    CheckRow row = base;
+    row.tol_nmse_e2e = c.activation == "gaussian" ? tol.end_to_end_nmse_gaussian : tol.end_to_end_nmse_outliers;
+    row.activation = c.activation;
+    row.nmse_kernel = c.kernel.nmse;
+    row.max_abs_kernel = c.kernel.max_abs;
+    row.max_rel_kernel = c.kernel.max_rel;
+    row.nmse_e2e = c.end_to_end.nmse;
+    row.max_abs_e2e = c.end_to_end.max_abs;
+    row.passed = c.passed;
+    row.failure = c.failure;
+    out.push_back(row);
+  }
+  return out;
+}
+
+std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
+                                    const std::string& out, bool append) {
+  std::unique_ptr<CsvWriter> csv;
+  if (!out.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out), peak_header(), append);
+  std::map<int, double> peaks;
+  std::vector<PeakRow> rows;
+  for (int t : threads) {
+    const PeakResult p = measure_read_bandwidth(t, reps);
+    PeakRow row{t, static_cast<std::int64_t>(p.bytes), p.repetitions, p.best_gbps, p.median_gbps};
+    fmt::print("peak read bandwidth, {} thread{}: {:.2f} GB/s (best of {}, median {:.2f})\n", t,
+               t == 1 ? "" : "s", p.best_gbps, p.repetitions, p.median_gbps);
+    std::fflush(stdout);
+    if (csv) csv->write(peak_fields(*ctx, row));
+    peaks[t] = p.best_gbps;
+  }
+  return peaks;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{
+      "qmvlab: which quantized GEMV kernel is fastest and accurate enough, on this machine.\n"
+      "Kernels are GGUF K-quant matvec plugins; every subcommand reads the registry."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("qmvlab ") + machine_info().git_commit);
+  const std::string cmd = command_line(argc, argv);
+
+  // list
+  auto* list = app.add_subcommand("list", "List registered kernels, their requirements and availability here");
+  std::string list_kernels = "*";
+  list->add_option("--kernels", list_kernels, "Comma-separated globs of kernel names")->capture_default_str();
+
+  // check
+  auto* check = app.add_subcommand(
+      "check", "Check kernels against an Eigen double-precision reference (random weights, Gaussian "
+               "and outlier activations, outputs poisoned with NaN)");
+  std::string check_kernels = "*", check_shapes = "default", check_out;
+  int check_threads = machine_info().cores;
+  std::uint64_t check_seed = 0;
+  bool check_append = false;
+  check->add_option("--kernels", check_kernels, "Comma-separated globs of kernel names")->capture_default_str();
+  check->add_option("--shapes", check_shapes, "ROWSxCOLS list or preset (see `qmvlab list --shapes`)")
+      ->capture_default_str();
+  check->add_option("--threads", check_threads, "Threads for the kernels")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  check->add_option("--seed", check_seed, "Random seed (0: a fresh one, printed)");
+  check->add_option("--out", check_out, "Write a CSV of results ({machine} expands to this machine's name)");
+  check->add_flag("--append", check_append, "Append to --out instead of replacing it");
+
+  // bench
+  auto* bench = app.add_subcommand(
+      "bench", "Time kernels (Google Benchmark, real time), GB/s as a share of the measured peak");
+  std::string bench_kernels = "*", bench_shapes = "llama-2-7b", bench_threads = "1,all", bench_out;
+  BenchConfig bcfg;
+  bool bench_append = false;
+  int bench_peak_reps = 5;
+  bench->add_option("--kernels", bench_kernels, "Comma-separated globs of kernel names")->capture_default_str();
+  bench->add_option("--shapes", bench_shapes, "ROWSxCOLS list or preset")->capture_default_str();
+  bench->add_option("--threads", bench_threads, "Thread counts, e.g. 1,2 or all")->capture_default_str();
+  bench->add_flag("--warm", bcfg.warm, "Reuse one weight copy (warm caches) instead of rotating copies");
+  bench->add_option("--reps", bcfg.repetitions, "Repetitions per point (min/median/max over them)")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  bench->add_option("--min-time", bcfg.min_time_s, "Minimum seconds per repetition")
+      ->check(CLI::Range(0.001, 60.0))->capture_default_str();
+  bench->add_option("--peak-reps", bench_peak_reps, "Repetitions of the peak bandwidth read")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  bench->add_option("--out", bench_out, "Write a CSV of results ({machine} expands to this machine's name)");
+  bench->add_flag("--append", bench_append, "Append to --out instead of replacing it");
+
+  // peak
+  auto* peak = app.add_subcommand("peak", "Measure the machine's memory read bandwidth (STREAM-like, all threads)");
+  std::string peak_threads = "1,all", peak_out;
+  int peak_reps = 7;
+  bool peak_append = false;
+  peak->add_option("--threads", peak_threads, "Thread counts, e.g. 1,2 or all")->capture_default_str();
+  peak->add_option("--reps", peak_reps, "Repetitions (the best is the peak)")->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  peak->add_option("--out", peak_out, "Write a CSV ({machine} expands to this machine's name)");
+  peak->add_flag("--append", peak_append, "Append to --out instead of replacing it");
+
+  // report
+  auto* report = app.add_subcommand("report", "Print a results CSV (bench, check or peak) as a table");
+  std::vector<std::string> report_files;
+  report->add_option("files", report_files, "Results CSV files ({machine} expands to this machine's name)")
+      ->required();
+
+  list->add_flag_callback("--shapes", [] {
+    for (const auto& p : shape_presets()) {
+      std::string s;
+      for (Shape x : p.shapes) s += (s.empty() ? "" : ",") + to_string(x);
+      fmt::print("{}: {}\n    {}\n", p.name, p.description, s);
+    }
+    throw CLI::Success();
+  }, "List the shape presets and exit");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  try {
+    if (*list) {
+      std::vector<std::vector<std::string>> rows;
+      for (const KernelSpec* k : select_kernels(list_kernels)) {
+        const Availability av = availability(*k);
+        std::string needs = k->backend == Backend::CPU
+                                ? cpu_feature_names(k->cpu_features)
+                                : (k->min_sm ? fmt::format("sm_{}", k->min_sm) : std::string());
+        rows.push_back({k->name, std::string(to_string(k->op)), std::string(to_string(k->weight)),
+                        std::string(to_string(k->act)), std::string(to_string(k->backend)),
+                        needs.empty() ? "-" : needs, av.available ? "yes" : "no: " + av.reason,
+                        k->description});
+      }
+      print_table({"kernel", "op", "weights", "activations", "backend", "needs", "available",
+                   "description"},
+                  rows);
+      return 0;
+    }
+
+    if (*check) {
+      const auto kernels = select_kernels(check_kernels);
+      const auto shapes = shapes_or_throw(check_shapes);
+      require_supported(kernels, shapes);
+      CheckConfig cfg;
+      cfg.threads = check_threads;
+      cfg.seed = check_seed ? check_seed : std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
+      const RunContext ctx = current_context(cmd);
+      std::unique_ptr<CsvWriter> csv;
+      if (!check_out.empty())
+        csv = std::make_unique<CsvWriter>(expand_machine(check_out), check_header(), check_append);
+      fmt::print("checking {} kernel(s) on {} shape(s), {} thread(s), seed {} (rerun with --seed {})\n",
+                 kernels.size(), shapes.size(), cfg.threads, cfg.seed, cfg.seed);
+      std::fflush(stdout);
+      int passed = 0, failed = 0, skipped = 0;
+      std::vector<CheckRow> all;
+      run_check(kernels, shapes, cfg, [&](const CheckResult& r) {
+        if (!r.skipped.empty()) {
+          ++skipped;
+          fmt::print("SKIP {:<24} {:>11}  {}\n", r.spec->name, to_string(r.shape), r.skipped);
+        } else {
+          r.passed() ? ++passed : ++failed;
+          std::string detail;
+          for (const auto& c : r.cases)
+            detail += fmt::format("  {}: kernel {:.1e} e2e {:.1e}{}", c.activation, c.kernel.nmse,
+                                  c.end_to_end.nmse, c.passed ? "" : " <- " + c.failure);
+          fmt::print("{} {:<24} {:>11}{}\n", r.passed() ? "PASS" : "FAIL", r.spec->name,
+                     to_string(r.shape), detail);
+          for (const auto& row : to_rows(r, cfg)) {
+            if (csv) csv->write(check_fields(ctx, row));
+            all.push_back(row);
+          }
+        }
+        std::fflush(stdout);
+      });
+      if (csv) fmt::print("wrote {}\n", csv->path());
+      fmt::print("check: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
+      return failed ? 1 : 0;
+    }
+
+    if (*bench) {
+      const auto kernels = select_kernels(bench_kernels);
+      const auto shapes = shapes_or_throw(bench_shapes);
+      require_supported(kernels, shapes);
+      bcfg.threads = parse_threads(bench_threads);
+      const RunContext ctx = current_context(cmd);
+      std::unique_ptr<CsvWriter> csv;
+      if (!bench_out.empty())
+        csv = std::make_unique<CsvWriter>(expand_machine(bench_out), bench_header(), bench_append);
+      const auto peaks = measure_peaks(bcfg.threads, bench_peak_reps, nullptr, "", false);
+      fmt::print("timing {} kernel(s) x {} shape(s) x {} thread count(s), {} cache, {} reps\n",
+                 kernels.size(), shapes.size(), bcfg.threads.size(), bcfg.warm ? "warm" : "cold",
+                 bcfg.repetitions);
+      std::fflush(stdout);
+      const BenchOutcome res = run_bench(kernels, shapes, bcfg, peaks, [&](const BenchRow& r, int done, int total) {
+        fmt::print("[{}/{}] {} {}x{} threads={}: median {:.1f} us, {:.2f} GB/s = {:.1f}% of {:.2f} GB/s peak\n",
+                   done, total, r.kernel, r.rows, r.cols, r.threads, r.time_median_us, r.gbps_median,
+                   r.peak_pct, r.peak_gbps);
+        std::fflush(stdout);
+        if (csv) csv->write(bench_fields(ctx, r));
+      });
+      for (const auto& s : res.skipped)
+        fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
+      fmt::print("\n");
+      print_bench_table(res.rows);
+      if (csv) fmt::print("\nwrote {}\n", csv->path());
+      return res.rows.empty() ? 1 : 0;
+    }
+
+    if (*peak) {
+      const RunContext ctx = current_context(cmd);
+      measure_peaks(parse_threads(peak_threads), peak_reps, &ctx, peak_out, peak_append);
+      if (!peak_out.empty()) fmt::print("wrote {}\n", expand_machine(peak_out));
+      return 0;
+    }
+
+    if (*report) {
+      for (const auto& file : report_files) {
+        const std::string f = expand_machine(file);
+        if (report_files.size() > 1) fmt::print("\n## {}\n\n", f);
+        switch (detect_csv_kind(f)) {
+          case CsvKind::Bench: {
+            RunContext ctx;
+            const auto rows = read_bench_csv(f, &ctx);
+            fmt::print("machine {} ({}), commit {}\n\n", ctx.machine, ctx.cpu_model, ctx.git_commit);
+            print_bench_table(rows);
+            break;
+          }
+          case CsvKind::Check: print_check_table(read_check_csv(f)); break;
+          case CsvKind::Peak: print_peak_table(read_peak_csv(f)); break;
+          case CsvKind::Unknown:
+            throw UsageError(fmt::format("{}: not a qmvlab results CSV (unknown header)", f));
+        }
+      }
+      return 0;
+    }
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "qmvlab: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "qmvlab: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace qmv

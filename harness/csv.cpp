@@ -1,0 +1,217 @@
+#include "harness/csv.h"
+
+#include <fmt/format.h>
+#include <libfccp/csv.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "harness/machine.h"
+
+namespace qmv {
+
+RunContext current_context(const std::string& command) {
+  const MachineInfo& m = machine_info();
+  return {m.machine, m.cpu_model, m.gpu, m.compiler, m.git_commit, command};
+}
+
+std::string csv_escape(std::string_view field) {
+  if (field.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(field);
+  std::string out = "\"";
+  for (char c : field) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& fields) {
+  std::string line;
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    if (i) line += ',';
+    line += csv_escape(fields[i]);
+  }
+  return line;
+}
+
+// Shortest text that reads back to the same double.
+std::string num(double v) { return fmt::format("{}", v); }
+
+std::vector<std::string> with_context(std::vector<std::string> ctx_first,
+                                      const std::vector<std::string>& rest) {
+  ctx_first.insert(ctx_first.end(), rest.begin(), rest.end());
+  return ctx_first;
+}
+
+const std::vector<std::string> kContextColumns = {"machine", "cpu_model", "gpu", "compiler",
+                                                  "git_commit"};
+std::vector<std::string> context_fields(const RunContext& c) {
+  return {c.machine, c.cpu_model, c.gpu, c.compiler, c.git_commit};
+}
+
+}  // namespace
+
+CsvWriter::CsvWriter(const std::string& path, const std::vector<std::string>& header, bool append)
+    : path_(path), columns_(header.size()) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  if (ec) throw std::runtime_error(fmt::format("{}: cannot create directory: {}", path, ec.message()));
+  const bool exists = std::filesystem::exists(p) && std::filesystem::file_size(p, ec) > 0;
+  if (append && exists) {
+    std::ifstream in(path);
+    std::string first;
+    std::getline(in, first);
+    if (first != join(header))
+      throw std::runtime_error(fmt::format(
+          "{}: cannot append, its header differs from this command's columns", path));
+    out_.open(path, std::ios::app);
+  } else {
+    out_.open(path, std::ios::trunc);
+  }
+  if (!out_) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
+  if (!(append && exists)) out_ << join(header) << '\n' << std::flush;
+}
+
+void CsvWriter::write(const std::vector<std::string>& fields) {
+  if (fields.size() != columns_)
+    throw std::logic_error(fmt::format("{}: row has {} fields, header {}", path_, fields.size(), columns_));
+  out_ << join(fields) << '\n' << std::flush;
+  if (!out_) throw std::runtime_error(fmt::format("{}: write failed", path_));
+}
+
+std::vector<std::string> bench_header() {
+  return with_context(kContextColumns,
+                      {"kernel", "op", "weight_type", "act_format", "backend", "rows", "cols",
+                       "threads", "cache", "repetitions", "time_min_us", "time_median_us",
+                       "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
+                       "peak_pct", "gflops", "command"});
+}
+
+std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r) {
+  return with_context(context_fields(ctx),
+                      {r.kernel, r.op, r.weight_type, r.act_format, r.backend,
+                       std::to_string(r.rows), std::to_string(r.cols), std::to_string(r.threads),
+                       r.cache, std::to_string(r.repetitions), num(r.time_min_us),
+                       num(r.time_median_us), num(r.time_max_us), std::to_string(r.bytes_per_call),
+                       num(r.gbps_median), num(r.gbps_best), num(r.peak_gbps), num(r.peak_pct),
+                       num(r.gflops), ctx.command});
+}
+
+std::vector<std::string> check_header() {
+  return with_context(kContextColumns,
+                      {"kernel", "weight_type", "act_format", "backend", "rows", "cols", "threads",
+                       "activation", "seed", "nmse_kernel", "max_abs_kernel", "max_rel_kernel",
+                       "nmse_e2e", "max_abs_e2e", "tol_nmse_kernel", "tol_max_rel_kernel",
+                       "tol_nmse_e2e", "passed", "failure", "command"});
+}
+
+std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r) {
+  return with_context(context_fields(ctx),
+                      {r.kernel, r.weight_type, r.act_format, r.backend, std::to_string(r.rows),
+                       std::to_string(r.cols), std::to_string(r.threads), r.activation,
+                       std::to_string(r.seed), num(r.nmse_kernel), num(r.max_abs_kernel),
+                       num(r.max_rel_kernel), num(r.nmse_e2e), num(r.max_abs_e2e),
+                       num(r.tol_nmse_kernel), num(r.tol_max_rel_kernel), num(r.tol_nmse_e2e),
+                       r.passed ? "1" : "0", r.failure, ctx.command});
+}
+
+std::vector<std::string> peak_header() {
+  return with_context(kContextColumns, {"threads", "buffer_bytes", "repetitions", "gbps_best",
+                                        "gbps_median", "command"});
+}
+
+std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r) {
+  return with_context(context_fields(ctx),
+                      {std::to_string(r.threads), std::to_string(r.buffer_bytes),
+                       std::to_string(r.repetitions), num(r.gbps_best), num(r.gbps_median),
+                       ctx.command});
+}
+
+namespace {
+
+template <class Fn>
+auto guarded(const std::string& path, Fn fn) {
+  if (!std::filesystem::is_regular_file(path))
+    throw std::runtime_error(fmt::format("{}: no such file", path));
+  try {
+    return fn();
+  } catch (const io::error::base& e) {
+    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+}  // namespace
+
+CsvKind detect_csv_kind(const std::string& path) {
+  return guarded(path, [&] {
+    std::ifstream in(path);
+    std::string first;
+    if (!std::getline(in, first)) throw std::runtime_error(fmt::format("{}: empty file", path));
+    if (first == join(bench_header())) return CsvKind::Bench;
+    if (first == join(check_header())) return CsvKind::Check;
+    if (first == join(peak_header())) return CsvKind::Peak;
+    return CsvKind::Unknown;
+  });
+}
+
+std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
+  return guarded(path, [&] {
+    io::CSVReader<25, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
+    in.read_header(io::ignore_extra_column, "machine", "cpu_model", "gpu", "compiler",
+                   "git_commit", "kernel", "op", "weight_type", "act_format", "backend", "rows",
+                   "cols", "threads", "cache", "repetitions", "time_min_us", "time_median_us",
+                   "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
+                   "peak_pct", "gflops", "command");
+    std::vector<BenchRow> rows;
+    RunContext c;
+    BenchRow r;
+    while (in.read_row(c.machine, c.cpu_model, c.gpu, c.compiler, c.git_commit, r.kernel, r.op,
+                       r.weight_type, r.act_format, r.backend, r.rows, r.cols, r.threads, r.cache,
+                       r.repetitions, r.time_min_us, r.time_median_us, r.time_max_us,
+                       r.bytes_per_call, r.gbps_median, r.gbps_best, r.peak_gbps, r.peak_pct,
+                       r.gflops, c.command)) {
+      if (ctx && rows.empty()) *ctx = c;
+      rows.push_back(r);
+    }
+    return rows;
+  });
+}
+
+std::vector<CheckRow> read_check_csv(const std::string& path) {
+  return guarded(path, [&] {
+    io::CSVReader<19, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
+    in.read_header(io::ignore_extra_column, "kernel", "weight_type", "act_format", "backend",
+                   "rows", "cols", "threads", "activation", "seed", "nmse_kernel",
+                   "max_abs_kernel", "max_rel_kernel", "nmse_e2e", "max_abs_e2e",
+                   "tol_nmse_kernel", "tol_max_rel_kernel", "tol_nmse_e2e", "passed", "failure");
+    std::vector<CheckRow> rows;
+    CheckRow r;
+    int passed = 0;
+    while (in.read_row(r.kernel, r.weight_type, r.act_format, r.backend, r.rows, r.cols, r.threads,
+                       r.activation, r.seed, r.nmse_kernel, r.max_abs_kernel, r.max_rel_kernel,
+                       r.nmse_e2e, r.max_abs_e2e, r.tol_nmse_kernel, r.tol_max_rel_kernel,
+                       r.tol_nmse_e2e, passed, r.failure)) {
+      r.passed = passed != 0;
+      rows.push_back(r);
+    }
+    return rows;
+  });
+}
+
+std::vector<PeakRow> read_peak_csv(const std::string& path) {
+  return guarded(path, [&] {
+    io::CSVReader<5, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
+    in.read_header(io::ignore_extra_column, "threads", "buffer_bytes", "repetitions", "gbps_best",
+                   "gbps_median");
+    std::vector<PeakRow> rows;
+    PeakRow r;
+    while (in.read_row(r.threads, r.buffer_bytes, r.repetitions, r.gbps_best, r.gbps_median))
+      rows.push_back(r);
+    return rows;
+  });
+}
+
+}  // namespace qmv

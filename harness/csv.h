@@ -1,0 +1,87 @@
+// Results files: our CSV writer (units in column names, the context to rerun every
+// row) and readers built on fast-cpp-csv-parser.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qmv {
+
+// Where and how a row was produced; repeated on every row so a row stands alone.
+struct RunContext {
+  std::string machine, cpu_model, gpu, compiler, git_commit, command;
+};
+RunContext current_context(const std::string& command);
+
+struct BenchRow {
+  std::string kernel, op, weight_type, act_format, backend;
+  std::int64_t rows = 0, cols = 0;
+  int threads = 0;
+  std::string cache;  // "cold" or "warm"
+  int repetitions = 0;
+  double time_min_us = 0, time_median_us = 0, time_max_us = 0;
+  std::int64_t bytes_per_call = 0;
+  double gbps_median = 0, gbps_best = 0;
+  double peak_gbps = 0;  // measured read bandwidth with the same threads
+  double peak_pct = 0;   // gbps_median / peak_gbps * 100
+  double gflops = 0;     // at the median time
+};
+
+struct CheckRow {
+  std::string kernel, weight_type, act_format, backend;
+  std::int64_t rows = 0, cols = 0;
+  int threads = 0;
+  std::string activation;  // "gaussian", "outliers"
+  std::uint64_t seed = 0;
+  double nmse_kernel = 0, max_abs_kernel = 0, max_rel_kernel = 0, nmse_e2e = 0, max_abs_e2e = 0;
+  double tol_nmse_kernel = 0, tol_max_rel_kernel = 0, tol_nmse_e2e = 0;
+  bool passed = false;
+  std::string failure;  // why it failed or was skipped
+};
+
+struct PeakRow {
+  int threads = 0;
+  std::int64_t buffer_bytes = 0;
+  int repetitions = 0;
+  double gbps_best = 0, gbps_median = 0;
+};
+
+// Quotes a field when it holds a comma, quote or newline (RFC 4180).
+std::string csv_escape(std::string_view field);
+
+// Writes one header and rows, flushing each row so an interrupted run leaves a valid
+// file. With append, an existing file must have the same header. Creates parent
+// directories. Throws std::runtime_error with the path on any failure.
+class CsvWriter {
+ public:
+  CsvWriter(const std::string& path, const std::vector<std::string>& header, bool append);
+  void write(const std::vector<std::string>& fields);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::size_t columns_;
+  std::ofstream out_;
+};
+
+std::vector<std::string> bench_header();
+std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r);
+std::vector<std::string> check_header();
+std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r);
+std::vector<std::string> peak_header();
+std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r);
+
+enum class CsvKind { Bench, Check, Peak, Unknown };
+// Which of our files this is, from its header. Throws if it cannot be read.
+CsvKind detect_csv_kind(const std::string& path);
+
+// Readers (context columns are read back into `ctx` from the first row when given).
+// Throw std::runtime_error naming the file and the problem (missing column, bad number).
+std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx = nullptr);
+std::vector<CheckRow> read_check_csv(const std::string& path);
+std::vector<PeakRow> read_peak_csv(const std::string& path);
+
+}  // namespace qmv

@@ -1,0 +1,36 @@
+// Where a result was measured: the context every results row carries.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kernels/kernel.h"
+
+namespace qmv {
+
+struct MachineInfo {
+  std::string machine;    // slug used for results/<machine>/, e.g. "intel-xeon-processor-2c"
+  std::string cpu_model;  // as the CPU names itself
+  int cores = 0;
+  std::size_t llc_bytes = 0;   // last-level cache, all instances together
+  std::size_t ram_bytes = 0;
+  std::string compiler;        // compiler and build type of this binary
+  std::string git_commit;      // short hash, "+dirty" when the tree had changes
+  std::string gpu;             // "none" or the device name with SM, driver
+};
+
+// Computed once per process.
+const MachineInfo& machine_info();
+
+// Whether `spec` can run here, and if not, why (missing CPU features, no CUDA device,
+// an SM below the kernel's minimum, a binary built without CUDA).
+struct Availability {
+  bool available = false;
+  std::string reason;
+};
+Availability availability(const KernelSpec& spec);
+
+// Replaces "{machine}" in a path with the machine slug.
+std::string expand_machine(std::string path);
+
+}  // namespace qmv

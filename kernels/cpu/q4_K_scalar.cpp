@@ -1,0 +1,67 @@
+// Q4_K weights x f32 activations, scalar reference: each 4-bit quant is decoded in
+// registers and dotted with the float activation. No ISA flags, no tricks: this is
+// the baseline every faster Q4_K variant is measured and checked against.
+#include <cstdint>
+
+#include "kernel.h"
+
+namespace {
+
+// One row: 8 sub-blocks of 32 per super-block, w = d*sc*q - dmin*m. The min term
+// is factored out of the inner loop, so it costs one sum of the activations.
+float dot_row(const qmv::BlockQ4K* blocks, const float* x, std::int64_t n_blocks) {
+  float row_sum = 0.0f;
+  for (std::int64_t b = 0; b < n_blocks; ++b) {
+    const qmv::BlockQ4K& blk = blocks[b];
+    const float d = qmv::fp16_to_fp32(blk.d);
+    const float dmin = qmv::fp16_to_fp32(blk.dmin);
+    const float* xb = x + b * qmv::kSuperBlock;
+    float block_sum = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      std::uint8_t scale, min;
+      qmv::unpack_scale_min_k4(j, blk.scales, scale, min);
+      // Sub-blocks 2g and 2g+1 share the 32 bytes of group g: low, then high nibbles.
+      const std::uint8_t* qs = blk.qs + 32 * (j / 2);
+      const int shift = 4 * (j % 2);
+      const float* xs = xb + 32 * j;
+      float q_dot_x = 0.0f, x_sum = 0.0f;
+      for (int l = 0; l < 32; ++l) {
+        q_dot_x += static_cast<float>((qs[l] >> shift) & 0xF) * xs[l];
+        x_sum += xs[l];
+      }
+      block_sum += d * scale * q_dot_x - dmin * min * x_sum;
+    }
+    row_sum += block_sum;
+  }
+  return row_sum;
+}
+
+qmv::Status run(const qmv::MatVecArgs& a) {
+  const std::int64_t n_blocks = a.shape.cols / qmv::kSuperBlock;
+  const auto* w = static_cast<const qmv::BlockQ4K*>(a.w);
+  const auto* x = static_cast<const float*>(a.x);
+#pragma omp parallel for num_threads(a.threads) schedule(static)
+  for (std::int64_t r = 0; r < a.shape.rows; ++r) {
+    a.y[r] = dot_row(w + r * n_blocks, x, n_blocks);
+  }
+  return qmv::Status::Ok();
+}
+
+qmv::KernelSpec make_spec() {
+  qmv::KernelSpec spec;
+  spec.name = "q4_K.cpu.scalar";
+  spec.op = qmv::OpKind::MatVec;
+  spec.weight = qmv::WeightType::Q4_K;
+  spec.act = qmv::ActFormat::F32;
+  spec.backend = qmv::Backend::CPU;
+  spec.cpu_features = 0;
+  spec.shape_rule = qmv::kSuperBlockColsRule;
+  spec.supports = qmv::supports_superblock_cols;
+  spec.run = run;
+  spec.description = "Q4_K x f32, scalar reference: dequantize in registers, float dot";
+  return spec;
+}
+
+}  // namespace
+
+QMV_REGISTER_KERNEL(make_spec());

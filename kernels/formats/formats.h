@@ -1,0 +1,120 @@
+// GGUF K-quant block layouts and the scalar conversions around them.
+//
+// The structs are byte-for-byte what a GGUF file stores for each block (little
+// endian, no padding), so a tensor in a memory-mapped file can be read as an array
+// of them. Everything here is scalar and written to be obviously right: it is the
+// ground truth the fast kernels are checked against.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace qmv {
+
+inline constexpr int kSuperBlock = 256;  // weights per K-quant super-block (QK_K)
+inline constexpr int kQ8_1Block = 32;    // values per Q8_1 block
+inline constexpr int kKScaleBytes = 12;  // packed 6-bit scales+mins of Q4_K / Q5_K
+
+using fp16_bits = std::uint16_t;  // IEEE binary16, stored as its bit pattern
+
+// 8 sub-blocks of 32 weights; w = d*scale[j]*q - dmin*min[j], q in [0,15].
+struct BlockQ4K {
+  fp16_bits d;                      // super-block scale for the 6-bit scales
+  fp16_bits dmin;                   // super-block scale for the 6-bit mins
+  std::uint8_t scales[kKScaleBytes];  // 8 scales + 8 mins, 6 bits each, packed
+  std::uint8_t qs[kSuperBlock / 2];   // 4-bit quants, two per byte
+};
+
+// As Q4_K with a fifth bit per weight in qh; q in [0,31].
+struct BlockQ5K {
+  fp16_bits d;
+  fp16_bits dmin;
+  std::uint8_t scales[kKScaleBytes];
+  std::uint8_t qh[kSuperBlock / 8];  // high bit of each quant
+  std::uint8_t qs[kSuperBlock / 2];  // low 4 bits, two per byte
+};
+
+// 16 sub-blocks of 16 weights; w = d*scale[j]*(q-32), q in [0,63].
+struct BlockQ6K {
+  std::uint8_t ql[kSuperBlock / 2];  // low 4 bits of each quant
+  std::uint8_t qh[kSuperBlock / 4];  // high 2 bits of each quant
+  std::int8_t scales[kSuperBlock / 16];
+  fp16_bits d;
+};
+
+// Activation format of the K-quant dot products on the CPU: x ~= d*q.
+struct BlockQ8K {
+  float d;
+  std::int8_t qs[kSuperBlock];
+  std::int16_t bsums[kSuperBlock / 16];  // sum of each group of 16 quants (for the min term)
+};
+
+// Activation format of the GPU DP4A kernels: x ~= d*q, s = d*sum(q).
+struct BlockQ8_1 {
+  fp16_bits d;
+  fp16_bits s;
+  std::int8_t qs[kQ8_1Block];
+};
+
+static_assert(sizeof(BlockQ4K) == 144, "Q4_K block must be 144 bytes as in GGUF");
+static_assert(sizeof(BlockQ5K) == 176, "Q5_K block must be 176 bytes as in GGUF");
+static_assert(sizeof(BlockQ6K) == 210, "Q6_K block must be 210 bytes as in GGUF");
+static_assert(sizeof(BlockQ8K) == 292, "Q8_K block must be 292 bytes as in ggml");
+static_assert(sizeof(BlockQ8_1) == 36, "Q8_1 block must be 36 bytes as in GGUF");
+static_assert(alignof(BlockQ4K) == 2 && alignof(BlockQ5K) == 2 && alignof(BlockQ6K) == 2);
+
+enum class WeightType { Q4_K, Q5_K, Q6_K };
+enum class ActFormat { F32, Q8_K, Q8_1 };
+
+std::string_view to_string(WeightType t);
+std::string_view to_string(ActFormat f);
+// Parses "q4_K"/"Q4_K" etc.; returns false for an unknown name.
+bool parse_weight_type(std::string_view s, WeightType& out);
+bool parse_act_format(std::string_view s, ActFormat& out);
+
+// Bytes of one block and values per block of each format.
+std::size_t block_bytes(WeightType t);
+std::size_t block_bytes(ActFormat f);  // 4 per value for F32
+int block_values(ActFormat f);         // 1 for F32
+
+// Bytes of one row of `cols` values; cols must be a multiple of the block size.
+std::size_t row_bytes(WeightType t, std::int64_t cols);
+std::size_t row_bytes(ActFormat f, std::int64_t cols);
+
+float fp16_to_fp32(fp16_bits h);
+fp16_bits fp32_to_fp16(float f);  // round to nearest even, saturating to inf like a cast
+
+// 6-bit scale and min of sub-block j (0..7) from the packed Q4_K/Q5_K scale bytes.
+void unpack_scale_min_k4(int j, const std::uint8_t* packed, std::uint8_t& scale,
+                         std::uint8_t& min);
+// Inverse of unpack_scale_min_k4 for all eight sub-blocks (values must be < 64).
+void pack_scales_mins_k4(const std::uint8_t scales[8], const std::uint8_t mins[8],
+                         std::uint8_t packed[kKScaleBytes]);
+
+// Dequantize n values (n a multiple of 256) of consecutive blocks.
+void dequantize_row_q4_K(const BlockQ4K* x, float* y, std::int64_t n);
+void dequantize_row_q5_K(const BlockQ5K* x, float* y, std::int64_t n);
+void dequantize_row_q6_K(const BlockQ6K* x, float* y, std::int64_t n);
+void dequantize_row(WeightType t, const void* blocks, float* y, std::int64_t n);
+
+// Quantize n floats (n a multiple of 256) into blocks. Our own quantizer: for each
+// sub-block it searches the scale (and min) that minimise the squared error of the
+// rounded values, then quantizes the per-sub-block scales with a super-block scale.
+void quantize_row_q4_K(const float* x, BlockQ4K* y, std::int64_t n);
+void quantize_row_q5_K(const float* x, BlockQ5K* y, std::int64_t n);
+void quantize_row_q6_K(const float* x, BlockQ6K* y, std::int64_t n);
+void quantize_row(WeightType t, const float* x, void* blocks, std::int64_t n);
+
+// Activation quantizers. Q8_K: n a multiple of 256; Q8_1: n a multiple of 32.
+void quantize_row_q8_K(const float* x, BlockQ8K* y, std::int64_t n);
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::int64_t n);
+void dequantize_row_q8_K(const BlockQ8K* x, float* y, std::int64_t n);
+void dequantize_row_q8_1(const BlockQ8_1* x, float* y, std::int64_t n);
+
+// Prepare an activation vector in format f (a plain copy for F32); `out` must hold
+// row_bytes(f, n) bytes. `dequantize_activation` gives back the values a kernel sees.
+void quantize_activation(ActFormat f, const float* x, void* out, std::int64_t n);
+void dequantize_activation(ActFormat f, const void* in, float* y, std::int64_t n);
+
+}  // namespace qmv

@@ -1,0 +1,118 @@
+// The plugin interface: a kernel variant describes itself in one KernelSpec and
+// registers it with QMV_REGISTER_KERNEL, once, in its own source file. The check,
+// the benchmarks and (later) the model runner find it through the registry.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/formats.h"
+
+namespace qmv {
+
+enum class Backend { CPU, CUDA };
+// MatVec: y = W x. FusedUpGate: y = W x and y2 = W2 x from one read of x (FFN up+gate).
+enum class OpKind { MatVec, FusedUpGate };
+
+std::string_view to_string(Backend b);
+std::string_view to_string(OpKind k);
+
+// Written rows x cols: output length x input length.
+struct Shape {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  friend bool operator==(const Shape&, const Shape&) = default;
+};
+std::string to_string(Shape s);
+
+// CPU features a variant may need; detected at run time (libcpuinfo).
+enum class CpuFeature : std::uint32_t {
+  AVX2 = 1u << 0,
+  FMA = 1u << 1,
+  F16C = 1u << 2,
+  AVX512F = 1u << 3,
+  AVX512BW = 1u << 4,
+  AVX512VL = 1u << 5,
+  AVX512VNNI = 1u << 6,
+};
+constexpr std::uint32_t operator|(CpuFeature a, CpuFeature b) {
+  return static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b);
+}
+constexpr std::uint32_t operator|(std::uint32_t a, CpuFeature b) {
+  return a | static_cast<std::uint32_t>(b);
+}
+
+// Outcome of a kernel call: empty message means success.
+struct Status {
+  std::string error;
+  bool ok() const { return error.empty(); }
+  static Status Ok() { return {}; }
+  static Status Error(std::string msg) { return {std::move(msg)}; }
+};
+
+// One call. Pointers are host pointers for CPU kernels, device pointers for CUDA
+// kernels. Weights are row-major blocks (row_bytes(weight, cols) bytes per row); the
+// activation is already prepared in the kernel's activation format.
+struct MatVecArgs {
+  Shape shape;
+  const void* w = nullptr;
+  std::size_t w_bytes = 0;
+  const void* x = nullptr;
+  std::size_t x_bytes = 0;
+  float* y = nullptr;
+  std::size_t y_len = 0;  // in floats
+  // Second matrix and output of a fused pair (OpKind::FusedUpGate), same shape.
+  const void* w2 = nullptr;
+  std::size_t w2_bytes = 0;
+  float* y2 = nullptr;
+  std::size_t y2_len = 0;
+  int threads = 1;          // CPU: OpenMP threads for this call
+  void* stream = nullptr;   // CUDA: cudaStream_t to launch on
+};
+
+struct KernelSpec {
+  std::string name;  // weights.backend.variant[.params], e.g. "q4_K.cpu.avx2_raw"
+  OpKind op = OpKind::MatVec;
+  WeightType weight = WeightType::Q4_K;
+  ActFormat act = ActFormat::F32;
+  Backend backend = Backend::CPU;
+  std::uint32_t cpu_features = 0;  // CpuFeature bits that must all be present
+  int min_sm = 0;                  // CUDA: minimum compute capability x10 (e.g. 61)
+  std::string shape_rule;          // human-readable form of supports(), e.g. "cols % 256 == 0"
+  bool (*supports)(Shape) = nullptr;
+  Status (*run)(const MatVecArgs&) = nullptr;
+  // Bytes that must move per call; nullptr means weights + activation + output.
+  std::size_t (*bytes_moved)(Shape) = nullptr;
+  std::string description;  // one line, shown by `qmvlab list`
+};
+
+// Weights + prepared activation + output(s) of one call of `spec` on `s`.
+std::size_t bytes_moved(const KernelSpec& spec, Shape s);
+// Multiply-adds counted as two flops, per output matrix.
+double flops(const KernelSpec& spec, Shape s);
+// Validates the buffers in `a` against spec and shape (null pointers, sizes, rows,
+// cols, supports(), the second matrix of a fused op).
+Status check_args(const KernelSpec& spec, const MatVecArgs& a);
+// The one way to call a kernel: check_args, then spec.run. Kernels may therefore
+// assume their arguments are valid and keep their inner loops free of checks.
+Status invoke(const KernelSpec& spec, const MatVecArgs& a);
+
+// Shape rule shared by every K-quant kernel.
+bool supports_superblock_cols(Shape s);
+inline constexpr const char* kSuperBlockColsRule = "rows >= 1, cols % 256 == 0";
+
+// Adds a spec to the process-wide registry during static initialisation. Returns
+// true; problems (a duplicate name, a spec missing run/supports) are kept and
+// reported by registry_startup_errors() so main() can refuse to start.
+bool register_kernel(KernelSpec spec);
+
+}  // namespace qmv
+
+#define QMV_CONCAT_INNER(a, b) a##b
+#define QMV_CONCAT(a, b) QMV_CONCAT_INNER(a, b)
+// Use once per variant file, at namespace scope: QMV_REGISTER_KERNEL(make_spec());
+#define QMV_REGISTER_KERNEL(spec_expr)                                       \
+  [[maybe_unused]] static const bool QMV_CONCAT(qmv_kernel_registered_, __LINE__) = \
+      ::qmv::register_kernel(spec_expr)

@@ -1,0 +1,131 @@
+#include "registry.h"
+
+#include <fnmatch.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace qmv {
+
+std::string_view to_string(Backend b) { return b == Backend::CPU ? "cpu" : "cuda"; }
+std::string_view to_string(OpKind k) {
+  return k == OpKind::MatVec ? "matvec" : "fused_up_gate";
+}
+std::string to_string(Shape s) { return fmt::format("{}x{}", s.rows, s.cols); }
+
+bool supports_superblock_cols(Shape s) {
+  return s.rows >= 1 && s.cols >= kSuperBlock && s.cols % kSuperBlock == 0;
+}
+
+static int output_matrices(const KernelSpec& spec) {
+  return spec.op == OpKind::FusedUpGate ? 2 : 1;
+}
+
+std::size_t bytes_moved(const KernelSpec& spec, Shape s) {
+  if (spec.bytes_moved) return spec.bytes_moved(s);
+  const std::size_t per_matrix = static_cast<std::size_t>(s.rows) * row_bytes(spec.weight, s.cols) +
+                                 static_cast<std::size_t>(s.rows) * sizeof(float);
+  return output_matrices(spec) * per_matrix + row_bytes(spec.act, s.cols);
+}
+
+double flops(const KernelSpec& spec, Shape s) {
+  return 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) * output_matrices(spec);
+}
+
+Status check_args(const KernelSpec& spec, const MatVecArgs& a) {
+  const Shape s = a.shape;
+  if (s.rows <= 0 || s.cols <= 0)
+    return Status::Error(fmt::format("{}: shape {} is empty", spec.name, to_string(s)));
+  if (!spec.supports(s))
+    return Status::Error(fmt::format("{}: shape {} not supported (needs {})", spec.name,
+                                     to_string(s), spec.shape_rule));
+  const std::size_t need_w = static_cast<std::size_t>(s.rows) * row_bytes(spec.weight, s.cols);
+  const std::size_t need_x = row_bytes(spec.act, s.cols);
+  const std::size_t need_y = static_cast<std::size_t>(s.rows);
+  auto check_matrix = [&](const void* w, std::size_t w_bytes, const float* y, std::size_t y_len,
+                          const char* which) -> Status {
+    if (!w || !y)
+      return Status::Error(fmt::format("{}: null {} weight or output pointer", spec.name, which));
+    if (w_bytes < need_w)
+      return Status::Error(fmt::format("{}: {} weights hold {} bytes, shape {} needs {}",
+                                       spec.name, which, w_bytes, to_string(s), need_w));
+    if (y_len < need_y)
+      return Status::Error(fmt::format("{}: {} output holds {} floats, shape {} needs {}",
+                                       spec.name, which, y_len, to_string(s), need_y));
+    return Status::Ok();
+  };
+  if (auto st = check_matrix(a.w, a.w_bytes, a.y, a.y_len, "first"); !st.ok()) return st;
+  if (spec.op == OpKind::FusedUpGate) {
+    if (auto st = check_matrix(a.w2, a.w2_bytes, a.y2, a.y2_len, "second"); !st.ok()) return st;
+  }
+  if (!a.x) return Status::Error(fmt::format("{}: null activation pointer", spec.name));
+  if (a.x_bytes < need_x)
+    return Status::Error(fmt::format("{}: activation holds {} bytes, {} x {} cols needs {}",
+                                     spec.name, a.x_bytes, to_string(spec.act), s.cols, need_x));
+  if (spec.backend == Backend::CPU && a.threads < 1)
+    return Status::Error(fmt::format("{}: threads must be >= 1, got {}", spec.name, a.threads));
+  return Status::Ok();
+}
+
+Status invoke(const KernelSpec& spec, const MatVecArgs& a) {
+  if (auto st = check_args(spec, a); !st.ok()) return st;
+  return spec.run(a);
+}
+
+Status Registry::add(KernelSpec spec) {
+  if (spec.name.empty()) return Status::Error("kernel spec without a name");
+  if (!spec.run || !spec.supports)
+    return Status::Error(fmt::format("kernel {} lacks run() or supports()", spec.name));
+  if (find(spec.name))
+    return Status::Error(fmt::format("kernel name registered twice: {}", spec.name));
+  auto pos = std::lower_bound(specs_.begin(), specs_.end(), spec.name,
+                              [](const KernelSpec& k, const std::string& n) { return k.name < n; });
+  specs_.insert(pos, std::move(spec));
+  return Status::Ok();
+}
+
+const KernelSpec* Registry::find(std::string_view name) const {
+  for (const auto& k : specs_)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+bool glob_match_any(std::string_view globs, std::string_view name) {
+  const std::string n(name);
+  std::size_t start = 0;
+  while (start <= globs.size()) {
+    std::size_t end = globs.find(',', start);
+    if (end == std::string_view::npos) end = globs.size();
+    const std::string pattern(globs.substr(start, end - start));
+    if (!pattern.empty() && fnmatch(pattern.c_str(), n.c_str(), 0) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::vector<const KernelSpec*> Registry::select(std::string_view globs) const {
+  std::vector<const KernelSpec*> out;
+  for (const auto& k : specs_)
+    if (glob_match_any(globs, k.name)) out.push_back(&k);
+  return out;
+}
+
+static std::vector<std::string>& startup_errors() {
+  static std::vector<std::string> errors;
+  return errors;
+}
+
+Registry& global_registry() {
+  static Registry registry;
+  return registry;
+}
+
+const std::vector<std::string>& registry_startup_errors() { return startup_errors(); }
+
+bool register_kernel(KernelSpec spec) {
+  if (auto st = global_registry().add(std::move(spec)); !st.ok())
+    startup_errors().push_back(st.error);
+  return true;
+}
+
+}  // namespace qmv

@@ -1,0 +1,33 @@
+// The process-wide kernel registry: every variant file adds its KernelSpec during
+// static initialisation; everything else queries it here.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernel.h"
+
+namespace qmv {
+
+class Registry {
+ public:
+  // Refuses a duplicate name or an incomplete spec (no run, no supports, empty name).
+  Status add(KernelSpec spec);
+  const std::vector<KernelSpec>& all() const { return specs_; }
+  const KernelSpec* find(std::string_view name) const;
+  // Kernels whose name matches any of the comma-separated shell globs, in name order.
+  std::vector<const KernelSpec*> select(std::string_view globs) const;
+
+ private:
+  std::vector<KernelSpec> specs_;
+};
+
+Registry& global_registry();
+// Problems met while registering (duplicate names...): main() refuses to start on any.
+const std::vector<std::string>& registry_startup_errors();
+
+// True when `name` matches any of the comma-separated shell globs.
+bool glob_match_any(std::string_view globs, std::string_view name);
+
+}  // namespace qmv

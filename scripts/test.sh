@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test suite: install, build, run every test (GoogleTest via CTest, plus the gguf
+# cross-check of the block layouts).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"

@@ -1,0 +1,131 @@
+// The qmvlab executable end to end: its error paths and a tiny real run of each
+// subcommand. Exit codes: 0 ok, 1 a check failed, 2 bad usage or input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "harness/csv.h"
+
+namespace {
+
+struct CliRun {
+  int code;
+  std::string output;  // stdout and stderr together
+};
+
+CliRun qmvlab(const std::string& args) {
+  const std::string cmd = std::string(QMVLAB_EXE) + " " + args + " 2>&1";
+  CliRun r{-1, {}};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), p)) r.output += buf.data();
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string tmp(const std::string& name) {
+  const std::string dir = std::string(QMV_TEST_TMP) + "/cli";
+  std::filesystem::create_directories(dir);
+  return dir + "/" + name;
+}
+
+int count_lines(const std::string& s, const std::string& needle) {
+  int n = 0;
+  for (auto pos = s.find(needle); pos != std::string::npos; pos = s.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+void expect_error(const std::string& args, const std::string& message) {
+  const CliRun r = qmvlab(args);
+  EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+  // One clear line, not a stack of noise.
+  EXPECT_LE(count_lines(r.output, "\n"), 3) << r.output;
+}
+
+TEST(Cli, HelpForEverySubcommand) {
+  for (const char* sub : {"", "list", "check", "bench", "peak", "report"}) {
+    const CliRun r = qmvlab(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub << r.output;
+    EXPECT_NE(r.output.find("Usage"), std::string::npos) << sub << r.output;
+  }
+}
+
+TEST(Cli, NoSubcommandIsAnError) { EXPECT_EQ(qmvlab("").code, 2); }
+
+TEST(Cli, UnknownKernelName) { expect_error("check --kernels q4_K.cpu.nonexistent", "unknown kernel 'q4_K.cpu.nonexistent'"); }
+TEST(Cli, EmptySelection) { expect_error("bench --kernels 'q9_K.*'", "no kernel matches 'q9_K.*'"); }
+TEST(Cli, UnsupportedShape) {
+  expect_error("check --kernels 'q4_K.*' --shapes 3x100", "shape 3x100 is not supported by any selected kernel");
+}
+TEST(Cli, MalformedShape) { expect_error("check --shapes 4096by4096", "bad shape '4096by4096'"); }
+TEST(Cli, BadThreads) { expect_error("bench --kernels q4_K.cpu.scalar --threads 0", "bad thread count '0'"); }
+TEST(Cli, UnknownOption) { EXPECT_EQ(qmvlab("check --frobnicate").code, 2); }
+TEST(Cli, UnreadableReport) {
+  expect_error("report " + tmp("nope.csv"), "nope.csv: no such file");
+  std::ofstream(tmp("other.csv")) << "a,b\n1,2\n";
+  expect_error("report " + tmp("other.csv"), "not a qmvlab results CSV");
+}
+TEST(Cli, UnwritableOutput) {
+  expect_error("check --kernels q4_K.cpu.scalar --shapes 1x256 --out /proc/qmvlab/x.csv", "/proc/qmvlab/x.csv");
+}
+
+TEST(Cli, ListShowsEveryReferenceKernelAvailable) {
+  const CliRun r = qmvlab("list");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* k : {"q4_K.cpu.scalar ", "q5_K.cpu.scalar ", "q6_K.cpu.scalar ", "q4_K.cpu.scalar_q8k",
+                        "q5_K.cpu.scalar_q8k", "q6_K.cpu.scalar_q8k"})
+    EXPECT_NE(r.output.find(k), std::string::npos) << k;
+  EXPECT_EQ(r.output.find("test."), std::string::npos) << "test-only kernels leaked into qmvlab";
+  EXPECT_EQ(qmvlab("list --shapes").code, 0);
+}
+
+TEST(Cli, CheckWritesCsvThatReportReads) {
+  const std::string out = tmp("check.csv");
+  const CliRun r = qmvlab("check --kernels '*scalar*' --shapes 3x256,67x512 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("12 passed, 0 failed"), std::string::npos) << r.output;
+  const auto rows = qmv::read_check_csv(out);
+  EXPECT_EQ(rows.size(), 6u * 2 * 2);  // kernels x shapes x activation cases
+  const CliRun rep = qmvlab("report " + out);
+  EXPECT_EQ(rep.code, 0) << rep.output;
+  EXPECT_NE(rep.output.find("q6_K.cpu.scalar_q8k"), std::string::npos);
+}
+
+TEST(Cli, BenchAndPeakWriteCsvsWithShareOfPeak) {
+  const std::string out = tmp("bench.csv");
+  const CliRun r = qmvlab("bench --kernels q4_K.cpu.scalar,q6_K.cpu.scalar_q8k --shapes 8x512 --threads 1 "
+                       "--warm --reps 2 --min-time 0.01 --peak-reps 1 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("% of peak"), std::string::npos) << r.output;
+  qmv::RunContext ctx;
+  const auto rows = qmv::read_bench_csv(out, &ctx);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    EXPECT_GT(row.gbps_median, 0);
+    EXPECT_GT(row.peak_gbps, 0);
+    EXPECT_NEAR(row.peak_pct, 100 * row.gbps_median / row.peak_gbps, 1e-9);
+    EXPECT_LE(row.time_min_us, row.time_median_us);
+    EXPECT_LE(row.time_median_us, row.time_max_us);
+    EXPECT_EQ(row.repetitions, 2);
+    EXPECT_EQ(row.cache, "warm");
+  }
+  EXPECT_NE(ctx.command.find("bench --kernels"), std::string::npos);
+  EXPECT_FALSE(ctx.machine.empty());
+
+  const std::string pout = tmp("peak.csv");
+  const CliRun p = qmvlab("peak --threads 1 --reps 1 --out " + pout);
+  ASSERT_EQ(p.code, 0) << p.output;
+  const auto peaks = qmv::read_peak_csv(pout);
+  ASSERT_EQ(peaks.size(), 1u);
+  EXPECT_GT(peaks[0].gbps_best, 0);
+}
+
+}  // namespace

@@ -1,0 +1,168 @@
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "harness/machine.h"
+#include "kernels/cpu_features.h"
+#include "kernels/registry.h"
+
+namespace qmv {
+namespace {
+
+Status ok_run(const MatVecArgs&) { return Status::Ok(); }
+
+KernelSpec spec_named(std::string name) {
+  KernelSpec s;
+  s.name = std::move(name);
+  s.shape_rule = kSuperBlockColsRule;
+  s.supports = supports_superblock_cols;
+  s.run = ok_run;
+  return s;
+}
+
+TEST(Registry, DuplicateNameIsRefused) {
+  Registry r;
+  ASSERT_TRUE(r.add(spec_named("q4_K.cpu.a")).ok());
+  const Status dup = r.add(spec_named("q4_K.cpu.a"));
+  EXPECT_FALSE(dup.ok());
+  EXPECT_NE(dup.error.find("registered twice: q4_K.cpu.a"), std::string::npos) << dup.error;
+  EXPECT_EQ(r.all().size(), 1u);
+}
+
+TEST(Registry, IncompleteSpecIsRefused) {
+  Registry r;
+  KernelSpec no_run = spec_named("x.cpu.norun");
+  no_run.run = nullptr;
+  EXPECT_FALSE(r.add(no_run).ok());
+  KernelSpec no_name = spec_named("");
+  EXPECT_FALSE(r.add(no_name).ok());
+  EXPECT_TRUE(r.all().empty());
+}
+
+TEST(Registry, GlobSelection) {
+  Registry r;
+  for (const char* n : {"q4_K.cpu.scalar", "q4_K.cpu.avx2_raw", "q6_K.cpu.scalar", "q4_K.cuda.dp4a",
+                        "q6_K.cuda.hw_dp4a"})
+    ASSERT_TRUE(r.add(spec_named(n)).ok());
+  auto names = [](const std::vector<const KernelSpec*>& v) {
+    std::vector<std::string> out;
+    for (auto* k : v) out.push_back(k->name);
+    return out;
+  };
+  EXPECT_EQ(names(r.select("q4_K.*")),
+            (std::vector<std::string>{"q4_K.cpu.avx2_raw", "q4_K.cpu.scalar", "q4_K.cuda.dp4a"}));
+  EXPECT_EQ(names(r.select("*.scalar")), (std::vector<std::string>{"q4_K.cpu.scalar", "q6_K.cpu.scalar"}));
+  EXPECT_EQ(names(r.select("*dp4a*")), (std::vector<std::string>{"q4_K.cuda.dp4a", "q6_K.cuda.hw_dp4a"}));
+  EXPECT_EQ(names(r.select("q6_K.cpu.scalar,q4_K.cuda.*")),
+            (std::vector<std::string>{"q4_K.cuda.dp4a", "q6_K.cpu.scalar"}));
+  EXPECT_TRUE(r.select("q5_K.*").empty());
+  EXPECT_TRUE(r.select("q4_K.cpu.scala").empty());  // globs match whole names
+  ASSERT_NE(r.find("q6_K.cuda.hw_dp4a"), nullptr);
+  EXPECT_EQ(r.find("nope"), nullptr);
+}
+
+TEST(Registry, GlobalRegistryHasTheReferenceKernels) {
+  EXPECT_TRUE(registry_startup_errors().empty());
+  for (const char* n : {"q4_K.cpu.scalar", "q5_K.cpu.scalar", "q6_K.cpu.scalar", "q4_K.cpu.scalar_q8k",
+                        "q5_K.cpu.scalar_q8k", "q6_K.cpu.scalar_q8k"}) {
+    const KernelSpec* k = global_registry().find(n);
+    ASSERT_NE(k, nullptr) << n;
+    EXPECT_EQ(k->backend, Backend::CPU);
+    EXPECT_FALSE(k->description.empty()) << n;
+    EXPECT_TRUE(availability(*k).available) << n << ": " << availability(*k).reason;
+  }
+  std::set<std::string> names;
+  for (const auto& k : global_registry().all()) EXPECT_TRUE(names.insert(k.name).second) << k.name;
+}
+
+TEST(Registry, NamesFollowTheConvention) {
+  // weights.backend.variant[.params]; test-only kernels carry a "test." prefix.
+  for (const auto& k : global_registry().all()) {
+    if (k.name.rfind("test.", 0) == 0) continue;
+    const std::string prefix = std::string(to_string(k.weight)) + "." + std::string(to_string(k.backend)) + ".";
+    EXPECT_EQ(k.name.rfind(prefix, 0), 0u) << k.name << " should start with " << prefix;
+  }
+}
+
+TEST(Requirements, CpuFeatureChecks) {
+  EXPECT_EQ(missing_cpu_features(0), 0u);
+  EXPECT_EQ(cpu_feature_names(CpuFeature::AVX2 | CpuFeature::FMA), "avx2 fma");
+  // Whatever this CPU is, a feature reported missing must be one that was asked for.
+  const std::uint32_t all = CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C | CpuFeature::AVX512F |
+                            CpuFeature::AVX512BW | CpuFeature::AVX512VL | CpuFeature::AVX512VNNI;
+  EXPECT_EQ(missing_cpu_features(all) & ~all, 0u);
+  KernelSpec s = spec_named("q4_K.cpu.needs_all");
+  s.cpu_features = all;
+  const Availability av = availability(s);
+  EXPECT_EQ(av.available, missing_cpu_features(all) == 0);
+  if (!av.available) EXPECT_NE(av.reason.find("CPU lacks"), std::string::npos);
+}
+
+TEST(Requirements, CudaKernelWithoutDeviceIsUnavailableWithReason) {
+  KernelSpec s = spec_named("q4_K.cuda.fake");
+  s.backend = Backend::CUDA;
+  s.min_sm = 9999;  // no device is this new, so it is never available
+  const Availability av = availability(s);
+  EXPECT_FALSE(av.available);
+  EXPECT_FALSE(av.reason.empty());
+}
+
+TEST(Invoke, BadArgumentsAreRefusedBeforeTheKernelRuns) {
+  static int calls = 0;
+  KernelSpec s = spec_named("q4_K.cpu.counting");
+  s.run = [](const MatVecArgs&) {
+    ++calls;
+    return Status::Ok();
+  };
+  std::vector<std::uint8_t> w(4 * row_bytes(WeightType::Q4_K, 512));
+  std::vector<float> x(512), y(4);
+  MatVecArgs a;
+  a.shape = {4, 512};
+  a.w = w.data();
+  a.w_bytes = w.size();
+  a.x = x.data();
+  a.x_bytes = x.size() * sizeof(float);
+  a.y = y.data();
+  a.y_len = y.size();
+  ASSERT_TRUE(invoke(s, a).ok());
+  ASSERT_EQ(calls, 1);
+
+  auto expect_refused = [&](MatVecArgs bad, const char* what) {
+    const Status st = invoke(s, bad);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.error.find(what), std::string::npos) << st.error;
+  };
+  MatVecArgs b = a;
+  b.w_bytes -= 1;
+  expect_refused(b, "weights hold");
+  b = a;
+  b.y_len = 3;
+  expect_refused(b, "output holds");
+  b = a;
+  b.x_bytes = 511 * sizeof(float);
+  expect_refused(b, "activation holds");
+  b = a;
+  b.x = nullptr;
+  expect_refused(b, "null activation");
+  b = a;
+  b.shape = {4, 500};
+  expect_refused(b, "not supported (needs rows >= 1, cols % 256 == 0)");
+  b = a;
+  b.threads = 0;
+  expect_refused(b, "threads must be >= 1");
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(BytesMoved, CountsWeightsActivationAndOutput) {
+  KernelSpec s = spec_named("q4_K.cpu.x");
+  s.act = ActFormat::Q8_K;
+  const Shape sh{10, 512};
+  EXPECT_EQ(bytes_moved(s, sh), 10u * 2 * 144 + 2 * 292 + 10 * 4);
+  s.op = OpKind::FusedUpGate;
+  EXPECT_EQ(bytes_moved(s, sh), 2 * (10u * 2 * 144 + 10 * 4) + 2 * 292);
+  EXPECT_DOUBLE_EQ(flops(s, sh), 2.0 * 2 * 10 * 512);
+}
+
+}  // namespace
+}  // namespace qmv

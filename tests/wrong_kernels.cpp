@@ -1,0 +1,58 @@
+// Deliberately wrong kernels, registered only in the test binary: the check must
+// catch each of them, or it proves nothing. Each runs the real scalar reference and
+// then damages its output in one characteristic way.
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "kernels/registry.h"
+
+namespace {
+
+qmv::Status run_reference(const qmv::MatVecArgs& a) {
+  const qmv::KernelSpec* ref = qmv::global_registry().find("q4_K.cpu.scalar");
+  return ref ? ref->run(a) : qmv::Status::Error("q4_K.cpu.scalar not registered");
+}
+
+// Row r gets the result of row r+1: the classic indexing slip.
+qmv::Status run_off_by_one_row(const qmv::MatVecArgs& a) {
+  if (auto st = run_reference(a); !st.ok()) return st;
+  const float first = a.y[0];
+  for (std::int64_t r = 0; r + 1 < a.shape.rows; ++r) a.y[r] = a.y[r + 1];
+  a.y[a.shape.rows - 1] = first;
+  return qmv::Status::Ok();
+}
+
+// Forgets the last output element (a remainder loop that never runs).
+qmv::Status run_unwritten_last(const qmv::MatVecArgs& a) {
+  std::vector<float> full(static_cast<std::size_t>(a.shape.rows));
+  qmv::MatVecArgs tmp = a;
+  tmp.y = full.data();
+  if (auto st = run_reference(tmp); !st.ok()) return st;
+  for (std::int64_t r = 0; r + 1 < a.shape.rows; ++r) a.y[r] = full[static_cast<std::size_t>(r)];
+  return qmv::Status::Ok();
+}
+
+// One element off by 1%: a subtle arithmetic slip the tight kernel bounds must see.
+qmv::Status run_slightly_wrong(const qmv::MatVecArgs& a) {
+  if (auto st = run_reference(a); !st.ok()) return st;
+  a.y[a.shape.rows / 2] *= 1.01f;
+  return qmv::Status::Ok();
+}
+
+qmv::KernelSpec wrong(const char* name, qmv::Status (*run)(const qmv::MatVecArgs&)) {
+  qmv::KernelSpec s;
+  s.name = name;
+  s.weight = qmv::WeightType::Q4_K;
+  s.act = qmv::ActFormat::F32;
+  s.shape_rule = qmv::kSuperBlockColsRule;
+  s.supports = qmv::supports_superblock_cols;
+  s.run = run;
+  s.description = "test-only deliberately wrong kernel";
+  return s;
+}
+
+}  // namespace
+
+QMV_REGISTER_KERNEL(wrong("test.q4_K.off_by_one_row", run_off_by_one_row));
+QMV_REGISTER_KERNEL(wrong("test.q4_K.unwritten_last", run_unwritten_last));
+QMV_REGISTER_KERNEL(wrong("test.q4_K.slightly_wrong", run_slightly_wrong));
