@@ -103,6 +103,24 @@ Status invoke(const KernelSpec& spec, const MatVecArgs& a);
 bool supports_superblock_cols(Shape s);
 inline constexpr const char* kSuperBlockColsRule = "rows >= 1, cols % 256 == 0";
 
+// The usual spec of a CPU K-quant matvec: op MatVec, backend CPU, cols % 256 == 0.
+KernelSpec cpu_matvec_spec(std::string name, WeightType weight, ActFormat act,
+                           Status (*run)(const MatVecArgs&), std::string description,
+                           std::uint32_t cpu_features = 0);
+
+// The loop most CPU kernels share: y[r] = RowDot(row r's blocks, x, blocks per row),
+// rows spread statically over a.threads OpenMP threads.
+template <class WeightBlock, class Activation,
+          float (*RowDot)(const WeightBlock*, const Activation*, std::int64_t)>
+Status run_rows(const MatVecArgs& a) {
+  const std::int64_t n_blocks = a.shape.cols / kSuperBlock;
+  const auto* w = static_cast<const WeightBlock*>(a.w);
+  const auto* x = static_cast<const Activation*>(a.x);
+#pragma omp parallel for num_threads(a.threads) schedule(static)
+  for (std::int64_t r = 0; r < a.shape.rows; ++r) a.y[r] = RowDot(w + r * n_blocks, x, n_blocks);
+  return Status::Ok();
+}
+
 // Adds a spec to the process-wide registry during static initialisation. Returns
 // true; problems (a duplicate name, a spec missing run/supports) are kept and
 // reported by registry_startup_errors() so main() can refuse to start.

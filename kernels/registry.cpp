@@ -17,6 +17,23 @@ bool supports_superblock_cols(Shape s) {
   return s.rows >= 1 && s.cols >= kSuperBlock && s.cols % kSuperBlock == 0;
 }
 
+KernelSpec cpu_matvec_spec(std::string name, WeightType weight, ActFormat act,
+                           Status (*run)(const MatVecArgs&), std::string description,
+                           std::uint32_t cpu_features) {
+  KernelSpec s;
+  s.name = std::move(name);
+  s.op = OpKind::MatVec;
+  s.weight = weight;
+  s.act = act;
+  s.backend = Backend::CPU;
+  s.cpu_features = cpu_features;
+  s.shape_rule = kSuperBlockColsRule;
+  s.supports = supports_superblock_cols;
+  s.run = run;
+  s.description = std::move(description);
+  return s;
+}
+
 static int output_matrices(const KernelSpec& spec) {
   return spec.op == OpKind::FusedUpGate ? 2 : 1;
 }

@@ -672,5 +672,25 @@ TEST(Activations, ExtremeScalesStayFinite) {
   }
 }
 
+TEST(KnownAnswer, Q6KUnpackedQuantsMatchTheDequantizer) {
+  // unpack_q6_K_quants serves the scalar kernels; d*scale*(q-32) must be exactly what
+  // the dequantizer (checked against gguf) gives for every weight.
+  const auto x = gaussian(8 * kSuperBlock, fresh_seed("q6_K unpack"));
+  std::vector<BlockQ6K> blocks(8);
+  quantize_row_q6_K(x.data(), blocks.data(), static_cast<std::int64_t>(x.size()));
+  std::vector<float> deq(x.size());
+  dequantize_row_q6_K(blocks.data(), deq.data(), static_cast<std::int64_t>(x.size()));
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    std::int8_t q[kSuperBlock];
+    unpack_q6_K_quants(blocks[b], q);
+    const float d = fp16_to_fp32(blocks[b].d);
+    for (int i = 0; i < kSuperBlock; ++i) {
+      ASSERT_GE(q[i], -32);
+      ASSERT_LE(q[i], 31);
+      EXPECT_EQ(d * blocks[b].scales[i / 16] * q[i], deq[b * kSuperBlock + i]) << b << " " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qmv

@@ -36,32 +36,9 @@ float dot_row(const qmv::BlockQ4K* blocks, const qmv::BlockQ8K* x, std::int64_t 
   return row_sum;
 }
 
-qmv::Status run(const qmv::MatVecArgs& a) {
-  const std::int64_t n_blocks = a.shape.cols / qmv::kSuperBlock;
-  const auto* w = static_cast<const qmv::BlockQ4K*>(a.w);
-  const auto* x = static_cast<const qmv::BlockQ8K*>(a.x);
-#pragma omp parallel for num_threads(a.threads) schedule(static)
-  for (std::int64_t r = 0; r < a.shape.rows; ++r) {
-    a.y[r] = dot_row(w + r * n_blocks, x, n_blocks);
-  }
-  return qmv::Status::Ok();
-}
-
-qmv::KernelSpec make_spec() {
-  qmv::KernelSpec spec;
-  spec.name = "q4_K.cpu.scalar_q8k";
-  spec.op = qmv::OpKind::MatVec;
-  spec.weight = qmv::WeightType::Q4_K;
-  spec.act = qmv::ActFormat::Q8_K;
-  spec.backend = qmv::Backend::CPU;
-  spec.cpu_features = 0;
-  spec.shape_rule = qmv::kSuperBlockColsRule;
-  spec.supports = qmv::supports_superblock_cols;
-  spec.run = run;
-  spec.description = "Q4_K x Q8_K, scalar reference: int32 dot per sub-block, mins via bsums";
-  return spec;
-}
-
 }  // namespace
 
-QMV_REGISTER_KERNEL(make_spec());
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+    "q4_K.cpu.scalar_q8k", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K,
+    qmv::run_rows<qmv::BlockQ4K, qmv::BlockQ8K, dot_row>,
+    "Q4_K x Q8_K, scalar reference: int32 dot per sub-block, mins via bsums"));

@@ -7,23 +7,6 @@
 
 namespace {
 
-// Unpacks the 256 quants of a block, centred (q - 32), in weight order. Each half of
-// 128 weights has 64 bytes of ql and 32 of qh; byte l of them feeds weights l, l+32,
-// l+64, l+96 of the half (ql low nibbles, then high nibbles; qh two bits each).
-void unpack_centred_quants(const qmv::BlockQ6K& blk, std::int8_t q[qmv::kSuperBlock]) {
-  for (int half = 0; half < 2; ++half) {
-    const std::uint8_t* ql = blk.ql + 64 * half;
-    const std::uint8_t* qh = blk.qh + 32 * half;
-    std::int8_t* out = q + 128 * half;
-    for (int l = 0; l < 32; ++l) {
-      out[l + 0] = static_cast<std::int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-      out[l + 32] = static_cast<std::int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-      out[l + 64] = static_cast<std::int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-      out[l + 96] = static_cast<std::int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-    }
-  }
-}
-
 // One row. Per super-block: y += d_w*d_x*sum_j(scale_j*sum_l (q-32)*qx). Centring
 // the quants first means no min term (Q6_K is symmetric), so bsums are not needed.
 // Bounds: |sum_l (q-32)*qx| <= 16*32*128 and |scale| <= 128, so int32 cannot overflow.
@@ -33,7 +16,7 @@ float dot_row(const qmv::BlockQ6K* blocks, const qmv::BlockQ8K* x, std::int64_t 
     const qmv::BlockQ6K& wb = blocks[b];
     const qmv::BlockQ8K& xb = x[b];
     std::int8_t q[qmv::kSuperBlock];
-    unpack_centred_quants(wb, q);
+    qmv::unpack_q6_K_quants(wb, q);
     std::int32_t sumi = 0;
     for (int j = 0; j < 16; ++j) {
       std::int32_t q_dot_qx = 0;
@@ -45,32 +28,9 @@ float dot_row(const qmv::BlockQ6K* blocks, const qmv::BlockQ8K* x, std::int64_t 
   return row_sum;
 }
 
-qmv::Status run(const qmv::MatVecArgs& a) {
-  const std::int64_t n_blocks = a.shape.cols / qmv::kSuperBlock;
-  const auto* w = static_cast<const qmv::BlockQ6K*>(a.w);
-  const auto* x = static_cast<const qmv::BlockQ8K*>(a.x);
-#pragma omp parallel for num_threads(a.threads) schedule(static)
-  for (std::int64_t r = 0; r < a.shape.rows; ++r) {
-    a.y[r] = dot_row(w + r * n_blocks, x, n_blocks);
-  }
-  return qmv::Status::Ok();
-}
-
-qmv::KernelSpec make_spec() {
-  qmv::KernelSpec spec;
-  spec.name = "q6_K.cpu.scalar_q8k";
-  spec.op = qmv::OpKind::MatVec;
-  spec.weight = qmv::WeightType::Q6_K;
-  spec.act = qmv::ActFormat::Q8_K;
-  spec.backend = qmv::Backend::CPU;
-  spec.cpu_features = 0;
-  spec.shape_rule = qmv::kSuperBlockColsRule;
-  spec.supports = qmv::supports_superblock_cols;
-  spec.run = run;
-  spec.description = "Q6_K x Q8_K, scalar reference: int32 dot per sub-block, float scale per block";
-  return spec;
-}
-
 }  // namespace
 
-QMV_REGISTER_KERNEL(make_spec());
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+    "q6_K.cpu.scalar_q8k", qmv::WeightType::Q6_K, qmv::ActFormat::Q8_K,
+    qmv::run_rows<qmv::BlockQ6K, qmv::BlockQ8K, dot_row>,
+    "Q6_K x Q8_K, scalar reference: int32 dot per sub-block, float scale per block"));

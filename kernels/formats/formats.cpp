@@ -144,6 +144,20 @@ void pack_scales_mins_k4(const std::uint8_t scales[8], const std::uint8_t mins[8
 // holds weight 64c+l in its low nibble (sub-block 2c) and weight 64c+32+l in its high
 // nibble (sub-block 2c+1). For Q5_K, bit j of qh[l] is the fifth bit of weight 32j+l.
 
+void unpack_q6_K_quants(const BlockQ6K& block, std::int8_t q[kSuperBlock]) {
+  for (int half = 0; half < 2; ++half) {
+    const std::uint8_t* ql = block.ql + 64 * half;
+    const std::uint8_t* qh = block.qh + 32 * half;
+    std::int8_t* out = q + 128 * half;
+    for (int l = 0; l < 32; ++l) {
+      out[l] = static_cast<std::int8_t>(((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32);
+      out[l + 32] = static_cast<std::int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      out[l + 64] = static_cast<std::int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      out[l + 96] = static_cast<std::int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
+}
+
 void dequantize_row_q4_K(const BlockQ4K* x, float* y, std::int64_t n) {
   assert(n % kSuperBlock == 0);
   for (std::int64_t b = 0; b < n / kSuperBlock; ++b) {

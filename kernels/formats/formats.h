@@ -92,6 +92,11 @@ void unpack_scale_min_k4(int j, const std::uint8_t* packed, std::uint8_t& scale,
 void pack_scales_mins_k4(const std::uint8_t scales[8], const std::uint8_t mins[8],
                          std::uint8_t packed[kKScaleBytes]);
 
+// The 256 quants of a Q6_K block, centred (q - 32), in weight order: each half of
+// 128 weights takes 64 bytes of ql and 32 of qh; byte l feeds weights l, l+32, l+64
+// and l+96 of the half (ql low nibbles, then high nibbles; qh two bits each).
+void unpack_q6_K_quants(const BlockQ6K& block, std::int8_t q[kSuperBlock]);
+
 // Dequantize n values (n a multiple of 256) of consecutive blocks.
 void dequantize_row_q4_K(const BlockQ4K* x, float* y, std::int64_t n);
 void dequantize_row_q5_K(const BlockQ5K* x, float* y, std::int64_t n);
