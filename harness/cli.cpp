@@ -302,6 +302,8 @@ int run_cli(int argc, char** argv) {
                         needs.empty() ? "-" : needs, av.available ? "yes" : "no: " + av.reason,
                         k->description});
       }
+      const MachineInfo& m = machine_info();
+      fmt::print("machine {} ({}, {} cores); {}\n\n", m.machine, m.cpu_model, m.cores, m.gpu_status);
       print_table({"kernel", "op", "weights", "activations", "backend", "needs", "available",
                    "description"},
                   rows);

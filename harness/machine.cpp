@@ -77,9 +77,15 @@ MachineInfo detect() {
   m.gpu = "none";
 #ifdef QMV_HAVE_CUDA
   const cuda::DeviceInfo dev = cuda::query_device();
-  if (dev.present)
+  if (dev.present) {
     m.gpu = fmt::format("{} sm_{} {}SMs driver {}.{}", dev.name, dev.sm, dev.sm_count,
                         dev.driver_version / 1000, dev.driver_version % 1000 / 10);
+    m.gpu_status = "CUDA: " + m.gpu;
+  } else {
+    m.gpu_status = "CUDA: " + dev.why_absent + "; GPU kernels are skipped";
+  }
+#else
+  m.gpu_status = "CUDA: not built (QMV_CUDA=OFF)";
 #endif
   return m;
 }

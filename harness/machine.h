@@ -17,6 +17,7 @@ struct MachineInfo {
   std::string compiler;        // compiler and build type of this binary
   std::string git_commit;      // short hash, "+dirty" when the tree had changes
   std::string gpu;             // "none" or the device name with SM, driver
+  std::string gpu_status;      // one line for people: the device, or why there is none
 };
 
 // Computed once per process.

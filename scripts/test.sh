@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+build/qmvlab list | head -1  # the machine, and whether GPU tests can run here
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"

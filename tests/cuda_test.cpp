@@ -14,7 +14,7 @@ namespace {
 #ifdef QMV_HAVE_CUDA
 TEST(Cuda, PoisonFillsDeviceMemoryWithNan) {
   const qmv::cuda::DeviceInfo dev = qmv::cuda::query_device();
-  if (!dev.present) GTEST_SKIP() << "no CUDA device: " << dev.why_absent;
+  if (!dev.present) GTEST_SKIP() << dev.why_absent;  // starts with "no CUDA device"
   std::printf("CUDA device: %s sm_%d, %d SMs\n", dev.name.c_str(), dev.sm, dev.sm_count);
   const std::size_t n = 100003;
   float* d = nullptr;
