@@ -71,7 +71,8 @@ MachineInfo detect() {
   m.git_commit = run_git("rev-parse --short=12 HEAD");
   if (m.git_commit.empty()) {
     m.git_commit = "unknown";
-  } else if (!run_git("status --porcelain --untracked-files=no").empty()) {
+  } else if (!run_git("status --porcelain --untracked-files=no -- . ':!results'").empty()) {
+    // results/ is what this program writes; rewriting it does not change the code.
     m.git_commit += "+dirty";
   }
   m.gpu = "none";
