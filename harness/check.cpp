@@ -5,7 +5,6 @@
 #include <Eigen/Dense>
 #include <cmath>
 #include <limits>
-#include <map>
 
 #include "harness/data.h"
 #include "harness/machine.h"
@@ -79,8 +78,6 @@ struct Problem {
   Shape shape;
   std::vector<std::vector<std::uint8_t>> weights;  // 1, or 2 for fused kernels
   std::vector<ActivationCase> cases;
-  // [format][case] -> activation values the kernel sees (dequantized)
-  std::map<ActFormat, std::vector<std::vector<float>>> seen;
   // [matrix] -> column per (case e2e, then each format x case), rows values each:
   // W x, and |W| |x| for the error floor (see compare()).
   std::vector<Eigen::MatrixXd> reference;
@@ -121,7 +118,7 @@ std::pair<Eigen::MatrixXd, Eigen::MatrixXd> reference_products(WeightType type, 
 
 Problem make_problem(WeightType type, Shape shape, int matrices, const std::vector<ActFormat>& formats,
                      const CheckConfig& cfg) {
-  Problem p{type, shape, {}, {}, {}, {}, {}, formats};
+  Problem p{type, shape, {}, {}, {}, {}, formats};
   // Seeds derived from the run seed and the problem, so every problem differs.
   const std::uint64_t base = cfg.seed ^ (std::uint64_t(shape.rows) << 40) ^
                              (std::uint64_t(shape.cols) << 8) ^ std::uint64_t(type);
@@ -134,15 +131,15 @@ Problem make_problem(WeightType type, Shape shape, int matrices, const std::vect
   Eigen::MatrixXd xs(shape.cols, ncases * (1 + static_cast<int>(formats.size())));
   for (int c = 0; c < ncases; ++c)
     for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_e2e(c)) = p.cases[c].x[j];
+  // The activation values each kernel format sees: quantized, then dequantized.
   std::vector<std::uint8_t> prepared;
+  std::vector<float> seen(static_cast<std::size_t>(shape.cols));
   for (ActFormat f : formats) {
-    auto& seen = p.seen[f];
+    prepared.resize(row_bytes(f, shape.cols));
     for (int c = 0; c < ncases; ++c) {
-      prepared.resize(row_bytes(f, shape.cols));
       quantize_activation(f, p.cases[c].x.data(), prepared.data(), shape.cols);
-      seen.emplace_back(static_cast<std::size_t>(shape.cols));
-      dequantize_activation(f, prepared.data(), seen.back().data(), shape.cols);
-      for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_seen(f, c)) = seen.back()[j];
+      dequantize_activation(f, prepared.data(), seen.data(), shape.cols);
+      for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_seen(f, c)) = seen[j];
     }
   }
   for (const auto& w : p.weights) {
