@@ -182,6 +182,8 @@ BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std:
     r.cols = pt.shape.cols;
     r.threads = pt.threads;
     r.cache = cfg.warm ? "warm" : "cold";
+    r.tile_rows = cpu_tiling().tile_rows;
+    r.min_parallel_rows = cpu_tiling().min_parallel_rows;
     r.repetitions = static_cast<int>(t.size());
     r.time_min_us = t.front() * 1e6;
     r.time_median_us = t[t.size() / 2] * 1e6;

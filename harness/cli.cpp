@@ -220,6 +220,14 @@ int run_cli(int argc, char** argv) {
   std::string list_kernels = "*";
   list->add_option("--kernels", list_kernels, "Comma-separated globs of kernel names")->capture_default_str();
 
+  CpuTiling tiling = cpu_tiling();
+  auto add_tiling_options = [&tiling](CLI::App* sub) {
+    sub->add_option("--tile-rows", tiling.tile_rows, "CPU kernels: rows per OpenMP work item")
+        ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+    sub->add_option("--min-parallel-rows", tiling.min_parallel_rows,
+                    "CPU kernels: calls with fewer rows run on one thread")
+        ->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  };
   // check
   auto* check = app.add_subcommand(
       "check", "Check kernels against an Eigen double-precision reference (random weights, Gaussian "
@@ -234,6 +242,7 @@ int run_cli(int argc, char** argv) {
   check->add_option("--threads", check_threads, "Threads for the kernels")->check(CLI::PositiveNumber)
       ->capture_default_str();
   check->add_option("--seed", check_seed, "Random seed (0: a fresh one, printed)");
+  add_tiling_options(check);
   check->add_option("--out", check_out, "Write a CSV of results ({machine} expands to this machine's name)");
   check->add_flag("--append", check_append, "Append to --out instead of replacing it");
 
@@ -254,6 +263,7 @@ int run_cli(int argc, char** argv) {
       ->check(CLI::Range(0.001, 60.0))->capture_default_str();
   bench->add_option("--peak-reps", bench_peak_reps, "Repetitions of the peak bandwidth read")
       ->check(CLI::Range(1, 100))->capture_default_str();
+  add_tiling_options(bench);
   bench->add_option("--out", bench_out, "Write a CSV of results ({machine} expands to this machine's name)");
   bench->add_flag("--append", bench_append, "Append to --out instead of replacing it");
 
@@ -288,6 +298,7 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  set_cpu_tiling(tiling);
 
   try {
     if (*list) {

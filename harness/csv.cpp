@@ -92,8 +92,8 @@ void CsvWriter::write(const std::vector<std::string>& fields) {
 std::vector<std::string> bench_header() {
   return with_context(kContextColumns,
                       {"kernel", "op", "weight_type", "act_format", "backend", "rows", "cols",
-                       "threads", "cache", "repetitions", "time_min_us", "time_median_us",
-                       "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
+                       "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions",
+                       "time_min_us", "time_median_us", "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
                        "peak_pct", "gflops", "command"});
 }
 
@@ -101,7 +101,8 @@ std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r) 
   return with_context(context_fields(ctx),
                       {r.kernel, r.op, r.weight_type, r.act_format, r.backend,
                        std::to_string(r.rows), std::to_string(r.cols), std::to_string(r.threads),
-                       r.cache, std::to_string(r.repetitions), num(r.time_min_us),
+                       r.cache, std::to_string(r.tile_rows), std::to_string(r.min_parallel_rows),
+                       std::to_string(r.repetitions), num(r.time_min_us),
                        num(r.time_median_us), num(r.time_max_us), std::to_string(r.bytes_per_call),
                        num(r.gbps_median), num(r.gbps_best), num(r.peak_gbps), num(r.peak_pct),
                        num(r.gflops), ctx.command});
@@ -166,10 +167,10 @@ CsvKind detect_csv_kind(const std::string& path) {
 
 std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
   return guarded(path, [&] {
-    io::CSVReader<25, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
+    io::CSVReader<27, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
     in.read_header(io::ignore_extra_column, "machine", "cpu_model", "gpu", "compiler",
                    "git_commit", "kernel", "op", "weight_type", "act_format", "backend", "rows",
-                   "cols", "threads", "cache", "repetitions", "time_min_us", "time_median_us",
+                   "cols", "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions", "time_min_us", "time_median_us",
                    "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
                    "peak_pct", "gflops", "command");
     std::vector<BenchRow> rows;
@@ -177,7 +178,7 @@ std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
     BenchRow r;
     while (in.read_row(c.machine, c.cpu_model, c.gpu, c.compiler, c.git_commit, r.kernel, r.op,
                        r.weight_type, r.act_format, r.backend, r.rows, r.cols, r.threads, r.cache,
-                       r.repetitions, r.time_min_us, r.time_median_us, r.time_max_us,
+                       r.tile_rows, r.min_parallel_rows, r.repetitions, r.time_min_us, r.time_median_us, r.time_max_us,
                        r.bytes_per_call, r.gbps_median, r.gbps_best, r.peak_gbps, r.peak_pct,
                        r.gflops, c.command)) {
       if (ctx && rows.empty()) *ctx = c;

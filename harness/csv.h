@@ -21,6 +21,7 @@ struct BenchRow {
   std::int64_t rows = 0, cols = 0;
   int threads = 0;
   std::string cache;  // "cold" or "warm"
+  std::int64_t tile_rows = 0, min_parallel_rows = 0;  // CPU row tiling in force
   int repetitions = 0;
   double time_min_us = 0, time_median_us = 0, time_max_us = 0;
   std::int64_t bytes_per_call = 0;

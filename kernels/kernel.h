@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -108,16 +109,41 @@ KernelSpec cpu_matvec_spec(std::string name, WeightType weight, ActFormat act,
                            Status (*run)(const MatVecArgs&), std::string description,
                            std::uint32_t cpu_features = 0);
 
-// The loop most CPU kernels share: y[r] = RowDot(row r's blocks, x, blocks per row),
-// rows spread statically over a.threads OpenMP threads.
+// How CPU kernels spread rows over threads: OpenMP over tiles of `tile_rows` rows;
+// calls with fewer than `min_parallel_rows` rows stay on one thread, where waking
+// a thread team costs more than it saves. Both are measured (`qmvlab bench
+// --tile-rows/--min-parallel-rows`), set for the process by the CLI, and recorded in
+// every bench row.
+struct CpuTiling {
+  std::int64_t tile_rows = 64;
+  std::int64_t min_parallel_rows = 256;
+};
+const CpuTiling& cpu_tiling();
+void set_cpu_tiling(CpuTiling t);
+
+// Calls tile(first_row, end_row) for consecutive tiles covering [0, rows), in
+// parallel over `threads` OpenMP threads (or serially, per cpu_tiling()).
+template <class TileFn>
+void parallel_row_tiles(std::int64_t rows, int threads, TileFn&& tile) {
+  const CpuTiling t = cpu_tiling();
+  const std::int64_t n_tiles = (rows + t.tile_rows - 1) / t.tile_rows;
+  const int team = rows < t.min_parallel_rows ? 1 : threads;
+#pragma omp parallel for num_threads(team) schedule(static)
+  for (std::int64_t i = 0; i < n_tiles; ++i)
+    tile(i * t.tile_rows, std::min(rows, (i + 1) * t.tile_rows));
+}
+
+// The loop of a kernel that computes one row at a time: y[r] = RowDot(row r's
+// blocks, x, blocks per row), over row tiles.
 template <class WeightBlock, class Activation,
           float (*RowDot)(const WeightBlock*, const Activation*, std::int64_t)>
 Status run_rows(const MatVecArgs& a) {
   const std::int64_t n_blocks = a.shape.cols / kSuperBlock;
   const auto* w = static_cast<const WeightBlock*>(a.w);
   const auto* x = static_cast<const Activation*>(a.x);
-#pragma omp parallel for num_threads(a.threads) schedule(static)
-  for (std::int64_t r = 0; r < a.shape.rows; ++r) a.y[r] = RowDot(w + r * n_blocks, x, n_blocks);
+  parallel_row_tiles(a.shape.rows, a.threads, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) a.y[r] = RowDot(w + r * n_blocks, x, n_blocks);
+  });
   return Status::Ok();
 }
 

@@ -34,6 +34,16 @@ KernelSpec cpu_matvec_spec(std::string name, WeightType weight, ActFormat act,
   return s;
 }
 
+namespace {
+CpuTiling& tiling_storage() {
+  static CpuTiling t;
+  return t;
+}
+}  // namespace
+
+const CpuTiling& cpu_tiling() { return tiling_storage(); }
+void set_cpu_tiling(CpuTiling t) { tiling_storage() = t; }
+
 static int output_matrices(const KernelSpec& spec) {
   return spec.op == OpKind::FusedUpGate ? 2 : 1;
 }

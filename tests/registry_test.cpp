@@ -166,3 +166,26 @@ TEST(BytesMoved, CountsWeightsActivationAndOutput) {
 
 }  // namespace
 }  // namespace qmv
+
+namespace qmv {
+namespace {
+
+TEST(Tiling, EveryRowExactlyOnceForAnyTileAndThreshold) {
+  const CpuTiling saved = cpu_tiling();
+  for (std::int64_t tile : {1, 7, 64, 1000})
+    for (std::int64_t min_parallel : {0, 100, 1 << 20})
+      for (std::int64_t rows : {1, 3, 63, 64, 65, 257, 4099}) {
+        set_cpu_tiling({tile, min_parallel});
+        std::vector<int> hits(static_cast<std::size_t>(rows), 0);
+        parallel_row_tiles(rows, 2, [&](std::int64_t r0, std::int64_t r1) {
+          ASSERT_LE(r1 - r0, tile);
+          for (std::int64_t r = r0; r < r1; ++r) ++hits[static_cast<std::size_t>(r)];  // tiles are disjoint
+        });
+        for (std::int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(hits[static_cast<std::size_t>(r)], 1) << "tile " << tile << " rows " << rows << " row " << r;
+      }
+  set_cpu_tiling(saved);
+}
+
+}  // namespace
+}  // namespace qmv
