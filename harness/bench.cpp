@@ -22,84 +22,99 @@ struct Point {
   std::string name;  // unique benchmark name
 };
 
-// Buffers of the point being timed. Cold: an arena of `slots` copies of the weights
-// (both matrices of a fused op side by side), cycled per call so each call streams
-// weights the caches have not seen since the arena last wrapped.
-struct Prepared {
-  std::size_t point = SIZE_MAX;
-  std::size_t matrix_bytes = 0;
-  std::size_t slot_stride = 0;
-  std::size_t slots = 0;
-  struct FreeDeleter {
-    void operator()(std::uint8_t* q) const { std::free(q); }
-  };
-  std::unique_ptr<std::uint8_t, FreeDeleter> arena;
-  std::size_t arena_capacity = 0;
-  std::vector<std::uint8_t> x;
-  std::vector<float> y, y2;
+struct FreeDeleter {
+  void operator()(std::uint8_t* p) const { std::free(p); }
 };
 
-constexpr std::size_t kSlotAlign = 64;  // cache line; also covers every block's alignment
+// Random valid blocks of one weight type, several times the last-level cache. A
+// matrix of that type is just rows*cols/256 consecutive blocks, so every shape is a
+// window into the arena: a cold call reads the window after the previous call's, and
+// the window it reads was last touched a whole arena ago, long evicted. One arena per
+// type serves every point, which is what lets repetitions of different points
+// interleave without re-filling gigabytes in between.
+struct WeightArena {
+  std::size_t bytes = 0;
+  std::unique_ptr<std::uint8_t, FreeDeleter> data;
+};
 
-void prepare(Prepared& p, std::size_t index, const Point& pt, const BenchConfig& cfg) {
-  if (p.point == index) return;
-  const KernelSpec& spec = *pt.spec;
-  const int matrices = spec.op == OpKind::FusedUpGate ? 2 : 1;
-  p.matrix_bytes = static_cast<std::size_t>(pt.shape.rows) * row_bytes(spec.weight, pt.shape.cols);
-  p.slot_stride = (matrices * p.matrix_bytes + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
-  p.slots = cfg.warm ? 1 : std::max<std::size_t>(2, cold_buffer_bytes() / p.slot_stride + 1);
-  // Timing does not depend on the values, so a few hundred distinct rows tiled over
-  // the matrix keep set-up short while every byte is still a valid block.
-  const auto w = random_quantized_matrix(spec.weight, pt.shape, cfg.seed, 256);
-  // Reused across points when large enough: faulting in a fresh multi-GB arena per
-  // point would cost more than the timing itself.
-  if (p.arena_capacity < p.slots * p.slot_stride) {
-    p.arena.reset();
-    p.arena.reset(static_cast<std::uint8_t*>(std::aligned_alloc(kSlotAlign, p.slots * p.slot_stride)));
-    if (!p.arena) throw std::bad_alloc();
-    p.arena_capacity = p.slots * p.slot_stride;
-  }
-  for (std::size_t s = 0; s < p.slots; ++s)
-    for (int m = 0; m < matrices; ++m)
-      std::memcpy(p.arena.get() + s * p.slot_stride + m * p.matrix_bytes, w.data(), w.size());
-  const auto xf = gaussian_vector(pt.shape.cols, cfg.seed + 1);
-  p.x.resize(row_bytes(spec.act, pt.shape.cols));
-  quantize_activation(spec.act, xf.data(), p.x.data(), pt.shape.cols);
-  p.y.assign(static_cast<std::size_t>(pt.shape.rows), 0.0f);
-  p.y2.assign(matrices == 2 ? static_cast<std::size_t>(pt.shape.rows) : 0, 0.0f);
-  p.point = index;
+WeightArena make_arena(WeightType type, std::size_t min_bytes, std::uint64_t seed) {
+  // Timing does not depend on the values: 256 distinct rows tiled over the arena keep
+  // the fill short while every byte is part of a valid block.
+  const Shape tile_shape{256, 4096};
+  const auto tile = random_quantized_matrix(type, tile_shape, seed);
+  WeightArena a;
+  a.bytes = (min_bytes / tile.size() + 1) * tile.size();
+  a.data.reset(static_cast<std::uint8_t*>(std::aligned_alloc(64, (a.bytes + 63) / 64 * 64)));
+  if (!a.data) throw std::bad_alloc();
+  for (std::size_t off = 0; off < a.bytes; off += tile.size())
+    std::memcpy(a.data.get() + off, tile.data(), tile.size());
+  return a;
 }
 
-// Collects the per-repetition times of each point; prints nothing (the caller prints
-// one progress line per point).
+std::size_t matrix_bytes(const Point& pt) {
+  const int matrices = pt.spec->op == OpKind::FusedUpGate ? 2 : 1;
+  return matrices * static_cast<std::size_t>(pt.shape.rows) * row_bytes(pt.spec->weight, pt.shape.cols);
+}
+
+// Collects the per-repetition time of each point.
 class Collector : public benchmark::BenchmarkReporter {
  public:
   std::map<std::string, std::vector<double>> seconds_per_call;
   std::map<std::string, std::string> errors;
-  std::function<void(const std::string&)> on_point_done;
+  std::function<void(const std::string& name, bool point_done)> on_run;
 
   bool ReportContext(const Context&) override { return true; }
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       const std::string& name = r.run_name.function_name;
       if (r.error_occurred) {
-        errors[name] = r.error_message;
-        if (on_point_done) on_point_done(name);
+        if (errors.emplace(name, r.error_message).second && on_run) on_run(name, true);
         continue;
       }
       if (r.run_type != Run::RT_Iteration || r.iterations == 0) continue;
       auto& v = seconds_per_call[name];
       v.push_back(r.real_accumulated_time / static_cast<double>(r.iterations));
-      if (static_cast<std::int64_t>(v.size()) == r.repetitions && on_point_done) on_point_done(name);
+      if (on_run) on_run(name, static_cast<std::int64_t>(v.size()) == r.repetitions);
     }
   }
 };
+
+BenchRow make_row(const Point& pt, std::vector<double> t, const BenchConfig& cfg,
+                  const std::map<int, double>& peak_gbps) {
+  std::sort(t.begin(), t.end());
+  const KernelSpec& spec = *pt.spec;
+  BenchRow r;
+  r.kernel = spec.name;
+  r.op = std::string(to_string(spec.op));
+  r.weight_type = std::string(to_string(spec.weight));
+  r.act_format = std::string(to_string(spec.act));
+  r.backend = std::string(to_string(spec.backend));
+  r.rows = pt.shape.rows;
+  r.cols = pt.shape.cols;
+  r.threads = pt.threads;
+  r.cache = cfg.warm ? "warm" : "cold";
+  r.tile_rows = cpu_tiling().tile_rows;
+  r.min_parallel_rows = cpu_tiling().min_parallel_rows;
+  r.repetitions = static_cast<int>(t.size());
+  r.time_min_us = t.front() * 1e6;
+  r.time_median_us = t[t.size() / 2] * 1e6;
+  r.time_max_us = t.back() * 1e6;
+  r.bytes_per_call = static_cast<std::int64_t>(bytes_moved(spec, pt.shape));
+  r.gbps_median = static_cast<double>(r.bytes_per_call) / (r.time_median_us * 1e3);
+  r.gbps_best = static_cast<double>(r.bytes_per_call) / (r.time_min_us * 1e3);
+  const auto peak = peak_gbps.find(pt.threads);
+  r.peak_gbps = peak == peak_gbps.end() ? 0.0 : peak->second;
+  r.peak_pct = r.peak_gbps > 0 ? 100.0 * r.gbps_median / r.peak_gbps : 0.0;
+  r.gflops = flops(spec, pt.shape) / (r.time_median_us * 1e3);
+  return r;
+}
 
 }  // namespace
 
 BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std::vector<Shape>& shapes,
                        const BenchConfig& cfg, const std::map<int, double>& peak_gbps,
-                       const std::function<void(const BenchRow&, int, int)>& on_row) {
+                       const std::function<void(const BenchRow&, int, int)>& on_row,
+                       const std::function<void(int, int)>& on_progress) {
   BenchOutcome out;
   std::vector<Point> points;
   for (const KernelSpec* k : kernels) {
@@ -121,82 +136,93 @@ BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std:
   }
   if (points.empty()) return out;
 
-  auto prepared = std::make_shared<Prepared>();
+  // Buffers shared by all points: one weight arena per type, one prepared activation
+  // per (format, cols), outputs of the largest row count.
+  std::map<WeightType, std::size_t> arena_need;
+  std::int64_t max_rows = 0;
+  for (const Point& pt : points) {
+    auto& need = arena_need[pt.spec->weight];
+    need = std::max(need, cfg.warm ? matrix_bytes(pt) : std::max(cold_buffer_bytes(), 2 * matrix_bytes(pt)));
+    max_rows = std::max(max_rows, pt.shape.rows);
+  }
+  std::map<WeightType, WeightArena> arenas;
+  for (const auto& [type, need] : arena_need) arenas.emplace(type, make_arena(type, need, cfg.seed));
+  std::map<std::pair<ActFormat, std::int64_t>, std::vector<std::uint8_t>> activations;
+  for (const Point& pt : points) {
+    auto& x = activations[{pt.spec->act, pt.shape.cols}];
+    if (!x.empty()) continue;
+    const auto xf = gaussian_vector(pt.shape.cols, cfg.seed + 1);
+    x.resize(row_bytes(pt.spec->act, pt.shape.cols));
+    quantize_activation(pt.spec->act, xf.data(), x.data(), pt.shape.cols);
+  }
+  std::vector<float> y(static_cast<std::size_t>(max_rows)), y2(static_cast<std::size_t>(max_rows));
+
   std::map<std::string, std::size_t> index_of;
   benchmark::ClearRegisteredBenchmarks();
   for (std::size_t i = 0; i < points.size(); ++i) {
-    index_of[points[i].name] = i;
-    benchmark::RegisterBenchmark(points[i].name.c_str(),
-                                 [i, &points, &cfg, prepared](benchmark::State& st) {
-                                   const Point& pt = points[i];
-                                   prepare(*prepared, i, pt, cfg);
-                                   Prepared& p = *prepared;
-                                   MatVecArgs a;
-                                   a.shape = pt.shape;
-                                   a.w_bytes = a.w2_bytes = p.matrix_bytes;
-                                   a.x = p.x.data();
-                                   a.x_bytes = p.x.size();
-                                   a.y = p.y.data();
-                                   a.y_len = p.y.size();
-                                   a.y2 = p.y2.empty() ? nullptr : p.y2.data();
-                                   a.y2_len = p.y2.size();
-                                   a.threads = pt.threads;
-                                   std::size_t slot = 0;
-                                   for (auto _ : st) {
-                                     const std::uint8_t* base = p.arena.get() + slot * p.slot_stride;
-                                     a.w = base;
-                                     a.w2 = p.y2.empty() ? nullptr : base + p.matrix_bytes;
-                                     if (const Status s = invoke(*pt.spec, a); !s.ok()) {
-                                       st.SkipWithError(s.error.c_str());
-                                       break;
-                                     }
-                                     benchmark::ClobberMemory();
-                                     if (++slot == p.slots) slot = 0;
-                                   }
-                                 })
+    const Point& pt = points[i];
+    index_of[pt.name] = i;
+    const WeightArena& arena = arenas.at(pt.spec->weight);
+    const std::vector<std::uint8_t>& x = activations.at({pt.spec->act, pt.shape.cols});
+    const std::size_t stride = matrix_bytes(pt);
+    const std::size_t slots = cfg.warm ? 1 : arena.bytes / stride;
+    const bool fused = pt.spec->op == OpKind::FusedUpGate;
+    MatVecArgs args;
+    args.shape = pt.shape;
+    args.w_bytes = args.w2_bytes = fused ? stride / 2 : stride;
+    args.x = x.data();
+    args.x_bytes = x.size();
+    args.y = y.data();
+    args.y_len = static_cast<std::size_t>(pt.shape.rows);
+    args.y2 = fused ? y2.data() : nullptr;
+    args.y2_len = fused ? args.y_len : 0;
+    args.threads = pt.threads;
+    benchmark::RegisterBenchmark(
+        pt.name.c_str(),
+        [spec = pt.spec, base = arena.data.get(), stride, slots, fused, args](benchmark::State& st) mutable {
+          std::size_t slot = 0;
+          for (auto _ : st) {
+            args.w = base + slot * stride;
+            args.w2 = fused ? base + slot * stride + stride / 2 : nullptr;
+            if (const Status s = invoke(*spec, args); !s.ok()) {
+              st.SkipWithError(s.error.c_str());
+              break;
+            }
+            benchmark::ClobberMemory();
+            if (++slot == slots) slot = 0;
+          }
+        })
         ->UseRealTime()
         ->MinTime(cfg.min_time_s)
         ->Repetitions(cfg.repetitions);
   }
 
+  // Google Benchmark takes its interleaving switch as a command-line flag.
+  std::string interleave_flag =
+      std::string("--benchmark_enable_random_interleaving=") + (cfg.interleave ? "true" : "false");
+  std::string prog = "qmvlab";
+  char* argv[] = {prog.data(), interleave_flag.data(), nullptr};
+  int argc = 2;
+  benchmark::Initialize(&argc, argv);
+
   Collector collector;
-  int done = 0;
-  const int total = static_cast<int>(points.size());
-  collector.on_point_done = [&](const std::string& name) {
+  int points_done = 0, runs_done = 0;
+  const int total_points = static_cast<int>(points.size());
+  const int total_runs = total_points * cfg.repetitions;
+  collector.on_run = [&](const std::string& name, bool point_done) {
     const Point& pt = points[index_of.at(name)];
-    ++done;
     if (auto e = collector.errors.find(name); e != collector.errors.end()) {
       out.skipped.push_back({pt.spec->name, pt.shape, "kernel error: " + e->second});
+      ++points_done;
+      runs_done += cfg.repetitions;
       return;
     }
-    std::vector<double> t = collector.seconds_per_call[name];
-    std::sort(t.begin(), t.end());
-    const KernelSpec& spec = *pt.spec;
-    BenchRow r;
-    r.kernel = spec.name;
-    r.op = std::string(to_string(spec.op));
-    r.weight_type = std::string(to_string(spec.weight));
-    r.act_format = std::string(to_string(spec.act));
-    r.backend = std::string(to_string(spec.backend));
-    r.rows = pt.shape.rows;
-    r.cols = pt.shape.cols;
-    r.threads = pt.threads;
-    r.cache = cfg.warm ? "warm" : "cold";
-    r.tile_rows = cpu_tiling().tile_rows;
-    r.min_parallel_rows = cpu_tiling().min_parallel_rows;
-    r.repetitions = static_cast<int>(t.size());
-    r.time_min_us = t.front() * 1e6;
-    r.time_median_us = t[t.size() / 2] * 1e6;
-    r.time_max_us = t.back() * 1e6;
-    r.bytes_per_call = static_cast<std::int64_t>(bytes_moved(spec, pt.shape));
-    r.gbps_median = static_cast<double>(r.bytes_per_call) / (r.time_median_us * 1e3);
-    r.gbps_best = static_cast<double>(r.bytes_per_call) / (r.time_min_us * 1e3);
-    const auto peak = peak_gbps.find(pt.threads);
-    r.peak_gbps = peak == peak_gbps.end() ? 0.0 : peak->second;
-    r.peak_pct = r.peak_gbps > 0 ? 100.0 * r.gbps_median / r.peak_gbps : 0.0;
-    r.gflops = flops(spec, pt.shape) / (r.time_median_us * 1e3);
-    out.rows.push_back(r);
-    if (on_row) on_row(r, done, total);
+    ++runs_done;
+    if (on_progress) on_progress(runs_done, total_runs);
+    if (!point_done) return;
+    ++points_done;
+    out.rows.push_back(make_row(pt, collector.seconds_per_call[name], cfg, peak_gbps));
+    if (on_row) on_row(out.rows.back(), points_done, total_points);
   };
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::ClearRegisteredBenchmarks();

@@ -18,6 +18,9 @@ struct BenchConfig {
   bool warm = false;       // cold (default): rotate weight copies well past the LLC
   int repetitions = 5;
   double min_time_s = 0.1;  // per repetition
+  // Repetitions of all points in random order, so drift of a noisy machine lands on
+  // every kernel alike rather than on whichever ran during a slow spell.
+  bool interleave = true;
   std::uint64_t seed = 1;
 };
 
@@ -33,9 +36,11 @@ struct BenchOutcome {
 };
 
 // peak_gbps: measured read bandwidth per thread count (see peak.h). `on_row` is
-// called as each point finishes (progress output, CSV rows written as they come).
+// called as each point has all its repetitions (CSV rows written as they come);
+// `on_progress` after every timed repetition.
 BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std::vector<Shape>& shapes,
                        const BenchConfig& config, const std::map<int, double>& peak_gbps,
-                       const std::function<void(const BenchRow&, int done, int total)>& on_row = {});
+                       const std::function<void(const BenchRow&, int done, int total)>& on_row = {},
+                       const std::function<void(int runs_done, int runs_total)>& on_progress = {});
 
 }  // namespace qmv

@@ -4,10 +4,12 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "harness/bench.h"
@@ -257,6 +259,9 @@ int run_cli(int argc, char** argv) {
   bench->add_option("--shapes", bench_shapes, "ROWSxCOLS list or preset")->capture_default_str();
   bench->add_option("--threads", bench_threads, "Thread counts, e.g. 1,2 or all")->capture_default_str();
   bench->add_flag("--warm", bcfg.warm, "Reuse one weight copy (warm caches) instead of rotating copies");
+  bool no_interleave = false;
+  bench->add_flag("--no-interleave", no_interleave,
+                  "Run each point's repetitions back to back instead of interleaving all points");
   bench->add_option("--reps", bcfg.repetitions, "Repetitions per point (min/median/max over them)")
       ->check(CLI::Range(1, 1000))->capture_default_str();
   bench->add_option("--min-time", bcfg.min_time_s, "Minimum seconds per repetition")
@@ -284,6 +289,10 @@ int run_cli(int argc, char** argv) {
   report->add_option("files", report_files, "Results CSV files ({machine} expands to this machine's name)")
       ->required();
 
+  list->add_flag_callback("--machine", [] {
+    fmt::print("{}\n", machine_info().machine);
+    throw CLI::Success();
+  }, "Print this machine's name (the results/<machine>/ folder) and exit");
   list->add_flag_callback("--shapes", [] {
     for (const auto& p : shape_presets()) {
       std::string s;
@@ -366,26 +375,43 @@ int run_cli(int argc, char** argv) {
       const auto shapes = shapes_or_throw(bench_shapes);
       require_supported(kernels, shapes);
       bcfg.threads = parse_threads(bench_threads);
+      bcfg.interleave = !no_interleave;
       const RunContext ctx = current_context(cmd);
       std::unique_ptr<CsvWriter> csv;
       if (!bench_out.empty())
         csv = std::make_unique<CsvWriter>(expand_machine(bench_out), bench_header(), bench_append);
       const auto peaks = measure_peaks(bcfg.threads, bench_peak_reps, nullptr, "", false);
-      fmt::print("timing {} kernel(s) x {} shape(s) x {} thread count(s), {} cache, {} reps\n",
+      fmt::print("timing {} kernel(s) x {} shape(s) x {} thread count(s), {} cache, {} reps{}\n",
                  kernels.size(), shapes.size(), bcfg.threads.size(), bcfg.warm ? "warm" : "cold",
-                 bcfg.repetitions);
+                 bcfg.repetitions, bcfg.interleave ? ", interleaved" : "");
       std::fflush(stdout);
-      const BenchOutcome res = run_bench(kernels, shapes, bcfg, peaks, [&](const BenchRow& r, int done, int total) {
-        fmt::print("[{}/{}] {} {}x{} threads={}: median {:.1f} us, {:.2f} GB/s = {:.1f}% of {:.2f} GB/s peak\n",
-                   done, total, r.kernel, r.rows, r.cols, r.threads, r.time_median_us, r.gbps_median,
-                   r.peak_pct, r.peak_gbps);
-        std::fflush(stdout);
-        if (csv) csv->write(bench_fields(ctx, r));
-      });
+      const auto started = std::chrono::steady_clock::now();
+      const BenchOutcome res = run_bench(
+          kernels, shapes, bcfg, peaks,
+          [&](const BenchRow& r, int done, int total) {
+            fmt::print("[{}/{}] {} {}x{} threads={}: median {:.1f} us, {:.2f} GB/s = {:.1f}% of {:.2f} GB/s peak\n",
+                       done, total, r.kernel, r.rows, r.cols, r.threads, r.time_median_us, r.gbps_median,
+                       r.peak_pct, r.peak_gbps);
+            std::fflush(stdout);
+            if (csv) csv->write(bench_fields(ctx, r));
+          },
+          [&](int runs_done, int runs_total) {
+            // With interleaving, points finish together at the end: report rounds meanwhile.
+            const int per_round = runs_total / bcfg.repetitions;
+            if (!bcfg.interleave || runs_done % per_round != 0 || runs_done == runs_total) return;
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            fmt::print("repetition round {}/{} done, {:.0f} s elapsed, about {:.0f} s to go\n",
+                       runs_done / per_round, bcfg.repetitions, s, s * (runs_total - runs_done) / runs_done);
+            std::fflush(stdout);
+          });
       for (const auto& s : res.skipped)
         fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
       fmt::print("\n");
-      print_bench_table(res.rows);
+      std::vector<BenchRow> sorted = res.rows;
+      std::sort(sorted.begin(), sorted.end(), [](const BenchRow& a, const BenchRow& b) {
+        return std::tie(a.kernel, a.rows, a.cols, a.threads) < std::tie(b.kernel, b.rows, b.cols, b.threads);
+      });
+      print_bench_table(sorted);
       if (csv) fmt::print("\nwrote {}\n", csv->path());
       return res.rows.empty() ? 1 : 0;
     }
