@@ -127,8 +127,13 @@ template <class TileFn>
 void parallel_row_tiles(std::int64_t rows, int threads, TileFn&& tile) {
   const CpuTiling t = cpu_tiling();
   const std::int64_t n_tiles = (rows + t.tile_rows - 1) / t.tile_rows;
-  const int team = rows < t.min_parallel_rows ? 1 : threads;
-#pragma omp parallel for num_threads(team) schedule(static)
+  if (threads <= 1 || rows < t.min_parallel_rows) {
+    // Even a team of one costs a fraction of a microsecond to open, which is most of
+    // a small call: stay out of OpenMP.
+    for (std::int64_t i = 0; i < n_tiles; ++i) tile(i * t.tile_rows, std::min(rows, (i + 1) * t.tile_rows));
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t i = 0; i < n_tiles; ++i)
     tile(i * t.tile_rows, std::min(rows, (i + 1) * t.tile_rows));
 }
