@@ -96,7 +96,9 @@ TEST(Requirements, CpuFeatureChecks) {
   s.cpu_features = all;
   const Availability av = availability(s);
   EXPECT_EQ(av.available, missing_cpu_features(all) == 0);
-  if (!av.available) EXPECT_NE(av.reason.find("CPU lacks"), std::string::npos);
+  if (!av.available) {
+    EXPECT_NE(av.reason.find("CPU lacks"), std::string::npos);
+  }
 }
 
 TEST(Requirements, CudaKernelWithoutDeviceIsUnavailableWithReason) {
