@@ -104,10 +104,47 @@ Status invoke(const KernelSpec& spec, const MatVecArgs& a);
 bool supports_superblock_cols(Shape s);
 inline constexpr const char* kSuperBlockColsRule = "rows >= 1, cols % 256 == 0";
 
-// The usual spec of a CPU K-quant matvec: op MatVec, backend CPU, cols % 256 == 0.
-KernelSpec cpu_matvec_spec(std::string name, WeightType weight, ActFormat act,
-                           Status (*run)(const MatVecArgs&), std::string description,
-                           std::uint32_t cpu_features = 0);
+// What a variant file registers: plain data. Files compiled with ISA flags
+// (-mavx512f...) must not instantiate library code such as std::string or
+// std::vector: the linker keeps one copy of each such inline function for the whole
+// program, and if it keeps the AVX-512 one, the harness itself stops running on CPUs
+// without AVX-512. The registry turns a record into a KernelSpec in a plain
+// translation unit; tests/CMakeLists.txt checks the ISA objects define no such copies.
+struct KernelRecord {
+  const char* name = nullptr;
+  OpKind op = OpKind::MatVec;
+  WeightType weight = WeightType::Q4_K;
+  ActFormat act = ActFormat::F32;
+  Backend backend = Backend::CPU;
+  std::uint32_t cpu_features = 0;
+  int min_sm = 0;
+  const char* shape_rule = nullptr;
+  bool (*supports)(Shape) = nullptr;
+  Status (*run)(const MatVecArgs&) = nullptr;
+  std::size_t (*bytes_moved)(Shape) = nullptr;
+  const char* description = nullptr;
+};
+
+// The usual record of a CPU K-quant matvec: op MatVec, backend CPU, cols % 256 == 0.
+constexpr KernelRecord cpu_matvec_kernel(const char* name, WeightType weight, ActFormat act,
+                                         Status (*run)(const MatVecArgs&), const char* description,
+                                         std::uint32_t cpu_features = 0) {
+  KernelRecord r;
+  r.name = name;
+  r.weight = weight;
+  r.act = act;
+  r.cpu_features = cpu_features;
+  r.shape_rule = kSuperBlockColsRule;
+  r.supports = supports_superblock_cols;
+  r.run = run;
+  r.description = description;
+  return r;
+}
+
+// Per-thread scratch memory for a kernel's per-call preparation (e.g. a re-ordered
+// activation), 64-byte aligned, reused across calls, contents undefined. It lives in
+// a plain translation unit for the reason given at KernelRecord.
+void* thread_scratch(std::size_t bytes);
 
 // How CPU kernels spread rows over threads: OpenMP over tiles of `tile_rows` rows;
 // calls with fewer than `min_parallel_rows` rows stay on one thread, where waking
@@ -152,16 +189,17 @@ Status run_rows(const MatVecArgs& a) {
   return Status::Ok();
 }
 
-// Adds a spec to the process-wide registry during static initialisation. Returns
-// true; problems (a duplicate name, a spec missing run/supports) are kept and
+// Adds a kernel to the process-wide registry during static initialisation. Returns
+// true; problems (a duplicate name, a record missing run/supports) are kept and
 // reported by registry_startup_errors() so main() can refuse to start.
-bool register_kernel(KernelSpec spec);
+bool register_kernel(const KernelRecord& record);
 
 }  // namespace qmv
 
 #define QMV_CONCAT_INNER(a, b) a##b
 #define QMV_CONCAT(a, b) QMV_CONCAT_INNER(a, b)
-// Use once per variant file, at namespace scope: QMV_REGISTER_KERNEL(make_spec());
+// Use once per variant file, at namespace scope, with a KernelRecord:
+// QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel("q4_K.cpu.x", ...));
 #define QMV_REGISTER_KERNEL(spec_expr)                                       \
   [[maybe_unused]] static const bool QMV_CONCAT(qmv_kernel_registered_, __LINE__) = \
       ::qmv::register_kernel(spec_expr)

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <new>
 
 namespace qmv {
 
@@ -15,23 +17,6 @@ std::string to_string(Shape s) { return fmt::format("{}x{}", s.rows, s.cols); }
 
 bool supports_superblock_cols(Shape s) {
   return s.rows >= 1 && s.cols >= kSuperBlock && s.cols % kSuperBlock == 0;
-}
-
-KernelSpec cpu_matvec_spec(std::string name, WeightType weight, ActFormat act,
-                           Status (*run)(const MatVecArgs&), std::string description,
-                           std::uint32_t cpu_features) {
-  KernelSpec s;
-  s.name = std::move(name);
-  s.op = OpKind::MatVec;
-  s.weight = weight;
-  s.act = act;
-  s.backend = Backend::CPU;
-  s.cpu_features = cpu_features;
-  s.shape_rule = kSuperBlockColsRule;
-  s.supports = supports_superblock_cols;
-  s.run = run;
-  s.description = std::move(description);
-  return s;
 }
 
 namespace {
@@ -149,10 +134,42 @@ Registry& global_registry() {
 
 const std::vector<std::string>& registry_startup_errors() { return startup_errors(); }
 
-bool register_kernel(KernelSpec spec) {
+bool register_kernel(const KernelRecord& r) {
+  KernelSpec spec;
+  spec.name = r.name ? r.name : "";
+  spec.op = r.op;
+  spec.weight = r.weight;
+  spec.act = r.act;
+  spec.backend = r.backend;
+  spec.cpu_features = r.cpu_features;
+  spec.min_sm = r.min_sm;
+  spec.shape_rule = r.shape_rule ? r.shape_rule : "";
+  spec.supports = r.supports;
+  spec.run = r.run;
+  spec.bytes_moved = r.bytes_moved;
+  spec.description = r.description ? r.description : "";
   if (auto st = global_registry().add(std::move(spec)); !st.ok())
     startup_errors().push_back(st.error);
   return true;
+}
+
+void* thread_scratch(std::size_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    std::size_t capacity = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buf;
+  if (buf.capacity < bytes) {
+    std::free(buf.data);
+    buf.capacity = (bytes + 63) / 64 * 64;
+    buf.data = std::aligned_alloc(64, buf.capacity);
+    if (!buf.data) {
+      buf.capacity = 0;
+      throw std::bad_alloc();
+    }
+  }
+  return buf.data;
 }
 
 }  // namespace qmv

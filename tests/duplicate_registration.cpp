@@ -7,12 +7,11 @@
 
 namespace {
 
-qmv::KernelSpec impostor() {
-  qmv::KernelSpec s;
-  s.name = "q4_K.cpu.scalar";
-  s.supports = qmv::supports_superblock_cols;
-  s.run = [](const qmv::MatVecArgs&) { return qmv::Status::Ok(); };
-  return s;
+qmv::Status do_nothing(const qmv::MatVecArgs&) { return qmv::Status::Ok(); }
+
+qmv::KernelRecord impostor() {
+  return qmv::cpu_matvec_kernel("q4_K.cpu.scalar", qmv::WeightType::Q4_K, qmv::ActFormat::F32,
+                                do_nothing, "a second kernel with an existing name");
 }
 
 }  // namespace

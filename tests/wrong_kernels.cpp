@@ -39,16 +39,9 @@ qmv::Status run_slightly_wrong(const qmv::MatVecArgs& a) {
   return qmv::Status::Ok();
 }
 
-qmv::KernelSpec wrong(const char* name, qmv::Status (*run)(const qmv::MatVecArgs&)) {
-  qmv::KernelSpec s;
-  s.name = name;
-  s.weight = qmv::WeightType::Q4_K;
-  s.act = qmv::ActFormat::F32;
-  s.shape_rule = qmv::kSuperBlockColsRule;
-  s.supports = qmv::supports_superblock_cols;
-  s.run = run;
-  s.description = "test-only deliberately wrong kernel";
-  return s;
+qmv::KernelRecord wrong(const char* name, qmv::Status (*run)(const qmv::MatVecArgs&)) {
+  return qmv::cpu_matvec_kernel(name, qmv::WeightType::Q4_K, qmv::ActFormat::F32, run,
+                                "test-only deliberately wrong kernel");
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include "q4_K_x86.h"
 
 #include <cstdint>
-#include <vector>
 
 #include "kernel.h"
 
@@ -70,9 +69,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
   const auto* x = static_cast<const float*>(a.x);
   // Sums of x per sub-block of 32: shared by every row, so computed once per call
   // (into a buffer of the calling thread, reused across calls).
-  thread_local std::vector<float> xsum_buf;
-  xsum_buf.resize(static_cast<std::size_t>(nb) * 8);
-  float* xsum = xsum_buf.data();
+  auto* xsum = static_cast<float*>(qmv::thread_scratch(static_cast<std::size_t>(nb) * 8 * sizeof(float)));
   for (std::int64_t s = 0; s < nb * 8; ++s) {
     const float* xs = x + 32 * s;
     const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(xs), _mm256_loadu_ps(xs + 8)),
@@ -87,7 +84,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q4_K.cpu.avx2_f32", qmv::WeightType::Q4_K, qmv::ActFormat::F32, run,
     "Q4_K x f32, AVX2+FMA: nibbles -> int32 -> float in registers, FMA per sub-block, "
     "mins via per-call sub-block sums of x",

@@ -78,7 +78,7 @@ float dot_row(const qmv::BlockQ4K* __restrict w, const qmv::BlockQ8K* __restrict
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q4_K.cpu.avx2_raw", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K,
     qmv::run_rows<qmv::BlockQ4K, qmv::BlockQ8K, dot_row>,
     "Q4_K x Q8_K, AVX2 ggml-style: maddubs nibbles x int8, madd with sub-block scales, "

@@ -29,7 +29,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q4_K.cpu.avx512_vnni", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run,
     "Q4_K x Q8_K, AVX-512 VNNI, one row at a time: vpdpbusd nibbles x int8, "
     "scales by vpdpwssd, mins via bsums, weight stream prefetched",

@@ -44,7 +44,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q4_K.cpu.avx512_vnni_4row", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run,
     "Q4_K x Q8_K, AVX-512 VNNI, four rows (one per tile quarter) share each activation "
     "load, software prefetch of the four weight streams; rows % 4 by the one-row path",

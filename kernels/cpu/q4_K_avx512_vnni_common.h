@@ -20,7 +20,6 @@
 #include "q4_K_x86.h"
 
 #include <cstdint>
-#include <vector>
 
 #include "kernel.h"
 
@@ -49,9 +48,7 @@ inline void prepare_activation(const BlockQ8K* x, std::int64_t nb, XBlock* out) 
 
 // A per-thread buffer of prepared activation blocks, reused across calls.
 inline XBlock* activation_buffer(std::int64_t nb) {
-  thread_local std::vector<XBlock> buf;
-  if (buf.size() < static_cast<std::size_t>(nb)) buf.resize(static_cast<std::size_t>(nb));
-  return buf.data();
+  return static_cast<XBlock*>(thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlock)));
 }
 
 // vpshufb controls for the int16 scale vectors that match vpackssdw(P0, P1): in each

@@ -46,8 +46,8 @@ qmv::Status run(const qmv::MatVecArgs& a) {
   return qmv::Status::Ok();
 }
 
-qmv::KernelSpec make_spec() {
-  qmv::KernelSpec s = qmv::cpu_matvec_spec(
+constexpr qmv::KernelRecord make_record() {
+  qmv::KernelRecord s = qmv::cpu_matvec_kernel(
       "q4_K.cpu.avx512_vnni_up_gate", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run,
       "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX-512 VNNI: two rows of each "
       "matrix share each activation load, prefetched; both outputs in one parallel region",
@@ -59,4 +59,4 @@ qmv::KernelSpec make_spec() {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(make_spec());
+QMV_REGISTER_KERNEL(make_record());

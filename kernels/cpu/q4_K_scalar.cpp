@@ -38,7 +38,7 @@ float dot_row(const qmv::BlockQ4K* blocks, const float* x, std::int64_t n_blocks
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q4_K.cpu.scalar", qmv::WeightType::Q4_K, qmv::ActFormat::F32,
     qmv::run_rows<qmv::BlockQ4K, float, dot_row>,
     "Q4_K x f32, scalar reference: dequantize in registers, float dot"));

@@ -38,7 +38,7 @@ float dot_row(const qmv::BlockQ4K* blocks, const qmv::BlockQ8K* x, std::int64_t 
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q4_K.cpu.scalar_q8k", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K,
     qmv::run_rows<qmv::BlockQ4K, qmv::BlockQ8K, dot_row>,
     "Q4_K x Q8_K, scalar reference: int32 dot per sub-block, mins via bsums"));

@@ -12,7 +12,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "kernel.h"
 
@@ -159,8 +158,9 @@ qmv::Status run(const qmv::MatVecArgs& a) {
   const auto* x = static_cast<const float*>(a.x);
   float* y = a.y;
   // Sums of x per 32-value sub-block, once per call, shared by every row.
-  std::vector<float> x_sums(static_cast<std::size_t>(a.shape.cols / 32));
-  for (std::size_t k = 0; k < x_sums.size(); ++k) {
+  const std::int64_t n_sums = a.shape.cols / 32;
+  auto* x_sums = static_cast<float*>(qmv::thread_scratch(static_cast<std::size_t>(n_sums) * sizeof(float)));
+  for (std::int64_t k = 0; k < n_sums; ++k) {
     const float* xk = x + 32 * k;
     __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(xk), _mm256_loadu_ps(xk + 8)),
                              _mm256_add_ps(_mm256_loadu_ps(xk + 16), _mm256_loadu_ps(xk + 24)));
@@ -169,7 +169,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     x_sums[k] = _mm_cvtss_f32(h);
   }
-  const float* xs = x_sums.data();
+  const float* xs = x_sums;
   qmv::parallel_row_tiles(a.shape.rows, a.threads, [=](std::int64_t r0, std::int64_t r1) {
     const qmv::BlockQ5K* row = w + r0 * n_blocks;
     for (std::int64_t r = r0; r < r1; ++r, row += n_blocks) y[r] = dot_row(row, x, xs, n_blocks);
@@ -179,7 +179,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q5_K.cpu.avx2_f32", qmv::WeightType::Q5_K, qmv::ActFormat::F32, run,
     "Q5_K x f32, AVX2+FMA: 5-bit quants built in registers, to float via fp16 "
     "subnormals (vcvtph2ps), FMA; d*sc per sub-block, mins via per-call sums of x",

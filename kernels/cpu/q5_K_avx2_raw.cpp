@@ -144,7 +144,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q5_K.cpu.avx2_raw", qmv::WeightType::Q5_K, qmv::ActFormat::Q8_K, run,
     "Q5_K x Q8_K, AVX2: 5-bit quants (nibble + 16*qh bit), maddubs + madd by sub-block "
     "scale, mins via bsums, one horizontal sum per row",

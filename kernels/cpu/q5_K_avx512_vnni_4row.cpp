@@ -205,7 +205,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q5_K.cpu.avx512_vnni_4row", qmv::WeightType::Q5_K, qmv::ActFormat::Q8_K, run,
     "Q5_K x Q8_K, AVX-512 VNNI, four rows share each activation load, software "
     "prefetch; dpbusd (u5 x s8), pairs packed to int16 and scaled by madd/dpwssd",

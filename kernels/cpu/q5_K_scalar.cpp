@@ -40,7 +40,7 @@ float dot_row(const qmv::BlockQ5K* blocks, const float* x, std::int64_t n_blocks
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q5_K.cpu.scalar", qmv::WeightType::Q5_K, qmv::ActFormat::F32,
     qmv::run_rows<qmv::BlockQ5K, float, dot_row>,
     "Q5_K x f32, scalar reference: dequantize in registers, float dot"));

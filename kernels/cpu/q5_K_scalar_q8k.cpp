@@ -42,7 +42,7 @@ float dot_row(const qmv::BlockQ5K* blocks, const qmv::BlockQ8K* x, std::int64_t 
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q5_K.cpu.scalar_q8k", qmv::WeightType::Q5_K, qmv::ActFormat::Q8_K,
     qmv::run_rows<qmv::BlockQ5K, qmv::BlockQ8K, dot_row>,
     "Q5_K x Q8_K, scalar reference: int32 dot per sub-block, mins via bsums"));

@@ -116,7 +116,7 @@ float dot_row(const qmv::BlockQ6K* w, const float* x, std::int64_t n_blocks) {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q6_K.cpu.avx2_f32", qmv::WeightType::Q6_K, qmv::ActFormat::F32,
     qmv::run_rows<qmv::BlockQ6K, float, dot_row>,
     "Q6_K x f32, AVX2+FMA: quants rebuilt in registers (q-32 int8), "

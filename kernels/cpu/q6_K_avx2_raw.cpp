@@ -135,7 +135,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q6_K.cpu.avx2_raw", qmv::WeightType::Q6_K, qmv::ActFormat::Q8_K, run,
     "Q6_K x Q8_K, AVX2: 6-bit quants rebuilt as u8, maddubs + madd(int8 scales), "
     "-32 centring via bsums once per block, float accumulator, one hsum per row, prefetch",

@@ -123,7 +123,7 @@ float dot_row(const qmv::BlockQ6K* w, const qmv::BlockQ8K* x, std::int64_t n_blo
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q6_K.cpu.avx512_vnni", qmv::WeightType::Q6_K, qmv::ActFormat::Q8_K,
     qmv::run_rows<qmv::BlockQ6K, qmv::BlockQ8K, dot_row>,
     "Q6_K x Q8_K, AVX-512 VNNI, one row: 64-weight u6 vectors, dpbusd, packs + dpwssd "

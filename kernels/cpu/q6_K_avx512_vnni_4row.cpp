@@ -205,7 +205,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q6_K.cpu.avx512_vnni_4row", qmv::WeightType::Q6_K, qmv::ActFormat::Q8_K, run,
     "Q6_K x Q8_K, AVX-512 VNNI, four rows share each activation load and one fma per "
     "block, software prefetch in the four row streams",

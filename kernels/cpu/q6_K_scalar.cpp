@@ -29,7 +29,7 @@ float dot_row(const qmv::BlockQ6K* blocks, const float* x, std::int64_t n_blocks
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q6_K.cpu.scalar", qmv::WeightType::Q6_K, qmv::ActFormat::F32,
     qmv::run_rows<qmv::BlockQ6K, float, dot_row>,
     "Q6_K x f32, scalar reference: dequantize in registers, float dot"));

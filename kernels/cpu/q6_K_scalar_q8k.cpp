@@ -30,7 +30,7 @@ float dot_row(const qmv::BlockQ6K* blocks, const qmv::BlockQ8K* x, std::int64_t 
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(qmv::cpu_matvec_spec(
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q6_K.cpu.scalar_q8k", qmv::WeightType::Q6_K, qmv::ActFormat::Q8_K,
     qmv::run_rows<qmv::BlockQ6K, qmv::BlockQ8K, dot_row>,
     "Q6_K x Q8_K, scalar reference: int32 dot per sub-block, float scale per block"));

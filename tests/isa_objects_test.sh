@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Kernel files compiled with ISA flags (-mavx2, -mavx512*) must define no weak or
+# unique symbols (inline library code such as std::string or std::vector members):
+# the linker keeps one copy of each for the whole program, and if it keeps one built
+# for AVX-512, qmvlab dies with SIGILL on CPUs without it. See KernelRecord.
+set -euo pipefail
+checked=0 bad=0
+for obj in "$@"; do
+  case "$(basename "$obj")" in *avx2*|*avx512*) ;; *) continue ;; esac
+  checked=$((checked + 1))
+  leaks=$(nm -C --defined-only "$obj" | awk '$2 ~ /^[WVuiw]$/' | grep -v 'DW.ref.__gxx_personality_v0' || true)
+  if [ -n "$leaks" ]; then
+    bad=$((bad + 1))
+    echo "FAIL $(basename "$obj") defines shared inline code compiled with its ISA flags:"
+    echo "$leaks" | sed 's/^/    /'
+  fi
+done
+[ "$checked" -gt 0 ] || { echo "no ISA kernel objects given"; exit 1; }
+echo "isa_objects: $((checked - bad)) passed, $bad failed"
+[ "$bad" -eq 0 ]
