@@ -23,12 +23,19 @@ namespace {
 
 // Eight independent accumulators so the sum is never latency-bound; compiled for the
 // widest vector unit the CPU has (ifunc dispatch), so the loads, not the adds, bound it.
+// A software prefetch runs ahead of the loads: the hardware prefetchers stop at 4 KiB
+// page boundaries, and the best kernels prefetch, so a peak without it would be one
+// they beat.
+constexpr std::size_t kPrefetchWords = 1024;  // 8 KiB ahead: 4 KiB and 16 KiB measured lower
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) std::uint64_t
 sum_words(const std::uint64_t* p, std::size_t n) {
   std::uint64_t acc[8] = {};
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
+  for (; i + 8 <= n; i += 8) {
+    __builtin_prefetch(p + std::min(i + kPrefetchWords, n - 1));
     for (int k = 0; k < 8; ++k) acc[k] += p[i + k];
+  }
   for (; i < n; ++i) acc[0] += p[i];
   std::uint64_t s = 0;
   for (auto a : acc) s += a;

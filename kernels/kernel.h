@@ -148,12 +148,15 @@ void* thread_scratch(std::size_t bytes);
 
 // How CPU kernels spread rows over threads: OpenMP over tiles of `tile_rows` rows;
 // calls with fewer than `min_parallel_rows` rows stay on one thread, where waking
-// a thread team costs more than it saves. Both are measured (`qmvlab bench
-// --tile-rows/--min-parallel-rows`), set for the process by the CLI, and recorded in
-// every bench row.
+// a thread team costs more than it saves. Both are set for the process by the CLI
+// (`--tile-rows`, `--min-parallel-rows`) and recorded in every bench row. Measured on
+// the 2-core VM (results/intel-xeon-2c/tiling.csv): tiles of 16..1024 rows stay within
+// run-to-run noise on the 4096x14336 and 14336x4096 FFN shapes (16 loses ~10% on the
+// latter); at cols 4096 two threads lose below 128 rows (0.8x at 64, one tile) and win
+// from 128 (1.3-1.5x).
 struct CpuTiling {
   std::int64_t tile_rows = 64;
-  std::int64_t min_parallel_rows = 256;
+  std::int64_t min_parallel_rows = 128;
 };
 const CpuTiling& cpu_tiling();
 void set_cpu_tiling(CpuTiling t);
