@@ -121,3 +121,32 @@ TEST(Check, UnsupportedShapeIsSkippedWithReason) {
 
 }  // namespace
 }  // namespace qmv
+
+namespace qmv {
+namespace {
+
+int unavailable_kernel_calls = 0;
+Status count_call(const MatVecArgs&) {
+  ++unavailable_kernel_calls;
+  return Status::Ok();
+}
+
+TEST(Check, UnavailableKernelIsListedWithReasonAndNeverRun) {
+  KernelSpec k;
+  k.name = "q4_K.cuda.from_the_future";
+  k.backend = Backend::CUDA;
+  k.min_sm = 9999;  // no device has it, and without a device it is unavailable anyway
+  k.shape_rule = kSuperBlockColsRule;
+  k.supports = supports_superblock_cols;
+  k.run = count_call;
+  const auto results = run_check({&k}, {{3, 256}, {67, 512}}, fresh_config());
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    EXPECT_FALSE(r.passed());
+    EXPECT_EQ(r.skipped.rfind("unavailable: ", 0), 0u) << r.skipped;
+  }
+  EXPECT_EQ(unavailable_kernel_calls, 0);
+}
+
+}  // namespace
+}  // namespace qmv
