@@ -4,19 +4,7 @@
 // (or pick up) one another's copy.
 #pragma once
 
-// GCC 12 reports its own _mm512_undefined_*() placeholders (inside _mm512_cvtepi32_ps,
-// _mm512_reduce_add_ps, ...) as uninitialized (GCC bug 105593, fixed in 13). The
-// diagnostics are tied to the intrinsic header's lines, so silencing them around its
-// inclusion is enough; this header is included first, so this is where it is read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "x86_common.h"
 
 #include <cstdint>
 
@@ -50,12 +38,7 @@ inline __m128i unpack_scales_mins(__m128i head) {
   return _mm_or_si128(_mm_or_si128(low, high_nibble), top);
 }
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using x86::hsum;
 
 // Prefetches the three cache lines that cover the 144-byte block at byte address a
 // (wherever it starts), into L1. Integer arithmetic: at the end of the matrix the

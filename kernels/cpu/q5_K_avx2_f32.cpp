@@ -9,7 +9,7 @@
 // the sub-block sums of x, computed once per call. One horizontal sum per row.
 //
 // Range: the products q*2^-24*x underflow to subnormals only for |x| < ~1e-31.
-#include <immintrin.h>
+#include "q5_K_x86.h"
 
 #include <cstdint>
 
@@ -25,29 +25,6 @@ namespace {
 // Rapids VM, cold weights, one thread): none 6.6 GB/s, 1-3 KB ahead 10.5-14 GB/s.
 constexpr std::int64_t kPrefetchBytes = 2048;
 constexpr auto kPrefetchHint = _MM_HINT_T0;
-
-// The 8 six-bit scales (bytes 0..7) and 8 six-bit mins (bytes 8..15) of a super-block,
-// as qmv::unpack_scale_min_k4 gives them, from `v`: the block's first 16 bytes (d, dmin,
-// then the 12 packed bytes s[0..11] at bytes 4..15). Scale j < 4 is s[j] & 63, min
-// j < 4 is s[j+4] & 63; for j >= 4 the low 4 bits come from a nibble of s[j+4] and
-// the top 2 bits from bits 6..7 of s[j-4] (scale) or s[j] (min).
-inline __m128i unpack_scales_mins(__m128i v) {
-  // A: the byte with the low bits of each output; B: the byte with its top 2 bits.
-  const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11,
-                                                      12, 13, 14, 15));
-  const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1,
-                                                      8, 9, 10, 11));
-  const __m128i lo = _mm_or_si128(
-      _mm_and_si128(a, _mm_setr_epi8(0x3f, 0x3f, 0x3f, 0x3f, 0x0f, 0x0f, 0x0f, 0x0f, 0x3f, 0x3f,
-                                     0x3f, 0x3f, 0, 0, 0, 0)),
-      // mins 4..7: the high nibble
-      _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f,
-                                                        0x0f, 0x0f, 0x0f)));
-  const __m128i hi = _mm_and_si128(  // bits 6..7 to 4..5
-      _mm_srli_epi16(b, 2),
-      _mm_setr_epi8(0, 0, 0, 0, 0x30, 0x30, 0x30, 0x30, 0, 0, 0, 0, 0x30, 0x30, 0x30, 0x30));
-  return _mm_or_si128(lo, hi);
-}
 
 // Fifth bits by table: `h_lo`/`h_hi` hold the low/high nibble of every qh byte, and
 // the pshufb table for sub-block J maps a nibble n to ((n >> (J % 4)) & 1) << 4.
@@ -103,20 +80,13 @@ inline float dot_row(const qmv::BlockQ5K* __restrict w, const float* __restrict 
   __m256 acc = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < n_blocks; ++b) {
     const qmv::BlockQ5K& wb = w[b];
-    {  // 176 bytes: three lines from the block's start cover it wherever it lies
-      // Integer arithmetic: the address may lie past the matrix, which a prefetch may name.
-      const char* pf = reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(&wb) +
-                                                     kPrefetchBytes);
-      _mm_prefetch(pf, kPrefetchHint);
-      _mm_prefetch(pf + 64, kPrefetchHint);
-      _mm_prefetch(pf + 128, kPrefetchHint);
-    }
+    qmv::q5k_x86::prefetch_block<kPrefetchHint>(reinterpret_cast<std::uintptr_t>(&wb) +
+                                                kPrefetchBytes);
     const float* xb = x + b * qmv::kSuperBlock;
-    const __m128i head = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb));
-    // 2^24*d, dmin (lanes 0, 1) from the block's first 4 bytes.
-    const __m128 dd =
-        _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(*reinterpret_cast<const int*>(&wb))), two24);
-    const __m128i sm = unpack_scales_mins(head);
+    const __m128i head = qmv::q5k_x86::load_head(wb);
+    // 2^24*d, dmin (lanes 0, 1).
+    const __m128 dd = _mm_mul_ps(qmv::q5k_x86::d_dmin(wb), two24);
+    const __m128i sm = qmv::q5k_x86::unpack_scales_mins(head);
     const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
     const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(sm, sm)));
     _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_broadcastss_ps(dd), sc));
@@ -146,10 +116,7 @@ inline float dot_row(const qmv::BlockQ5K* __restrict w, const float* __restrict 
       acc = _mm256_fmadd_ps(_mm256_broadcast_ss(dsc + j), s, acc);
     }
   }
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+  return qmv::q5k_x86::hsum(acc);
 }
 
 qmv::Status run(const qmv::MatVecArgs& a) {
@@ -162,12 +129,10 @@ qmv::Status run(const qmv::MatVecArgs& a) {
   auto* x_sums = static_cast<float*>(qmv::thread_scratch(static_cast<std::size_t>(n_sums) * sizeof(float)));
   for (std::int64_t k = 0; k < n_sums; ++k) {
     const float* xk = x + 32 * k;
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(xk), _mm256_loadu_ps(xk + 8)),
-                             _mm256_add_ps(_mm256_loadu_ps(xk + 16), _mm256_loadu_ps(xk + 24)));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    x_sums[k] = _mm_cvtss_f32(h);
+    const __m256 s =
+        _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(xk), _mm256_loadu_ps(xk + 8)),
+                      _mm256_add_ps(_mm256_loadu_ps(xk + 16), _mm256_loadu_ps(xk + 24)));
+    x_sums[k] = qmv::q5k_x86::hsum(s);
   }
   const float* xs = x_sums;
   qmv::parallel_row_tiles(a.shape.rows, a.threads, [=](std::int64_t r0, std::int64_t r1) {

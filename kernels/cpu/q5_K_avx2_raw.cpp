@@ -5,7 +5,7 @@
 // `_mm256_maddubs_epi16` (u8 quant x s8 activation, pairs summed to int16) and
 // `_mm256_madd_epi16` with the sub-block scale (pairs summed to int32) give the
 // scaled sub-block dot; the float scales are applied once per super-block.
-#include <immintrin.h>
+#include "q5_K_x86.h"
 
 #include <cstdint>
 
@@ -21,29 +21,6 @@ namespace {
 // Rapids VM, cold weights, one thread): none 6.6 GB/s, 1-3 KB ahead 10.5-14 GB/s.
 constexpr std::int64_t kPrefetchBytes = 3072;
 constexpr auto kPrefetchHint = _MM_HINT_T1;
-
-// The 8 six-bit scales (bytes 0..7) and 8 six-bit mins (bytes 8..15) of a super-block,
-// as qmv::unpack_scale_min_k4 gives them, from `v`: the block's first 16 bytes (d, dmin,
-// then the 12 packed bytes s[0..11] at bytes 4..15). Scale j < 4 is s[j] & 63, min
-// j < 4 is s[j+4] & 63; for j >= 4 the low 4 bits come from a nibble of s[j+4] and
-// the top 2 bits from bits 6..7 of s[j-4] (scale) or s[j] (min).
-inline __m128i unpack_scales_mins(__m128i v) {
-  // A: the byte with the low bits of each output; B: the byte with its top 2 bits.
-  const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11,
-                                                      12, 13, 14, 15));
-  const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1,
-                                                      8, 9, 10, 11));
-  const __m128i lo = _mm_or_si128(
-      _mm_and_si128(a, _mm_setr_epi8(0x3f, 0x3f, 0x3f, 0x3f, 0x0f, 0x0f, 0x0f, 0x0f, 0x3f, 0x3f,
-                                     0x3f, 0x3f, 0, 0, 0, 0)),
-      // mins 4..7: the high nibble
-      _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f,
-                                                        0x0f, 0x0f, 0x0f)));
-  const __m128i hi = _mm_and_si128(  // bits 6..7 to 4..5
-      _mm_srli_epi16(b, 2),
-      _mm_setr_epi8(0, 0, 0, 0, 0x30, 0x30, 0x30, 0x30, 0, 0, 0, 0, 0x30, 0x30, 0x30, 0x30));
-  return _mm_or_si128(lo, hi);
-}
 
 // Bit J of every byte of `h` moved to bit 4, other bits cleared. 16-bit shifts by at
 // most 4 never carry bit 4 of a byte in from the other byte of the lane.
@@ -85,34 +62,22 @@ inline float dot_row(const qmv::BlockQ5K* __restrict w, const qmv::BlockQ8K* __r
                      std::int64_t n_blocks) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m16 = _mm256_set1_epi8(0x10);
-  // pshufb control making int16 pairs (m_j, m_j), j = 0..3 (low lane), 4..7 (high lane).
-  const __m256i min_pairs =
-      _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
-                       12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
+  const __m256i min_pairs = qmv::q5k_x86::min_pair_control();
   const __m256i lane1 = _mm256_set1_epi32(1);
   __m256 acc = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < n_blocks; ++b) {
     const qmv::BlockQ5K& wb = w[b];
-    {  // 176 bytes: three lines from the block's start cover it wherever it lies
-      // Integer arithmetic: the address may lie past the matrix, which a prefetch may name.
-      const char* pf = reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(&wb) +
-                                                     kPrefetchBytes);
-      _mm_prefetch(pf, kPrefetchHint);
-      _mm_prefetch(pf + 64, kPrefetchHint);
-      _mm_prefetch(pf + 128, kPrefetchHint);
-    }
+    qmv::q5k_x86::prefetch_block<kPrefetchHint>(reinterpret_cast<std::uintptr_t>(&wb) +
+                                                kPrefetchBytes);
     const qmv::BlockQ8K& xb = x[b];
-    const __m128i head = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb));
-    // d*d_x, dmin*d_x (lanes 0, 1) from the block's first 4 bytes.
-    const __m128 dd = _mm_mul_ps(
-        _mm_cvtph_ps(_mm_cvtsi32_si128(*reinterpret_cast<const int*>(&wb))), _mm_set1_ps(xb.d));
+    const __m128i head = qmv::q5k_x86::load_head(wb);
+    // d*d_x, dmin*d_x (lanes 0, 1).
+    const __m128 dd = _mm_mul_ps(qmv::q5k_x86::d_dmin(wb), _mm_set1_ps(xb.d));
     // Scales (bytes 0..7) and mins (8..15) of the block in both 128-bit lanes.
-    const __m256i scales = _mm256_broadcastsi128_si256(unpack_scales_mins(head));
-    // Min term: lane j of bsums (as int32) holds the int16 pair bsums[2j], bsums[2j+1];
-    // madd with (m_j, m_j) gives m_j*(bsums[2j]+bsums[2j+1]).
-    const __m256i prod_m = _mm256_madd_epi16(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums)),
-        _mm256_shuffle_epi8(scales, min_pairs));
+    const __m256i scales = _mm256_broadcastsi128_si256(qmv::q5k_x86::unpack_scales_mins(head));
+    // Min term: dmin*d_x*m_j*(bsums[2j]+bsums[2j+1]) off the accumulator.
+    const __m256i prod_m = qmv::q5k_x86::min_sums(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums)), scales, min_pairs);
     acc = _mm256_fnmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), lane1),
                            _mm256_cvtepi32_ps(prod_m), acc);
 
@@ -124,10 +89,7 @@ inline float dot_row(const qmv::BlockQ5K* __restrict w, const qmv::BlockQ8K* __r
     sumi = pair_dot<3>(wb.qs, xb.qs, hbits, scales, m4, m16, sumi);
     acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(sumi), acc);
   }
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+  return qmv::q5k_x86::hsum(acc);
 }
 
 qmv::Status run(const qmv::MatVecArgs& a) {

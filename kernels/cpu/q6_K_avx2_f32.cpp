@@ -8,7 +8,7 @@
 // d*scale[j] (the per-16 int8 scales, converted once per super-block) into one of four
 // __m256 accumulators, which keeps the fma chains short.
 // One horizontal sum per row. A software prefetch runs kPrefetch super-blocks ahead.
-#include <immintrin.h>
+#include "q6_K_x86.h"
 
 #include <cstdint>
 
@@ -16,36 +16,11 @@
 
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
 // q - 32 (int8) of one half super-block (64 bytes of ql, 32 of qh): v[k] byte l is
-// weight 32k+l of the half, built from ql[l] low, ql[32+l] low, ql[l] high, ql[32+l]
-// high (k = 0..3) and qh[l] bits 2k..2k+1 moved to bits 4-5 (16-bit shifts by <= 4
-// under the 0x30 mask keep each byte's own bits).
+// weight 32k+l of the half (q6k_x86::unpack_half).
 inline void unpack_half(const std::uint8_t* ql, const std::uint8_t* qh, __m256i v[4]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   const __m256i c32 = _mm256_set1_epi8(32);
-  const __m256i l0 = load(ql), l1 = load(ql + 32), hb = load(qh);
-  v[0] = _mm256_sub_epi8(
-      _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
-      c32);
-  v[1] = _mm256_sub_epi8(
-      _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
-      c32);
-  v[2] = _mm256_sub_epi8(
-      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30)),
-      c32);
-  v[3] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                         _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)),
-                         c32);
+  qmv::q6k_x86::unpack_half(ql, qh, v, [c32](__m256i q) { return _mm256_sub_epi8(q, c32); });
 }
 
 // The low 8 int8 of v as floats.
@@ -65,25 +40,12 @@ inline __m256 sub_block_dot(__m128i q16, const float* x) {
 // where the hardware streamer stops, stalls it on a demand miss.
 constexpr int kPrefetch = 8;
 
-// Fetches the cache lines of the super-block `ahead` blocks after w (210 bytes: lines
-// at +0, +64, +128, +192 cover it, and consecutive blocks leave no line out). The
-// address is formed as an integer: it may lie past the matrix, where a prefetch is
-// harmless (it never faults).
-inline void prefetch_block(const qmv::BlockQ6K* w, std::int64_t ahead) {
-  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(w) +
-                           static_cast<std::uintptr_t>(ahead) * sizeof(qmv::BlockQ6K);
-  _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(a + 64), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(a + 128), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(a + 192), _MM_HINT_T0);
-}
-
 float dot_row(const qmv::BlockQ6K* w, const float* x, std::int64_t n_blocks) {
   // Four accumulators: vector k of a half feeds accumulators 2*(k%2) and 2*(k%2)+1.
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
   for (const qmv::BlockQ6K* const end = w + n_blocks; w != end; ++w, x += qmv::kSuperBlock) {
-    prefetch_block(w, kPrefetch);
+    qmv::q6k_x86::prefetch_block(w, kPrefetch);
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(w->d));
     // d * scale[j] for the 16 sub-blocks.
     const __m256 sf_lo =
@@ -111,7 +73,7 @@ float dot_row(const qmv::BlockQ6K* w, const float* x, std::int64_t n_blocks) {
       }
     }
   }
-  return hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  return qmv::q6k_x86::hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 // super-blocks ahead.
 //
 // Bounds: per super-block |sum| <= 256*63*128*128 + 32*128*16*2048 < 2^31.
-#include <immintrin.h>
+#include "q6_K_x86.h"
 
 #include <cstdint>
 
@@ -21,42 +21,23 @@
 
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // pshufb control that puts i16 lane m of each 128-bit lane into all eight i16 lanes.
 inline __m256i lane_broadcast_ctrl(int m) {
   return _mm256_set1_epi16(static_cast<short>((2 * m) | ((2 * m + 1) << 8)));
 }
 
-inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+using qmv::q6k_x86::load;
 
 // int32 partial sums of one half super-block: 64 bytes of ql, 32 of qh, 128 activation
 // quants; s0..s3 are the int16 scale vectors of its four 32-weight vectors.
 inline __m256i half_dot(const std::uint8_t* ql, const std::uint8_t* qh, const std::int8_t* q8,
                         __m256i s0, __m256i s1, __m256i s2, __m256i s3) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
-  const __m256i l0 = load(ql), l1 = load(ql + 32), hb = load(qh);
-  // Weights l, 32+l, 64+l, 96+l take ql[l] low, ql[32+l] low, ql[l] high, ql[32+l] high
-  // and qh[l] bits 0-1, 2-3, 4-5, 6-7 (moved to bits 4-5; 16-bit shifts by <= 4 with
-  // the 0x30 mask keep each byte's own bits).
-  const __m256i q0 =
-      _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-  const __m256i q1 =
-      _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-  const __m256i q2 =
-      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
-  const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                     _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-  const __m256i p0 = _mm256_maddubs_epi16(q0, load(q8));
-  const __m256i p1 = _mm256_maddubs_epi16(q1, load(q8 + 32));
-  const __m256i p2 = _mm256_maddubs_epi16(q2, load(q8 + 64));
-  const __m256i p3 = _mm256_maddubs_epi16(q3, load(q8 + 96));
+  __m256i q[4];
+  qmv::q6k_x86::unpack_half(ql, qh, q, [](__m256i v) { return v; });
+  const __m256i p0 = _mm256_maddubs_epi16(q[0], load(q8));
+  const __m256i p1 = _mm256_maddubs_epi16(q[1], load(q8 + 32));
+  const __m256i p2 = _mm256_maddubs_epi16(q[2], load(q8 + 64));
+  const __m256i p3 = _mm256_maddubs_epi16(q[3], load(q8 + 96));
   return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)),
                           _mm256_add_epi32(_mm256_madd_epi16(p2, s2), _mm256_madd_epi16(p3, s3)));
 }
@@ -67,19 +48,6 @@ inline __m256i half_dot(const std::uint8_t* ql, const std::uint8_t* qh, const st
 // of 30 interleaved calls): none 1276 us, 4: 1133, 8: 1051, 16: 1094, 32: 1217. Without
 // it each new 4 KiB page, where the hardware streamer stops, stalls on a demand miss.
 constexpr int kPrefetch = 8;
-
-// Fetches the cache lines of the super-block `ahead` blocks after w (210 bytes: lines
-// at +0, +64, +128, +192 cover it, and consecutive blocks leave no line out). The
-// address is formed as an integer: it may lie past the matrix, where a prefetch is
-// harmless (it never faults).
-inline void prefetch_block(const qmv::BlockQ6K* w, std::int64_t ahead) {
-  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(w) +
-                           static_cast<std::uintptr_t>(ahead) * sizeof(qmv::BlockQ6K);
-  _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(a + 64), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(a + 128), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(a + 192), _MM_HINT_T0);
-}
 
 // Constants of the loop, set up once per tile of rows.
 struct Consts {
@@ -98,7 +66,7 @@ inline __attribute__((always_inline)) float dot_row(const qmv::BlockQ6K* w, cons
                                                     const Consts& c) {
   __m256 acc = _mm256_setzero_ps();
   for (; w != end; ++w, ++x) {
-    prefetch_block(w, kPrefetch);
+    qmv::q6k_x86::prefetch_block(w, kPrefetch);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
     // Centring: -32 * sum_g scale_g * bsums[g] starts the int32 sum.
     __m256i sumi =
@@ -115,7 +83,7 @@ inline __attribute__((always_inline)) float dot_row(const qmv::BlockQ6K* w, cons
     const float dd = _cvtsh_ss(w->d) * x->d;
     acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc);
   }
-  return hsum(acc);
+  return qmv::q6k_x86::hsum(acc);
 }
 
 // Rows of a tile walk one block pointer straight through (rows are contiguous), with

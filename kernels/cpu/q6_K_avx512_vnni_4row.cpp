@@ -1,20 +1,10 @@
 // Q6_K weights x Q8_K activations, AVX-512 VNNI, four rows at a time.
 //
-// The super-block arithmetic is that of q6_K.cpu.avx512_vnni: a super-block is four
-// "batches" of 64 consecutive weights, one 512-bit vector each. Half h (weights
-// 128h..128h+127) loads its 64 ql bytes once; their low nibbles are weights 128h+0..63
-// and their high nibbles 128h+64..127, in order. The two high bits come from the half's
-// 32 qh bytes broadcast to both 256-bit halves and masked once (0x33 keeps the bit
-// pairs of weights l and 64+l in the low half, 0xCC those of 32+l and 96+l in the high
-// half); one variable 32-bit shift per batch moves the right pair to bits 4-5 with
-// zeros above, and one vpternlogd (bitwise select by 0x0F) takes bits 0-3 from the
-// nibble and 4-7 from the pair. _mm512_dpbusd_epi32 multiplies the unsigned quants
-// (u8, q in [0,63]) with the int8 activations, four products per int32 lane; lane i of
-// batch j is sub-block 4j+i/4. A lane fits int16 (|4*63*128| < 2^15), so two batches
-// are packed to int16 (vpackssdw, exact) and one vpdpwssd against the int8 sub-block
-// scales (vpermw into the packed order) applies the scales and sums into int32. The
-// -32 centring comes from the Q8_K bsums: (32*scale_g) . (-bsums[g]) by one vpmaddwd
-// per super-block starts the int32 sum.
+// The super-block arithmetic is that of q6_K.cpu.avx512_vnni (q6_K_avx512_vnni_common.h):
+// four 64-weight u6 vectors per super-block, dpbusd against the int8 activations, two
+// batches packed to int16 and scaled by one vpdpwssd against the int8 sub-block scales.
+// The -32 centring comes from the Q8_K bsums: (32*scale_g) . (-bsums[g]) by one
+// vpmaddwd per super-block starts the int32 sum.
 //
 // What four rows add:
 // - every activation load is shared: the four 64-byte quant vectors and the negated
@@ -29,14 +19,7 @@
 //
 // Bounds: per super-block and row |sum| <= 256*63*128*128 + 32*128*16*2048 < 2^31 (also
 // for any subset of lanes, so the integer reduction across lanes cannot overflow).
-
-// GCC 12's AVX-512 headers initialise their "undefined" vectors with themselves, which
-// -Wuninitialized reports at every inlined use (GCC bug 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "q6_K_avx512_vnni_common.h"
 
 #include <cstdint>
 
@@ -52,26 +35,7 @@ namespace {
 // The _MM_HINT_T1 (L2) hint measured the same as T0.
 constexpr std::int64_t kPrefetch = 8;
 
-struct Consts {
-  __m512i m0F = _mm512_set1_epi8(0x0F);
-  // qh bytes keep bit pairs 0-1 and 4-5 in the low 256 bits, 2-3 and 6-7 in the high.
-  __m512i qh_keep =
-      _mm512_inserti64x4(_mm512_set1_epi8(0x33), _mm256_set1_epi8(static_cast<char>(0xCC)), 1);
-  // 32-bit shift counts moving pair 0-1 / 2-3 (low-nibble batch: left by 4 / 2) and
-  // pair 4-5 / 6-7 (high-nibble batch: right by 0 / 2) to bits 4-5.
-  __m512i shl_lo = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2);
-  __m512i shr_hi = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
-  // vpermw indexes building the int16 scales of packs(batch a, batch b): in 128-bit
-  // lane L, the first four int16 are batch a's sub-block, the next four batch b's.
-  __m512i idx01 = make_idx(0, 4);
-  __m512i idx23 = make_idx(8, 12);
-
-  static __m512i make_idx(int a, int b) {
-    alignas(64) std::int16_t idx[32];
-    for (int p = 0; p < 32; ++p) idx[p] = static_cast<std::int16_t>((p % 8 < 4 ? a : b) + p / 8);
-    return _mm512_load_si512(idx);
-  }
-};
+using qmv::q6k_vnni::Consts;
 
 // The activation of one super-block, loaded once and shared by the rows.
 struct XBlock {
@@ -88,44 +52,11 @@ struct XBlock {
 
 // The int32 sums of one super-block of one row, centring included (d*d_x still to apply).
 inline __m512i block_dot(const qmv::BlockQ6K* w, const XBlock& x, const Consts& c) {
-  const __m256i sc16 =
-      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
+  const __m256i sc16 = qmv::q6k_vnni::scales16(w);
   // -32*sum_g scale_g*bsums[g]: |32*scale| <= 4096 and |bsums| <= 2048 fit int16.
-  __m512i sumi = _mm512_zextsi256_si512(_mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), x.neg_bsums));
-  const __m512i sc = _mm512_castsi256_si512(sc16);
-
-  __m512i r[4];
-  for (int h = 0; h < 2; ++h) {
-    const __m512i ql = _mm512_loadu_si512(w->ql + 64 * h);
-    const __m512i qh = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh + 32 * h)));
-    const __m512i qhm = _mm512_and_si512(qh, c.qh_keep);
-    const __m512i hi_lo = _mm512_sllv_epi32(qhm, c.shl_lo);
-    const __m512i hi_hi = _mm512_srlv_epi32(qhm, c.shr_hi);
-    // vpternlogd 0xD8: m0F ? nibble : pair, bit by bit (the destination is the dying pair).
-    const __m512i q_lo = _mm512_ternarylogic_epi32(hi_lo, ql, c.m0F, 0xD8);
-    const __m512i q_hi = _mm512_ternarylogic_epi32(hi_hi, _mm512_srli_epi16(ql, 4), c.m0F, 0xD8);
-    r[2 * h] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q_lo, x.q[2 * h]);
-    r[2 * h + 1] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q_hi, x.q[2 * h + 1]);
-  }
-  sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(r[0], r[1]),
-                             _mm512_permutexvar_epi16(c.idx01, sc));
-  sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(r[2], r[3]),
-                             _mm512_permutexvar_epi16(c.idx23, sc));
-  return sumi;
-}
-
-// Fetches the cache lines of the super-block `ahead` blocks after w (210 bytes: lines
-// at +0, +64, +128, +192 cover it, and consecutive blocks leave no line out). The
-// address is formed as an integer: it may lie past the matrix, where a prefetch is
-// harmless (it never faults).
-inline void prefetch_block(const qmv::BlockQ6K* w, std::int64_t ahead) {
-  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(w) +
-                           static_cast<std::uintptr_t>(ahead) * sizeof(qmv::BlockQ6K);
-  _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(a + 64), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(a + 128), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(a + 192), _MM_HINT_T0);
+  const __m512i sumi =
+      _mm512_zextsi256_si512(_mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), x.neg_bsums));
+  return qmv::q6k_vnni::add_block_dots(w, sc16, sumi, [&x](int j) { return x.q[j]; }, c);
 }
 
 // One row (the rows a tile has over a multiple of four).
@@ -133,7 +64,7 @@ float dot_row(const qmv::BlockQ6K* w, const qmv::BlockQ8K* x, std::int64_t n_blo
               const Consts& c) {
   __m512 acc = _mm512_setzero_ps();
   for (const qmv::BlockQ6K* const end = w + n_blocks; w != end; ++w, ++x) {
-    prefetch_block(w, kPrefetch);
+    qmv::q6k_x86::prefetch_block(w, kPrefetch);
     const XBlock xb(x);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_dot(w, xb, c)),
                           _mm512_set1_ps(_cvtsh_ss(w->d) * xb.d), acc);
@@ -157,10 +88,10 @@ void dot_4rows(const qmv::BlockQ6K* w, const qmv::BlockQ8K* x, std::int64_t n_bl
   // 128-bit lane L, element r: row r's partial sums.
   __m512 acc = _mm512_setzero_ps();
   auto step = [&](std::int64_t b, std::int64_t pf_off) {
-    prefetch_block(w0 + b, pf_off);
-    prefetch_block(w1 + b, pf_off);
-    prefetch_block(w2 + b, pf_off);
-    prefetch_block(w3 + b, pf_off);
+    qmv::q6k_x86::prefetch_block(w0 + b, pf_off);
+    qmv::q6k_x86::prefetch_block(w1 + b, pf_off);
+    qmv::q6k_x86::prefetch_block(w2 + b, pf_off);
+    qmv::q6k_x86::prefetch_block(w3 + b, pf_off);
     const XBlock xb(x + b);
     const __m512i s0 = block_dot(w0 + b, xb, c), s1 = block_dot(w1 + b, xb, c);
     const __m512i s2 = block_dot(w2 + b, xb, c), s3 = block_dot(w3 + b, xb, c);

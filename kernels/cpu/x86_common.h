@@ -1,0 +1,34 @@
+// What every x86 kernel family header (q4_K_x86.h, q5_K_x86.h, q6_K_x86.h) starts
+// from: the intrinsics header and the helpers that do not depend on a block format.
+// Only SSE3 and AVX instructions, which every x86 kernel file is built with.
+// Everything has internal linkage, so files built with different ISA flags never share
+// (or pick up) one another's copy.
+#pragma once
+
+// GCC 12 reports its own _mm512_undefined_*() placeholders (inside _mm512_cvtepi32_ps,
+// _mm512_reduce_add_ps, ...) as uninitialized (GCC bug 105593, fixed in 13). The
+// diagnostics are tied to the intrinsic header's lines, so silencing them around its
+// inclusion is enough; this header is included first, so this is where it is read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
+
+namespace qmv::x86 {
+namespace {
+
+// The sum of the eight lanes.
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+}  // namespace
+}  // namespace qmv::x86
