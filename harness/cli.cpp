@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <random>
 #include <stdexcept>
@@ -20,6 +21,7 @@
 #include "harness/shapes.h"
 #include "kernels/cpu_features.h"
 #include "kernels/registry.h"
+#include "model/gguf.h"
 
 namespace qmv {
 namespace {
@@ -207,6 +209,61 @@ std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, c
   return peaks;
 }
 
+std::string describe_value(const gguf::File& f, const gguf::Value& v, std::size_t max_elems) {
+  using gguf::ValueType;
+  switch (v.type) {
+    case ValueType::STRING: {
+      std::string s(v.str.substr(0, 200));
+      return fmt::format("\"{}\"{}", s, v.str.size() > 200 ? "..." : "");
+    }
+    case ValueType::FLOAT32: case ValueType::FLOAT64: return fmt::format("{}", v.f);
+    case ValueType::BOOL: return v.u ? "true" : "false";
+    case ValueType::INT8: case ValueType::INT16: case ValueType::INT32: case ValueType::INT64:
+      return std::to_string(v.i);
+    case ValueType::ARRAY: {
+      std::string out = fmt::format("{}[{}] [", gguf::to_string(v.elem_type), v.count);
+      for (std::uint64_t k = 0; k < std::min<std::uint64_t>(v.count, max_elems); ++k) {
+        if (k) out += ", ";
+        out += v.elem_type == ValueType::STRING ? fmt::format("\"{}\"", f.array_string(v, k))
+                                                : fmt::format("{}", f.array_number(v, k));
+      }
+      return out + (v.count > max_elems ? ", ...]" : "]");
+    }
+    default: return std::to_string(v.u);
+  }
+}
+
+void print_gguf(const std::string& path, bool show_tensors, std::size_t max_elems) {
+  const gguf::File f = gguf::File::open(path);
+  fmt::print("{}: GGUF v{}, {} bytes, {} metadata keys, {} tensors, alignment {}, data at byte {}\n\n",
+             path, f.version(), f.size(), f.keys().size(), f.tensors().size(), f.alignment(), f.data_offset());
+  for (const auto& key : f.keys()) {
+    const gguf::Value& v = *f.find(key);
+    fmt::print("  {} ({}) = {}\n", key, gguf::to_string(v.type), describe_value(f, v, max_elems));
+  }
+  std::map<std::string, std::pair<int, std::uint64_t>> by_type;
+  for (const auto& t : f.tensors()) {
+    auto& e = by_type[t.type->name];
+    ++e.first;
+    e.second += t.bytes;
+  }
+  fmt::print("\n");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [type, e] : by_type)
+    rows.push_back({type, std::to_string(e.first), fmt::format("{:.1f}", e.second / 1048576.0)});
+  print_table({"tensor type", "tensors", "MiB"}, rows);
+  if (show_tensors) {
+    rows.clear();
+    for (const auto& t : f.tensors()) {
+      std::string dims;
+      for (auto d : t.dims) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+      rows.push_back({t.name, t.type->name, dims, fmt::format("{:.2f}", t.bytes / 1048576.0)});
+    }
+    fmt::print("\n");
+    print_table({"tensor", "type", "dims (row length first)", "MiB"}, rows);
+  }
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -282,6 +339,15 @@ int run_cli(int argc, char** argv) {
       ->capture_default_str();
   peak->add_option("--out", peak_out, "Write a CSV ({machine} expands to this machine's name)");
   peak->add_flag("--append", peak_append, "Append to --out instead of replacing it");
+
+  // gguf
+  auto* gguf_cmd = app.add_subcommand("gguf", "Validate a GGUF file and print its metadata and tensors");
+  std::string gguf_path;
+  bool gguf_tensors = false;
+  std::size_t gguf_max_elems = 8;
+  gguf_cmd->add_option("file", gguf_path, "GGUF file")->required();
+  gguf_cmd->add_flag("--tensors", gguf_tensors, "List every tensor (name, type, dims, size)");
+  gguf_cmd->add_option("--max-array", gguf_max_elems, "Array elements to show per key")->capture_default_str();
 
   // report
   auto* report = app.add_subcommand("report", "Print a results CSV (bench, check or peak) as a table");
@@ -420,6 +486,11 @@ int run_cli(int argc, char** argv) {
       const RunContext ctx = current_context(cmd);
       measure_peaks(parse_threads(peak_threads), peak_reps, &ctx, peak_out, peak_append);
       if (!peak_out.empty()) fmt::print("wrote {}\n", expand_machine(peak_out));
+      return 0;
+    }
+
+    if (*gguf_cmd) {
+      print_gguf(gguf_path, gguf_tensors, gguf_max_elems);
       return 0;
     }
 
