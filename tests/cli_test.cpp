@@ -73,6 +73,16 @@ TEST(Cli, UnreadableReport) {
   std::ofstream(tmp("other.csv")) << "a,b\n1,2\n";
   expect_error("report " + tmp("other.csv"), "not a qmvlab results CSV");
 }
+TEST(Cli, MalformedGgufIsOneClearLine) {
+  const std::string corpus = std::string(QMV_SOURCE_DIR) + "/tests/gguf_corpus/";
+  expect_error("gguf " + corpus + "bad_truncated_data.gguf", "bad_truncated_data.gguf: GGUF: tensor 'w.q8_0' data");
+  expect_error("gguf " + corpus + "bad_magic.gguf", "not a GGUF file");
+  expect_error("gguf " + tmp("missing.gguf"), "missing.gguf: cannot open");
+  const CliRun ok = qmvlab("gguf --tensors " + corpus + "valid.gguf");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("w.q8_0"), std::string::npos) << ok.output;
+}
+
 TEST(Cli, UnwritableOutput) {
   expect_error("check --kernels q4_K.cpu.scalar --shapes 1x256 --out /proc/qmvlab/x.csv", "/proc/qmvlab/x.csv");
 }
