@@ -21,6 +21,7 @@
 #include "harness/shapes.h"
 #include "kernels/cpu_features.h"
 #include "kernels/registry.h"
+#include "model/config.h"
 #include "model/gguf.h"
 
 namespace qmv {
@@ -240,6 +241,17 @@ void print_gguf(const std::string& path, bool show_tensors, std::size_t max_elem
   for (const auto& key : f.keys()) {
     const gguf::Value& v = *f.find(key);
     fmt::print("  {} ({}) = {}\n", key, gguf::to_string(v.type), describe_value(f, v, max_elems));
+  }
+  try {
+    const ModelConfig c = read_config(f);
+    bind_weights(f, c);
+    fmt::print("\nmodel: {} '{}', {} layers, width {}, FFN {}, {} heads ({} key/value) of {}, vocab {}, "
+               "context {}, rope base {}{}{}{}\n",
+               c.arch, c.name, c.n_layers, c.n_embd, c.n_ff, c.n_head, c.n_head_kv, c.head_dim, c.vocab_size,
+               c.context_length, c.rope_freq_base, c.tied_embeddings ? ", tied embeddings" : "",
+               c.qkv_bias ? ", QKV bias" : "", c.qk_norm ? ", Q/K norm" : "");
+  } catch (const ModelError& e) {
+    fmt::print("\nnot a model this runner can run: {}\n", e.what());
   }
   std::map<std::string, std::pair<int, std::uint64_t>> by_type;
   for (const auto& t : f.tensors()) {

