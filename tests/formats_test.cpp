@@ -77,7 +77,7 @@ TEST(Formats, NamesRoundTripAndParseIgnoresCase) {
   EXPECT_EQ(t, WeightType::Q5_K);
   EXPECT_TRUE(parse_weight_type("q6_k", t));
   EXPECT_EQ(t, WeightType::Q6_K);
-  EXPECT_FALSE(parse_weight_type("q4_0", t));
+  EXPECT_FALSE(parse_weight_type("q4_2", t));
   EXPECT_FALSE(parse_weight_type("q4_K ", t));
   EXPECT_FALSE(parse_weight_type("", t));
 
