@@ -27,7 +27,7 @@ struct FreeDeleter {
 };
 
 // Random valid blocks of one weight type, several times the last-level cache. A
-// matrix of that type is just rows*cols/256 consecutive blocks, so every shape is a
+// matrix of that type is just its rows' blocks back to back, so every shape is a
 // window into the arena: a cold call reads the window after the previous call's, and
 // the window it reads was last touched a whole arena ago, long evicted. One arena per
 // type serves every point, which is what lets repetitions of different points
@@ -138,11 +138,18 @@ BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std:
 
   // Buffers shared by all points: one weight arena per type, one prepared activation
   // per (format, cols), outputs of the largest row count.
+  // A run over every kernel holds an arena for each of the eleven weight types: their
+  // cold size is capped so that together they stay within half the RAM (on the 23 GiB
+  // VM that still leaves each above twice the last-level cache).
   std::map<WeightType, std::size_t> arena_need;
+  for (const Point& pt : points) arena_need[pt.spec->weight] = 0;
+  std::size_t cold_bytes = cold_buffer_bytes();
+  if (const std::size_t ram = machine_info().ram_bytes; ram > 0)
+    cold_bytes = std::min(cold_bytes, ram / 2 / arena_need.size());
   std::int64_t max_rows = 0;
   for (const Point& pt : points) {
     auto& need = arena_need[pt.spec->weight];
-    need = std::max(need, cfg.warm ? matrix_bytes(pt) : std::max(cold_buffer_bytes(), 2 * matrix_bytes(pt)));
+    need = std::max(need, cfg.warm ? matrix_bytes(pt) : std::max(cold_bytes, 2 * matrix_bytes(pt)));
     max_rows = std::max(max_rows, pt.shape.rows);
   }
   std::map<WeightType, WeightArena> arenas;

@@ -227,7 +227,7 @@ std::vector<CheckResult> run_check(const std::vector<const KernelSpec*>& kernels
     if (on_result) on_result(r);
     results.push_back(std::move(r));
   };
-  for (WeightType type : {WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K}) {
+  for (WeightType type : kAllWeightTypes) {
     std::vector<const KernelSpec*> group;
     for (const KernelSpec* k : kernels)
       if (k->weight == type) group.push_back(k);

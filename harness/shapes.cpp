@@ -32,6 +32,17 @@ const std::vector<ShapePreset>& shape_presets() {
                  {{14336, 4096}, {4096, 14336}}});
     p.push_back({"small", "fast set for tests and CI: awkward rows, small cols",
                  {{1, 256}, {3, 512}, {67, 256}, {67, 4096}, {130, 1024}, {257, 2048}}});
+    // Row lengths the K-quants cannot take: whole blocks of 32 that are not whole
+    // super-blocks (Q4_K_M files store such tensors as Q5_0/Q8_0), and float-type
+    // lengths with a tail shorter than a SIMD vector.
+    ShapePreset odd{"odd-cols",
+                    "cols not a multiple of 256: rows {1,3,67,130} x cols {32,96,4128} for the "
+                    "legacy quants, plus 1x1, 3x7, 67x100, 130x1001 for the float types",
+                    {}};
+    for (std::int64_t r : {1, 3, 67, 130})
+      for (std::int64_t c : {32, 96, 4128}) odd.shapes.push_back({r, c});
+    for (Shape s : {Shape{1, 1}, Shape{3, 7}, Shape{67, 100}, Shape{130, 1001}}) odd.shapes.push_back(s);
+    p.push_back(std::move(odd));
     return p;
   }();
   return presets;

@@ -100,9 +100,16 @@ Status check_args(const KernelSpec& spec, const MatVecArgs& a);
 // assume their arguments are valid and keep their inner loops free of checks.
 Status invoke(const KernelSpec& spec, const MatVecArgs& a);
 
-// Shape rule shared by every K-quant kernel.
+// Shape rules shared by the kernels of a family, with their human-readable form.
+// K-quants: whole super-blocks.
 bool supports_superblock_cols(Shape s);
 inline constexpr const char* kSuperBlockColsRule = "rows >= 1, cols % 256 == 0";
+// Legacy quants (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): whole blocks of 32.
+bool supports_block32_cols(Shape s);
+inline constexpr const char* kBlock32ColsRule = "rows >= 1, cols % 32 == 0";
+// Float weights (F16, BF16, F32): any length; SIMD kernels handle the tail.
+bool supports_any_cols(Shape s);
+inline constexpr const char* kAnyColsRule = "rows >= 1, cols >= 1";
 
 // What a variant file registers: plain data. Files compiled with ISA flags
 // (-mavx512f...) must not instantiate library code such as std::string or
@@ -125,7 +132,8 @@ struct KernelRecord {
   const char* description = nullptr;
 };
 
-// The usual record of a CPU K-quant matvec: op MatVec, backend CPU, cols % 256 == 0.
+// The usual record of a CPU matvec: op MatVec, backend CPU, and the shape rule of
+// its weight type's family (whole blocks of the type; any cols for float weights).
 constexpr KernelRecord cpu_matvec_kernel(const char* name, WeightType weight, ActFormat act,
                                          Status (*run)(const MatVecArgs&), const char* description,
                                          std::uint32_t cpu_features = 0) {
@@ -134,8 +142,28 @@ constexpr KernelRecord cpu_matvec_kernel(const char* name, WeightType weight, Ac
   r.weight = weight;
   r.act = act;
   r.cpu_features = cpu_features;
-  r.shape_rule = kSuperBlockColsRule;
-  r.supports = supports_superblock_cols;
+  switch (weight) {
+    case WeightType::Q4_K:
+    case WeightType::Q5_K:
+    case WeightType::Q6_K:
+      r.shape_rule = kSuperBlockColsRule;
+      r.supports = supports_superblock_cols;
+      break;
+    case WeightType::Q4_0:
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
+    case WeightType::Q8_0:
+      r.shape_rule = kBlock32ColsRule;
+      r.supports = supports_block32_cols;
+      break;
+    case WeightType::F16:
+    case WeightType::BF16:
+    case WeightType::F32:
+      r.shape_rule = kAnyColsRule;
+      r.supports = supports_any_cols;
+      break;
+  }
   r.run = run;
   r.description = description;
   return r;
@@ -179,11 +207,12 @@ void parallel_row_tiles(std::int64_t rows, int threads, TileFn&& tile) {
 }
 
 // The loop of a kernel that computes one row at a time: y[r] = RowDot(row r's
-// blocks, x, blocks per row), over row tiles.
+// blocks, x, blocks per row), over row tiles. For float weights a block is one value.
 template <class WeightBlock, class Activation,
           float (*RowDot)(const WeightBlock*, const Activation*, std::int64_t)>
 Status run_rows(const MatVecArgs& a) {
-  const std::int64_t n_blocks = a.shape.cols / kSuperBlock;
+  static_assert(kValuesPerBlock<WeightBlock> > 0, "kValuesPerBlock not defined for this block type");
+  const std::int64_t n_blocks = a.shape.cols / kValuesPerBlock<WeightBlock>;
   const auto* w = static_cast<const WeightBlock*>(a.w);
   const auto* x = static_cast<const Activation*>(a.x);
   parallel_row_tiles(a.shape.rows, a.threads, [&](std::int64_t r0, std::int64_t r1) {

@@ -19,6 +19,12 @@ bool supports_superblock_cols(Shape s) {
   return s.rows >= 1 && s.cols >= kSuperBlock && s.cols % kSuperBlock == 0;
 }
 
+bool supports_block32_cols(Shape s) {
+  return s.rows >= 1 && s.cols >= kLegacyBlock && s.cols % kLegacyBlock == 0;
+}
+
+bool supports_any_cols(Shape s) { return s.rows >= 1 && s.cols >= 1; }
+
 namespace {
 CpuTiling& tiling_storage() {
   static CpuTiling t;

@@ -1,24 +1,30 @@
-// qmv_dump_blocks: quantizes random super-blocks with our quantizer and writes the raw
-// block bytes and our dequantized values, for tests/gguf_crosscheck.py to compare with
-// an independent GGUF implementation.
+// qmv_dump_blocks: quantizes random groups of 256 values with our quantizer and writes
+// the raw block bytes and our dequantized values, for tests/gguf_crosscheck.py to
+// compare with an independent GGUF implementation.
 //
-//   qmv_dump_blocks --type q4_K|q5_K|q6_K --blocks N --seed S
-//                   --out-blocks FILE --out-values FILE
+//   qmv_dump_blocks --type TYPE --blocks N --seed S
+//                   --out-blocks FILE --out-values FILE [--out-inputs FILE]
 //
-// FILE for blocks: N * block_bytes(type) bytes, the blocks back to back, exactly as a
-// GGUF tensor stores them. FILE for values: N * 256 float32 (native byte order,
-// little endian on every machine we run on).
+// TYPE is any weight type (q4_K, q5_K, q6_K, q4_0, q4_1, q5_0, q5_1, q8_0, f16, bf16,
+// f32). N groups of 256 values: N super-blocks of a K-quant, 8N blocks of a legacy
+// quant, 256N values of a float type. FILE for blocks: row_bytes(type, 256N) bytes,
+// exactly as a GGUF tensor stores them. FILE for values: 256N float32 (native byte
+// order, little endian on every machine we run on); FILE for inputs: the 256N float32
+// values that were quantized (to compare the float types' rounding too).
 //
 // The blocks are chosen to reach every corner of the layout: Gaussian blocks of very
 // different magnitudes (1e-6 to 1e4, values up to the fp16 limit of 6e4, and values of
 // ~1e7 whose fp16 super-block scales are in the thousands; so fp16 scales that are
 // subnormal, normal and large), blocks with outliers, constant blocks (all equal, zero, negative),
 // all-positive blocks (offset 0), heavy tails, and blocks whose sub-blocks differ in
-// magnitude (small and zero 6-bit scales next to large ones).
+// magnitude (small and zero 6-bit scales next to large ones). For the float types two
+// more families: fp32 subnormals and tiny values, and values exactly halfway between
+// two fp16 / bf16 neighbours (round to nearest even).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -33,17 +39,18 @@ using qmv::kSuperBlock;
 
 void print_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: qmv_dump_blocks --type q4_K|q5_K|q6_K --blocks N --seed S\n"
-               "                       --out-blocks FILE --out-values FILE\n"
-               "Quantizes N random super-blocks with qmvlab's quantizer; writes the raw\n"
-               "block bytes and the dequantized float32 values.\n");
+               "usage: qmv_dump_blocks --type TYPE --blocks N --seed S\n"
+               "                       --out-blocks FILE --out-values FILE [--out-inputs FILE]\n"
+               "Quantizes N random groups of 256 values to TYPE (any weight type: q4_K,\n"
+               "q4_0, f16, ...) with qmvlab's quantizer; writes the raw block bytes, the\n"
+               "dequantized float32 values and optionally the float32 inputs.\n");
 }
 
 struct Options {
   qmv::WeightType type{};
   long long blocks = 0;
   std::uint64_t seed = 0;
-  std::string out_blocks, out_values;
+  std::string out_blocks, out_values, out_inputs;
 };
 
 bool parse_integer(const char* text, long long& out) {
@@ -91,6 +98,8 @@ bool parse_options(int argc, char** argv, Options& opt) {
       opt.out_blocks = value;
     } else if (arg == "--out-values") {
       opt.out_values = value;
+    } else if (arg == "--out-inputs") {
+      opt.out_inputs = value;
     } else {
       std::fprintf(stderr, "error: unknown option %s\n", argv[i - 1]);
       return false;
@@ -104,9 +113,15 @@ bool parse_options(int argc, char** argv, Options& opt) {
   return true;
 }
 
-// One super-block of test values; `kind` picks the family (cycled by block index so
-// that every family appears in any run of a few dozen blocks).
+// One group of 256 test values; `kind` picks the family (cycled by group index so
+// that every family appears in any run of a few dozen groups). The float types get
+// two more families (kFloatKinds) that only matter to them.
 constexpr int kKinds = 13;
+constexpr int kFloatKinds = 15;
+
+bool is_float_type(qmv::WeightType t) {
+  return t == qmv::WeightType::F16 || t == qmv::WeightType::BF16 || t == qmv::WeightType::F32;
+}
 
 void generate_block(int kind, std::mt19937_64& rng, float* x) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -158,6 +173,23 @@ void generate_block(int kind, std::mt19937_64& rng, float* x) {
       fill_gaussian(2e6f + 2e6f * uniform(rng));
       break;
     }
+    case 13: {  // fp32 subnormals and values just above them
+      for (int i = 0; i < kSuperBlock; ++i) x[i] = normal(rng) * (i % 2 == 0 ? 1e-39f : 1e-36f);
+      break;
+    }
+    case 14: {  // exact ties of fp16 (bit 12 alone below the kept 10 mantissa bits) and
+      // of bf16 (bit 15 alone below the kept 7): round to nearest even must pick the
+      // even neighbour. Exponents 2^-7..2^8, normal in both formats; either sign.
+      for (int i = 0; i < kSuperBlock; ++i) {
+        const auto r = static_cast<std::uint32_t>(rng());
+        const std::uint32_t sign = r & 0x80000000u;
+        const std::uint32_t exponent = 120u + (r >> 27 & 15u);
+        const std::uint32_t mantissa = i % 2 == 0 ? (r & 0x7fe000u) | 0x1000u : (r & 0x7f0000u) | 0x8000u;
+        const std::uint32_t bits = sign | exponent << 23 | mantissa;
+        std::memcpy(&x[i], &bits, sizeof(bits));
+      }
+      break;
+    }
     default: {  // sub-blocks of very different magnitude, some all zero
       for (int j = 0; j < kSuperBlock / 16; ++j) {
         const float sigma = j % 5 == 4 ? 0.0f : std::pow(10.0f, -3.0f * uniform(rng));
@@ -180,8 +212,9 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(opt.seed);
   const std::int64_t n = opt.blocks * kSuperBlock;
   std::vector<float> x(static_cast<std::size_t>(n));
+  const int kinds = is_float_type(opt.type) ? kFloatKinds : kKinds;
   for (long long b = 0; b < opt.blocks; ++b) {
-    generate_block(static_cast<int>(b % kKinds), rng, x.data() + b * kSuperBlock);
+    generate_block(static_cast<int>(b % kinds), rng, x.data() + b * kSuperBlock);
   }
 
   std::vector<std::uint8_t> blocks(qmv::row_bytes(opt.type, n));
@@ -199,6 +232,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: could not write %s or %s\n", opt.out_blocks.c_str(),
                  opt.out_values.c_str());
     return 1;
+  }
+  if (!opt.out_inputs.empty()) {
+    std::ofstream input_file(opt.out_inputs, std::ios::binary);
+    input_file.write(reinterpret_cast<const char*>(x.data()),
+                     static_cast<std::streamsize>(x.size() * sizeof(float)));
+    if (!input_file) {
+      std::fprintf(stderr, "error: could not write %s\n", opt.out_inputs.c_str());
+      return 1;
+    }
   }
   std::printf("%s: %lld blocks (%zu bytes), seed %llu\n", qmv::to_string(opt.type).data(),
               opt.blocks, blocks.size(), static_cast<unsigned long long>(opt.seed));

@@ -19,6 +19,8 @@
 #include <immintrin.h>
 #endif
 
+#include <cstdint>
+
 namespace qmv::x86 {
 namespace {
 
@@ -28,6 +30,13 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// Prefetches the cache line holding byte address a into L1. An integer address: near
+// the end of a matrix it lies past the buffer, which a prefetch may touch but a
+// pointer may not point to.
+inline void prefetch_line(std::uintptr_t a) {
+  _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
-// Names, sizes, the packed 6-bit scales, and dequantization of the GGUF K-quants.
+// Names, sizes, the packed 6-bit scales, and dequantization of the GGUF weight types.
 //
 // The dequantizers follow the GGUF definition literally and in the same order of
 // float operations (scale = d * sc in fp32, then scale * q - dmin * m), so that the
 // values are those any GGUF reader computes; tests/gguf_crosscheck.py checks this
-// against the reference Python implementation.
+// against the reference Python implementation. For the legacy quants d*q is exact in
+// fp32 (11-bit mantissa times at most 8 bits), so only the + m of the _1 types rounds.
 #include <cassert>
 #include <cctype>
 #include <cstring>
@@ -20,6 +21,14 @@ std::string_view to_string(WeightType t) {
     case WeightType::Q4_K: return "q4_K";
     case WeightType::Q5_K: return "q5_K";
     case WeightType::Q6_K: return "q6_K";
+    case WeightType::Q4_0: return "q4_0";
+    case WeightType::Q4_1: return "q4_1";
+    case WeightType::Q5_0: return "q5_0";
+    case WeightType::Q5_1: return "q5_1";
+    case WeightType::Q8_0: return "q8_0";
+    case WeightType::F16: return "f16";
+    case WeightType::BF16: return "bf16";
+    case WeightType::F32: return "f32";
   }
   return "unknown";
 }
@@ -48,7 +57,7 @@ bool equals_ignoring_case(std::string_view a, std::string_view b) {
 }  // namespace
 
 bool parse_weight_type(std::string_view s, WeightType& out) {
-  for (WeightType t : {WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K}) {
+  for (WeightType t : kAllWeightTypes) {
     if (equals_ignoring_case(s, to_string(t))) {
       out = t;
       return true;
@@ -75,6 +84,31 @@ std::size_t block_bytes(WeightType t) {
     case WeightType::Q4_K: return sizeof(BlockQ4K);
     case WeightType::Q5_K: return sizeof(BlockQ5K);
     case WeightType::Q6_K: return sizeof(BlockQ6K);
+    case WeightType::Q4_0: return sizeof(BlockQ4_0);
+    case WeightType::Q4_1: return sizeof(BlockQ4_1);
+    case WeightType::Q5_0: return sizeof(BlockQ5_0);
+    case WeightType::Q5_1: return sizeof(BlockQ5_1);
+    case WeightType::Q8_0: return sizeof(BlockQ8_0);
+    case WeightType::F16: return sizeof(fp16_bits);
+    case WeightType::BF16: return sizeof(bf16_bits);
+    case WeightType::F32: return sizeof(float);
+  }
+  return 0;
+}
+
+int block_values(WeightType t) {
+  switch (t) {
+    case WeightType::Q4_K:
+    case WeightType::Q5_K:
+    case WeightType::Q6_K: return kSuperBlock;
+    case WeightType::Q4_0:
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
+    case WeightType::Q8_0: return kLegacyBlock;
+    case WeightType::F16:
+    case WeightType::BF16:
+    case WeightType::F32: return 1;
   }
   return 0;
 }
@@ -98,8 +132,8 @@ int block_values(ActFormat f) {
 }
 
 std::size_t row_bytes(WeightType t, std::int64_t cols) {
-  assert(cols % kSuperBlock == 0);
-  return static_cast<std::size_t>(cols / kSuperBlock) * block_bytes(t);
+  assert(cols % block_values(t) == 0);
+  return static_cast<std::size_t>(cols / block_values(t)) * block_bytes(t);
 }
 
 std::size_t row_bytes(ActFormat f, std::int64_t cols) {
@@ -239,6 +273,87 @@ void dequantize_row_q6_K(const BlockQ6K* x, float* y, std::int64_t n) {
   }
 }
 
+// The legacy quants: the 5-bit types add bit i of qh (little endian) as bit 4 of
+// weight i's quant.
+
+namespace {
+
+// The 32 quants of a legacy block, unsigned: low nibbles, then high nibbles.
+void unpack_nibbles(const std::uint8_t* qs, int q[kLegacyBlock]) {
+  for (int l = 0; l < kLegacyBlock / 2; ++l) {
+    q[l] = qs[l] & 0x0f;
+    q[l + kLegacyBlock / 2] = qs[l] >> 4;
+  }
+}
+
+void add_fifth_bits(const std::uint8_t* qh, int q[kLegacyBlock]) {
+  std::uint32_t high;
+  std::memcpy(&high, qh, sizeof(high));  // little endian on every host we build for
+  for (int i = 0; i < kLegacyBlock; ++i) q[i] |= static_cast<int>((high >> i) & 1u) << 4;
+}
+
+}  // namespace
+
+void dequantize_row_q4_0(const BlockQ4_0* x, float* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b, y += kLegacyBlock) {
+    const float d = fp16_to_fp32(x[b].d);
+    int q[kLegacyBlock];
+    unpack_nibbles(x[b].qs, q);
+    for (int i = 0; i < kLegacyBlock; ++i) y[i] = d * static_cast<float>(q[i] - 8);
+  }
+}
+
+void dequantize_row_q4_1(const BlockQ4_1* x, float* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b, y += kLegacyBlock) {
+    const float d = fp16_to_fp32(x[b].d);
+    const float m = fp16_to_fp32(x[b].m);
+    int q[kLegacyBlock];
+    unpack_nibbles(x[b].qs, q);
+    for (int i = 0; i < kLegacyBlock; ++i) y[i] = d * static_cast<float>(q[i]) + m;
+  }
+}
+
+void dequantize_row_q5_0(const BlockQ5_0* x, float* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b, y += kLegacyBlock) {
+    const float d = fp16_to_fp32(x[b].d);
+    int q[kLegacyBlock];
+    unpack_nibbles(x[b].qs, q);
+    add_fifth_bits(x[b].qh, q);
+    for (int i = 0; i < kLegacyBlock; ++i) y[i] = d * static_cast<float>(q[i] - 16);
+  }
+}
+
+void dequantize_row_q5_1(const BlockQ5_1* x, float* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b, y += kLegacyBlock) {
+    const float d = fp16_to_fp32(x[b].d);
+    const float m = fp16_to_fp32(x[b].m);
+    int q[kLegacyBlock];
+    unpack_nibbles(x[b].qs, q);
+    add_fifth_bits(x[b].qh, q);
+    for (int i = 0; i < kLegacyBlock; ++i) y[i] = d * static_cast<float>(q[i]) + m;
+  }
+}
+
+void dequantize_row_q8_0(const BlockQ8_0* x, float* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b, y += kLegacyBlock) {
+    const float d = fp16_to_fp32(x[b].d);
+    for (int i = 0; i < kLegacyBlock; ++i) y[i] = d * static_cast<float>(x[b].qs[i]);
+  }
+}
+
+void dequantize_row_f16(const fp16_bits* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = fp16_to_fp32(x[i]);
+}
+
+void dequantize_row_bf16(const bf16_bits* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = bf16_to_fp32(x[i]);
+}
+
 void dequantize_row(WeightType t, const void* blocks, float* y, std::int64_t n) {
   switch (t) {
     case WeightType::Q4_K:
@@ -249,6 +364,30 @@ void dequantize_row(WeightType t, const void* blocks, float* y, std::int64_t n) 
       return;
     case WeightType::Q6_K:
       dequantize_row_q6_K(static_cast<const BlockQ6K*>(blocks), y, n);
+      return;
+    case WeightType::Q4_0:
+      dequantize_row_q4_0(static_cast<const BlockQ4_0*>(blocks), y, n);
+      return;
+    case WeightType::Q4_1:
+      dequantize_row_q4_1(static_cast<const BlockQ4_1*>(blocks), y, n);
+      return;
+    case WeightType::Q5_0:
+      dequantize_row_q5_0(static_cast<const BlockQ5_0*>(blocks), y, n);
+      return;
+    case WeightType::Q5_1:
+      dequantize_row_q5_1(static_cast<const BlockQ5_1*>(blocks), y, n);
+      return;
+    case WeightType::Q8_0:
+      dequantize_row_q8_0(static_cast<const BlockQ8_0*>(blocks), y, n);
+      return;
+    case WeightType::F16:
+      dequantize_row_f16(static_cast<const fp16_bits*>(blocks), y, n);
+      return;
+    case WeightType::BF16:
+      dequantize_row_bf16(static_cast<const bf16_bits*>(blocks), y, n);
+      return;
+    case WeightType::F32:
+      std::memcpy(y, blocks, static_cast<std::size_t>(n) * sizeof(float));
       return;
   }
 }

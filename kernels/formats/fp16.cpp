@@ -1,4 +1,4 @@
-// IEEE binary16 <-> binary32 by bit manipulation.
+// IEEE binary16 <-> binary32 and bfloat16 <-> binary32 by bit manipulation.
 //
 // This file is compiled without ISA flags, so it cannot use F16C; it must still give
 // exactly what a hardware conversion gives (round to nearest even, subnormals, inf,
@@ -90,6 +90,22 @@ fp16_bits fp32_to_fp16(float f) {
     ++units;  // may become 0x400, the encoding of the smallest normal: still right
   }
   return static_cast<fp16_bits>(sign | units);
+}
+
+// bfloat16 is binary32 without its low 16 mantissa bits: same exponent range, so
+// widening is exact and narrowing only rounds the mantissa.
+float bf16_to_fp32(bf16_bits h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+
+bf16_bits fp32_to_bf16(float f) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  if ((bits & kF32AbsMask) > kF32Inf) {
+    // NaN: truncating could clear every remaining mantissa bit (inf); set the quiet bit.
+    return static_cast<bf16_bits>((bits >> 16) | 0x0040u);
+  }
+  // Round to nearest even on the 16 dropped bits; a carry into the exponent is the
+  // right result, up to and including the overflow of the largest finite to inf.
+  const std::uint32_t lowest_kept_bit = (bits >> 16) & 1u;
+  return static_cast<bf16_bits>((bits + 0x7fffu + lowest_kept_bit) >> 16);
 }
 
 }  // namespace qmv

@@ -1,4 +1,5 @@
-// Our own quantizers for the GGUF K-quants and the activation formats.
+// Our own quantizers for the GGUF K-quants and the activation formats, and simple
+// range-based ones for the legacy quants and the float types (for test data).
 //
 // Weight quantization runs in three stages for each 256-weight super-block:
 //   1. Per sub-block, fit the scale (and for Q4_K/Q5_K the offset) that minimises the
@@ -526,6 +527,30 @@ void quantize_row(WeightType t, const float* x, void* blocks, std::int64_t n) {
     case WeightType::Q6_K:
       quantize_row_q6_K(x, static_cast<BlockQ6K*>(blocks), n);
       return;
+    case WeightType::Q4_0:
+      quantize_row_q4_0(x, static_cast<BlockQ4_0*>(blocks), n);
+      return;
+    case WeightType::Q4_1:
+      quantize_row_q4_1(x, static_cast<BlockQ4_1*>(blocks), n);
+      return;
+    case WeightType::Q5_0:
+      quantize_row_q5_0(x, static_cast<BlockQ5_0*>(blocks), n);
+      return;
+    case WeightType::Q5_1:
+      quantize_row_q5_1(x, static_cast<BlockQ5_1*>(blocks), n);
+      return;
+    case WeightType::Q8_0:
+      quantize_row_q8_0(x, static_cast<BlockQ8_0*>(blocks), n);
+      return;
+    case WeightType::F16:
+      quantize_row_f16(x, static_cast<fp16_bits*>(blocks), n);
+      return;
+    case WeightType::BF16:
+      quantize_row_bf16(x, static_cast<bf16_bits*>(blocks), n);
+      return;
+    case WeightType::F32:
+      std::memcpy(blocks, x, static_cast<std::size_t>(n) * sizeof(float));
+      return;
   }
 }
 
@@ -585,6 +610,129 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::int64_t n) {
     }
     block.s = fp32_to_fp16(d * static_cast<float>(sum));
   }
+}
+
+// ---------------------------------------------------------------------------------
+// Legacy quants: each block's scale (and offset) spans its range, as the formats
+// define; no search. The scale and offset are stored first and the quants rounded
+// against the stored fp16 values, so the rounding error of a weight stays within half
+// a step. Rounding follows the reference conventions: half up on the non-negative
+// quant for Q4_0/Q4_1/Q5_0/Q5_1, half away from zero for Q8_0.
+
+namespace {
+
+// floor(v + 0.5) clamped to [lo, hi]; NaN gives lo.
+int round_half_up_clamped(float v, int lo, int hi) {
+  const float r = std::floor(v + 0.5f);
+  if (!(r >= static_cast<float>(lo))) return lo;
+  if (r > static_cast<float>(hi)) return hi;
+  return static_cast<int>(r);
+}
+
+// A block scale or offset as stored: fp16, saturated at the largest finite value.
+fp16_bits saturated_fp16(float v) { return fp32_to_fp16(std::clamp(v, -kLargestFp16, kLargestFp16)); }
+
+// Q4_0 / Q5_0 with `levels` quants, w = d*(q - levels/2): the value of largest
+// magnitude, with its sign, becomes the most negative quant, so it is kept exactly
+// and the extra negative step of the range is not wasted.
+fp16_bits quantize_symmetric_block(const float* x, int levels, int q[kLegacyBlock]) {
+  const int zero = levels / 2;
+  float extreme = 0.0f;
+  for (int i = 0; i < kLegacyBlock; ++i)
+    if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
+  const fp16_bits d = saturated_fp16(extreme / -static_cast<float>(zero));
+  const float inv = safe_inverse(fp16_to_fp32(d));
+  for (int i = 0; i < kLegacyBlock; ++i)
+    q[i] = round_half_up_clamped(x[i] * inv + static_cast<float>(zero), 0, levels - 1);
+  return d;
+}
+
+// Q4_1 / Q5_1, w = d*q + m: m is the block minimum, d spreads [min, max] over the
+// levels.
+void quantize_affine_block(const float* x, int levels, fp16_bits& d, fp16_bits& m,
+                           int q[kLegacyBlock]) {
+  float lo = x[0], hi = x[0];
+  for (int i = 1; i < kLegacyBlock; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  m = saturated_fp16(lo);
+  d = saturated_fp16((hi - lo) / static_cast<float>(levels - 1));
+  const float offset = fp16_to_fp32(m);
+  const float inv = safe_inverse(fp16_to_fp32(d));
+  for (int i = 0; i < kLegacyBlock; ++i)
+    q[i] = round_half_up_clamped((x[i] - offset) * inv, 0, levels - 1);
+}
+
+void pack_nibbles(const int q[kLegacyBlock], std::uint8_t qs[kLegacyBlock / 2]) {
+  for (int l = 0; l < kLegacyBlock / 2; ++l)
+    qs[l] = static_cast<std::uint8_t>((q[l] & 0x0f) | ((q[l + kLegacyBlock / 2] & 0x0f) << 4));
+}
+
+void pack_fifth_bits(const int q[kLegacyBlock], std::uint8_t qh[4]) {
+  std::uint32_t high = 0;
+  for (int i = 0; i < kLegacyBlock; ++i) high |= static_cast<std::uint32_t>((q[i] >> 4) & 1) << i;
+  std::memcpy(qh, &high, sizeof(high));
+}
+
+}  // namespace
+
+void quantize_row_q4_0(const float* x, BlockQ4_0* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b) {
+    int q[kLegacyBlock];
+    y[b].d = quantize_symmetric_block(x + b * kLegacyBlock, 16, q);
+    pack_nibbles(q, y[b].qs);
+  }
+}
+
+void quantize_row_q4_1(const float* x, BlockQ4_1* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b) {
+    int q[kLegacyBlock];
+    quantize_affine_block(x + b * kLegacyBlock, 16, y[b].d, y[b].m, q);
+    pack_nibbles(q, y[b].qs);
+  }
+}
+
+void quantize_row_q5_0(const float* x, BlockQ5_0* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b) {
+    int q[kLegacyBlock];
+    y[b].d = quantize_symmetric_block(x + b * kLegacyBlock, 32, q);
+    pack_nibbles(q, y[b].qs);
+    pack_fifth_bits(q, y[b].qh);
+  }
+}
+
+void quantize_row_q5_1(const float* x, BlockQ5_1* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b) {
+    int q[kLegacyBlock];
+    quantize_affine_block(x + b * kLegacyBlock, 32, y[b].d, y[b].m, q);
+    pack_nibbles(q, y[b].qs);
+    pack_fifth_bits(q, y[b].qh);
+  }
+}
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::int64_t n) {
+  assert(n % kLegacyBlock == 0);
+  for (std::int64_t b = 0; b < n / kLegacyBlock; ++b) {
+    const float* xb = x + b * kLegacyBlock;
+    float amax = 0.0f;
+    for (int i = 0; i < kLegacyBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    y[b].d = saturated_fp16(amax / 127.0f);
+    const float d = fp16_to_fp32(y[b].d);
+    for (int i = 0; i < kLegacyBlock; ++i) y[b].qs[i] = static_cast<std::int8_t>(activation_quant(xb[i], d));
+  }
+}
+
+void quantize_row_f16(const float* x, fp16_bits* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+void quantize_row_bf16(const float* x, bf16_bits* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = fp32_to_bf16(x[i]);
 }
 
 }  // namespace qmv

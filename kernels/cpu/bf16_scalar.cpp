@@ -1,0 +1,20 @@
+// BF16 weights x f32 activations, scalar reference: each weight widened to f32
+// (exactly), one float dot per row.
+#include <cstdint>
+
+#include "kernel.h"
+
+namespace {
+
+float dot_row(const qmv::bf16_bits* w, const float* x, std::int64_t cols) {
+  float sum = 0.0f;
+  for (std::int64_t i = 0; i < cols; ++i) sum += qmv::bf16_to_fp32(w[i]) * x[i];
+  return sum;
+}
+
+}  // namespace
+
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
+    "bf16.cpu.scalar", qmv::WeightType::BF16, qmv::ActFormat::F32,
+    qmv::run_rows<qmv::bf16_bits, float, dot_row>,
+    "BF16 x f32, scalar reference: one float dot per row, any cols"));
