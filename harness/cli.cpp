@@ -128,7 +128,10 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
 
 std::string sci(double v) { return fmt::format("{:.2e}", v); }
 
-void print_bench_table(const std::vector<BenchRow>& rows) {
+void print_bench_table(std::vector<BenchRow> rows) {
+  std::sort(rows.begin(), rows.end(), [](const BenchRow& a, const BenchRow& b) {
+    return std::tie(a.kernel, a.rows, a.cols, a.threads) < std::tie(b.kernel, b.rows, b.cols, b.threads);
+  });
   std::vector<std::vector<std::string>> t;
   for (const auto& r : rows)
     t.push_back({r.kernel, fmt::format("{}x{}", r.rows, r.cols), std::to_string(r.threads), r.cache,
@@ -485,11 +488,7 @@ int run_cli(int argc, char** argv) {
       for (const auto& s : res.skipped)
         fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
       fmt::print("\n");
-      std::vector<BenchRow> sorted = res.rows;
-      std::sort(sorted.begin(), sorted.end(), [](const BenchRow& a, const BenchRow& b) {
-        return std::tie(a.kernel, a.rows, a.cols, a.threads) < std::tie(b.kernel, b.rows, b.cols, b.threads);
-      });
-      print_bench_table(sorted);
+      print_bench_table(res.rows);
       if (csv) fmt::print("\nwrote {}\n", csv->path());
       return res.rows.empty() ? 1 : 0;
     }

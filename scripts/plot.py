@@ -36,7 +36,7 @@ def main():
     threads = sorted({int(r["threads"]) for r in rows})
     shapes = sorted({(int(r["rows"]), int(r["cols"])) for r in rows})
     kernels = sorted({r["kernel"] for r in rows})
-    fig, axes = plt.subplots(len(threads), 1, figsize=(max(8, 0.9 * len(kernels) * max(1, len(shapes)) / 2), 4.5 * len(threads)),
+    fig, axes = plt.subplots(len(threads), 1, figsize=(min(22, max(8, 0.55 * len(kernels) + 2)), 4.5 * len(threads)),
                              squeeze=False)
     width = 0.8 / len(shapes)
     for ax, t in zip(axes[:, 0], threads):
