@@ -91,5 +91,48 @@ inline void block_sums_of_x(const float* x, std::int64_t n_blocks, float* out) {
   }
 }
 
+// One row of a symmetric type (Q4_0, Q5_0, Q8_0: w = d*q): y = sum_b d_b * (q_b . x_b).
+// Decode gives a block's 32 quants, centred where the format needs it.
+template <class Block, Quants32 (*Decode)(const Block&)>
+float dot_row_symmetric(const Block* blocks, const float* x, std::int64_t n_blocks) {
+  __m256 acc = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < n_blocks; ++b) {
+    const Block& blk = blocks[b];
+    prefetch_ahead(&blk);
+    acc = _mm256_fmadd_ps(dot32(Decode(blk), x + b * kLegacyBlock), broadcast_fp16(blk.d), acc);
+  }
+  return x86::hsum(acc);
+}
+
+// One row of an offset type (Q4_1, Q5_1: w = d*q + m): the scale term as above, the
+// offset term one FMA per block with the block sums of x (block_sums_of_x).
+template <class Block, Quants32 (*Decode)(const Block&)>
+float dot_row_with_offset(const Block* blocks, const float* x, const float* x_sums, std::int64_t n_blocks) {
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_offset = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < n_blocks; ++b) {
+    const Block& blk = blocks[b];
+    prefetch_ahead(&blk);
+    acc = _mm256_fmadd_ps(dot32(Decode(blk), x + b * kLegacyBlock), broadcast_fp16(blk.d), acc);
+    acc_offset = _mm256_fmadd_ps(_mm256_load_ps(x_sums + 8 * b), broadcast_fp16(blk.m), acc_offset);
+  }
+  return x86::hsum(_mm256_add_ps(acc, acc_offset));
+}
+
+// The kernel of an offset type: the block sums of x once per call (they do not depend on
+// the row, so every row shares them), then the rows over tiles.
+template <class Block, Quants32 (*Decode)(const Block&)>
+Status run_with_offset(const MatVecArgs& a) {
+  const std::int64_t n_blocks = a.shape.cols / kLegacyBlock;
+  const auto* w = static_cast<const Block*>(a.w);
+  const auto* x = static_cast<const float*>(a.x);
+  auto* x_sums = static_cast<float*>(thread_scratch(static_cast<std::size_t>(n_blocks) * 8 * sizeof(float)));
+  block_sums_of_x(x, n_blocks, x_sums);
+  parallel_row_tiles(a.shape.rows, a.threads, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) a.y[r] = dot_row_with_offset<Block, Decode>(w + r * n_blocks, x, x_sums, n_blocks);
+  });
+  return Status::Ok();
+}
+
 }  // namespace
 }  // namespace qmv::legacy_x86

@@ -12,21 +12,12 @@ namespace {
 
 namespace lx = qmv::legacy_x86;
 
-float dot_row(const qmv::BlockQ8_0* blocks, const float* x, std::int64_t n_blocks) {
-  __m256 acc = _mm256_setzero_ps();
-  for (std::int64_t b = 0; b < n_blocks; ++b) {
-    const qmv::BlockQ8_0& blk = blocks[b];
-    lx::prefetch_ahead(&blk);
-    const lx::Quants32 q = lx::load_int8(blk.qs);
-    acc = _mm256_fmadd_ps(lx::dot32(q, x + b * qmv::kLegacyBlock), lx::broadcast_fp16(blk.d), acc);
-  }
-  return qmv::x86::hsum(acc);
-}
+lx::Quants32 decode(const qmv::BlockQ8_0& blk) { return lx::load_int8(blk.qs); }
 
 }  // namespace
 
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q8_0.cpu.avx2_f32", qmv::WeightType::Q8_0, qmv::ActFormat::F32,
-    qmv::run_rows<qmv::BlockQ8_0, float, dot_row>,
+    qmv::run_rows<qmv::BlockQ8_0, float, lx::dot_row_symmetric<qmv::BlockQ8_0, decode>>,
     "Q8_0 x f32, AVX2+FMA: int8 -> float in registers, FMA, d per block",
     qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C));
