@@ -23,6 +23,7 @@
 #include "kernels/registry.h"
 #include "model/config.h"
 #include "model/gguf.h"
+#include "model/plan.h"
 
 namespace qmv {
 namespace {
@@ -364,6 +365,18 @@ int run_cli(int argc, char** argv) {
   gguf_cmd->add_flag("--tensors", gguf_tensors, "List every tensor (name, type, dims, size)");
   gguf_cmd->add_option("--max-array", gguf_max_elems, "Array elements to show per key")->capture_default_str();
 
+  // plan
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "Resolve a kernel plan against a model: which kernel drives each matvec, and why");
+  std::string plan_model, plan_file, plan_rules, plan_bench;
+  int plan_threads = machine_info().cores;
+  plan_cmd->add_option("--model", plan_model, "GGUF model")->required();
+  plan_cmd->add_option("--plan", plan_file, "TOML plan file ([default] / [OP] tables of TYPE = \"KERNEL\")");
+  plan_cmd->add_option("--rules", plan_rules, "Rules OP.TYPE=KERNEL,... (after --plan; * for any; KERNEL may be auto)");
+  plan_cmd->add_option("--bench-csv", plan_bench, "Bench results for `auto` to pick the fastest kernel from");
+  plan_cmd->add_option("--threads", plan_threads, "Threads the plan is for (matches bench rows)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+
   // report
   auto* report = app.add_subcommand("report", "Print a results CSV (bench, check or peak) as a table");
   std::vector<std::string> report_files;
@@ -505,6 +518,23 @@ int run_cli(int argc, char** argv) {
       return 0;
     }
 
+    if (*plan_cmd) {
+      const gguf::File f = gguf::File::open(plan_model);
+      const ModelConfig c = read_config(f);
+      const ModelWeights w = bind_weights(f, c);
+      KernelPlan plan = plan_file.empty() ? KernelPlan{} : KernelPlan::load_toml(plan_file);
+      if (!plan_rules.empty()) plan.merge(KernelPlan::parse_rules(plan_rules));
+      const auto bench = plan_bench.empty() ? std::vector<BenchRow>{} : read_bench_csv(plan_bench);
+      const auto planned = resolve_plan(plan, w, plan_threads, bench);
+      fmt::print("model {} ({}), plan {}, {} thread(s)\n\n", c.name, c.arch, plan.describe(), plan_threads);
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& p : planned)
+        rows.push_back({p.op, std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
+                        p.kernel->name, p.why});
+      print_table({"op", "weights", "shape", "matvecs", "kernel", "why"}, rows);
+      return 0;
+    }
+
     if (*report) {
       for (const auto& file : report_files) {
         const std::string f = expand_machine(file);
@@ -525,6 +555,9 @@ int run_cli(int argc, char** argv) {
       }
       return 0;
     }
+  } catch (const PlanError& e) {
+    fmt::print(stderr, "qmvlab: {}\n", e.what());
+    return 2;
   } catch (const UsageError& e) {
     fmt::print(stderr, "qmvlab: {}\n", e.what());
     return 2;

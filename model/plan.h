@@ -1,0 +1,75 @@
+// The kernel plan: which registered kernel drives each matvec of the forward pass.
+//
+// A plan is a list of rules "op + weight type -> kernel", from the command line
+// (`ffn_down.q6_K=q6_K.cpu.avx2_raw,*=auto`) or a TOML file:
+//
+//   [default]                        # every op
+//   q4_K = "q4_K.cpu.avx512_vnni_4row"
+//   "*" = "auto"
+//   [ffn_down]
+//   q6_K = "q6_K.cpu.avx2_raw"
+//
+// The most specific rule wins: (op, type), then (op, any type), then (any op, type),
+// then (any, any); with no rule at all a matvec is `auto`. `auto` takes the fastest
+// kernel for the weight type and shape in a bench CSV when one is given, else the
+// first available kernel in kAutoOrder. Resolving a plan against a model checks every
+// choice (weight type, op kind, shape, CPU features) before anything runs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/csv.h"
+#include "kernels/kernel.h"
+#include "model/config.h"
+
+namespace qmv {
+
+// The matvec ops of the forward pass, by their plan names.
+inline constexpr const char* kMatvecOps[] = {"attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate",
+                                             "ffn_up", "ffn_down", "lm_head"};
+// Variant suffixes `auto` tries in order when it has no bench CSV: the fastest family
+// measured on x86 (README, "CPU kernels") first, the references last.
+inline constexpr const char* kAutoOrder[] = {"avx512_vnni_4row", "avx512_vnni", "avx2_raw",
+                                             "avx2_f32", "scalar_q8k", "scalar"};
+
+struct PlanError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class KernelPlan {
+ public:
+  // "op.type=kernel" rules separated by commas; op or type may be "*" or left out
+  // ("ffn_down=k" is ffn_down for any type, "q6_K=k" any op for q6_K).
+  static KernelPlan parse_rules(const std::string& rules);
+  static KernelPlan load_toml(const std::string& path);
+  // Adds or replaces one rule (op and type "*" for any).
+  void set(const std::string& op, const std::string& type, const std::string& kernel);
+  // The rules of `later` override this plan's (command-line rules after a file).
+  void merge(const KernelPlan& later);
+  // The rule for an op and weight type ("auto" when none applies).
+  std::string lookup(const std::string& op, WeightType type) const;
+  std::string describe() const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::string> rules_;
+};
+
+struct PlannedMatvec {
+  std::string op;
+  WeightType weight;
+  Shape shape;
+  const KernelSpec* kernel = nullptr;
+  std::string why;  // "plan", "auto: fastest in bench.csv (12.3 GB/s)", "auto: default order"
+  int count = 0;    // how many matvecs of the model share this (op, type, shape)
+};
+
+// Resolves the plan for every matvec of the model (layers with the same op, type and
+// shape share one entry). `bench` may be empty. Throws PlanError naming the op, the
+// weight type and the kernel when a choice cannot run.
+std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
+                                        const std::vector<BenchRow>& bench = {});
+
+}  // namespace qmv

@@ -1,0 +1,141 @@
+#include "model/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "harness/machine.h"
+#include "kernels/registry.h"
+#include "tests/tiny_model.h"
+
+namespace qmv {
+namespace {
+
+using qmv::testing::TinySpec;
+
+// A Q4_K model small enough to build in memory: width 256, FFN 512, lm_head 256x256.
+struct TinyQ4K {
+  std::vector<std::uint8_t> bytes;
+  gguf::File file;
+  ModelWeights weights;
+  TinyQ4K() : bytes(make()), file(gguf::File::parse(bytes)), weights(bind_weights(file, read_config(file))) {}
+  static std::vector<std::uint8_t> make() {
+    TinySpec s;
+    s.embd = 256;
+    s.ff = 512;
+    s.vocab = 256;
+    s.matrix_type = 12;  // Q4_K
+    s.block_values = 256;
+    s.block_bytes = 144;
+    return qmv::testing::tiny_model(s);
+  }
+};
+
+std::string error_of(const KernelPlan& plan, const ModelWeights& w) {
+  try {
+    resolve_plan(plan, w, 1);
+  } catch (const PlanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(KernelPlan, AutoTakesTheFirstAvailableKernelInTheDefaultOrder) {
+  const TinyQ4K m;
+  const auto planned = resolve_plan(KernelPlan{}, m.weights, 1);
+  ASSERT_EQ(planned.size(), 8u);  // seven layer ops (two layers each) and lm_head
+  std::string expected;
+  for (const char* v : kAutoOrder) {
+    const KernelSpec* k = global_registry().find(std::string("q4_K.cpu.") + v);
+    if (k && availability(*k).available) {
+      expected = k->name;
+      break;
+    }
+  }
+  for (const auto& p : planned) {
+    EXPECT_EQ(p.kernel->name, expected) << p.op;
+    EXPECT_EQ(p.count, p.op == "lm_head" ? 1 : 2) << p.op;
+  }
+}
+
+TEST(KernelPlan, MostSpecificRuleWins) {
+  const KernelPlan plan = KernelPlan::parse_rules(
+      "*=q4_K.cpu.scalar_q8k,q4_K=q4_K.cpu.avx2_raw,ffn_down=q4_K.cpu.avx2_f32,ffn_down.q4_K=q4_K.cpu.scalar,"
+      "attn_q=auto");
+  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar");  // (op, type)
+  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q6_K), "q4_K.cpu.avx2_f32");  // (op, *)
+  EXPECT_EQ(plan.lookup("ffn_up", WeightType::Q4_K), "q4_K.cpu.avx2_raw");  // (*, type)
+  EXPECT_EQ(plan.lookup("ffn_up", WeightType::Q6_K), "q4_K.cpu.scalar_q8k");  // (*, *)
+  EXPECT_EQ(plan.lookup("attn_q", WeightType::Q4_K), "auto");
+  EXPECT_EQ(KernelPlan{}.lookup("lm_head", WeightType::Q8_0), "auto");
+
+  const TinyQ4K m;
+  for (const auto& p : resolve_plan(plan, m.weights, 1)) {
+    if (p.op == "ffn_down") EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar");
+    if (p.op == "ffn_up") EXPECT_EQ(p.kernel->name, "q4_K.cpu.avx2_raw");
+    if (p.op != "attn_q") EXPECT_EQ(p.why, "plan");
+  }
+}
+
+TEST(KernelPlan, AutoPicksTheFastestAtTheNearestBenchShape) {
+  const TinyQ4K m;
+  auto row = [](const char* kernel, std::int64_t rows, std::int64_t cols, double gbps) {
+    BenchRow r;
+    r.kernel = kernel;
+    r.weight_type = "q4_K";
+    r.rows = rows;
+    r.cols = cols;
+    r.threads = 1;
+    r.gbps_median = gbps;
+    return r;
+  };
+  // At 512x256 the scalar reference is made "fastest"; far away another kernel is.
+  const std::vector<BenchRow> bench = {row("q4_K.cpu.scalar", 512, 256, 9.0), row("q4_K.cpu.avx2_raw", 512, 256, 3.0),
+                                       row("q4_K.cpu.avx2_raw", 32000, 4096, 50.0)};
+  for (const auto& p : resolve_plan(KernelPlan{}, m.weights, 1, bench)) {
+    if (p.op == "ffn_up") {
+      EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar");
+      EXPECT_NE(p.why.find("fastest in the bench CSV"), std::string::npos) << p.why;
+    }
+  }
+}
+
+TEST(KernelPlan, ImpossibleChoicesAreRefusedNamingOpAndKernel) {
+  const TinyQ4K m;
+  EXPECT_NE(error_of(KernelPlan::parse_rules("ffn_up=q6_K.cpu.scalar"), m.weights)
+                .find("ffn_up (q4_K 512x256) cannot use q6_K.cpu.scalar: it reads q6_K weights"),
+            std::string::npos);
+  EXPECT_NE(error_of(KernelPlan::parse_rules("attn_v=q4_K.cpu.nope"), m.weights).find("no such kernel"),
+            std::string::npos);
+  EXPECT_NE(error_of(KernelPlan::parse_rules("ffn_gate=q4_K.cpu.avx512_vnni_up_gate"), m.weights)
+                .find("it is a fused op"),
+            std::string::npos);
+  EXPECT_THROW(KernelPlan::parse_rules("ffn_sideways=q4_K.cpu.scalar"), PlanError);
+  EXPECT_THROW(KernelPlan::parse_rules("q9_K=q4_K.cpu.scalar"), PlanError);
+  EXPECT_THROW(KernelPlan::parse_rules("no-equals-sign"), PlanError);
+}
+
+TEST(KernelPlan, TomlFile) {
+  const std::string dir = std::string(QMV_TEST_TMP) + "/plan";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/good.toml") << "[default]\nq4_K = \"q4_K.cpu.avx2_raw\"\n\"*\" = \"auto\"\n"
+                                       "[ffn_down]\nQ4_K = \"q4_K.cpu.scalar\"\n";
+  const KernelPlan plan = KernelPlan::load_toml(dir + "/good.toml");
+  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar");
+  EXPECT_EQ(plan.lookup("attn_k", WeightType::Q4_K), "q4_K.cpu.avx2_raw");
+  EXPECT_EQ(plan.lookup("attn_k", WeightType::Q6_K), "auto");
+  std::ofstream(dir + "/bad.toml") << "[default]\nq4_K = \n";
+  try {
+    KernelPlan::load_toml(dir + "/bad.toml");
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.toml"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir + "/badop.toml") << "[ffn_sideways]\nq4_K = \"q4_K.cpu.scalar\"\n";
+  EXPECT_THROW(KernelPlan::load_toml(dir + "/badop.toml"), PlanError);
+}
+
+}  // namespace
+}  // namespace qmv
