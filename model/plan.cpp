@@ -64,6 +64,10 @@ KernelPlan KernelPlan::parse_rules(const std::string& rules) {
     } else if (known_op(lhs)) {
       op = lhs;
     } else {
+      WeightType t;
+      if (!parse_weight_type(lhs, t))
+        throw PlanError(fmt::format("plan: '{}' in rule '{}' is neither an op ({}) nor a weight type", lhs,
+                                    rule, op_list()));
       type = lhs;
     }
     plan.set(op.empty() ? "*" : op, type.empty() ? "*" : type, kernel);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "harness/csv.h"
+#include "tests/tiny_model.h"
 
 namespace {
 
@@ -81,6 +82,29 @@ TEST(Cli, MalformedGgufIsOneClearLine) {
   const CliRun ok = qmvlab("gguf --tensors " + corpus + "valid.gguf");
   EXPECT_EQ(ok.code, 0) << ok.output;
   EXPECT_NE(ok.output.find("w.q8_0"), std::string::npos) << ok.output;
+}
+
+TEST(Cli, PlanResolvesOrRefusesNamingTheOp) {
+  qmv::testing::TinySpec spec;
+  spec.embd = 256;
+  spec.ff = 512;
+  spec.vocab = 256;
+  spec.matrix_type = 12;  // Q4_K
+  spec.block_values = 256;
+  spec.block_bytes = 144;
+  const auto bytes = qmv::testing::tiny_model(spec);
+  const std::string model = tmp("tiny-q4k.gguf");
+  std::ofstream(model, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                               static_cast<std::streamsize>(bytes.size()));
+  const CliRun ok = qmvlab("plan --model " + model + " --rules ffn_down=q4_K.cpu.scalar");
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("| ffn_down | q4_K    | 256x512 | 2       | q4_K.cpu.scalar"), std::string::npos) << ok.output;
+  expect_error("plan --model " + model + " --rules ffn_up=q6_K.cpu.scalar",
+               "ffn_up (q4_K 512x256) cannot use q6_K.cpu.scalar: it reads q6_K weights");
+  expect_error("plan --model " + model + " --rules ffn_sideways=auto", "'ffn_sideways' in rule 'ffn_sideways=auto' is neither an op");
+  expect_error("plan --model " + model + " --rules attn.q4_K=auto", "unknown op 'attn'");
+  expect_error("plan --model " + std::string(QMV_SOURCE_DIR) + "/tests/gguf_corpus/valid.gguf",
+               "missing metadata key 'llama.embedding_length'");
 }
 
 TEST(Cli, UnwritableOutput) {
