@@ -24,6 +24,7 @@
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/plan.h"
+#include "model/tokenizer.h"
 
 namespace qmv {
 namespace {
@@ -377,6 +378,15 @@ int run_cli(int argc, char** argv) {
   plan_cmd->add_option("--threads", plan_threads, "Threads the plan is for (matches bench rows)")
       ->check(CLI::PositiveNumber)->capture_default_str();
 
+  // tokenize
+  auto* tok_cmd = app.add_subcommand("tokenize", "Tokenize text with a model's tokenizer: ids, then the pieces");
+  std::string tok_model, tok_text;
+  bool tok_bos = false, tok_ids_only = false;
+  tok_cmd->add_option("--model", tok_model, "GGUF model")->required();
+  tok_cmd->add_option("text", tok_text, "Text to tokenize")->required();
+  tok_cmd->add_flag("--bos", tok_bos, "Start with the BOS token");
+  tok_cmd->add_flag("--ids", tok_ids_only, "Print only the ids, space separated");
+
   // report
   auto* report = app.add_subcommand("report", "Print a results CSV (bench, check or peak) as a table");
   std::vector<std::string> report_files;
@@ -535,6 +545,21 @@ int run_cli(int argc, char** argv) {
       return 0;
     }
 
+    if (*tok_cmd) {
+      const gguf::File f = gguf::File::open(tok_model);
+      const Tokenizer t = Tokenizer::from_gguf(f);
+      const std::vector<int> ids = t.encode(tok_text, tok_bos);
+      std::string line;
+      for (int id : ids) line += (line.empty() ? "" : " ") + std::to_string(id);
+      fmt::print("{}\n", line);
+      if (!tok_ids_only) {
+        for (int id : ids) fmt::print("{:>7} {:?}\n", id, t.decode(id));
+        if (t.decode(ids) != std::string(tok_bos && t.bos() >= 0 ? t.decode(t.bos()) : "") + tok_text)
+          fmt::print("note: decoding does not give the text back\n");
+      }
+      return 0;
+    }
+
     if (*report) {
       for (const auto& file : report_files) {
         const std::string f = expand_machine(file);
@@ -555,6 +580,9 @@ int run_cli(int argc, char** argv) {
       }
       return 0;
     }
+  } catch (const TokenizerError& e) {
+    fmt::print(stderr, "qmvlab: {}\n", e.what());
+    return 2;
   } catch (const PlanError& e) {
     fmt::print(stderr, "qmvlab: {}\n", e.what());
     return 2;

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake git python3 python3-venv
           libeigen3-dev libbenchmark-dev libgtest-dev libcli11-dev libtomlplusplus-dev
-          libfccp-dev libcpuinfo-dev libfmt-dev clang libclang-rt-14-dev)
+          libfccp-dev libcpuinfo-dev libfmt-dev libicu-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,8 +21,8 @@ if ((${#missing[@]})); then
 fi
 
 # Python for the gguf cross-check (and plots): a project-local venv, pinned versions.
-if ! .venv/bin/python -c "import gguf, numpy, matplotlib" 2>/dev/null; then
-  echo "creating .venv with gguf, numpy and matplotlib"
+if ! .venv/bin/python -c "import gguf, numpy, matplotlib, tokenizers" 2>/dev/null; then
+  echo "creating .venv with gguf, numpy, matplotlib and tokenizers"
   python3 -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r scripts/requirements.txt

@@ -25,6 +25,13 @@ class GgufWriter {
     for (const auto& s : v) str(meta_, s);
     ++n_kv_;
   }
+  void add_i32_array(const std::string& key, const std::vector<std::int32_t>& v) {
+    key_header(key, 9);
+    pod(meta_, std::uint32_t{5});
+    pod(meta_, static_cast<std::uint64_t>(v.size()));
+    for (auto x : v) pod(meta_, x);
+    ++n_kv_;
+  }
   // `data` must hold exactly the tensor's bytes.
   void add_tensor(const std::string& name, const std::vector<std::uint64_t>& dims, std::uint32_t type,
                   const std::vector<std::uint8_t>& data) {
