@@ -16,8 +16,7 @@ using qmv::q4k_vnni::XBlock;
 qmv::Status run(const qmv::MatVecArgs& a) {
   const std::int64_t nb = a.shape.cols / qmv::kSuperBlock;
   const auto* w = static_cast<const qmv::BlockQ4K*>(a.w);
-  XBlock* x = qmv::q4k_vnni::activation_buffer(nb);
-  qmv::q4k_vnni::prepare_activation(static_cast<const qmv::BlockQ8K*>(a.x), nb, x);
+  const XBlock* x = qmv::q4k_vnni::prepared_activation(a, nb);
   qmv::parallel_row_tiles(a.shape.rows, a.threads, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const qmv::BlockQ4K* rows[1] = {w + r * nb};

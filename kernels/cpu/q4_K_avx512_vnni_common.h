@@ -46,9 +46,12 @@ inline void prepare_activation(const BlockQ8K* x, std::int64_t nb, XBlock* out) 
   }
 }
 
-// A per-thread buffer of prepared activation blocks, reused across calls.
-inline XBlock* activation_buffer(std::int64_t nb) {
-  return static_cast<XBlock*>(thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlock)));
+// The call's Q8_K activation re-ordered for the kernels, in a per-thread buffer
+// reused across calls; nb super-blocks.
+inline const XBlock* prepared_activation(const MatVecArgs& a, std::int64_t nb) {
+  auto* out = static_cast<XBlock*>(thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlock)));
+  prepare_activation(static_cast<const BlockQ8K*>(a.x), nb, out);
+  return out;
 }
 
 // vpshufb controls for the int16 scale vectors that match vpackssdw(P0, P1): in each

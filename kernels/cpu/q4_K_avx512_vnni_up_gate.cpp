@@ -21,8 +21,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
   const std::int64_t nb = a.shape.cols / qmv::kSuperBlock;
   const auto* w = static_cast<const qmv::BlockQ4K*>(a.w);
   const auto* w2 = static_cast<const qmv::BlockQ4K*>(a.w2);
-  XBlock* x = qmv::q4k_vnni::activation_buffer(nb);
-  qmv::q4k_vnni::prepare_activation(static_cast<const qmv::BlockQ8K*>(a.x), nb, x);
+  const XBlock* x = qmv::q4k_vnni::prepared_activation(a, nb);
   qmv::parallel_row_tiles(a.shape.rows, a.threads, [&](std::int64_t r0, std::int64_t r1) {
     const std::int64_t q = (r1 - r0) / 2;
     for (std::int64_t k = 0; k < q; ++k) {
