@@ -15,10 +15,12 @@
 
 #include "harness/bench.h"
 #include "harness/check.h"
+#include "harness/cli_decode.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
 #include "harness/shapes.h"
+#include "harness/table.h"
 #include "kernels/cpu_features.h"
 #include "kernels/registry.h"
 #include "model/config.h"
@@ -102,30 +104,6 @@ std::vector<int> parse_threads(const std::string& spec) {
     if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
   }
   return out;
-}
-
-std::string pad(std::string s, std::size_t w) {
-  if (s.size() < w) s.append(w - s.size(), ' ');
-  return s;
-}
-
-// Prints a markdown table with aligned columns.
-void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> w(header.size());
-  for (std::size_t c = 0; c < header.size(); ++c) {
-    w[c] = header[c].size();
-    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& r) {
-    std::string s = "|";
-    for (std::size_t c = 0; c < r.size(); ++c) s += " " + pad(r[c], w[c]) + " |";
-    fmt::print("{}\n", s);
-  };
-  line(header);
-  std::string sep = "|";
-  for (auto x : w) sep += std::string(x + 2, '-') + "|";
-  fmt::print("{}\n", sep);
-  for (const auto& r : rows) line(r);
 }
 
 std::string sci(double v) { return fmt::format("{:.2e}", v); }
@@ -372,7 +350,8 @@ int run_cli(int argc, char** argv) {
   std::string plan_model, plan_file, plan_rules, plan_bench;
   int plan_threads = machine_info().cores;
   plan_cmd->add_option("--model", plan_model, "GGUF model")->required();
-  plan_cmd->add_option("--plan", plan_file, "TOML plan file ([default] / [OP] tables of TYPE = \"KERNEL\")");
+  plan_cmd->add_option("--plan", plan_file,
+                       "auto, a TOML plan file ([default] / [OP] tables of TYPE = \"KERNEL\") or OP.TYPE=KERNEL rules");
   plan_cmd->add_option("--rules", plan_rules, "Rules OP.TYPE=KERNEL,... (after --plan; * for any; KERNEL may be auto)");
   plan_cmd->add_option("--bench-csv", plan_bench, "Bench results for `auto` to pick the fastest kernel from");
   plan_cmd->add_option("--threads", plan_threads, "Threads the plan is for (matches bench rows)")
@@ -386,6 +365,8 @@ int run_cli(int argc, char** argv) {
   tok_cmd->add_option("text", tok_text, "Text to tokenize")->required();
   tok_cmd->add_flag("--bos", tok_bos, "Start with the BOS token");
   tok_cmd->add_flag("--ids", tok_ids_only, "Print only the ids, space separated");
+
+  DecodeCommand decode_cmd(app);
 
   // report
   auto* report = app.add_subcommand("report", "Print a results CSV (bench, check or peak) as a table");
@@ -414,6 +395,7 @@ int run_cli(int argc, char** argv) {
   set_cpu_tiling(tiling);
 
   try {
+    if (decode_cmd.chosen()) return decode_cmd.run(cmd);
     if (*list) {
       std::vector<std::vector<std::string>> rows;
       for (const KernelSpec* k : select_kernels(list_kernels)) {
@@ -532,16 +514,12 @@ int run_cli(int argc, char** argv) {
       const gguf::File f = gguf::File::open(plan_model);
       const ModelConfig c = read_config(f);
       const ModelWeights w = bind_weights(f, c);
-      KernelPlan plan = plan_file.empty() ? KernelPlan{} : KernelPlan::load_toml(plan_file);
+      KernelPlan plan = load_plan(plan_file);
       if (!plan_rules.empty()) plan.merge(KernelPlan::parse_rules(plan_rules));
       const auto bench = plan_bench.empty() ? std::vector<BenchRow>{} : read_bench_csv(plan_bench);
       const auto planned = resolve_plan(plan, w, plan_threads, bench);
       fmt::print("model {} ({}), plan {}, {} thread(s)\n\n", c.name, c.arch, plan.describe(), plan_threads);
-      std::vector<std::vector<std::string>> rows;
-      for (const auto& p : planned)
-        rows.push_back({p.op, std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
-                        p.kernel->name, p.why});
-      print_table({"op", "weights", "shape", "matvecs", "kernel", "why"}, rows);
+      print_plan(planned);
       return 0;
     }
 

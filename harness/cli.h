@@ -1,4 +1,5 @@
-// The qmvlab command line: list, check, bench, peak, report.
+// The qmvlab command line: list, check, bench, peak, report, gguf, plan, tokenize,
+// decode, logits.
 #pragma once
 
 namespace qmv {

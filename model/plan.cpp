@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "harness/machine.h"
+#include "harness/table.h"
 #include "kernels/registry.h"
 
 namespace qmv {
@@ -115,22 +117,31 @@ std::string KernelPlan::describe() const {
   return s.empty() ? "*=auto" : s;
 }
 
-namespace {
-
-bool runnable(const KernelSpec& k, WeightType w, Shape s) {
-  return k.op == OpKind::MatVec && k.backend == Backend::CPU && k.weight == w && k.supports(s) &&
-         availability(k).available;
+std::string KernelPlan::lookup_named(const std::string& op, WeightType type) const {
+  const std::string t(to_string(type));
+  for (const auto& key : {std::pair<std::string, std::string>{op, t}, {op, "*"}}) {
+    const auto it = rules_.find(key);
+    if (it != rules_.end()) return it->second;
+  }
+  return "";
 }
 
-// The bench row nearest in shape (log distance of rows and cols) for each kernel.
-const KernelSpec* fastest_in_bench(const std::vector<BenchRow>& bench, WeightType w, Shape s, int threads,
-                                   std::string& why) {
+namespace {
+
+bool runnable(const KernelSpec& k, OpKind op, WeightType w, Shape s) {
+  return k.op == op && k.backend == Backend::CPU && k.weight == w && k.supports(s) && availability(k).available;
+}
+
+// The bench row nearest in shape (log distance of rows and cols) for each kernel of
+// the op kind; its median GB/s goes to `gbps`.
+const KernelSpec* fastest_in_bench(const std::vector<BenchRow>& bench, OpKind op, WeightType w, Shape s,
+                                   int threads, double& gbps) {
   const KernelSpec* best = nullptr;
   double best_gbps = 0, best_dist = 0;
   for (const BenchRow& r : bench) {
     if (r.threads != threads || r.weight_type != to_string(w)) continue;
     const KernelSpec* k = global_registry().find(r.kernel);
-    if (!k || !runnable(*k, w, s)) continue;
+    if (!k || !runnable(*k, op, w, s)) continue;
     const double dist = std::abs(std::log(double(r.rows) / s.rows)) + std::abs(std::log(double(r.cols) / s.cols));
     if (!best || dist < best_dist - 1e-9 || (std::abs(dist - best_dist) <= 1e-9 && r.gbps_median > best_gbps)) {
       best = k;
@@ -138,69 +149,163 @@ const KernelSpec* fastest_in_bench(const std::vector<BenchRow>& bench, WeightTyp
       best_dist = dist;
     }
   }
-  if (best) why = fmt::format("auto: fastest in the bench CSV at the nearest shape ({:.1f} GB/s)", best_gbps);
+  gbps = best_gbps;
   return best;
 }
 
-const KernelSpec* first_in_default_order(WeightType w, Shape s, std::string& why) {
+const KernelSpec* first_in_default_order(WeightType w, Shape s) {
   for (const char* variant : kAutoOrder) {
     const std::string name = fmt::format("{}.cpu.{}", to_string(w), variant);
-    if (const KernelSpec* k = global_registry().find(name); k && runnable(*k, w, s)) {
-      why = "auto: default order";
-      return k;
-    }
+    if (const KernelSpec* k = global_registry().find(name); k && runnable(*k, OpKind::MatVec, w, s)) return k;
   }
   return nullptr;
+}
+
+// The first available fused kernel for the type, by name.
+const KernelSpec* first_fused(WeightType w, Shape s) {
+  for (const KernelSpec& k : global_registry().all())
+    if (runnable(k, OpKind::FusedUpGate, w, s)) return &k;
+  return nullptr;
+}
+
+const KernelSpec* auto_matvec(const std::string& op, WeightType w, Shape s, int threads,
+                              const std::vector<BenchRow>& bench, std::string& why) {
+  double gbps = 0;
+  if (const KernelSpec* k = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, gbps)) {
+    why = fmt::format("auto: fastest in the bench CSV at the nearest shape ({:.1f} GB/s)", gbps);
+    return k;
+  }
+  if (const KernelSpec* k = first_in_default_order(w, s)) {
+    why = "auto: default order";
+    return k;
+  }
+  throw PlanError(fmt::format("plan: no available kernel for {} ({} {})", op, to_string(w), to_string(s)));
+}
+
+// A fused kernel for gate+up when one runs here and, given bench rows, moves bytes
+// at least as fast as the best plain kernel; nullptr keeps the pair separate.
+const KernelSpec* auto_fused(WeightType w, Shape s, int threads, const std::vector<BenchRow>& bench,
+                             std::string& why) {
+  double fused_gbps = 0, single_gbps = 0;
+  const KernelSpec* fused = fastest_in_bench(bench, OpKind::FusedUpGate, w, s, threads, fused_gbps);
+  const KernelSpec* single = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, single_gbps);
+  if (fused) {
+    if (single && single_gbps > fused_gbps) return nullptr;
+    why = fmt::format("auto: fused, {:.1f} GB/s in the bench CSV against {:.1f} for the best single", fused_gbps,
+                      single_gbps);
+    return fused;
+  }
+  if (!bench.empty() && single) return nullptr;  // measured singles, unmeasured fusion: keep what was measured
+  fused = first_fused(w, s);
+  if (fused) why = "auto: fused (reads the activation once)";
+  return fused;
+}
+
+// Checks an explicitly named kernel against the matvec it would run.
+const KernelSpec* named_kernel(const std::string& choice, const std::string& op, OpKind kind, WeightType w,
+                               Shape s) {
+  const KernelSpec* k = global_registry().find(choice);
+  const std::string what = fmt::format("plan: {} ({} {}) cannot use {}", op, to_string(w), to_string(s), choice);
+  if (!k) throw PlanError(what + ": no such kernel (see `qmvlab list`)");
+  if (k->weight != w) throw PlanError(fmt::format("{}: it reads {} weights", what, to_string(k->weight)));
+  if (k->op != kind)
+    throw PlanError(what + (kind == OpKind::MatVec ? ": it is a fused op, not a plain matvec"
+                                                   : ": it is a plain matvec, not a fused gate+up kernel"));
+  if (k->backend != Backend::CPU) throw PlanError(what + ": the CPU runner takes CPU kernels");
+  if (!k->supports(s)) throw PlanError(fmt::format("{}: shape not supported (needs {})", what, k->shape_rule));
+  if (const Availability av = availability(*k); !av.available) throw PlanError(what + ": " + av.reason);
+  return k;
+}
+
+WeightType weight_type(const std::string& op, const gguf::Tensor* t) {
+  WeightType w;
+  if (!parse_weight_type(t->type->name, w))
+    throw PlanError(fmt::format("plan: {} ('{}') is {}, a type no kernel here reads", op, t->name, t->type->name));
+  return w;
+}
+
+Shape matrix_shape(const gguf::Tensor* t) {
+  return {static_cast<std::int64_t>(t->dims[1]), static_cast<std::int64_t>(t->dims[0])};
 }
 
 }  // namespace
 
 std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
                                         const std::vector<BenchRow>& bench) {
-  // (op, tensor) pairs of the forward pass; a tensor's shape is rows x cols = dims[1] x dims[0].
-  std::vector<std::pair<std::string, const gguf::Tensor*>> matvecs;
-  for (const LayerWeights& l : weights.layers) {
-    matvecs.insert(matvecs.end(), {{"attn_q", l.wq}, {"attn_k", l.wk}, {"attn_v", l.wv}, {"attn_out", l.wo},
-                                   {"ffn_gate", l.ffn_gate}, {"ffn_up", l.ffn_up}, {"ffn_down", l.ffn_down}});
-  }
-  matvecs.push_back({"lm_head", weights.output});
-
   std::vector<PlannedMatvec> out;
-  for (const auto& [op, tensor] : matvecs) {
-    WeightType w;
-    if (!parse_weight_type(tensor->type->name, w))
-      throw PlanError(fmt::format("plan: {} ('{}') is {}, a type no kernel here reads", op, tensor->name,
-                                  tensor->type->name));
-    const Shape s{static_cast<std::int64_t>(tensor->dims[1]), static_cast<std::int64_t>(tensor->dims[0])};
-    auto same = std::find_if(out.begin(), out.end(), [&](const PlannedMatvec& p) {
-      return p.op == op && p.weight == w && p.shape == s;
-    });
-    if (same != out.end()) {
-      ++same->count;
-      continue;
-    }
-    PlannedMatvec p{op, w, s, nullptr, "", 1};
-    const std::string choice = plan.lookup(op, w);
-    if (choice == "auto") {
-      p.kernel = fastest_in_bench(bench, w, s, threads, p.why);
-      if (!p.kernel) p.kernel = first_in_default_order(w, s, p.why);
-      if (!p.kernel)
-        throw PlanError(fmt::format("plan: no available kernel for {} ({} {})", op, to_string(w), to_string(s)));
-    } else {
-      const KernelSpec* k = global_registry().find(choice);
-      const std::string what = fmt::format("plan: {} ({} {}) cannot use {}", op, to_string(w), to_string(s), choice);
-      if (!k) throw PlanError(what + ": no such kernel (see `qmvlab list`)");
-      if (k->weight != w) throw PlanError(fmt::format("{}: it reads {} weights", what, to_string(k->weight)));
-      if (k->op != OpKind::MatVec) throw PlanError(what + ": it is a fused op, not a plain matvec");
-      if (k->backend != Backend::CPU) throw PlanError(what + ": the CPU runner takes CPU kernels");
-      if (!k->supports(s)) throw PlanError(fmt::format("{}: shape not supported (needs {})", what, k->shape_rule));
-      if (const Availability av = availability(*k); !av.available) throw PlanError(what + ": " + av.reason);
-      p.kernel = k;
-      p.why = "plan";
+  // Adds one matvec to its (op, type, shape) entry, resolving the entry the first time.
+  auto add = [&](const std::string& op, OpKind kind, WeightType w, Shape s, const KernelSpec* chosen,
+                 const std::string& chosen_why) {
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const PlannedMatvec& p) { return p.op == op && p.weight == w && p.shape == s; });
+    if (same != out.end()) return void(++same->count);
+    PlannedMatvec p{op, w, s, chosen, chosen_why, 1};
+    if (!p.kernel) {
+      const std::string choice = plan.lookup(op, w);
+      if (choice == "auto") {
+        p.kernel = auto_matvec(op, w, s, threads, bench, p.why);
+      } else {
+        p.kernel = named_kernel(choice, op, kind, w, s);
+        p.why = "plan";
+      }
     }
     out.push_back(p);
+  };
+  auto add_tensor = [&](const std::string& op, const gguf::Tensor* t) {
+    add(op, OpKind::MatVec, weight_type(op, t), matrix_shape(t), nullptr, "");
+  };
+
+  for (const LayerWeights& l : weights.layers) {
+    add_tensor("attn_q", l.wq);
+    add_tensor("attn_k", l.wk);
+    add_tensor("attn_v", l.wv);
+    add_tensor("attn_out", l.wo);
+
+    const WeightType gate_type = weight_type("ffn_gate", l.ffn_gate), up_type = weight_type("ffn_up", l.ffn_up);
+    const Shape s = matrix_shape(l.ffn_gate);
+    std::string choice = plan.lookup_named("ffn_up_gate", gate_type);
+    if (choice.empty())
+      choice = plan.lookup("ffn_gate", gate_type) == "auto" && plan.lookup("ffn_up", up_type) == "auto" ? "auto"
+                                                                                                        : kNoKernel;
+    const KernelSpec* fused = nullptr;
+    std::string why;
+    if (choice == "auto") {
+      if (gate_type == up_type) fused = auto_fused(gate_type, s, threads, bench, why);
+    } else if (choice != kNoKernel) {
+      if (gate_type != up_type)
+        throw PlanError(fmt::format("plan: ffn_up_gate cannot use {}: ffn_gate is {} but ffn_up is {}", choice,
+                                    to_string(gate_type), to_string(up_type)));
+      fused = named_kernel(choice, "ffn_up_gate", OpKind::FusedUpGate, gate_type, s);
+      why = "plan";
+    }
+    if (fused) {
+      add("ffn_up_gate", OpKind::FusedUpGate, gate_type, s, fused, why);
+    } else {
+      add_tensor("ffn_gate", l.ffn_gate);
+      add_tensor("ffn_up", l.ffn_up);
+    }
+    add_tensor("ffn_down", l.ffn_down);
   }
+  add_tensor("lm_head", weights.output);
   return out;
+}
+
+void print_plan(const std::vector<PlannedMatvec>& planned) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : planned)
+    rows.push_back({p.op, std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
+                    p.kernel->name, p.why});
+  print_table({"op", "weights", "shape", "matvecs", "kernel", "why"}, rows);
+}
+
+KernelPlan load_plan(const std::string& spec) {
+  if (spec.empty() || spec == "auto") return {};
+  const bool toml_name = spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".toml") == 0;
+  if (toml_name || (spec.find('=') == std::string::npos && std::filesystem::is_regular_file(spec))) {
+    if (!std::filesystem::is_regular_file(spec)) throw PlanError(fmt::format("plan file '{}' not found", spec));
+    return KernelPlan::load_toml(spec);
+  }
+  return KernelPlan::parse_rules(spec);
 }
 
 }  // namespace qmv

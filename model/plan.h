@@ -10,7 +10,10 @@
 //   q6_K = "q6_K.cpu.avx2_raw"
 //
 // The most specific rule wins: (op, type), then (op, any type), then (any op, type),
-// then (any, any); with no rule at all a matvec is `auto`. `auto` takes the fastest
+// then (any, any); with no rule at all a matvec is `auto`. The fused `ffn_up_gate`
+// op only takes rules that name it: a kernel, `none`, or `auto`. With no such rule it
+// is `auto` when both ffn_gate and ffn_up are: a fused kernel replaces the pair when
+// one can run (and, given a bench CSV, is at least as fast as the best single one). `auto` takes the fastest
 // kernel for the weight type and shape in a bench CSV when one is given, else the
 // first available kernel in kAutoOrder. Resolving a plan against a model checks every
 // choice (weight type, op kind, shape, CPU features) before anything runs.
@@ -28,8 +31,12 @@
 namespace qmv {
 
 // The matvec ops of the forward pass, by their plan names.
-inline constexpr const char* kMatvecOps[] = {"attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate",
-                                             "ffn_up", "ffn_down", "lm_head"};
+// `ffn_up_gate` is the fused op that computes gate and up from one read of the
+// activation; where it runs, ffn_gate and ffn_up do not.
+inline constexpr const char* kMatvecOps[] = {"attn_q", "attn_k",   "attn_v",   "attn_out", "ffn_up_gate",
+                                             "ffn_gate", "ffn_up", "ffn_down", "lm_head"};
+// The plan value that turns fusion off: `ffn_up_gate=none`.
+inline constexpr const char* kNoKernel = "none";
 // Variant suffixes `auto` tries in order when it has no bench CSV: the fastest family
 // measured on x86 (README, "CPU kernels") first, the references last.
 inline constexpr const char* kAutoOrder[] = {"avx512_vnni_4row", "avx512_vnni", "avx2_raw",
@@ -51,6 +58,8 @@ class KernelPlan {
   void merge(const KernelPlan& later);
   // The rule for an op and weight type ("auto" when none applies).
   std::string lookup(const std::string& op, WeightType type) const;
+  // Only rules that name `op` itself ("" when none).
+  std::string lookup_named(const std::string& op, WeightType type) const;
   std::string describe() const;
 
  private:
@@ -71,5 +80,11 @@ struct PlannedMatvec {
 // weight type and the kernel when a choice cannot run.
 std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
                                         const std::vector<BenchRow>& bench = {});
+
+// Prints the resolved plan as a table: op, weights, shape, matvecs, kernel, why.
+void print_plan(const std::vector<PlannedMatvec>& planned);
+// Loads a plan given as "auto", a TOML file (an existing path or a name ending in
+// .toml), or OP.TYPE=KERNEL rules.
+KernelPlan load_plan(const std::string& spec);
 
 }  // namespace qmv

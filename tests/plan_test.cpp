@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "harness/machine.h"
 #include "kernels/registry.h"
@@ -41,10 +42,20 @@ std::string error_of(const KernelPlan& plan, const ModelWeights& w) {
   return "";
 }
 
+const KernelSpec* available_fused_q4_K() {
+  for (const KernelSpec& k : global_registry().all())
+    if (k.op == OpKind::FusedUpGate && k.weight == WeightType::Q4_K && k.backend == Backend::CPU &&
+        availability(k).available)
+      return &k;
+  return nullptr;
+}
+
 TEST(KernelPlan, AutoTakesTheFirstAvailableKernelInTheDefaultOrder) {
   const TinyQ4K m;
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1);
-  ASSERT_EQ(planned.size(), 8u);  // seven layer ops (two layers each) and lm_head
+  const KernelSpec* fused = available_fused_q4_K();
+  // Six layer ops (gate and up fused) or seven, two layers each, and lm_head.
+  ASSERT_EQ(planned.size(), fused ? 7u : 8u);
   std::string expected;
   for (const char* v : kAutoOrder) {
     const KernelSpec* k = global_registry().find(std::string("q4_K.cpu.") + v);
@@ -54,9 +65,57 @@ TEST(KernelPlan, AutoTakesTheFirstAvailableKernelInTheDefaultOrder) {
     }
   }
   for (const auto& p : planned) {
-    EXPECT_EQ(p.kernel->name, expected) << p.op;
+    EXPECT_EQ(p.kernel->name, p.op == "ffn_up_gate" ? fused->name : expected) << p.op;
     EXPECT_EQ(p.count, p.op == "lm_head" ? 1 : 2) << p.op;
   }
+}
+
+TEST(KernelPlan, FusedGateUpIsChosenNamedOrTurnedOff) {
+  const TinyQ4K m;
+  auto ops = [&](const KernelPlan& plan, const std::vector<BenchRow>& bench = {}) {
+    std::set<std::string> s;
+    for (const auto& p : resolve_plan(plan, m.weights, 1, bench)) s.insert(p.op);
+    return s;
+  };
+  const std::set<std::string> separate = {"attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate", "ffn_up",
+                                          "ffn_down", "lm_head"};
+  EXPECT_EQ(ops(KernelPlan::parse_rules("ffn_up_gate=none")), separate);
+  // Pinning either half keeps the pair apart: fusion would silently override it.
+  EXPECT_EQ(ops(KernelPlan::parse_rules("ffn_up.q4_K=q4_K.cpu.scalar")), separate);
+  EXPECT_NE(error_of(KernelPlan::parse_rules("ffn_up_gate=q4_K.cpu.scalar"), m.weights)
+                .find("ffn_up_gate (q4_K 512x256) cannot use q4_K.cpu.scalar: it is a plain matvec"),
+            std::string::npos);
+  const KernelSpec* fused = available_fused_q4_K();
+  if (!fused) GTEST_SKIP() << "no fused q4_K kernel runs on this CPU";
+  std::set<std::string> with_fused = separate;
+  with_fused.erase("ffn_gate");
+  with_fused.erase("ffn_up");
+  with_fused.insert("ffn_up_gate");
+  EXPECT_EQ(ops(KernelPlan::parse_rules("ffn_up_gate=" + fused->name + ",ffn_up=q4_K.cpu.scalar")), with_fused);
+
+  // With a bench CSV, fusion must be at least as fast as the best single kernel.
+  auto row = [](const std::string& kernel, double gbps) {
+    BenchRow r;
+    r.kernel = kernel;
+    r.weight_type = "q4_K";
+    r.rows = 512;
+    r.cols = 256;
+    r.threads = 1;
+    r.gbps_median = gbps;
+    return r;
+  };
+  EXPECT_EQ(ops(KernelPlan{}, {row(fused->name, 10), row("q4_K.cpu.avx2_raw", 12)}), separate);
+  EXPECT_EQ(ops(KernelPlan{}, {row(fused->name, 14), row("q4_K.cpu.avx2_raw", 12)}), with_fused);
+}
+
+TEST(KernelPlan, LoadPlanTakesAutoRulesOrAFile) {
+  EXPECT_EQ(load_plan("auto").describe(), "*=auto");
+  EXPECT_EQ(load_plan("ffn_down.q4_K=q4_K.cpu.scalar").lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar");
+  const std::string dir = std::string(QMV_TEST_TMP) + "/plan";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/load.toml") << "[attn_k]\nq4_K = \"q4_K.cpu.avx2_raw\"\n";
+  EXPECT_EQ(load_plan(dir + "/load.toml").lookup("attn_k", WeightType::Q4_K), "q4_K.cpu.avx2_raw");
+  EXPECT_THROW(load_plan(dir + "/missing.toml"), PlanError);
 }
 
 TEST(KernelPlan, MostSpecificRuleWins) {

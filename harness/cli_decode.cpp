@@ -1,0 +1,361 @@
+#include "harness/cli_decode.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "harness/csv.h"
+#include "harness/machine.h"
+#include "harness/peak.h"
+#include "harness/table.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/gguf.h"
+#include "model/plan.h"
+#include "model/sampler.h"
+#include "model/tokenizer.h"
+
+namespace qmv {
+
+struct DecodeCommand::Options {
+  CLI::App* decode = nullptr;
+  CLI::App* logits = nullptr;
+  // decode
+  std::string model, prompt, prompt_tokens, plan = "auto", bench_csv, json_out, csv_out;
+  int n = 64;
+  int threads = 0;
+  int context = 0;
+  SamplerConfig sampler;
+  bool ignore_eos = false, quiet = false, no_peak = false, bos = false, no_bos = false;
+  double peak_gbps = 0;
+  // logits
+  std::string l_model, l_tokens, l_plan = "auto", l_out;
+  int l_threads = 0;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<int> parse_token_list(const std::string& s, const std::string& option) {
+  std::vector<int> ids;
+  std::size_t start = 0;
+  while (start < s.size()) {
+    std::size_t end = s.find_first_of(", ", start);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    std::size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v < 0 || v > std::numeric_limits<int>::max())
+      throw std::invalid_argument(fmt::format("{}: '{}' is not a token id", option, item));
+    ids.push_back(static_cast<int>(v));
+  }
+  if (ids.empty()) throw std::invalid_argument(option + ": no token ids given");
+  return ids;
+}
+
+// A loaded model: the mapped file, its configuration and weights.
+struct LoadedModel {
+  gguf::File file;
+  ModelConfig config;
+  ModelWeights weights;
+  explicit LoadedModel(const std::string& path)
+      : file(gguf::File::open(path)), config(read_config(file)), weights(bind_weights(file, config)) {}
+};
+
+bool model_adds_bos(const gguf::File& f) {
+  if (const gguf::Value* v = f.find("tokenizer.ggml.add_bos_token"); v && v->type == gguf::ValueType::BOOL)
+    return v->u != 0;
+  // llama.cpp's defaults when the key is absent: SentencePiece vocabularies add BOS.
+  return f.get_string("tokenizer.ggml.model").value_or("") == "llama";
+}
+
+std::string plan_kernels(const std::vector<PlannedMatvec>& planned) {
+  std::string s;
+  for (const auto& p : planned)
+    s += fmt::format("{}{}.{}={}", s.empty() ? "" : ";", p.op, to_string(p.weight), p.kernel->name);
+  return s;
+}
+
+void check_tokens_in_vocab(const std::vector<int>& ids, int vocab) {
+  for (int id : ids)
+    if (id >= vocab)
+      throw std::invalid_argument(fmt::format("token id {} is outside the vocabulary (0..{})", id, vocab - 1));
+}
+
+// Writes a float32 array of shape rows x cols as a NumPy .npy file (format 1.0).
+void write_npy(const std::string& path, const std::vector<float>& data, std::size_t rows, std::size_t cols) {
+  std::string header = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", rows, cols);
+  // Magic (6) + version (2) + length (2) + header, padded with spaces to 64 bytes, ending in \n.
+  const std::size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
+  const auto len = static_cast<std::uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.put(static_cast<char>(len & 0xff));
+  out.put(static_cast<char>(len >> 8));
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(float)));
+  if (!out) throw std::runtime_error(fmt::format("writing '{}' failed", path));
+}
+
+std::vector<std::string> decode_header() {
+  return {"machine",       "cpu_model",         "gpu",          "compiler",        "git_commit",
+          "model",         "model_file",        "arch",         "weights_bytes",   "plan",
+          "plan_kernels",  "threads",           "prompt_tokens", "generated_tokens", "prompt_tok_s",
+          "decode_tok_s",  "decode_ms_per_token", "bytes_per_token", "peak_gbps",     "roofline_tok_s",
+          "roofline_pct",  "temperature",       "seed",         "command"};
+}
+
+struct DecodeReport {
+  std::vector<int> prompt, generated;
+  std::string text;
+  double prompt_s = 0, decode_s = 0;
+  int decode_steps = 0;  // tokens timed for decode: those after the first
+  double bytes_per_token = 0;
+  StepTimes decode_times;
+  double prompt_tok_s() const { return prompt_s > 0 ? prompt.size() / prompt_s : 0; }
+  double decode_tok_s() const { return decode_s > 0 ? decode_steps / decode_s : 0; }
+};
+
+void print_breakdown(const CpuForward& fwd, const StepTimes& t, int steps) {
+  if (steps <= 0) return;
+  const double total = t.total();
+  std::vector<std::vector<std::string>> rows;
+  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+    const auto part = static_cast<StepPart>(i);
+    if (t.calls[i] == 0) continue;
+    const double ms = 1e3 * t.seconds[i] / steps;
+    const std::uint64_t bytes = fwd.part_weight_bytes(part);
+    rows.push_back({std::string(to_string(part)), fmt::format("{:.1f}", double(t.calls[i]) / steps),
+                    fmt::format("{:.3f}", ms), fmt::format("{:.1f}%", 100 * t.seconds[i] / total),
+                    is_matvec(part) && ms > 0 ? fmt::format("{:.2f}", bytes / (ms * 1e-3) / 1e9) : "-"});
+  }
+  rows.push_back({"total", "", fmt::format("{:.3f}", 1e3 * total / steps), "100.0%", ""});
+  print_table({"part", "calls/token", "ms/token", "share", "weights GB/s"}, rows);
+}
+
+}  // namespace
+
+DecodeCommand::DecodeCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
+  Options& o = *o_;
+  o.threads = o.l_threads = machine_info().cores;
+  o.decode = app.add_subcommand(
+      "decode",
+      "Generate text from a GGUF model on the CPU, every matvec run by the kernel the plan picks; "
+      "prints tokens/s, the per-op time breakdown, the roofline and the plan");
+  auto* d = o.decode;
+  d->add_option("--model", o.model, "GGUF model (llama, qwen2, qwen3)")->required();
+  auto* prompt = d->add_option("--prompt", o.prompt, "Prompt text");
+  auto* ids = d->add_option("--prompt-tokens", o.prompt_tokens, "Prompt as token ids, e.g. 1,415,2387");
+  prompt->excludes(ids);
+  d->add_option("-n,--tokens", o.n, "Tokens to generate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  d->add_option("--threads", o.threads, "Threads for the kernels and attention")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  d->add_option("--plan", o.plan, "auto, a TOML plan file, or OP.TYPE=KERNEL rules (see `qmvlab plan --help`)")
+      ->capture_default_str();
+  d->add_option("--bench-csv", o.bench_csv, "Bench results for `auto` to pick the fastest kernel from");
+  d->add_option("--context", o.context, "KV cache positions (default: prompt + tokens)")
+      ->check(CLI::PositiveNumber);
+  d->add_option("--temperature", o.sampler.temperature, "0: greedy")->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  d->add_option("--top-k", o.sampler.top_k, "Keep the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  d->add_option("--top-p", o.sampler.top_p, "Nucleus sampling threshold (1: all)")->capture_default_str();
+  d->add_option("--seed", o.sampler.seed, "Sampler seed")->capture_default_str();
+  d->add_flag("--ignore-eos", o.ignore_eos, "Keep generating after the end-of-sequence token");
+  auto* bos = d->add_flag("--bos", o.bos, "Start the prompt with BOS (default: as the model's metadata says)");
+  d->add_flag("--no-bos", o.no_bos, "Do not start the prompt with BOS")->excludes(bos);
+  d->add_flag("--quiet", o.quiet, "Do not stream the text");
+  d->add_flag("--no-peak", o.no_peak, "Skip measuring the read bandwidth (no roofline)");
+  d->add_option("--peak-gbps", o.peak_gbps, "Use this read bandwidth for the roofline instead of measuring")
+      ->check(CLI::PositiveNumber);
+  d->add_option("--json", o.json_out, "Write the tokens, text and speeds as JSON");
+  d->add_option("--out", o.csv_out, "Append a results CSV row ({machine} expands to this machine's name)");
+
+  o.logits = app.add_subcommand(
+      "logits", "Run a token sequence through the model and write the logits at every position (.npy, float32)");
+  auto* l = o.logits;
+  l->add_option("--model", o.l_model, "GGUF model")->required();
+  l->add_option("--tokens", o.l_tokens, "Token ids, e.g. 1,415,2387")->required();
+  l->add_option("--plan", o.l_plan, "auto, a TOML plan file, or OP.TYPE=KERNEL rules")->capture_default_str();
+  l->add_option("--threads", o.l_threads, "Threads")->check(CLI::PositiveNumber)->capture_default_str();
+  l->add_option("--out", o.l_out, "Output .npy file: tokens x vocab float32")->required();
+}
+
+DecodeCommand::~DecodeCommand() = default;
+
+bool DecodeCommand::chosen() const { return o_->decode->parsed() || o_->logits->parsed(); }
+
+int DecodeCommand::run(const std::string& command_line) const {
+  const Options& o = *o_;
+  if (o.logits->parsed()) {
+    const LoadedModel m(o.l_model);
+    const std::vector<int> tokens = parse_token_list(o.l_tokens, "--tokens");
+    check_tokens_in_vocab(tokens, m.config.vocab_size);
+    const auto planned = resolve_plan(load_plan(o.l_plan), m.weights, o.l_threads);
+    CpuForward fwd(m.config, m.weights, planned, o.l_threads, static_cast<int>(tokens.size()));
+    std::vector<float> all;
+    all.reserve(tokens.size() * m.config.vocab_size);
+    for (int t : tokens) {
+      const auto logits = fwd.step(t);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    write_npy(o.l_out, all, tokens.size(), m.config.vocab_size);
+    fmt::print("wrote {} ({} positions x {} logits), plan:\n", o.l_out, tokens.size(), m.config.vocab_size);
+    print_plan(planned);
+    return 0;
+  }
+
+  validate(o.sampler);
+  if (o.prompt.empty() && o.prompt_tokens.empty())
+    throw std::invalid_argument("decode: give --prompt TEXT or --prompt-tokens IDS");
+  const LoadedModel m(o.model);
+  const ModelConfig& c = m.config;
+  const Tokenizer tok = Tokenizer::from_gguf(m.file);
+
+  DecodeReport r;
+  if (!o.prompt_tokens.empty()) {
+    r.prompt = parse_token_list(o.prompt_tokens, "--prompt-tokens");
+  } else {
+    const bool add_bos = o.bos || (!o.no_bos && model_adds_bos(m.file));
+    r.prompt = tok.encode(o.prompt, add_bos);
+    if (r.prompt.empty()) throw std::invalid_argument("decode: the prompt has no tokens");
+  }
+  check_tokens_in_vocab(r.prompt, c.vocab_size);
+  const int needed = static_cast<int>(r.prompt.size()) + o.n;
+  if (needed > c.context_length)
+    throw std::invalid_argument(fmt::format(
+        "decode: the prompt ({} tokens) plus {} generated tokens needs {} positions, more than the model's "
+        "context length of {}",
+        r.prompt.size(), o.n, needed, c.context_length));
+  if (o.context && o.context < needed)
+    throw std::invalid_argument(fmt::format("decode: --context {} is shorter than the prompt plus -n ({})",
+                                            o.context, needed));
+
+  // Every choice is checked here, before anything runs.
+  const KernelPlan plan = load_plan(o.plan);
+  const auto bench = o.bench_csv.empty() ? std::vector<BenchRow>{} : read_bench_csv(o.bench_csv);
+  const auto planned = resolve_plan(plan, m.weights, o.threads, bench);
+  CpuForward fwd(c, m.weights, planned, o.threads, o.context ? o.context : needed);
+  Sampler sampler(o.sampler);
+
+  auto stream = [&](const std::string& s) {
+    if (o.quiet) return;
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  };
+  stream(tok.decode(r.prompt));
+
+  // Prompt: every prompt token, then sampling the first new one.
+  auto t0 = Clock::now();
+  std::span<const float> logits;
+  for (int t : r.prompt) logits = fwd.step(t);
+  int next = sampler.sample(logits);
+  r.prompt_s = seconds_since(t0);
+  r.generated.push_back(next);
+  const auto emit = [&](int t) {
+    if (t == tok.eos() && !o.ignore_eos) return false;
+    const std::string piece = tok.decode(t);
+    r.text += piece;
+    stream(piece);
+    return true;
+  };
+  bool going = emit(next);
+
+  // Decode, timed after the first token.
+  fwd.clear_times();
+  double bytes = 0;
+  t0 = Clock::now();
+  while (going && static_cast<int>(r.generated.size()) < o.n) {
+    bytes += static_cast<double>(fwd.bytes_per_token(fwd.position()));
+    logits = fwd.step(r.generated.back());
+    next = sampler.sample(logits);
+    r.generated.push_back(next);
+    ++r.decode_steps;
+    going = emit(next);
+  }
+  r.decode_s = seconds_since(t0);
+  r.decode_times = fwd.times();
+  r.bytes_per_token = r.decode_steps ? bytes / r.decode_steps : static_cast<double>(fwd.bytes_per_token(fwd.position()));
+  if (!o.quiet) fmt::print("\n");
+
+  double peak = o.peak_gbps;
+  if (!peak && !o.no_peak) peak = measure_read_bandwidth(o.threads, 5).best_gbps;
+  const double roofline_tok_s = peak > 0 ? peak * 1e9 / r.bytes_per_token : 0;
+
+  fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
+             fwd.weight_bytes() / 1e6);
+  fmt::print("prompt: {} tokens in {:.3f} s = {:.2f} tok/s\n", r.prompt.size(), r.prompt_s, r.prompt_tok_s());
+  if (r.decode_steps > 0) {
+    fmt::print("decode: {} tokens in {:.3f} s = {:.2f} tok/s ({:.2f} ms/token), timed after the first token\n",
+               r.decode_steps, r.decode_s, r.decode_tok_s(), 1e3 * r.decode_s / r.decode_steps);
+    if (roofline_tok_s > 0)
+      fmt::print("roofline: {:.2f} MB/token (weights + KV cache) at {:.2f} GB/s measured read bandwidth = "
+                 "{:.2f} tok/s; decode reaches {:.1f}% of it\n",
+                 r.bytes_per_token / 1e6, peak, roofline_tok_s, 100 * r.decode_tok_s() / roofline_tok_s);
+    fmt::print("\nper-op time during decode ({} thread(s)):\n", o.threads);
+    print_breakdown(fwd, r.decode_times, r.decode_steps);
+  } else {
+    fmt::print("decode: stopped after the first token (end of sequence or -n 1); nothing to time\n");
+  }
+  fmt::print("\nplan {}:\n", plan.describe());
+  print_plan(planned);
+
+  if (!o.json_out.empty()) {
+    nlohmann::json j;
+    j["model"] = o.model;
+    j["arch"] = c.arch;
+    j["prompt_tokens"] = r.prompt;
+    j["generated_tokens"] = r.generated;
+    j["text"] = r.text;
+    j["prompt_tok_s"] = r.prompt_tok_s();
+    j["decode_tok_s"] = r.decode_tok_s();
+    j["decode_steps"] = r.decode_steps;
+    j["threads"] = o.threads;
+    j["plan"] = plan.describe();
+    j["plan_kernels"] = plan_kernels(planned);
+    j["bytes_per_token"] = r.bytes_per_token;
+    j["peak_gbps"] = peak;
+    j["roofline_pct"] = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
+    std::ofstream f(o.json_out);
+    // Token pieces of a byte-level vocabulary may split a UTF-8 character: replace, don't throw.
+    f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    if (!f) throw std::runtime_error(fmt::format("cannot write '{}'", o.json_out));
+  }
+  if (!o.csv_out.empty()) {
+    const RunContext ctx = current_context(command_line);
+    CsvWriter csv(expand_machine(o.csv_out), decode_header(), true);
+    const std::string file = o.model.substr(o.model.find_last_of('/') + 1);
+    csv.write({ctx.machine, ctx.cpu_model, ctx.gpu, ctx.compiler, ctx.git_commit, c.name, file, c.arch,
+               std::to_string(fwd.weight_bytes()), plan.describe(), plan_kernels(planned),
+               std::to_string(o.threads), std::to_string(r.prompt.size()), std::to_string(r.generated.size()),
+               fmt::format("{:.3f}", r.prompt_tok_s()), fmt::format("{:.3f}", r.decode_tok_s()),
+               fmt::format("{:.4f}", r.decode_steps ? 1e3 * r.decode_s / r.decode_steps : 0.0),
+               fmt::format("{:.0f}", r.bytes_per_token), fmt::format("{:.3f}", peak),
+               fmt::format("{:.3f}", roofline_tok_s),
+               fmt::format("{:.2f}", roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0),
+               fmt::format("{}", o.sampler.temperature), std::to_string(o.sampler.seed), ctx.command});
+    fmt::print("appended a row to {}\n", csv.path());
+  }
+  return 0;
+}
+
+}  // namespace qmv
