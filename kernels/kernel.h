@@ -189,21 +189,36 @@ struct CpuTiling {
 const CpuTiling& cpu_tiling();
 void set_cpu_tiling(CpuTiling t);
 
+// The tile height for `rows` over `threads`: at most cpu_tiling().tile_rows, sized so
+// every thread gets the same number of tiles (192 rows on 2 threads are 4 tiles of 48,
+// not 64+64 against 64), and a multiple of 4 rows where that fits, so multi-row
+// kernels stay on their fast path.
+inline std::int64_t balanced_tile_rows(std::int64_t rows, int threads) {
+  const std::int64_t target = cpu_tiling().tile_rows;
+  if (threads <= 1) return target;
+  const std::int64_t per_thread = (rows + threads * target - 1) / (threads * target);
+  const std::int64_t tiles = threads * per_thread;
+  const std::int64_t height = (rows + tiles - 1) / tiles;
+  const std::int64_t rounded = (height + 3) / 4 * 4;
+  const bool rounded_balances = rounded <= target && ((rows + rounded - 1) / rounded) % threads == 0;
+  return rounded_balances ? rounded : height;
+}
+
 // Calls tile(first_row, end_row) for consecutive tiles covering [0, rows), in
 // parallel over `threads` OpenMP threads (or serially, per cpu_tiling()).
 template <class TileFn>
 void parallel_row_tiles(std::int64_t rows, int threads, TileFn&& tile) {
   const CpuTiling t = cpu_tiling();
-  const std::int64_t n_tiles = (rows + t.tile_rows - 1) / t.tile_rows;
   if (threads <= 1 || rows < t.min_parallel_rows) {
     // Even a team of one costs a fraction of a microsecond to open, which is most of
     // a small call: stay out of OpenMP.
-    for (std::int64_t i = 0; i < n_tiles; ++i) tile(i * t.tile_rows, std::min(rows, (i + 1) * t.tile_rows));
+    for (std::int64_t r = 0; r < rows; r += t.tile_rows) tile(r, std::min(rows, r + t.tile_rows));
     return;
   }
+  const std::int64_t height = balanced_tile_rows(rows, threads);
+  const std::int64_t n_tiles = (rows + height - 1) / height;
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t i = 0; i < n_tiles; ++i)
-    tile(i * t.tile_rows, std::min(rows, (i + 1) * t.tile_rows));
+  for (std::int64_t i = 0; i < n_tiles; ++i) tile(i * height, std::min(rows, (i + 1) * height));
 }
 
 // The loop of a kernel that computes one row at a time: y[r] = RowDot(row r's

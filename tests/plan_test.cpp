@@ -131,9 +131,15 @@ TEST(KernelPlan, MostSpecificRuleWins) {
 
   const TinyQ4K m;
   for (const auto& p : resolve_plan(plan, m.weights, 1)) {
-    if (p.op == "ffn_down") EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar");
-    if (p.op == "ffn_up") EXPECT_EQ(p.kernel->name, "q4_K.cpu.avx2_raw");
-    if (p.op != "attn_q") EXPECT_EQ(p.why, "plan");
+    if (p.op == "ffn_down") {
+      EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar");
+    }
+    if (p.op == "ffn_up") {
+      EXPECT_EQ(p.kernel->name, "q4_K.cpu.avx2_raw");
+    }
+    if (p.op != "attn_q") {
+      EXPECT_EQ(p.why, "plan");
+    }
   }
 }
 

@@ -189,5 +189,23 @@ TEST(Tiling, EveryRowExactlyOnceForAnyTileAndThreshold) {
   set_cpu_tiling(saved);
 }
 
+TEST(Tiling, TilesAreBalancedOverThreads) {
+  const CpuTiling saved = cpu_tiling();
+  set_cpu_tiling({64, 0});
+  for (std::int64_t rows : {192, 576, 1536, 2048, 49152, 11008}) {
+    for (int threads : {2, 3}) {
+      const std::int64_t h = balanced_tile_rows(rows, threads);
+      const std::int64_t tiles = (rows + h - 1) / h;
+      EXPECT_LE(h, 64);
+      // The busiest thread's rows against an even share (a 64-row tile grid would
+      // give 192 rows on 2 threads a 1.33 split).
+      const double busiest = double((tiles + threads - 1) / threads * h) / (double(rows) / threads);
+      EXPECT_LE(busiest, 1.05)
+          << rows << " rows, " << threads << " threads, tile " << h;
+    }
+  }
+  set_cpu_tiling(saved);
+}
+
 }  // namespace
 }  // namespace qmv
