@@ -4,6 +4,10 @@
 #include <unicode/utext.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <optional>
+#include <queue>
 #include <memory>
 
 namespace qmv {
@@ -76,55 +80,168 @@ std::vector<std::string> regex_split(const std::vector<std::string>& pieces, con
 
 const char* kGpt2Split = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
 
+// tokenizer.ggml.token_type values.
+enum TokenType : int { kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+
+// SentencePiece writes a space as U+2581 so that pieces can carry it visibly.
+constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";
+
+// "<0xXX>" -> the byte XX; -1 for any other text.
+int parse_byte_piece(std::string_view s) {
+  if (s.size() != 6 || s.substr(0, 3) != "<0x" || s[5] != '>') return -1;
+  int value = 0;
+  for (char c : s.substr(3, 2)) {
+    const int digit = (c >= '0' && c <= '9') ? c - '0'
+                      : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                      : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+std::optional<bool> get_bool(const gguf::File& f, const std::string& key) {
+  const gguf::Value* v = f.find(key);
+  if (!v) return std::nullopt;
+  if (v->type != gguf::ValueType::BOOL)
+    throw TokenizerError("tokenizer: '" + key + "' is " + std::string(gguf::to_string(v->type)) + ", expected bool");
+  return v->u != 0;
+}
+
+const gguf::Value* find_array(const gguf::File& f, const std::string& key, bool want_strings) {
+  const gguf::Value* v = f.find(key);
+  if (!v) return nullptr;
+  if (v->type != gguf::ValueType::ARRAY || (v->elem_type == gguf::ValueType::STRING) != want_strings)
+    throw TokenizerError("tokenizer: '" + key + "' is not " + (want_strings ? "a string" : "a numeric") + " array");
+  return v;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
   const auto model = f.get_string("tokenizer.ggml.model");
   if (!model) throw TokenizerError("tokenizer: missing 'tokenizer.ggml.model'");
-  if (*model != "gpt2")
-    throw TokenizerError("tokenizer: model '" + *model + "' is not supported yet (supported: gpt2)");
   Tokenizer t;
-  t.pre_ = f.get_string("tokenizer.ggml.pre").value_or("default");
-  // Pre-tokenizers by the name llama.cpp's converter writes.
-  if (t.pre_ == "smollm" || t.pre_ == "starcoder" || t.pre_ == "refact" || t.pre_ == "command-r" ||
-      t.pre_ == "codeshell" || t.pre_ == "exaone") {
-    t.split_regexes_ = {"\\p{N}", kGpt2Split};
-  } else if (t.pre_ == "gpt2" || t.pre_ == "default" || t.pre_ == "mpt" || t.pre_ == "olmo" || t.pre_ == "jais") {
-    t.split_regexes_ = {kGpt2Split};
+  t.model_ = *model;
+  if (*model == "gpt2") {
+    t.kind_ = Model::Gpt2;
+  } else if (*model == "llama") {
+    t.kind_ = Model::Llama;
   } else {
-    throw TokenizerError("tokenizer: pre-tokenizer '" + t.pre_ + "' is not supported yet");
+    throw TokenizerError("tokenizer: model '" + *model + "' is not supported (supported: gpt2, llama)");
   }
-  const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
-  const gguf::Value* merges = f.find("tokenizer.ggml.merges");
-  if (!tokens || tokens->type != gguf::ValueType::ARRAY || tokens->elem_type != gguf::ValueType::STRING)
-    throw TokenizerError("tokenizer: missing string array 'tokenizer.ggml.tokens'");
-  if (!merges || merges->type != gguf::ValueType::ARRAY || merges->elem_type != gguf::ValueType::STRING)
-    throw TokenizerError("tokenizer: missing string array 'tokenizer.ggml.merges'");
-  const gguf::Value* types = f.find("tokenizer.ggml.token_type");
-  t.pieces_.reserve(static_cast<std::size_t>(tokens->count));
-  for (std::uint64_t i = 0; i < tokens->count; ++i) {
+  t.pre_ = f.get_string("tokenizer.ggml.pre").value_or("default");
+
+  const gguf::Value* tokens = find_array(f, "tokenizer.ggml.tokens", true);
+  if (!tokens) throw TokenizerError("tokenizer: missing string array 'tokenizer.ggml.tokens'");
+  if (tokens->count == 0 || tokens->count > INT_MAX)
+    throw TokenizerError("tokenizer: 'tokenizer.ggml.tokens' has " + std::to_string(tokens->count) + " entries");
+  const std::uint64_t n = tokens->count;
+  const gguf::Value* types = find_array(f, "tokenizer.ggml.token_type", false);
+  if (types && types->count != n)
+    throw TokenizerError("tokenizer: 'tokenizer.ggml.token_type' has " + std::to_string(types->count) +
+                         " entries for " + std::to_string(n) + " tokens");
+
+  // Tokens matched whole in the text: control and user-defined ones, and for llama
+  // vocabularies also the unknown token, as llama.cpp does when it parses specials.
+  const auto matched_whole = [&](int type) {
+    return type == kControl || type == kUserDefined || (type == kUnknown && t.kind_ == Model::Llama);
+  };
+  t.pieces_.reserve(static_cast<std::size_t>(n));
+  t.is_special_.assign(static_cast<std::size_t>(n), 0);
+  t.is_byte_.assign(static_cast<std::size_t>(n), 0);
+  std::vector<int> type_of(static_cast<std::size_t>(n), kNormal);
+  for (std::uint64_t i = 0; i < n; ++i) {
     t.pieces_.emplace_back(f.array_string(*tokens, i));
     t.ids_.emplace(t.pieces_.back(), static_cast<int>(i));
-    // Control (3) and user-defined (4) tokens are matched as whole strings.
-    if (types && types->count == tokens->count) {
-      const auto type = static_cast<int>(f.array_number(*types, i));
-      if ((type == 3 || type == 4) && !t.pieces_.back().empty()) t.specials_.push_back(t.pieces_.back());
+    if (!types) continue;
+    const double type = f.array_number(*types, i);
+    if (!(type >= static_cast<double>(kUndefined) && type <= static_cast<double>(kByte)) || type != std::floor(type)) {
+      const bool integral = type == std::floor(type) && std::abs(type) < 1e18;
+      throw TokenizerError("tokenizer: token " + std::to_string(i) + " has token_type " +
+                           (integral ? std::to_string(static_cast<long long>(type)) : std::to_string(type)) +
+                           " (expected 0..6)");
+    }
+    type_of[i] = static_cast<int>(type);
+    if (matched_whole(type_of[i])) {
+      t.is_special_[i] = 1;
+      if (!t.pieces_.back().empty()) t.specials_.push_back(t.pieces_.back());
     }
   }
   std::sort(t.specials_.begin(), t.specials_.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
-  for (std::uint64_t i = 0; i < merges->count; ++i)
-    t.merge_rank_.emplace(std::string(f.array_string(*merges, i)), static_cast<int>(i));
-  auto id = [&](const char* key) {
+
+  // Special ids; a llama vocabulary without them gets llama.cpp's defaults.
+  const bool llama = t.kind_ == Model::Llama;
+  auto id = [&](const std::string& key, int fallback) {
     const auto v = f.get_uint(key);
-    if (v && *v >= tokens->count) throw TokenizerError(std::string("tokenizer: ") + key + " is out of range");
-    return v ? static_cast<int>(*v) : -1;
+    if (v && *v >= n)
+      throw TokenizerError("tokenizer: " + key + " = " + std::to_string(*v) + " is out of range (" +
+                           std::to_string(n) + " tokens)");
+    if (v) return static_cast<int>(*v);
+    return fallback < static_cast<int>(n) ? fallback : -1;
   };
-  t.bos_ = id("tokenizer.ggml.bos_token_id");
-  t.eos_ = id("tokenizer.ggml.eos_token_id");
+  t.bos_ = id("tokenizer.ggml.bos_token_id", llama ? 1 : -1);
+  t.eos_ = id("tokenizer.ggml.eos_token_id", llama ? 2 : -1);
+  t.unk_ = id("tokenizer.ggml.unknown_token_id", llama ? 0 : -1);
+  t.add_bos_ = get_bool(f, "tokenizer.ggml.add_bos_token").value_or(llama);
+  t.add_eos_ = get_bool(f, "tokenizer.ggml.add_eos_token").value_or(false);
+  if (t.add_bos_ && t.bos_ < 0) throw TokenizerError("tokenizer: 'tokenizer.ggml.add_bos_token' is true but there is no BOS token");
+  if (t.add_eos_ && t.eos_ < 0) throw TokenizerError("tokenizer: 'tokenizer.ggml.add_eos_token' is true but there is no EOS token");
+
+  if (llama) {
+    t.load_llama(f, type_of, types != nullptr);
+  } else {
+    t.load_gpt2(f);
+  }
   return t;
 }
 
-void Tokenizer::encode_word(std::string_view bytes, std::vector<int>& out) const {
+void Tokenizer::load_gpt2(const gguf::File& f) {
+  // Pre-tokenizers by the name llama.cpp's converter writes.
+  if (pre_ == "smollm" || pre_ == "starcoder" || pre_ == "refact" || pre_ == "command-r" || pre_ == "codeshell" ||
+      pre_ == "exaone") {
+    split_regexes_ = {"\\p{N}", kGpt2Split};
+  } else if (pre_ == "gpt2" || pre_ == "default" || pre_ == "mpt" || pre_ == "olmo" || pre_ == "jais") {
+    split_regexes_ = {kGpt2Split};
+  } else {
+    throw TokenizerError("tokenizer: pre-tokenizer '" + pre_ + "' is not supported yet");
+  }
+  const gguf::Value* merges = find_array(f, "tokenizer.ggml.merges", true);
+  if (!merges) throw TokenizerError("tokenizer: missing string array 'tokenizer.ggml.merges'");
+  for (std::uint64_t i = 0; i < merges->count; ++i)
+    merge_rank_.emplace(std::string(f.array_string(*merges, i)), static_cast<int>(i));
+}
+
+void Tokenizer::load_llama(const gguf::File& f, const std::vector<int>& type_of, bool typed) {
+  const gguf::Value* scores = find_array(f, "tokenizer.ggml.scores", false);
+  if (!scores) throw TokenizerError("tokenizer: missing float array 'tokenizer.ggml.scores' (llama merges by score)");
+  if (scores->count != pieces_.size())
+    throw TokenizerError("tokenizer: 'tokenizer.ggml.scores' has " + std::to_string(scores->count) + " entries for " +
+                         std::to_string(pieces_.size()) + " tokens");
+  scores_.reserve(pieces_.size());
+  for (std::uint64_t i = 0; i < scores->count; ++i) {
+    const double s = f.array_number(*scores, i);
+    if (std::isnan(s)) throw TokenizerError("tokenizer: token " + std::to_string(i) + " has a NaN score");
+    scores_.push_back(static_cast<float>(s));
+  }
+  add_space_prefix_ = get_bool(f, "tokenizer.ggml.add_space_prefix").value_or(true);
+
+  byte_token_.fill(-1);
+  for (std::size_t i = 0; i < pieces_.size(); ++i) {
+    const int byte = parse_byte_piece(pieces_[i]);
+    if (type_of[i] == kByte && byte < 0)
+      throw TokenizerError("tokenizer: token " + std::to_string(i) + " has type byte but its text '" + pieces_[i] +
+                           "' is not <0xXX>");
+    // Without token types the text is all there is to tell a byte token by.
+    if (byte < 0 || (typed && type_of[i] != kByte)) continue;
+    is_byte_[i] = 1;
+    auto& slot = byte_token_[static_cast<std::size_t>(byte)];
+    if (slot < 0) slot = static_cast<int>(i);
+    has_byte_tokens_ = true;
+  }
+}
+
+void Tokenizer::encode_gpt2_word(std::string_view bytes, std::vector<int>& out) const {
   // Symbols: one byte-level character per input byte, merged pairwise by rank.
   std::vector<std::string> sym;
   for (unsigned char b : bytes) sym.push_back(byte_map().to_unicode[b]);
@@ -159,37 +276,148 @@ void Tokenizer::encode_word(std::string_view bytes, std::vector<int>& out) const
   }
 }
 
-std::vector<int> Tokenizer::encode(std::string_view text, bool add_bos) const {
+void Tokenizer::encode_spm_run(std::string_view run, std::vector<int>& out) const {
+  // Escaped text; the prefix makes the first word look like every word after a space.
+  std::string text(add_space_prefix_ ? kEscapedSpace : "");
+  for (char c : run) {
+    if (c == ' ') {
+      text += kEscapedSpace;
+    } else {
+      text += c;
+    }
+  }
+  // Symbols: UTF-8 characters (a stray byte is a character of its own), linked so that
+  // merging is O(1); a merged-away symbol keeps length 0.
+  struct Symbol {
+    std::size_t start, len;
+    int prev, next;
+  };
+  std::vector<Symbol> sym;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t len = std::min(utf8_len(static_cast<unsigned char>(text[pos])), text.size() - pos);
+    const int index = static_cast<int>(sym.size());
+    sym.push_back({pos, len, index - 1, index + 1});
+    pos += len;
+  }
+  if (sym.empty()) return;
+  sym.back().next = -1;
+
+  // Candidate merges, best first: the highest score, then the leftmost. A candidate
+  // whose symbols changed since it was queued is stale and skipped.
+  struct Candidate {
+    float score;
+    int left, right;
+    std::size_t len;
+  };
+  const auto worse = [](const Candidate& a, const Candidate& b) {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> queue(worse);
+  const auto consider = [&](int left) {
+    if (left < 0 || sym[static_cast<std::size_t>(left)].next < 0) return;
+    const Symbol& l = sym[static_cast<std::size_t>(left)];
+    const Symbol& r = sym[static_cast<std::size_t>(l.next)];
+    const auto it = ids_.find(text.substr(l.start, l.len + r.len));
+    if (it == ids_.end()) return;
+    queue.push({scores_[static_cast<std::size_t>(it->second)], left, l.next, l.len + r.len});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) consider(i);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& l = sym[static_cast<std::size_t>(c.left)];
+    if (l.len == 0 || l.next != c.right) continue;
+    Symbol& r = sym[static_cast<std::size_t>(c.right)];
+    if (l.len + r.len != c.len) continue;
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (l.next >= 0) sym[static_cast<std::size_t>(l.next)].prev = c.left;
+    consider(l.prev);
+    consider(c.left);
+  }
+  // Merged symbols are pieces by construction; a single character may not be.
+  for (int i = 0; i >= 0; i = sym[static_cast<std::size_t>(i)].next) {
+    const std::string_view piece = std::string_view(text).substr(sym[static_cast<std::size_t>(i)].start,
+                                                                 sym[static_cast<std::size_t>(i)].len);
+    const auto it = ids_.find(std::string(piece));
+    if (it != ids_.end()) {
+      out.push_back(it->second);
+    } else {
+      spell_unknown(piece, out);
+    }
+  }
+}
+
+void Tokenizer::spell_unknown(std::string_view character, std::vector<int>& out) const {
+  if (has_byte_tokens_) {
+    for (unsigned char b : character) {
+      const int id = byte_token_[b];
+      if (id < 0) {
+        static const char* hex = "0123456789ABCDEF";
+        throw TokenizerError(std::string("tokenizer: the vocabulary has byte tokens but not <0x") + hex[b >> 4] +
+                             hex[b & 15] + ">");
+      }
+      out.push_back(id);
+    }
+  } else if (unk_ >= 0) {
+    out.push_back(unk_);
+  } else {
+    throw TokenizerError("tokenizer: the vocabulary cannot spell '" + std::string(character) +
+                         "' and has neither byte tokens nor an unknown token");
+  }
+}
+
+std::vector<int> Tokenizer::encode(std::string_view text, bool add_bos, bool add_eos) const {
   std::vector<int> out;
   if (add_bos && bos_ >= 0) out.push_back(bos_);
-  std::size_t pos = 0;
-  std::string plain;
-  auto flush = [&] {
-    if (plain.empty()) return;
-    std::vector<std::string> pieces = {plain};
+  // Text runs between special tokens are encoded on their own.
+  const auto encode_run = [&](std::string_view run) {
+    if (run.empty()) return;
+    if (kind_ == Model::Llama) {
+      encode_spm_run(run, out);
+      return;
+    }
+    std::vector<std::string> pieces = {std::string(run)};
     for (const std::string& re : split_regexes_) pieces = regex_split(pieces, re);
-    for (const std::string& p : pieces) encode_word(p, out);
-    plain.clear();
+    for (const std::string& p : pieces) encode_gpt2_word(p, out);
   };
+  std::size_t pos = 0, run_start = 0;
   while (pos < text.size()) {
     const auto special = std::find_if(specials_.begin(), specials_.end(),
                                       [&](const std::string& s) { return text.substr(pos, s.size()) == s; });
-    if (special != specials_.end()) {
-      flush();
-      out.push_back(ids_.at(*special));
-      pos += special->size();
-    } else {
-      plain += text[pos++];
+    if (special == specials_.end()) {
+      ++pos;
+      continue;
     }
+    encode_run(text.substr(run_start, pos - run_start));
+    out.push_back(ids_.at(*special));
+    pos += special->size();
+    run_start = pos;
   }
-  flush();
+  encode_run(text.substr(run_start));
+  if (add_eos && eos_ >= 0) out.push_back(eos_);
   return out;
 }
 
 std::string Tokenizer::decode(int token) const {
   if (token < 0 || token >= vocab_size()) throw TokenizerError("tokenizer: token id " + std::to_string(token) + " out of range");
-  const std::string& piece = pieces_[static_cast<std::size_t>(token)];
-  if (std::find(specials_.begin(), specials_.end(), piece) != specials_.end()) return piece;
+  const auto id = static_cast<std::size_t>(token);
+  const std::string& piece = pieces_[id];
+  if (is_special_[id]) return piece;
+  if (kind_ == Model::Llama) {
+    if (is_byte_[id]) return std::string(1, static_cast<char>(parse_byte_piece(piece)));
+    std::string text;
+    for (std::size_t i = 0; i < piece.size();) {
+      if (piece.compare(i, kEscapedSpace.size(), kEscapedSpace) == 0) {
+        text += ' ';
+        i += kEscapedSpace.size();
+      } else {
+        text += piece[i++];
+      }
+    }
+    return text;
+  }
   std::string bytes;
   for (std::size_t i = 0; i < piece.size();) {
     const std::size_t n = utf8_len(static_cast<unsigned char>(piece[i]));
@@ -206,7 +434,16 @@ std::string Tokenizer::decode(int token) const {
 
 std::string Tokenizer::decode(const std::vector<int>& tokens) const {
   std::string s;
-  for (int t : tokens) s += decode(t);
+  // Where encode began a text run (the start, or after a special token), it put a space.
+  bool run_start = true;
+  for (int t : tokens) {
+    std::string piece = decode(t);
+    const auto id = static_cast<std::size_t>(t);
+    if (add_space_prefix_ && run_start && !is_special_[id] && !is_byte_[id] && !piece.empty() && piece[0] == ' ')
+      piece.erase(0, 1);
+    run_start = is_special_[id] != 0;
+    s += piece;
+  }
   return s;
 }
 

@@ -21,8 +21,8 @@ if ((${#missing[@]})); then
 fi
 
 # Python for the gguf cross-check (and plots): a project-local venv, pinned versions.
-if ! .venv/bin/python -c "import gguf, numpy, matplotlib, tokenizers" 2>/dev/null; then
-  echo "creating .venv with gguf, numpy, matplotlib and tokenizers"
+if ! .venv/bin/python -c "import gguf, numpy, matplotlib, tokenizers, sentencepiece" 2>/dev/null; then
+  echo "creating .venv with gguf, numpy, matplotlib, tokenizers and sentencepiece"
   python3 -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r scripts/requirements.txt

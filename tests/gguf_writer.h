@@ -13,6 +13,10 @@ class GgufWriter {
  public:
   void add_u32(const std::string& key, std::uint32_t v) { kv(key, 4, &v, 4); }
   void add_f32(const std::string& key, float v) { kv(key, 6, &v, 4); }
+  void add_bool(const std::string& key, bool v) {
+    const std::uint8_t b = v ? 1 : 0;
+    kv(key, 7, &b, 1);
+  }
   void add_string(const std::string& key, const std::string& v) {
     key_header(key, 8);
     str(meta_, v);
@@ -28,6 +32,13 @@ class GgufWriter {
   void add_i32_array(const std::string& key, const std::vector<std::int32_t>& v) {
     key_header(key, 9);
     pod(meta_, std::uint32_t{5});
+    pod(meta_, static_cast<std::uint64_t>(v.size()));
+    for (auto x : v) pod(meta_, x);
+    ++n_kv_;
+  }
+  void add_f32_array(const std::string& key, const std::vector<float>& v) {
+    key_header(key, 9);
+    pod(meta_, std::uint32_t{6});
     pod(meta_, static_cast<std::uint64_t>(v.size()));
     for (auto x : v) pod(meta_, x);
     ++n_kv_;
