@@ -78,13 +78,6 @@ struct LoadedModel {
       : file(gguf::File::open(path)), config(read_config(file)), weights(bind_weights(file, config)) {}
 };
 
-bool model_adds_bos(const gguf::File& f) {
-  if (const gguf::Value* v = f.find("tokenizer.ggml.add_bos_token"); v && v->type == gguf::ValueType::BOOL)
-    return v->u != 0;
-  // llama.cpp's defaults when the key is absent: SentencePiece vocabularies add BOS.
-  return f.get_string("tokenizer.ggml.model").value_or("") == "llama";
-}
-
 std::string plan_kernels(const std::vector<PlannedMatvec>& planned) {
   std::string s;
   for (const auto& p : planned)
@@ -235,7 +228,7 @@ int DecodeCommand::run(const std::string& command_line) const {
   if (!o.prompt_tokens.empty()) {
     r.prompt = parse_token_list(o.prompt_tokens, "--prompt-tokens");
   } else {
-    const bool add_bos = o.bos || (!o.no_bos && model_adds_bos(m.file));
+    const bool add_bos = o.bos || (!o.no_bos && tok.add_bos_default());
     r.prompt = tok.encode(o.prompt, add_bos);
     if (r.prompt.empty()) throw std::invalid_argument("decode: the prompt has no tokens");
   }

@@ -128,7 +128,7 @@ struct SpmVocab {
       }
     }
     float single = -50;  // single characters: never the result of a merge
-    for (const std::string c : {kSp, std::string("a"), std::string("b"), std::string("c"), std::string("d"),
+    for (const std::string& c : {kSp, std::string("a"), std::string("b"), std::string("c"), std::string("d"),
                                 std::string("e"), std::string("h"), std::string("l"), std::string("o"),
                                 std::string("r"), std::string("w"), std::string("x"), std::string("\xC3\xA9")})
       v.add(c, single--);
@@ -361,7 +361,9 @@ TEST(SpmTokenizer, RandomTextMatchesANaiveEncoderAndRoundTrips) {
     if (noise.find(kSp) != std::string::npos || noise.find('<') != std::string::npos ||
         noise.find('[') != std::string::npos)
       noise = text;
-    if (!text.empty()) EXPECT_EQ(t.encode(text, false), naive_spm(v, text)) << text;
+    if (!text.empty()) {
+      EXPECT_EQ(t.encode(text, false), naive_spm(v, text)) << text;
+    }
     EXPECT_EQ(t.decode(t.encode(text, false)), text);
     EXPECT_EQ(t.decode(t.encode(noise, false)), noise);
     EXPECT_EQ(t.decode(t.encode(with_specials, true)), "<s>" + with_specials) << with_specials;
