@@ -10,46 +10,16 @@
 #include <string>
 
 #include "harness/csv.h"
+#include "tests/cli_run.h"
 #include "tests/tiny_model.h"
 
 namespace {
 
-struct CliRun {
-  int code;
-  std::string output;  // stdout and stderr together
-};
-
-CliRun qmvlab(const std::string& args) {
-  const std::string cmd = std::string(QMVLAB_EXE) + " " + args + " 2>&1";
-  CliRun r{-1, {}};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p)) r.output += buf.data();
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string tmp(const std::string& name) {
-  const std::string dir = std::string(QMV_TEST_TMP) + "/cli";
-  std::filesystem::create_directories(dir);
-  return dir + "/" + name;
-}
-
-int count_lines(const std::string& s, const std::string& needle) {
-  int n = 0;
-  for (auto pos = s.find(needle); pos != std::string::npos; pos = s.find(needle, pos + 1)) ++n;
-  return n;
-}
-
-void expect_error(const std::string& args, const std::string& message) {
-  const CliRun r = qmvlab(args);
-  EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
-  EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
-  // One clear line, not a stack of noise.
-  EXPECT_LE(count_lines(r.output, "\n"), 3) << r.output;
-}
+using qmv::testing::CliRun;
+using qmv::testing::count_lines;
+using qmv::testing::expect_error;
+using qmv::testing::qmvlab;
+using qmv::testing::tmp;
 
 TEST(Cli, HelpForEverySubcommand) {
   for (const char* sub : {"", "list", "check", "bench", "peak", "report"}) {
