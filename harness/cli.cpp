@@ -16,6 +16,7 @@
 #include "harness/bench.h"
 #include "harness/check.h"
 #include "harness/cli_decode.h"
+#include "harness/cli_make_model.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
@@ -374,6 +375,9 @@ int run_cli(int argc, char** argv) {
   report->add_option("files", report_files, "Results CSV files ({machine} expands to this machine's name)")
       ->required();
 
+  MakeModelArgs make_model_args;
+  auto* make_model_cmd = add_make_model_command(app, make_model_args);
+
   list->add_flag_callback("--machine", [] {
     fmt::print("{}\n", machine_info().machine);
     throw CLI::Success();
@@ -558,6 +562,8 @@ int run_cli(int argc, char** argv) {
       }
       return 0;
     }
+
+    if (*make_model_cmd) return run_make_model(make_model_args);
   } catch (const TokenizerError& e) {
     fmt::print(stderr, "qmvlab: {}\n", e.what());
     return 2;

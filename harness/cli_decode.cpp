@@ -255,7 +255,8 @@ int DecodeCommand::run(const std::string& command_line) const {
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
   };
-  stream(tok.decode(r.prompt));
+  // The prompt as the user wrote it (ids: their text), without BOS and other specials.
+  stream(o.prompt.empty() ? tok.decode(r.prompt) : o.prompt);
 
   // Prompt: every prompt token, then sampling the first new one.
   auto t0 = Clock::now();

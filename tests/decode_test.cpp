@@ -4,9 +4,12 @@
 // forward pass (threads, plans, repeat runs), the decode loop and its outputs, and
 // the errors.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <fstream>
 #include <random>
 #include <sstream>
