@@ -6,7 +6,7 @@ several weight mixes, `qmvlab logits` runs a random token sequence under two pla
   - f32 activations (every matvec on a kernel that reads float activations): the logits
     must match the reference position by position, NMSE below F32_NMSE_BOUND;
   - the default `auto` plan (int8 Q8_K / Q8_1 activations where a kernel takes them):
-    top-1 agreement and NMSE are reported; the bound only catches a collapse.
+    top-1 agreement and NMSE are reported; the bounds only catch a broken kernel.
 Prints a table and exits 1 on any failure.
 """
 import argparse
@@ -22,10 +22,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from reference_forward import forward  # noqa: E402
 
 F32_NMSE_BOUND = 1e-8
-# Int8 activations on random weights lose ~1e-4 of NMSE; an order of magnitude more
-# than that, or most top-1 choices changing, is a broken kernel, not rounding.
+# Int8 activations on random weights lose ~1e-3 of NMSE; an order of magnitude more is
+# a broken kernel, not rounding. Random models have near-flat logits, so top-1 flips
+# between near-ties are expected: a flip is only an error when the token we chose is
+# well below the reference's best (by more than Q8_REGRET_BOUND of the logits' spread).
 Q8_NMSE_BOUND = 1e-2
-Q8_TOP1_MIN = 0.8
+Q8_REGRET_BOUND = 0.25
 
 # (arch, mix): every architecture, float and quantized mixes, the legacy quants.
 CASES = [
@@ -90,18 +92,21 @@ def main():
                     continue
                 e = nmse(ours, ref)
                 top1 = float((ours.argmax(axis=1) == ref.argmax(axis=1)).mean())
-                rows.append((arch, mix, plan_name, e.max(), top1))
+                chosen = ref[np.arange(len(tokens)), ours.argmax(axis=1)]
+                regret = float(((ref.max(axis=1) - chosen) / ref.std(axis=1)).max())
+                rows.append((arch, mix, plan_name, e.max(), top1, regret))
                 if not np.isfinite(ours).all():
                     failures.append(f"{arch} {mix} {plan_name}: non-finite logits")
                 elif plan_name == "f32" and e.max() > F32_NMSE_BOUND:
                     failures.append(f"{arch} {mix} f32 plan: NMSE {e.max():.2e} at position {int(e.argmax())} "
                                     f"> {F32_NMSE_BOUND:.0e}")
-                elif plan_name == "auto" and (e.max() > Q8_NMSE_BOUND or top1 < Q8_TOP1_MIN):
-                    failures.append(f"{arch} {mix} auto plan: NMSE {e.max():.2e}, top-1 agreement {top1:.2f}")
-    print("| arch | mix | plan | max NMSE over positions | top-1 agreement |")
-    print("|---|---|---|---|---|")
-    for arch, mix, plan_name, e, top1 in rows:
-        print(f"| {arch} | {mix} | {plan_name} | {e:.2e} | {top1:.2f} |")
+                elif plan_name == "auto" and (e.max() > Q8_NMSE_BOUND or regret > Q8_REGRET_BOUND):
+                    failures.append(f"{arch} {mix} auto plan: NMSE {e.max():.2e}, top-1 agreement {top1:.2f}, "
+                                    f"worst chosen token {regret:.2f} sd below the reference's best")
+    print("| arch | mix | plan | max NMSE over positions | top-1 agreement | worst top-1 regret (sd) |")
+    print("|---|---|---|---|---|---|")
+    for arch, mix, plan_name, e, top1, regret in rows:
+        print(f"| {arch} | {mix} | {plan_name} | {e:.2e} | {top1:.2f} | {regret:.3f} |")
     print(f"f32 plan: {plans['f32']}")
     for f in failures:
         print("FAIL:", f)
