@@ -291,8 +291,17 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
 }
 
 void print_plan(const std::vector<PlannedMatvec>& planned) {
+  // In forward-pass order, whatever order the layers introduced the entries in.
+  auto op_index = [](const std::string& op) {
+    return std::find_if(std::begin(kMatvecOps), std::end(kMatvecOps), [&](const char* o) { return op == o; }) -
+           std::begin(kMatvecOps);
+  };
+  std::vector<PlannedMatvec> sorted = planned;
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const PlannedMatvec& a, const PlannedMatvec& b) {
+    return op_index(a.op) < op_index(b.op);
+  });
   std::vector<std::vector<std::string>> rows;
-  for (const auto& p : planned)
+  for (const auto& p : sorted)
     rows.push_back({p.op, std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
                     p.kernel->name, p.why});
   print_table({"op", "weights", "shape", "matvecs", "kernel", "why"}, rows);
