@@ -979,5 +979,54 @@ TEST(FloatQuantizer, RelativeErrorWithinHalfAnUlp) {
   }
 }
 
+// The vectorized activation quantizers (taken where the CPU has AVX-512) must write
+// the same bytes as the plain definitions: Gaussian rows with outliers, values on
+// exact rounding ties, NaN and infinity, all-zero blocks, huge and tiny scales.
+TEST(ActivationQuantizer, FastPathWritesTheSameBytesAsTheDefinition) {
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal;
+  const int n = 256 * 12;
+  std::vector<float> x(n);
+  for (int trial = 0; trial < 40; ++trial) {
+    const float scale = std::pow(10.0f, std::uniform_real_distribution<float>(-6, 6)(rng));
+    for (float& v : x) v = normal(rng) * scale;
+    switch (trial % 5) {
+      case 1:  // ties: a block whose max is 127 has d == 1, so k + 0.5 is an exact tie
+        for (int i = 0; i < 256; ++i) x[i] = std::uniform_int_distribution<int>(-126, 125)(rng) + 0.5f;
+        x[0] = 127.0f;
+        for (int i = 0; i < 32; ++i) x[256 + i] = std::uniform_int_distribution<int>(-126, 125)(rng) + 0.5f;
+        x[256] = 127.0f;
+        break;
+      case 2:  // specials
+        x[5] = std::numeric_limits<float>::quiet_NaN();
+        x[300] = std::numeric_limits<float>::infinity();
+        x[700] = -std::numeric_limits<float>::infinity();
+        break;
+      case 3:  // a zero block and a block of one outlier
+        std::fill(x.begin() + 512, x.begin() + 768, 0.0f);
+        x[1000] = 1e4f * scale;
+        break;
+      case 4:  // negative zero and subnormal values
+        std::fill(x.begin(), x.begin() + 256, -0.0f);
+        x[1] = 1e-40f;
+        break;
+      default:
+        break;
+    }
+    std::vector<BlockQ8K> fast_k(n / 256), plain_k(n / 256);
+    std::vector<BlockQ8_1> fast_1(n / 32), plain_1(n / 32);
+    std::memset(fast_k.data(), 0x5a, fast_k.size() * sizeof(BlockQ8K));
+    std::memset(fast_1.data(), 0x5a, fast_1.size() * sizeof(BlockQ8_1));
+    quantize_row_q8_K(x.data(), fast_k.data(), n);
+    quantize_row_q8_K_scalar(x.data(), plain_k.data(), n);
+    quantize_row_q8_1(x.data(), fast_1.data(), n);
+    quantize_row_q8_1_scalar(x.data(), plain_1.data(), n);
+    for (int b = 0; b < n / 256; ++b)
+      ASSERT_EQ(std::memcmp(&fast_k[b], &plain_k[b], sizeof(BlockQ8K)), 0) << "trial " << trial << " Q8_K block " << b;
+    for (int b = 0; b < n / 32; ++b)
+      ASSERT_EQ(std::memcmp(&fast_1[b], &plain_1[b], sizeof(BlockQ8_1)), 0) << "trial " << trial << " Q8_1 block " << b;
+  }
+}
+
 }  // namespace
 }  // namespace qmv

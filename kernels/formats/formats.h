@@ -210,6 +210,11 @@ void quantize_row(WeightType t, const float* x, void* blocks, std::int64_t n);
 // Activation quantizers. Q8_K: n a multiple of 256; Q8_1: n a multiple of 32.
 void quantize_row_q8_K(const float* x, BlockQ8K* y, std::int64_t n);
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::int64_t n);
+// The plain definitions of the two above. Where the CPU has AVX-512 BW/VL the public
+// functions run a vectorized version instead (decode quantizes every activation
+// vector); the two give the same bytes, which a test checks.
+void quantize_row_q8_K_scalar(const float* x, BlockQ8K* y, std::int64_t n);
+void quantize_row_q8_1_scalar(const float* x, BlockQ8_1* y, std::int64_t n);
 void dequantize_row_q8_K(const BlockQ8K* x, float* y, std::int64_t n);
 void dequantize_row_q8_1(const BlockQ8_1* x, float* y, std::int64_t n);
 
