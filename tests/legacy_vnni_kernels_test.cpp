@@ -1,0 +1,173 @@
+// The legacy-quant (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) x Q8_1 CPU kernels against the
+// scalar reference kernel of the same weight type, run on the very values the Q8_1
+// activation stands for. Weights are random bytes (every nibble, fifth bit and Q8_0
+// quant, -128 included) with random fp16 scales and offsets of both signs; the
+// activations are Gaussian with outlier channels, quantized by our Q8_1 quantizer, or
+// random Q8_1 blocks at the quant extremes (-128, which our quantizer never emits).
+// Column counts leave every remainder of the kernels' four-block groups; row counts
+// cover the four-row path and its remainders inside tiles of awkward sizes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/registry.h"
+
+namespace qmv {
+namespace {
+
+constexpr WeightType kLegacyTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
+                                       WeightType::Q8_0};
+
+bool has_offset(WeightType t) { return t == WeightType::Q4_1 || t == WeightType::Q5_1; }
+
+// Random bytes for every block, then finite fp16 scales (and offsets) in [-1, 1].
+std::vector<std::uint8_t> random_weights(WeightType t, Shape s, std::mt19937& rng) {
+  std::vector<std::uint8_t> w(row_bytes(t, s.cols) * static_cast<std::size_t>(s.rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
+  const std::size_t bb = block_bytes(t);
+  for (std::size_t off = 0; off < w.size(); off += bb) {
+    const fp16_bits d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(scale(rng));
+    std::memcpy(&w[off], &d, sizeof(d));  // every legacy block starts with d
+    if (has_offset(t)) std::memcpy(&w[off + 2], &m, sizeof(m));
+  }
+  return w;
+}
+
+// Gaussian activations with a few outlier channels 20..50x the rms, quantized.
+std::vector<BlockQ8_1> gaussian_q8_1(std::int64_t cols, std::mt19937& rng) {
+  std::vector<float> x(static_cast<std::size_t>(cols));
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  for (auto& v : x) v = gauss(rng);
+  std::uniform_int_distribution<std::int64_t> channel(0, cols - 1);
+  std::uniform_real_distribution<float> outlier(20.0f, 50.0f);
+  for (int i = 0; i < 3; ++i) x[static_cast<std::size_t>(channel(rng))] *= outlier(rng);
+  std::vector<BlockQ8_1> q(static_cast<std::size_t>(cols / kQ8_1Block));
+  quantize_row_q8_1(x.data(), q.data(), cols);
+  return q;
+}
+
+// Q8_1 blocks with quants in [-128, 127], a quarter of them at the extremes.
+std::vector<BlockQ8_1> extreme_q8_1(std::int64_t cols, std::mt19937& rng) {
+  std::vector<BlockQ8_1> x(static_cast<std::size_t>(cols / kQ8_1Block));
+  std::uniform_int_distribution<int> q(-128, 127), pick(0, 7);
+  std::uniform_real_distribution<float> d(0.001f, 0.1f);
+  for (auto& b : x) {
+    b.d = fp32_to_fp16(d(rng));
+    int sum = 0;
+    for (auto& v : b.qs) {
+      const int p = pick(rng);
+      v = static_cast<std::int8_t>(p == 0 ? -128 : p == 1 ? 127 : q(rng));
+      sum += v;
+    }
+    b.s = fp32_to_fp16(fp16_to_fp32(b.d) * static_cast<float>(sum));
+  }
+  return x;
+}
+
+// sum_j |w_ij x_j| per row, the scale of a row's float rounding.
+std::vector<double> magnitudes(WeightType t, Shape s, const std::vector<std::uint8_t>& w,
+                               const std::vector<float>& x) {
+  std::vector<double> mag(static_cast<std::size_t>(s.rows), 0.0);
+  std::vector<float> row(static_cast<std::size_t>(s.cols));
+  for (std::int64_t r = 0; r < s.rows; ++r) {
+    dequantize_row(t, w.data() + row_bytes(t, s.cols) * static_cast<std::size_t>(r), row.data(), s.cols);
+    for (std::int64_t c = 0; c < s.cols; ++c) mag[r] += std::fabs(double(row[c]) * x[c]);
+  }
+  return mag;
+}
+
+// y (NaN-poisoned first) from kernel k on w and activation x, or a failed assertion.
+std::vector<float> run_kernel(const KernelSpec& k, Shape s, const std::vector<std::uint8_t>& w, const void* x,
+                              std::size_t x_bytes, int threads) {
+  std::vector<float> y(static_cast<std::size_t>(s.rows), NAN);
+  MatVecArgs a;
+  a.shape = s;
+  a.w = w.data();
+  a.w_bytes = w.size();
+  a.x = x;
+  a.x_bytes = x_bytes;
+  a.y = y.data();
+  a.y_len = y.size();
+  a.threads = threads;
+  const Status st = invoke(k, a);
+  EXPECT_TRUE(st.ok()) << k.name << ": " << st.error;
+  return y;
+}
+
+class TilingGuard {
+ public:
+  explicit TilingGuard(CpuTiling t) : saved_(cpu_tiling()) { set_cpu_tiling(t); }
+  ~TilingGuard() { set_cpu_tiling(saved_); }
+
+ private:
+  CpuTiling saved_;
+};
+
+TEST(LegacyVnniKernels, EveryTypeHasBothVariants) {
+  for (WeightType t : kLegacyTypes) {
+    for (const char* variant : {"avx512_vnni", "avx512_vnni_4row"}) {
+      const std::string name = std::string(to_string(t)) + ".cpu." + variant;
+      const KernelSpec* k = global_registry().find(name);
+      ASSERT_NE(k, nullptr) << name;
+      EXPECT_EQ(k->act, ActFormat::Q8_1) << name;
+      EXPECT_EQ(k->weight, t) << name;
+    }
+  }
+}
+
+TEST(LegacyVnniKernels, RandomBlocksMatchTheScalarReference) {
+  std::mt19937 rng(4321);
+  const std::int64_t row_counts[] = {1, 3, 4, 5, 9, 67, 130};
+  // 1..3 blocks past a multiple of four, none, and the real models' 576 and 1536.
+  const std::int64_t col_counts[] = {32, 64, 96, 128, 160, 576, 1536};
+  // Tiles of 5 rows leave a remainder in every tile; 64 is the default.
+  const CpuTiling tilings[] = {{5, 0}, {64, 0}, {64, 256}};
+  int runs = 0;
+  for (WeightType t : kLegacyTypes) {
+    const std::string type(to_string(t));
+    const KernelSpec* reference = global_registry().find(type + ".cpu.scalar");
+    ASSERT_NE(reference, nullptr) << type;
+    std::vector<const KernelSpec*> kernels;
+    for (const KernelSpec* k : global_registry().select(type + ".cpu.*"))
+      if (k->act == ActFormat::Q8_1 && missing_cpu_features(k->cpu_features) == 0) kernels.push_back(k);
+    if (kernels.empty()) continue;  // this CPU runs none of them
+    for (std::int64_t cols : col_counts) {
+      for (std::int64_t rows : row_counts) {
+        const Shape shape{rows, cols};
+        const auto w = random_weights(t, shape, rng);
+        for (const auto& xq : {gaussian_q8_1(cols, rng), extreme_q8_1(cols, rng)}) {
+          std::vector<float> seen(static_cast<std::size_t>(cols));
+          dequantize_row_q8_1(xq.data(), seen.data(), cols);
+          const auto ref = run_kernel(*reference, shape, w, seen.data(), seen.size() * sizeof(float), 1);
+          const auto mag = magnitudes(t, shape, w, seen);
+          for (const KernelSpec* k : kernels) {
+            for (const CpuTiling& tiling : tilings) {
+              for (int threads : {1, 2}) {
+                TilingGuard guard(tiling);
+                const auto y = run_kernel(*k, shape, w, xq.data(), xq.size() * sizeof(BlockQ8_1), threads);
+                ++runs;
+                for (std::int64_t r = 0; r < rows; ++r) {
+                  // Both are float sums of the same products in different orders.
+                  ASSERT_NEAR(y[r], ref[r], 1e-5 * mag[r] + 1e-30)
+                      << k->name << " " << to_string(shape) << " row " << r << " threads " << threads
+                      << " tile " << tiling.tile_rows;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (runs == 0) GTEST_SKIP() << "this CPU lacks AVX-512 VNNI";
+}
+
+}  // namespace
+}  // namespace qmv
