@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/gguf.h"
+#include "kernels/registry.h"
 #include "model/plan.h"
 #include "tests/cli_run.h"
 
@@ -243,6 +244,51 @@ TEST(DecodeCli, ErrorsAreOneClearLine) {
   expect_error("decode --model /nonexistent.gguf --prompt hi", "/nonexistent.gguf");
   expect_error("logits --model " + model + " --tokens 1,2 --plan missing.toml --out " + tmp("x.npy"),
                "plan file 'missing.toml' not found");
+}
+
+}  // namespace
+}  // namespace qmv
+
+namespace qmv {
+namespace {
+
+TEST(TuneCli, WritesAPlanWithinTheBudgetThatDecodeTakes) {
+  const std::string model = toy_model("qwen2", "q4_K_m");
+  const std::string plan = tmp("tuned.toml");
+  std::filesystem::remove(plan);
+  // A budget only float activations meet: every chosen kernel must read f32.
+  const CliRun r = qmvlab("tune --model " + model + " --threads 1 --budget-nmse 1e-9 --reps 2 --min-time 0.002 "
+                          "--decode-tokens 4 --rounds 1 --out " + plan);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tuned plan"), std::string::npos) << r.output;
+  std::ifstream in(plan);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  int rules = 0;
+  for (std::size_t at = text.find(" = \""); at != std::string::npos; at = text.find(" = \"", at + 1)) {
+    const std::size_t end = text.find('"', at + 4);
+    const std::string kernel = text.substr(at + 4, end - at - 4);
+    if (kernel == "none") continue;
+    ++rules;
+    const KernelSpec* k = global_registry().find(kernel);
+    ASSERT_NE(k, nullptr) << kernel;
+    EXPECT_EQ(k->act, ActFormat::F32) << kernel << " is outside a 1e-9 budget";
+  }
+  EXPECT_GE(rules, 8);  // attn_q/k/v/out, gate, up, down for q4_K; attn_v/ffn_down/lm_head for q6_K
+  const CliRun d = qmvlab("decode --model " + model + " --prompt hi -n 3 --quiet --no-peak --plan " + plan);
+  EXPECT_EQ(d.code, 0) << d.output;
+}
+
+TEST(TuneCli, RefusesWhatCannotBeTuned) {
+  const std::string model = toy_model("llama", "q4_K_m");
+  // Found after the check has run: progress lines, then the one error line.
+  const CliRun r = qmvlab("tune --model " + model + " --kernels 'q4_K.cpu.scalar_q8k,q6_K.*' --budget-nmse 1e-9 "
+                          "--no-decode --reps 1 --min-time 0.002 --out " + tmp("never.toml"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  const std::string last = r.output.substr(r.output.rfind('\n', r.output.size() - 2) + 1);
+  EXPECT_NE(last.find("qmvlab: tune: no kernel for attn_q (q4_K 256x256) stays within NMSE 1.0e-09"), std::string::npos)
+      << r.output;
+  expect_error("tune --model " + model + " --kernels 'q6_K.*' --no-decode --out " + tmp("never.toml"),
+               "no kernel selected by 'q6_K.*' can run attn_q");
 }
 
 }  // namespace

@@ -1,0 +1,131 @@
+#include "harness/cli_tune.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "harness/machine.h"
+#include "harness/table.h"
+#include "harness/tune.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/gguf.h"
+
+namespace qmv {
+
+struct TuneCommand::Options {
+  CLI::App* cmd = nullptr;
+  std::string model, out;
+  TuneConfig config;
+  int decode_tokens = 32;
+  int rounds = 3;
+  bool no_decode = false;
+};
+
+namespace {
+
+// Greedy decode of `tokens` steps after a short prompt; tokens/s after the first.
+double decode_tok_s(const ModelConfig& c, const ModelWeights& w, const std::vector<PlannedMatvec>& planned,
+                    int threads, int tokens) {
+  const int prompt = std::min(8, c.vocab_size);
+  CpuForward fwd(c, w, planned, threads, prompt + tokens);
+  std::span<const float> logits;
+  for (int i = 0; i < prompt; ++i) logits = fwd.step(i);
+  auto argmax = [](std::span<const float> l) {
+    return static_cast<int>(std::max_element(l.begin(), l.end()) - l.begin());
+  };
+  int next = argmax(logits);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 1; i < tokens; ++i) next = argmax(fwd.step(next));
+  return (tokens - 1) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+TuneCommand::TuneCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
+  Options& o = *o_;
+  o.config.threads = machine_info().cores;
+  o.cmd = app.add_subcommand("tune",
+                             "Time every kernel that can run each matvec of a model, keep those within an accuracy "
+                             "budget, write the fastest as a plan, and compare its decode speed with the default plan");
+  o.cmd->add_option("--model", o.model, "GGUF model")->required();
+  o.cmd->add_option("--threads", o.config.threads, "Threads to tune for")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  o.cmd->add_option("--budget-nmse", o.config.budget_nmse,
+                    "Largest end-to-end NMSE a kernel may lose (Gaussian and outlier activations)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  o.cmd->add_option("--kernels", o.config.kernels, "Comma-separated globs limiting the candidates")
+      ->capture_default_str();
+  o.cmd->add_option("--reps", o.config.repetitions, "Timed repetitions per kernel and shape")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  o.cmd->add_option("--min-time", o.config.min_time_s, "Minimum seconds per repetition")
+      ->check(CLI::Range(0.001, 10.0))->capture_default_str();
+  o.cmd->add_option("--seed", o.config.seed, "Seed of the check's random data")->capture_default_str();
+  o.cmd->add_option("--out", o.out, "Plan file to write (default results/{machine}/tune-<model>.toml)");
+  o.cmd->add_option("--decode-tokens", o.decode_tokens, "Tokens per decode round of the comparison")
+      ->check(CLI::Range(2, 4096))->capture_default_str();
+  o.cmd->add_option("--rounds", o.rounds, "Decode rounds per plan, alternating (median reported)")
+      ->check(CLI::Range(1, 50))->capture_default_str();
+  o.cmd->add_flag("--no-decode", o.no_decode, "Skip the decode comparison");
+}
+
+TuneCommand::~TuneCommand() = default;
+
+bool TuneCommand::chosen() const { return o_->cmd->parsed(); }
+
+int TuneCommand::run() const {
+  const Options& o = *o_;
+  const gguf::File f = gguf::File::open(o.model);
+  const ModelConfig c = read_config(f);
+  const ModelWeights w = bind_weights(f, c);
+  const std::string stem = std::filesystem::path(o.model).stem().string();
+  fmt::print("tuning {} ({}, {} layers) for {} thread(s), NMSE budget {:.1e}\n", c.name, c.arch, c.n_layers,
+             o.config.threads, o.config.budget_nmse);
+  const TuneResult r = tune_model(w, c.name, o.config, [](const std::string& s) {
+    fmt::print("  {}\n", s);
+    std::fflush(stdout);
+  });
+
+  std::vector<std::vector<std::string>> rows;
+  for (const TuneCandidate& t : r.candidates)
+    rows.push_back({t.op, std::string(to_string(t.weight)), to_string(t.shape), t.kernel->name,
+                    fmt::format("{:.1e}", t.nmse_gaussian), fmt::format("{:.1e}", t.nmse_outliers),
+                    t.within_budget ? "yes" : (t.check_passed ? "no" : "check failed"),
+                    t.time_us > 0 ? fmt::format("{:.1f}", t.time_us) : "-",
+                    t.time_us > 0 ? fmt::format("{:.2f}", t.gbps) : "-",
+                    t.time_us > 0 ? fmt::format("{:.0f}%", t.peak_pct) : "-", t.chosen ? "<- plan" : ""});
+  fmt::print("\n");
+  print_table({"op", "weights", "shape", "kernel", "NMSE gaussian", "NMSE outliers", "in budget", "median us",
+               "GB/s", "of peak", ""},
+              rows);
+
+  const std::string out = expand_machine(o.out.empty() ? "results/{machine}/tune-" + stem + ".toml" : o.out);
+  if (const auto dir = std::filesystem::path(out).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
+  std::ofstream(out) << r.plan_toml;
+  if (!std::filesystem::is_regular_file(out)) throw std::runtime_error(fmt::format("cannot write '{}'", out));
+  fmt::print("\nwrote the plan to {} (qmvlab decode --model {} --plan {})\n", out, o.model, out);
+
+  if (o.no_decode) return 0;
+  const auto tuned = resolve_plan(KernelPlan::load_toml(out), w, o.config.threads);
+  const auto standard = resolve_plan(KernelPlan{}, w, o.config.threads);
+  std::vector<double> tuned_s, standard_s;
+  for (int i = 0; i < o.rounds; ++i) {
+    standard_s.push_back(decode_tok_s(c, w, standard, o.config.threads, o.decode_tokens));
+    tuned_s.push_back(decode_tok_s(c, w, tuned, o.config.threads, o.decode_tokens));
+  }
+  const double a = median(standard_s), b = median(tuned_s);
+  fmt::print("\ndecode, {} thread(s), {} tokens, medians of {} alternating rounds: default plan {:.2f} tok/s, "
+             "tuned plan {:.2f} tok/s ({:.2f}x)\n",
+             o.config.threads, o.decode_tokens, o.rounds, a, b, b / a);
+  return 0;
+}
+
+}  // namespace qmv
