@@ -15,6 +15,7 @@
 
 #include "harness/bench.h"
 #include "harness/check.h"
+#include "harness/cli_compare.h"
 #include "harness/cli_decode.h"
 #include "harness/cli_make_model.h"
 #include "harness/csv.h"
@@ -368,6 +369,7 @@ int run_cli(int argc, char** argv) {
   tok_cmd->add_flag("--ids", tok_ids_only, "Print only the ids, space separated");
 
   DecodeCommand decode_cmd(app);
+  CompareCommand compare_cmd(app);
 
   // report
   auto* report = app.add_subcommand("report", "Print a results CSV (bench, check or peak) as a table");
@@ -400,6 +402,7 @@ int run_cli(int argc, char** argv) {
 
   try {
     if (decode_cmd.chosen()) return decode_cmd.run(cmd);
+    if (compare_cmd.chosen()) return compare_cmd.run();
     if (*list) {
       std::vector<std::vector<std::string>> rows;
       for (const KernelSpec* k : select_kernels(list_kernels)) {
