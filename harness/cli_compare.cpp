@@ -20,7 +20,7 @@ CompareCommand::CompareCommand(CLI::App& app) : o_(std::make_unique<Options>()) 
   o_->cmd->add_option("b", o_->b, "Results CSV B")->required();
   o_->cmd->add_option("--by", o_->by,
                       "kernel: same kernel, shape, threads and cache; shape: each side's fastest "
-                      "row per shape, weight type and cache, whatever the kernel (across "
+                      "row per shape, weight type, op and cache, whatever the kernel (across "
                       "machines and backends)")
       ->capture_default_str();
   o_->cmd->add_option("--metric", o_->metric,

@@ -117,7 +117,7 @@ bool usable(double v) { return std::isfinite(v) && v > 0; }
 }  // namespace
 
 ResultsFile read_results_csv(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw CompareError(fmt::format("{}: no such file", path));
+  if (!std::filesystem::is_regular_file(path)) throw CompareError(fmt::format("{}: no such file (or not a regular file)", path));
   {
     std::ifstream probe(path);
     std::string first;
