@@ -15,6 +15,7 @@
 
 #include "harness/bench.h"
 #include "harness/check.h"
+#include "harness/cli_compare.h"
 #include "harness/cli_decode.h"
 #include "harness/cli_make_model.h"
 #include "harness/cli_tune.h"
@@ -370,6 +371,7 @@ int run_cli(int argc, char** argv) {
 
   DecodeCommand decode_cmd(app);
   TuneCommand tune_cmd(app);
+  CompareCommand compare_cmd(app);
 
   // report
   auto* report = app.add_subcommand("report", "Print a results CSV (bench, check or peak) as a table");
@@ -403,6 +405,7 @@ int run_cli(int argc, char** argv) {
   try {
     if (decode_cmd.chosen()) return decode_cmd.run(cmd);
     if (tune_cmd.chosen()) return tune_cmd.run();
+    if (compare_cmd.chosen()) return compare_cmd.run();
     if (*list) {
       std::vector<std::vector<std::string>> rows;
       for (const KernelSpec* k : select_kernels(list_kernels)) {

@@ -1,11 +1,29 @@
 #!/usr/bin/env python3
-"""Plots a qmvlab bench CSV: GB/s of every kernel and shape against the measured
-read bandwidth (the roofline of a matvec, which reads every weight once).
+"""Plots qmvlab results CSVs (bench CSVs, or sweep CSVs with the bench columns; rows
+whose `status` is not ok are left out).
 
-    .venv/bin/python scripts/plot.py results/<machine>/bench.csv [-o out.png]
+One results CSV, --kind picks the plot (PNGs go beside the CSV unless -o is given):
+  bench        GB/s of every kernel and shape against the measured read bandwidth
+               (the roofline of a matvec, which reads every weight once)   -> <csv>.png
+  leaderboard  share of the measured peak per kernel (rows, best first) and shape
+               (columns), the best thread count per cell                  -> <csv>-leaderboard.png
+  roofline     GB/s against bytes moved per call, with the measured peak per thread
+               count as the roof                                          -> <csv>-roofline.png
+  accuracy     end-to-end NMSE (log) against % of peak, one point per kernel and
+               shape; needs check columns in the CSV (check_nmse_e2e) or --check
+               results/<machine>/check.csv (joined on kernel, rows, cols; the worst
+               NMSE over its activations)                                 -> <csv>-accuracy.png
+  all          every one of the above that the data allows
+
+Several results CSVs from different machines, --compare: grouped bars per kernel and
+shape found in at least two of them, one colour per machine (best thread count).
+
+    .venv/bin/python scripts/plot.py results/<machine>/bench.csv [--kind all] [--check results/<machine>/check.csv]
+    .venv/bin/python scripts/plot.py results/a/bench.csv results/b/bench.csv --compare -o compare.png
 """
 import argparse
 import csv
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -15,26 +33,66 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+BENCH_COLUMNS = {"kernel", "rows", "cols", "threads", "gbps_median", "peak_gbps", "cache"}
+KINDS = ("bench", "leaderboard", "roofline", "accuracy")
 
-def load(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    need = {"kernel", "rows", "cols", "threads", "gbps_median", "peak_gbps", "cache"}
-    if not rows or not need <= rows[0].keys():
-        sys.exit(f"plot.py: {path} is not a qmvlab bench CSV (needs columns {sorted(need)})")
+
+def fail(message):
+    sys.exit(f"plot.py: {message}")
+
+
+def number(row, column, path, line):
+    try:
+        return float(row[column])
+    except (TypeError, ValueError):
+        fail(f"{path}: line {line}: column {column}: {row[column]!r} is not a number")
+
+
+def load(path, need=BENCH_COLUMNS):
+    """Rows of a results CSV with numbers parsed; only status-ok rows of a sweep CSV."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            header = set(reader.fieldnames or [])
+            raw = list(reader)
+    except OSError as e:
+        fail(f"{path}: cannot read: {e.strerror}")
+    except (UnicodeDecodeError, csv.Error) as e:
+        fail(f"{path}: not a CSV: {e}")
+    if not need <= header:
+        fail(f"{path} is not a qmvlab bench CSV (needs columns {sorted(need)}; missing {sorted(need - header)})")
+    rows = []
+    for line, r in enumerate(raw, start=2):
+        if "status" in r and r["status"] != "ok":
+            continue
+        for c in ("rows", "cols", "threads"):
+            r[c] = int(number(r, c, path, line))
+        for c in ("gbps_median", "peak_gbps", "peak_pct", "bytes_per_call", "check_nmse_e2e"):
+            if r.get(c) not in (None, ""):
+                r[c] = number(r, c, path, line)
+        if "peak_pct" not in header or r.get("peak_pct") in (None, ""):
+            r["peak_pct"] = 100 * r["gbps_median"] / r["peak_gbps"] if r["peak_gbps"] > 0 else float("nan")
+        rows.append(r)
+    if not rows:
+        fail(f"{path}: no rows to plot" + (" with status ok" if "status" in header else ""))
     return rows
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("csv", help="bench CSV written by `qmvlab bench --out`")
-    ap.add_argument("-o", "--out", help="PNG to write (default: beside the CSV, .png)")
-    args = ap.parse_args()
-    rows = load(args.csv)
-    out = Path(args.out) if args.out else Path(args.csv).with_suffix(".png")
+def shape(r):
+    return (r["rows"], r["cols"])
 
-    threads = sorted({int(r["threads"]) for r in rows})
-    shapes = sorted({(int(r["rows"]), int(r["cols"])) for r in rows})
+
+def shape_text(s):
+    return f"{s[0]}x{s[1]}"
+
+
+def machine_of(rows, path):
+    return rows[0].get("machine") or Path(path).parent.name
+
+
+def plot_bench(rows, out):
+    threads = sorted({r["threads"] for r in rows})
+    shapes = sorted({shape(r) for r in rows})
     kernels = sorted({r["kernel"] for r in rows})
     fig, axes = plt.subplots(len(threads), 1, figsize=(min(22, max(8, 0.55 * len(kernels) + 2)), 4.5 * len(threads)),
                              squeeze=False)
@@ -43,13 +101,14 @@ def main():
         gbps = defaultdict(float)
         peak = 0.0
         for r in rows:
-            if int(r["threads"]) != t:
+            if r["threads"] != t:
                 continue
-            gbps[(r["kernel"], (int(r["rows"]), int(r["cols"])))] = float(r["gbps_median"])
-            peak = max(peak, float(r["peak_gbps"]))
-        for i, shape in enumerate(shapes):
+            key = (r["kernel"], shape(r))
+            gbps[key] = max(gbps[key], r["gbps_median"])
+            peak = max(peak, r["peak_gbps"])
+        for i, s in enumerate(shapes):
             xs = [k + (i - (len(shapes) - 1) / 2) * width for k in range(len(kernels))]
-            ax.bar(xs, [gbps[(k, shape)] for k in kernels], width, label=f"{shape[0]}x{shape[1]}")
+            ax.bar(xs, [gbps[(k, s)] for k in kernels], width, label=shape_text(s))
         if peak > 0:
             ax.axhline(peak, color="black", linestyle="--", linewidth=1)
             ax.text(len(kernels) - 0.5, peak, f" measured read peak {peak:.1f} GB/s", va="bottom", ha="right", fontsize=8)
@@ -61,9 +120,212 @@ def main():
         ax.set_title(f"{t} thread{'s' if t > 1 else ''}, {rows[0]['cache']} cache, {rows[0].get('machine', '')}")
         ax.legend(fontsize=7, title="shape", title_fontsize=7)
         ax.grid(axis="y", alpha=0.3)
+    save(fig, out)
+
+
+def best_by(rows, key, value="peak_pct"):
+    """The row with the highest `value` per key(row)."""
+    best = {}
+    for r in rows:
+        k = key(r)
+        if k not in best or r[value] > best[k][value]:
+            best[k] = r
+    return best
+
+
+def leaderboard(rows):
+    """Kernels best first (by mean % of peak over the shapes each was measured on), the
+    shapes, each kernel's score and the best row per (kernel, shape)."""
+    best = best_by(rows, lambda r: (r["kernel"], shape(r)))
+    shapes = sorted({s for _, s in best})
+    kernels = sorted({k for k, _ in best})
+    score = {k: sum(best[(k, s)]["peak_pct"] for s in shapes if (k, s) in best) /
+             sum(1 for s in shapes if (k, s) in best) for k in kernels}
+    kernels.sort(key=lambda k: -score[k])
+    return kernels, shapes, score, best
+
+
+def plot_leaderboard(rows, out):
+    kernels, shapes, score, best = leaderboard(rows)
+    grid = [[best[(k, s)]["peak_pct"] if (k, s) in best else math.nan for s in shapes] for k in kernels]
+    fig, ax = plt.subplots(figsize=(2.2 + 1.4 * len(shapes) + 0.05 * max(len(k) for k in kernels),
+                                    1.2 + 0.32 * len(kernels)))
+    im = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=max(100, max(score.values())))
+    for i, k in enumerate(kernels):
+        for j, s in enumerate(shapes):
+            if (k, s) in best:
+                r = best[(k, s)]
+                v = r["peak_pct"]
+                ax.text(j, i, f"{v:.0f}% ({r['threads']}t)", ha="center", va="center", fontsize=7,
+                        color="white" if v < 60 else "black")
+    ax.set_xticks(range(len(shapes)))
+    ax.set_xticklabels([shape_text(s) for s in shapes], fontsize=8)
+    ax.set_yticks(range(len(kernels)))
+    ax.set_yticklabels([f"{k}  ({score[k]:.0f}%)" for k in kernels], fontsize=7)
+    ax.set_xlabel("shape (rows x cols)")
+    ax.set_title(f"Share of measured read peak, best thread count per cell; {rows[0].get('machine', '')}, "
+                 f"{rows[0]['cache']} cache\nkernels best first (mean over shapes in brackets)", fontsize=9)
+    fig.colorbar(im, ax=ax, label="% of measured peak", fraction=0.04)
+    save(fig, out)
+
+
+def plot_roofline(rows, out):
+    if any("bytes_per_call" not in r or r["bytes_per_call"] == "" for r in rows):
+        fail("roofline needs the bytes_per_call column")
+    threads = sorted({r["threads"] for r in rows})
+    kernels = sorted({r["kernel"] for r in rows})
+    cmap = plt.get_cmap("tab20")
+    markers = "o^sDv<>pX*h"
+    fig, axes = plt.subplots(1, len(threads), figsize=(7 * len(threads) + 3, 5.5), squeeze=False, sharey=True)
+    for ax, t in zip(axes[0], threads):
+        sub = [r for r in rows if r["threads"] == t]
+        for i, k in enumerate(kernels):
+            pts = sorted((r["bytes_per_call"], r["gbps_median"]) for r in sub if r["kernel"] == k)
+            if pts:
+                ax.plot([p[0] / 2**20 for p in pts], [p[1] for p in pts], marker=markers[i // 20 % len(markers)],
+                        color=cmap(i % 20), linewidth=0.8, markersize=5, label=k)
+        peak = max(r["peak_gbps"] for r in sub)
+        ax.axhline(peak, color="black", linestyle="--", linewidth=1.2)
+        ax.text(0.01, peak, f"measured read peak {peak:.1f} GB/s", transform=ax.get_yaxis_transform(),
+                va="bottom", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlabel("MiB moved per call (weights + activations + output)")
+        ax.set_title(f"{t} thread{'s' if t > 1 else ''}, {rows[0]['cache']} cache, {rows[0].get('machine', '')}")
+        ax.grid(alpha=0.3, which="both")
+    axes[0][0].set_ylabel("GB/s (median)")
+    axes[0][-1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5), ncol=1 + len(kernels) // 30)
+    save(fig, out)
+
+
+def accuracy_points(rows, check_path):
+    """(kernel, shape) -> (best % of peak, worst NMSE e2e, passed) from check columns or a check CSV."""
+    speed = best_by(rows, lambda r: (r["kernel"], shape(r)))
+    nmse, passed = {}, {}
+    if check_path:
+        if not Path(check_path).is_file():
+            fail(f"{check_path}: no such file")
+        with open(check_path, newline="") as f:
+            reader = csv.DictReader(f)
+            need = {"kernel", "rows", "cols", "nmse_e2e", "passed"}
+            if not need <= set(reader.fieldnames or []):
+                fail(f"{check_path} is not a qmvlab check CSV (needs columns {sorted(need)})")
+            for line, c in enumerate(reader, start=2):
+                k = (c["kernel"], (int(number(c, "rows", check_path, line)), int(number(c, "cols", check_path, line))))
+                if k in speed:
+                    nmse[k] = max(nmse.get(k, 0.0), number(c, "nmse_e2e", check_path, line))
+                    passed[k] = passed.get(k, True) and c["passed"] in ("1", "true", "True")
+    else:
+        for r in rows:
+            if isinstance(r.get("check_nmse_e2e"), float):
+                k = (r["kernel"], shape(r))
+                nmse[k] = max(nmse.get(k, 0.0), r["check_nmse_e2e"])
+                passed[k] = passed.get(k, True) and r.get("check_passed", "1") in ("1", "true", "True", "")
+    return {k: (speed[k]["peak_pct"], nmse[k], passed[k]) for k in nmse}
+
+
+def plot_accuracy(rows, out, check_path):
+    points = accuracy_points(rows, check_path)
+    if not points:
+        fail("accuracy needs check results: a CSV with check_nmse_e2e columns, or --check results/<machine>/check.csv "
+             "with rows for the same kernels and shapes")
+    kernels = sorted({k for k, _ in points})
+    positive = [v[1] for v in points.values() if v[1] > 0]
+    floor = min(positive) / 10 if positive else 1e-30
+    cmap = plt.get_cmap("tab20")
+    markers = "o^sDv<>pX*h"
+    fig, ax = plt.subplots(figsize=(11, 6.5))
+    for i, k in enumerate(kernels):
+        pts = [(v[0], max(v[1], floor), v[2]) for (kk, _), v in points.items() if kk == k]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=cmap(i % 20), marker=markers[i // 20 % len(markers)],
+                   s=28, label=k, edgecolors=["red" if not p[2] else "none" for p in pts])
+    ax.set_yscale("log")
+    ax.set_xlabel("% of measured read peak (best thread count)")
+    ax.set_ylabel("NMSE end-to-end (worst activation set; lower is better)")
+    failed = sum(1 for v in points.values() if not v[2])
+    ax.set_title(f"Accuracy beside speed, one point per kernel and shape; {rows[0].get('machine', '')}"
+                 + (f"; {failed} failed checks circled red" if failed else ""), fontsize=9)
+    if any(v[1] <= 0 for v in points.values()):
+        ax.axhline(floor, color="gray", linestyle=":", linewidth=1)
+        ax.text(0.01, floor, "exact (NMSE 0)", transform=ax.get_yaxis_transform(), va="bottom", fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5), ncol=1 + len(kernels) // 30)
+    save(fig, out)
+
+
+def plot_compare(paths, out, metric):
+    files = [(p, load(p)) for p in paths]
+    names = [machine_of(rows, p) for p, rows in files]
+    if len(set(names)) < len(names):  # the same machine twice: tell the files apart
+        names = [f"{n} ({Path(p).name})" for n, (p, _) in zip(names, files)]
+    best = [best_by(rows, lambda r: (r["kernel"], shape(r)), value="gbps_median") for _, rows in files]
+    keys = sorted({k for b in best for k in b}, key=lambda k: (k[0], k[1]))
+    keys = [k for k in keys if sum(k in b for b in best) >= 2]
+    if not keys:
+        fail("--compare: no kernel and shape is in two or more of the CSVs")
+    label = {"gbps": "GB/s (median)", "peak_pct": "% of each machine's measured peak"}[metric]
+    value = "gbps_median" if metric == "gbps" else "peak_pct"
+    fig, ax = plt.subplots(figsize=(min(40, max(8, 0.45 * len(keys) * len(files) + 2)), 5.5))
+    width = 0.8 / len(files)
+    for i, (name, b) in enumerate(zip(names, best)):
+        xs = [x + (i - (len(files) - 1) / 2) * width for x in range(len(keys))]
+        ax.bar(xs, [b[k][value] if k in b else 0 for k in keys], width, label=name)
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels([f"{k} {shape_text(s)}" for k, s in keys], rotation=40, ha="right", fontsize=7)
+    ax.set_ylabel(label)
+    ax.set_title("The same kernels on several machines (best thread count; missing bar: not measured there)",
+                 fontsize=9)
+    ax.legend(fontsize=8, title="machine")
+    ax.grid(axis="y", alpha=0.3)
+    save(fig, out)
+
+
+def save(fig, out):
     fig.tight_layout()
     fig.savefig(out, dpi=110)
+    plt.close(fig)
     print(f"wrote {out}")
+
+
+def default_out(csv_path, kind):
+    p = Path(csv_path)
+    return p.with_suffix(".png") if kind == "bench" else p.with_name(f"{p.stem}-{kind}.png")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv", nargs="+", help="results CSV(s) written by `qmvlab bench --out` or `qmvlab sweep`")
+    ap.add_argument("--kind", choices=KINDS + ("all",), default="bench", help="which plot of one CSV (default bench)")
+    ap.add_argument("--check", help="check CSV for --kind accuracy (joined on kernel, rows, cols)")
+    ap.add_argument("--compare", action="store_true", help="several CSVs, one per machine: grouped bars")
+    ap.add_argument("--metric", choices=("gbps", "peak_pct"), default="gbps", help="bar height for --compare")
+    ap.add_argument("-o", "--out", help="PNG to write (default: beside the CSV); not with --kind all")
+    args = ap.parse_args()
+
+    if args.compare:
+        if len(args.csv) < 2:
+            fail("--compare needs two or more CSVs")
+        plot_compare(args.csv, Path(args.out) if args.out else default_out(args.csv[0], "compare"), args.metric)
+        return
+    if len(args.csv) > 1:
+        fail("several CSVs need --compare")
+    if args.kind == "all" and args.out:
+        fail("-o names one PNG; --kind all writes several beside the CSV")
+    rows = load(args.csv[0])
+    kinds = KINDS if args.kind == "all" else (args.kind,)
+    for kind in kinds:
+        out = Path(args.out) if args.out else default_out(args.csv[0], kind)
+        if kind == "bench":
+            plot_bench(rows, out)
+        elif kind == "leaderboard":
+            plot_leaderboard(rows, out)
+        elif kind == "roofline":
+            plot_roofline(rows, out)
+        elif kind == "accuracy":
+            has_check = args.check or any(isinstance(r.get("check_nmse_e2e"), float) for r in rows)
+            if args.kind == "all" and not has_check:
+                print("no check columns and no --check: accuracy plot skipped")
+                continue
+            plot_accuracy(rows, out, args.check)
 
 
 if __name__ == "__main__":

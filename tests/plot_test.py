@@ -1,27 +1,234 @@
 #!/usr/bin/env python3
-"""scripts/plot.py draws a bench CSV written by qmvlab, and refuses other CSVs clearly."""
+"""scripts/plot.py: every plot kind on CSVs written here from random values (and on a
+bench CSV written by qmvlab), the joins and orderings the plots rest on, and clear
+refusals of bad input."""
 import argparse
+import csv
+import importlib.util
+import math
+import random
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import matplotlib.image
+import numpy as np
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--qmvlab", required=True)
 ap.add_argument("--plot", required=True)
 args = ap.parse_args()
 
-with tempfile.TemporaryDirectory() as tmp:
-    bench = Path(tmp) / "bench.csv"
-    subprocess.run([args.qmvlab, "bench", "--kernels", "q4_K.cpu.scalar*", "--shapes", "4x256,8x512",
-                    "--threads", "1", "--warm", "--reps", "1", "--min-time", "0.01", "--peak-reps", "1",
-                    "--out", str(bench)], check=True, stdout=subprocess.DEVNULL)
-    png = Path(tmp) / "bench.png"
-    subprocess.run([sys.executable, args.plot, str(bench), "-o", str(png)], check=True)
-    assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "no PNG written"
+spec = importlib.util.spec_from_file_location("plot", args.plot)
+plot = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plot)
 
-    other = Path(tmp) / "other.csv"
-    other.write_text("a,b\n1,2\n")
-    r = subprocess.run([sys.executable, args.plot, str(other)], capture_output=True, text=True)
-    assert r.returncode != 0 and "not a qmvlab bench CSV" in r.stderr, r.stderr
-print("plot_test: 2 passed, 0 failed")
+rng = random.Random()
+passed = failed = 0
+
+BENCH_HEADER = ["machine", "cpu_model", "gpu", "compiler", "git_commit", "kernel", "op", "weight_type", "act_format",
+                "backend", "rows", "cols", "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions",
+                "time_min_us", "time_median_us", "time_max_us", "bytes_per_call", "gbps_median", "gbps_best",
+                "peak_gbps", "peak_pct", "gflops", "command"]
+KERNELS = ["q4_K.cpu.avx2_raw", "q4_K.cpu.scalar", "q6_K.cpu.avx512_vnni_4row", "q8_0.cpu.avx2_f32", "f16.cpu.scalar"]
+SHAPES = [(4096, 4096), (11008, 4096), (576, 1536)]
+
+
+def check(name, fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+    except AssertionError as e:
+        failed += 1
+        print(f"FAIL {name}: {e}")
+
+
+def random_rows(machine, kernels=KERNELS, shapes=SHAPES, threads=(1, 2)):
+    peak = {t: rng.uniform(10, 40) * t for t in threads}
+    rows = []
+    for k in kernels:
+        for r, c in shapes:
+            for t in threads:
+                gbps = rng.uniform(0.05, 1.0) * peak[t]
+                nbytes = r * c + rng.randint(1, 10000)
+                rows.append({"machine": machine, "cpu_model": "Test CPU", "gpu": "none", "compiler": "gcc",
+                             "git_commit": "abc", "kernel": k, "op": "matvec", "weight_type": k.split(".")[0],
+                             "act_format": "q8_K", "backend": "cpu", "rows": r, "cols": c, "threads": t,
+                             "cache": "cold", "tile_rows": 64, "min_parallel_rows": 128, "repetitions": 5,
+                             "time_min_us": 1, "time_median_us": nbytes / gbps / 1e3, "time_max_us": 1e9,
+                             "bytes_per_call": nbytes, "gbps_median": gbps, "gbps_best": gbps * 1.01,
+                             "peak_gbps": peak[t], "peak_pct": 100 * gbps / peak[t], "gflops": 1, "command": "x"})
+    return rows
+
+
+def write_csv(path, rows, header=BENCH_HEADER):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header)
+        w.writeheader()
+        for r in rows:
+            w.writerow({h: r.get(h, "") for h in header})
+    return path
+
+
+def run(*argv):
+    return subprocess.run([sys.executable, args.plot, *map(str, argv)], capture_output=True, text=True)
+
+
+def assert_png(path, min_size=(300, 200)):
+    """A PNG of a plausible size whose pixels are not all one colour."""
+    path = Path(path)
+    assert path.exists(), f"{path} not written"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    img = matplotlib.image.imread(path)
+    assert img.shape[1] >= min_size[0] and img.shape[0] >= min_size[1], f"{path}: tiny image {img.shape}"
+    assert float(np.std(img[..., :3])) > 0.02, f"{path}: blank image"
+    # Data drawn, not only a frame, text and grid (all grey): some pixels are coloured.
+    rgb = img[..., :3]
+    coloured = int(np.count_nonzero((rgb.max(axis=2) - rgb.min(axis=2)) > 0.15))
+    assert coloured > 200, f"{path}: only {coloured} coloured pixels"
+
+
+def assert_refused(result, message):
+    assert result.returncode != 0, f"accepted; stdout {result.stdout}"
+    assert message in result.stderr, f"expected {message!r} in {result.stderr!r}"
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = Path(tmp)
+
+    def qmvlab_bench():
+        bench = tmp / "qmvlab" / "bench.csv"
+        subprocess.run([args.qmvlab, "bench", "--kernels", "q4_K.cpu.scalar*", "--shapes", "4x256,8x512",
+                        "--threads", "1", "--warm", "--reps", "1", "--min-time", "0.01", "--peak-reps", "1",
+                        "--out", str(bench)], check=True, stdout=subprocess.DEVNULL)
+        for kind in ("bench", "leaderboard", "roofline"):
+            r = run(bench, "--kind", kind)
+            assert r.returncode == 0, r.stderr
+        assert_png(bench.with_suffix(".png"))
+        assert_png(tmp / "qmvlab" / "bench-leaderboard.png", (200, 100))
+        assert_png(tmp / "qmvlab" / "bench-roofline.png")
+    check("bench CSV from qmvlab", qmvlab_bench)
+
+    rows = random_rows("box-a")
+    (tmp / "a").mkdir()
+    bench = write_csv(tmp / "a" / "bench.csv", rows)
+
+    def every_kind_beside_the_csv():
+        r = run(bench, "--kind", "all")
+        assert r.returncode == 0, r.stderr
+        for name in ("bench.png", "bench-leaderboard.png", "bench-roofline.png"):
+            assert_png(tmp / "a" / name)
+        assert "accuracy plot skipped" in r.stdout, r.stdout
+        assert not (tmp / "a" / "bench-accuracy.png").exists()
+        out = tmp / "elsewhere.png"
+        r = run(bench, "--kind", "roofline", "-o", out)
+        assert r.returncode == 0, r.stderr
+        assert_png(out)
+    check("--kind all writes every plot beside the CSV", every_kind_beside_the_csv)
+
+    def leaderboard_order():
+        kernels, shapes, score, best = plot.leaderboard(plot.load(str(bench)))
+        expected = {}
+        for k in KERNELS:
+            cells = [max(r["peak_pct"] for r in rows if r["kernel"] == k and (r["rows"], r["cols"]) == s) for s in SHAPES]
+            expected[k] = sum(cells) / len(cells)
+        assert kernels == sorted(KERNELS, key=lambda k: -expected[k]), (kernels, expected)
+        for k in KERNELS:
+            assert math.isclose(score[k], expected[k], rel_tol=1e-12), (k, score[k], expected[k])
+    check("leaderboard: best first, the best thread count per cell", leaderboard_order)
+
+    # A sweep-style CSV: extra columns, check columns, failed rows with empty numbers.
+    sweep_header = ["experiment", "model_op"] + BENCH_HEADER + ["status", "reason", "check_nmse_e2e", "check_passed"]
+    sweep_rows = random_rows("box-s")
+    for r in sweep_rows:
+        r.update(experiment="e", model_op="ffn_down", status="ok", check_nmse_e2e=10 ** rng.uniform(-14, -3),
+                 check_passed=1)
+    broken = dict(sweep_rows[0], status="failed", reason="check failed, NMSE 0.5", gbps_median="", peak_pct="",
+                  time_median_us="", check_nmse_e2e=0.5, check_passed=0)
+    sweep = write_csv(tmp / "sweep.csv", sweep_rows + [broken], sweep_header)
+
+    def accuracy_from_check_columns():
+        r = run(sweep, "--kind", "accuracy")
+        assert r.returncode == 0, r.stderr
+        assert_png(tmp / "sweep-accuracy.png")
+        points = plot.accuracy_points(plot.load(str(sweep)), None)
+        assert len(points) == len(KERNELS) * len(SHAPES), len(points)
+        for (k, s), (pct, nmse, ok) in points.items():
+            mine = [x for x in sweep_rows if x["kernel"] == k and (x["rows"], x["cols"]) == s]
+            assert math.isclose(nmse, max(x["check_nmse_e2e"] for x in mine), rel_tol=1e-12)
+            assert math.isclose(pct, max(x["peak_pct"] for x in mine), rel_tol=1e-12)
+            assert ok and nmse < 0.5, "the failed row must be left out"
+    check("accuracy from a sweep CSV's check columns", accuracy_from_check_columns)
+
+    def accuracy_from_check_csv():
+        check_header = ["kernel", "weight_type", "rows", "cols", "threads", "activation", "nmse_e2e", "passed", "failure"]
+        check_rows, worst = [], {}
+        for k in KERNELS[:3]:
+            for s in SHAPES:
+                for act in ("gaussian", "outliers"):
+                    v = 10 ** rng.uniform(-14, -2)
+                    fail = rng.random() < 0.2
+                    check_rows.append({"kernel": k, "weight_type": k.split(".")[0], "rows": s[0], "cols": s[1],
+                                       "threads": 2, "activation": act, "nmse_e2e": v, "passed": 0 if fail else 1})
+                    w = worst.get((k, s), (0.0, True))
+                    worst[(k, s)] = (max(w[0], v), w[1] and not fail)
+        check_rows.append({"kernel": "q3_K.cpu.x", "weight_type": "q3_K", "rows": 4096, "cols": 4096, "threads": 2,
+                           "activation": "gaussian", "nmse_e2e": 1e-5, "passed": 1})  # not benched: no point
+        chk = write_csv(tmp / "check.csv", check_rows, check_header)
+        points = plot.accuracy_points(plot.load(str(bench)), str(chk))
+        assert set(points) == set(worst), sorted(points)
+        for key, (pct, nmse, ok) in points.items():
+            assert math.isclose(nmse, worst[key][0], rel_tol=1e-12) and ok == worst[key][1], (key, nmse, ok, worst[key])
+        out = tmp / "acc.png"
+        r = run(bench, "--kind", "accuracy", "--check", chk, "-o", out)
+        assert r.returncode == 0, r.stderr
+        assert_png(out)
+    check("accuracy joined with a check CSV", accuracy_from_check_csv)
+
+    def compare_machines():
+        paths = []
+        for i, m in enumerate(("box-a", "box-b", "box-c")):
+            # Each machine measured a different subset; box-c has one kernel nobody else has.
+            ks = KERNELS[i:] + (["q5_K.cpu.only_here"] if m == "box-c" else [])
+            paths.append(write_csv(tmp / f"m{i}.csv", random_rows(m, kernels=ks)))
+        out = tmp / "compare.png"
+        r = run(*paths, "--compare", "-o", out)
+        assert r.returncode == 0, r.stderr
+        assert_png(out)
+        r = run(*paths[:2], "--compare", "--metric", "peak_pct")
+        assert r.returncode == 0, r.stderr
+        assert_png(tmp / "m0-compare.png")
+    check("--compare: several machines side by side", compare_machines)
+
+    def bad_input():
+        other = tmp / "other.csv"
+        other.write_text("a,b\n1,2\n")
+        assert_refused(run(other), "not a qmvlab bench CSV")
+        assert_refused(run(tmp / "nope.csv"), "cannot read")
+        assert_refused(run(bench, "--kind", "accuracy"), "accuracy needs check results")
+        assert_refused(run(bench, "--kind", "accuracy", "--check", tmp / "nope.csv"), "no such file")
+        assert_refused(run(bench, "--kind", "accuracy", "--check", other), "not a qmvlab check CSV")
+        assert_refused(run(bench, "--kind", "all", "-o", tmp / "x.png"), "--kind all writes several")
+        assert_refused(run(bench, "--compare"), "--compare needs two or more CSVs")
+        assert_refused(run(bench, bench), "several CSVs need --compare")
+        lone = write_csv(tmp / "lone.csv", random_rows("box-z", kernels=["q2_K.cpu.lone"]))
+        assert_refused(run(bench, lone, "--compare"), "no kernel and shape is in two or more")
+        bad = dict(rows[0], gbps_median="fast")
+        assert_refused(run(write_csv(tmp / "bad.csv", [bad])), "column gbps_median: 'fast' is not a number")
+        none_ok = write_csv(tmp / "none_ok.csv", [broken], sweep_header)
+        assert_refused(run(none_ok), "no rows to plot with status ok")
+        assert_refused(run(bench, "--kind", "pie"), "invalid choice")
+    check("bad input is refused with one clear message", bad_input)
+
+    def help_documents_kinds():
+        r = run("--help")
+        assert r.returncode == 0
+        for word in ("leaderboard", "roofline", "accuracy", "--compare", "--check"):
+            assert word in r.stdout, word
+    check("--help documents every plot", help_documents_kinds)
+
+print(f"plot_test: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

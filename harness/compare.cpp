@@ -1,0 +1,323 @@
+#include "harness/compare.h"
+
+#include <fmt/format.h>
+
+// fast-cpp-csv-parser copies file names with strncpy into fixed buffers, which GCC
+// warns about once inlined here; the truncation is the library's documented limit.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-truncation"
+#pragma GCC diagnostic ignored "-Wrestrict"
+#include <libfccp/csv.h>
+#pragma GCC diagnostic pop
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string_view>
+#include <tuple>
+
+#include "harness/table.h"
+
+namespace qmv {
+namespace {
+
+template <class T>
+T parse_number(const std::string& text, const std::string& path, unsigned line, const char* column) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end)
+    throw CompareError(fmt::format("{}: line {}: column {}: '{}' is not a number", path, line, column, text));
+  return v;
+}
+
+std::string shape_text(const ResultRow& r) { return fmt::format("{}x{}", r.rows, r.cols); }
+
+// A short list for messages: the first few items and how many more.
+std::string short_list(const std::set<std::string>& items) {
+  std::string s;
+  int n = 0;
+  for (const auto& x : items) {
+    if (n == 6) return s + fmt::format(" and {} more", items.size() - 6);
+    s += (n++ ? ", " : "") + x;
+  }
+  return s.empty() ? "none" : s;
+}
+
+template <class Fn>
+std::set<std::string> values_of(const ResultsFile& f, Fn fn) {
+  std::set<std::string> out;
+  for (const auto& r : f.rows) out.insert(fn(r));
+  return out;
+}
+
+bool intersects(const std::set<std::string>& a, const std::set<std::string>& b) {
+  for (const auto& x : a)
+    if (b.count(x)) return true;
+  return false;
+}
+
+// Why nothing matched: the first property no row of A shares with a row of B.
+std::string no_match_reason(const ResultsFile& a, const ResultsFile& b, CompareBy by) {
+  struct Dimension {
+    const char* name;
+    std::string (*get)(const ResultRow&);
+  };
+  const std::vector<Dimension> kernel_dims = {
+      {"kernel", [](const ResultRow& r) { return r.kernel; }},
+      {"shape", [](const ResultRow& r) { return shape_text(r); }},
+      {"thread count", [](const ResultRow& r) { return std::to_string(r.threads); }},
+      {"cache mode", [](const ResultRow& r) { return r.cache; }}};
+  const std::vector<Dimension> shape_dims = {
+      {"weight type", [](const ResultRow& r) { return r.weight_type; }},
+      {"op", [](const ResultRow& r) { return r.op; }},
+      {"shape", [](const ResultRow& r) { return shape_text(r); }},
+      {"cache mode", [](const ResultRow& r) { return r.cache; }}};
+  const auto& dims = by == CompareBy::Kernel ? kernel_dims : shape_dims;
+  for (const auto& d : dims) {
+    if (std::string_view(d.name) == "op" && !(a.has_op && b.has_op)) continue;
+    const auto va = values_of(a, d.get), vb = values_of(b, d.get);
+    if (!intersects(va, vb))
+      return fmt::format("no {} is in both (A: {}; B: {})", d.name, short_list(va), short_list(vb));
+  }
+  return by == CompareBy::Kernel
+             ? "no row has the same kernel, shape, threads and cache in both (try --by shape)"
+             : "no row has the same shape, weight type, op and cache in both";
+}
+
+using Key = std::tuple<std::string, std::string, std::int64_t, std::int64_t, std::string, int, std::string>;
+
+// Key in report order: weight type, op, shape, then kernel and threads (empty when
+// comparing by shape), cache.
+Key key_of(const ResultRow& r, CompareBy by, bool use_op) {
+  const std::string op = use_op ? r.op : "";
+  if (by == CompareBy::Shape) return {r.weight_type, op, r.rows, r.cols, "", 0, r.cache};
+  return {r.weight_type, op, r.rows, r.cols, r.kernel, r.threads, r.cache};
+}
+
+struct Best {
+  ResultRow row;
+  int candidates = 0;
+};
+
+std::map<Key, Best> best_per_key(const ResultsFile& f, CompareBy by, bool use_op) {
+  std::map<Key, Best> out;
+  for (const auto& r : f.rows) {
+    Best& b = out[key_of(r, by, use_op)];
+    if (b.candidates++ == 0 || r.gbps_median > b.row.gbps_median) b.row = r;
+  }
+  return out;
+}
+
+bool usable(double v) { return std::isfinite(v) && v > 0; }
+
+}  // namespace
+
+ResultsFile read_results_csv(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) throw CompareError(fmt::format("{}: no such file (or not a regular file)", path));
+  {
+    std::ifstream probe(path);
+    std::string first;
+    if (!std::getline(probe, first) || first.empty())
+      throw CompareError(fmt::format("{}: empty file, not a results CSV", path));
+  }
+  ResultsFile f;
+  f.path = path;
+  try {
+    io::CSVReader<16, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
+    in.read_header(io::ignore_extra_column | io::ignore_missing_column, "kernel", "weight_type",
+                   "backend", "rows", "cols", "threads", "cache", "time_median_us", "gbps_median",
+                   "peak_pct", "status", "machine", "cpu_model", "gpu", "git_commit", "op");
+    std::string missing;
+    for (const char* c : {"kernel", "weight_type", "backend", "rows", "cols", "threads", "cache",
+                          "time_median_us", "gbps_median", "peak_pct"})
+      if (!in.has_column(c)) missing += (missing.empty() ? "" : ", ") + std::string(c);
+    if (!missing.empty())
+      throw CompareError(fmt::format(
+          "{}: not a results CSV (a bench or sweep CSV): missing column(s) {}", path, missing));
+    const bool has_status = in.has_column("status");
+    f.has_op = in.has_column("op");
+
+    std::string kernel, weight, backend, rows, cols, threads, cache, time, gbps, pct, status;
+    std::string machine, cpu_model, gpu, commit, op;
+    bool first = true;
+    while (in.read_row(kernel, weight, backend, rows, cols, threads, cache, time, gbps, pct, status,
+                       machine, cpu_model, gpu, commit, op)) {
+      const unsigned line = in.get_file_line();
+      if (has_status && status != "ok") {
+        ++f.skipped_not_ok;
+        continue;
+      }
+      if (first) {
+        f.machine = machine, f.cpu_model = cpu_model, f.gpu = gpu, f.git_commit = commit;
+        first = false;
+      }
+      ResultRow r;
+      r.kernel = kernel, r.op = op, r.weight_type = weight, r.backend = backend, r.cache = cache;
+      r.rows = parse_number<std::int64_t>(rows, path, line, "rows");
+      r.cols = parse_number<std::int64_t>(cols, path, line, "cols");
+      r.threads = parse_number<int>(threads, path, line, "threads");
+      r.time_median_us = parse_number<double>(time, path, line, "time_median_us");
+      r.gbps_median = parse_number<double>(gbps, path, line, "gbps_median");
+      r.peak_pct = parse_number<double>(pct, path, line, "peak_pct");
+      if (r.kernel.empty()) throw CompareError(fmt::format("{}: line {}: empty kernel name", path, line));
+      f.rows.push_back(std::move(r));
+    }
+  } catch (const io::error::base& e) {
+    throw CompareError(fmt::format("{}: not a readable results CSV: {}", path, e.what()));
+  }
+  return f;
+}
+
+Metric parse_metric(const std::string& name) {
+  if (name == "gbps") return Metric::Gbps;
+  if (name == "time") return Metric::Time;
+  if (name == "peak_pct") return Metric::PeakPct;
+  throw CompareError(fmt::format("unknown metric '{}' (known: gbps, time, peak_pct)", name));
+}
+
+CompareBy parse_compare_by(const std::string& name) {
+  if (name == "kernel") return CompareBy::Kernel;
+  if (name == "shape") return CompareBy::Shape;
+  throw CompareError(fmt::format("unknown --by '{}' (known: kernel, shape)", name));
+}
+
+const char* metric_label(Metric m) {
+  switch (m) {
+    case Metric::Gbps: return "GB/s";
+    case Metric::Time: return "median us";
+    case Metric::PeakPct: return "% of peak";
+  }
+  return "";
+}
+
+double metric_value(const ResultRow& r, Metric m) {
+  switch (m) {
+    case Metric::Gbps: return r.gbps_median;
+    case Metric::Time: return r.time_median_us;
+    case Metric::PeakPct: return r.peak_pct;
+  }
+  return 0;
+}
+
+Comparison compare_results(const ResultsFile& a, const ResultsFile& b, CompareBy by, Metric metric) {
+  for (const ResultsFile* f : {&a, &b})
+    if (f->rows.empty())
+      throw CompareError(fmt::format("{}: no rows to compare{}", f->path,
+                                     f->skipped_not_ok ? fmt::format(" ({} rows without status ok)", f->skipped_not_ok)
+                                                       : std::string()));
+  Comparison c;
+  c.by = by;
+  c.metric = metric;
+  const bool use_op = a.has_op && b.has_op;
+  const auto best_a = best_per_key(a, by, use_op), best_b = best_per_key(b, by, use_op);
+  for (const auto& [key, x] : best_a) {
+    if (by == CompareBy::Kernel) c.duplicates_a += x.candidates - 1;
+    const auto it = best_b.find(key);
+    if (it == best_b.end()) {
+      ++c.unmatched_a;
+      continue;
+    }
+    ComparedRow m;
+    m.a = x.row, m.b = it->second.row;
+    m.candidates_a = x.candidates, m.candidates_b = it->second.candidates;
+    m.value_a = metric_value(m.a, metric), m.value_b = metric_value(m.b, metric);
+    // Time is better when smaller: A/B keeps "> 1 means B is better" for every metric.
+    m.ratio = !usable(m.value_a) || !usable(m.value_b) ? NAN
+              : metric == Metric::Time                 ? m.value_a / m.value_b
+                                                       : m.value_b / m.value_a;
+    c.matched.push_back(m);
+  }
+  for (const auto& [key, y] : best_b) {
+    if (by == CompareBy::Kernel) c.duplicates_b += y.candidates - 1;
+    if (!best_a.count(key)) ++c.unmatched_b;
+  }
+  if (c.matched.empty())
+    throw CompareError(fmt::format("{} and {}: no rows match: {}", a.path, b.path, no_match_reason(a, b, by)));
+  double log_sum = 0;
+  int n = 0;
+  for (const auto& m : c.matched)
+    if (std::isfinite(m.ratio)) log_sum += std::log(m.ratio), ++n;
+  if (n == 0)
+    throw CompareError(fmt::format("{} and {}: no matched row has a positive {} on both sides", a.path,
+                                   b.path, metric_label(metric)));
+  c.geomean = std::exp(log_sum / n);
+  return c;
+}
+
+namespace {
+
+std::string describe(const char* side, const ResultsFile& f) {
+  std::string where = f.machine.empty() ? "unknown machine" : f.machine;
+  std::string hw = f.cpu_model;
+  if (!f.gpu.empty() && f.gpu != "none") hw += (hw.empty() ? "" : ", ") + f.gpu;
+  if (!hw.empty()) where += " (" + hw + ")";
+  if (!f.git_commit.empty()) where += ", commit " + f.git_commit;
+  std::string skipped =
+      f.skipped_not_ok ? fmt::format("; {} rows without status ok ignored", f.skipped_not_ok) : std::string();
+  return fmt::format("{}: {}: {}{}", side, f.path, where, skipped);
+}
+
+std::string format_value(double v, Metric m) {
+  switch (m) {
+    case Metric::Gbps: return fmt::format("{:.2f}", v);
+    case Metric::Time: return fmt::format("{:.1f}", v);
+    case Metric::PeakPct: return fmt::format("{:.1f}%", v);
+  }
+  return "";
+}
+
+std::string ratio_heading(Metric m) {
+  switch (m) {
+    case Metric::Gbps: return "B/A (>1: B faster)";
+    case Metric::Time: return "A/B (>1: B faster)";
+    case Metric::PeakPct: return "B/A (>1: B nearer its peak)";
+  }
+  return "";
+}
+
+std::string with_threads(const ResultRow& r) { return fmt::format("{} ({}t)", r.kernel, r.threads); }
+
+}  // namespace
+
+void print_comparison(const ResultsFile& a, const ResultsFile& b, const Comparison& c) {
+  fmt::print("{}\n{}\n", describe("A", a), describe("B", b));
+  const std::string label = metric_label(c.metric);
+  std::vector<std::vector<std::string>> t;
+  int without_ratio = 0;
+  for (const auto& m : c.matched) {
+    const std::string ratio = std::isfinite(m.ratio) ? fmt::format("{:.3f}", m.ratio) : "n/a";
+    without_ratio += !std::isfinite(m.ratio);
+    const std::string va = format_value(m.value_a, c.metric), vb = format_value(m.value_b, c.metric);
+    if (c.by == CompareBy::Kernel)
+      t.push_back({m.a.kernel, shape_text(m.a), std::to_string(m.a.threads), m.a.cache, va, vb, ratio});
+    else
+      t.push_back({m.a.op.empty() || m.a.op == "matvec" ? m.a.weight_type : m.a.weight_type + " " + m.a.op,
+                   shape_text(m.a), m.a.cache, with_threads(m.a), va, with_threads(m.b), vb, ratio});
+  }
+  if (c.by == CompareBy::Kernel) {
+    fmt::print("matched by kernel, shape, threads and cache\n\n");
+    print_table({"kernel", "shape", "threads", "cache", "A " + label, "B " + label, ratio_heading(c.metric)}, t);
+  } else {
+    fmt::print("matched by shape, weight type, op and cache; each side's fastest row (max GB/s) per match\n\n");
+    print_table({"weights", "shape", "cache", "A kernel", "A " + label, "B kernel", "B " + label,
+                 ratio_heading(c.metric)},
+                t);
+  }
+  const std::string direction = c.metric == Metric::Time ? "A/B" : "B/A";
+  const char* verdict = c.geomean > 1 ? (c.metric == Metric::PeakPct ? "B nearer its peak" : "B faster")
+                        : c.geomean < 1 ? (c.metric == Metric::PeakPct ? "A nearer its peak" : "A faster")
+                                        : "equal";
+  fmt::print("\ngeometric mean of {}: {:.3f} ({}) over {} matched rows\n", direction, c.geomean, verdict,
+             c.matched.size() - without_ratio);
+  fmt::print("matched {}; unmatched: {} only in A, {} only in B", c.matched.size(), c.unmatched_a, c.unmatched_b);
+  if (without_ratio) fmt::print("; {} matched without a positive value on both sides", without_ratio);
+  if (c.duplicates_a || c.duplicates_b)
+    fmt::print("; repeated keys (fastest kept): {} in A, {} in B", c.duplicates_a, c.duplicates_b);
+  fmt::print("\n");
+}
+
+}  // namespace qmv
