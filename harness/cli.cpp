@@ -19,6 +19,7 @@
 #include "harness/cli_decode.h"
 #include "harness/cli_make_model.h"
 #include "harness/cli_tune.h"
+#include "harness/cli_sweep.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
@@ -372,9 +373,10 @@ int run_cli(int argc, char** argv) {
   DecodeCommand decode_cmd(app);
   TuneCommand tune_cmd(app);
   CompareCommand compare_cmd(app);
+  SweepCommand sweep_cmd(app);
 
   // report
-  auto* report = app.add_subcommand("report", "Print a results CSV (bench, check or peak) as a table");
+  auto* report = app.add_subcommand("report", "Print a results CSV (bench, check, peak or sweep) as a table");
   std::vector<std::string> report_files;
   report->add_option("files", report_files, "Results CSV files ({machine} expands to this machine's name)")
       ->required();
@@ -389,7 +391,8 @@ int run_cli(int argc, char** argv) {
   list->add_flag_callback("--shapes", [] {
     for (const auto& p : shape_presets()) {
       std::string s;
-      for (Shape x : p.shapes) s += (s.empty() ? "" : ",") + to_string(x);
+      for (const TaggedShape& x : p.shapes)
+        s += (s.empty() ? "" : ",") + to_string(x.shape) + (x.ops.empty() ? "" : "[" + x.ops + "]");
       fmt::print("{}: {}\n    {}\n", p.name, p.description, s);
     }
     throw CLI::Success();
@@ -406,6 +409,7 @@ int run_cli(int argc, char** argv) {
     if (decode_cmd.chosen()) return decode_cmd.run(cmd);
     if (tune_cmd.chosen()) return tune_cmd.run();
     if (compare_cmd.chosen()) return compare_cmd.run();
+    if (sweep_cmd.chosen()) return sweep_cmd.run(cmd);
     if (*list) {
       std::vector<std::vector<std::string>> rows;
       for (const KernelSpec* k : select_kernels(list_kernels)) {
@@ -562,6 +566,7 @@ int run_cli(int argc, char** argv) {
           }
           case CsvKind::Check: print_check_table(read_check_csv(f)); break;
           case CsvKind::Peak: print_peak_table(read_peak_csv(f)); break;
+          case CsvKind::Sweep: print_sweep_report(f); break;
           case CsvKind::Unknown:
             throw UsageError(fmt::format("{}: not a qmvlab results CSV (unknown header)", f));
         }

@@ -131,6 +131,14 @@ std::vector<std::string> peak_header() {
                                         "gbps_median", "command"});
 }
 
+std::vector<std::string> sweep_header() {
+  std::vector<std::string> h = bench_header();
+  for (const char* c : {"experiment", "model_op", "status", "reason", "check_passed", "nmse_kernel",
+                        "nmse_e2e_gaussian", "nmse_e2e_outliers"})
+    h.push_back(c);
+  return h;
+}
+
 std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r) {
   return with_context(context_fields(ctx),
                       {std::to_string(r.threads), std::to_string(r.buffer_bytes),
@@ -161,6 +169,7 @@ CsvKind detect_csv_kind(const std::string& path) {
     if (first == join(bench_header())) return CsvKind::Bench;
     if (first == join(check_header())) return CsvKind::Check;
     if (first == join(peak_header())) return CsvKind::Peak;
+    if (first == join(sweep_header())) return CsvKind::Sweep;
     return CsvKind::Unknown;
   });
 }

@@ -73,9 +73,12 @@ std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r);
 std::vector<std::string> check_header();
 std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r);
 std::vector<std::string> peak_header();
+// A sweep row: the bench columns, then experiment, model_op, status, reason and the
+// check results (harness/experiment.h writes and reads them).
+std::vector<std::string> sweep_header();
 std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r);
 
-enum class CsvKind { Bench, Check, Peak, Unknown };
+enum class CsvKind { Bench, Check, Peak, Sweep, Unknown };
 // Which of our files this is, from its header. Throws if it cannot be read.
 CsvKind detect_csv_kind(const std::string& path);
 

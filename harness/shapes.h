@@ -1,4 +1,5 @@
-// Shape lists for check and bench: explicit "RxC" shapes and named presets.
+// Shape lists for check, bench and sweeps: explicit "RxC" / "RxC:op" shapes and named
+// presets, among them the matvecs of real models tagged with the op each one is.
 #pragma once
 
 #include <string>
@@ -9,15 +10,29 @@
 
 namespace qmv {
 
+// A shape and the model ops that have it ("attn_k,attn_v"); ops is empty for a shape
+// that stands for no particular op.
+struct TaggedShape {
+  Shape shape;
+  std::string ops;
+  friend bool operator==(const TaggedShape&, const TaggedShape&) = default;
+};
+
 struct ShapePreset {
-  const char* name;
-  const char* description;
-  std::vector<Shape> shapes;
+  std::string name;
+  std::string description;
+  std::vector<TaggedShape> shapes;
 };
 const std::vector<ShapePreset>& shape_presets();
 
-// Parses a comma-separated list of "ROWSxCOLS" and preset names into unique shapes
-// in first-seen order. Throws std::invalid_argument naming the bad token.
+// The op tags a shape may carry, in forward-pass order.
+const std::vector<std::string>& model_op_tags();
+
+// Parses a comma-separated list of "ROWSxCOLS", "ROWSxCOLS:OP" and preset names into
+// unique shapes in first-seen order; a shape met again adds its op tags to the first.
+// Throws std::invalid_argument naming the bad token.
+std::vector<TaggedShape> parse_tagged_shapes(std::string_view spec);
+// The same, without the tags.
 std::vector<Shape> parse_shapes(std::string_view spec);
 
 }  // namespace qmv

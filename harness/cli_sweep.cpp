@@ -1,0 +1,288 @@
+#include "harness/cli_sweep.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+#include "harness/bench.h"
+#include "harness/check.h"
+#include "harness/csv.h"
+#include "harness/experiment.h"
+#include "harness/machine.h"
+#include "harness/peak.h"
+#include "harness/table.h"
+
+namespace qmv {
+
+struct SweepCommand::Options {
+  CLI::App* sweep = nullptr;
+  CLI::App* merge = nullptr;
+  // sweep
+  std::string experiment, out, shard;
+  bool resume = false, dry_run = false;
+  int peak_reps = 5;
+  std::uint64_t seed = 0;
+  // merge
+  std::string merge_out;
+  std::vector<std::string> merge_in;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
+std::string duration(double s) {
+  if (s < 90) return fmt::format("{:.0f} s", s);
+  if (s < 5400) return fmt::format("{:.1f} min", s / 60);
+  return fmt::format("{:.1f} h", s / 3600);
+}
+
+SweepCheck summarize(const CheckResult& r) {
+  SweepCheck c;
+  if (!r.skipped.empty()) {
+    c.failure = r.skipped;
+    return c;
+  }
+  c.ran = true;
+  c.passed = r.passed();
+  for (const CaseResult& k : r.cases) {
+    c.nmse_kernel = std::max(c.nmse_kernel, k.kernel.nmse);
+    (k.activation == "outliers" ? c.nmse_e2e_outliers : c.nmse_e2e_gaussian) = k.end_to_end.nmse;
+    if (!k.passed && c.failure.empty()) c.failure = k.activation + ": " + k.failure;
+  }
+  return c;
+}
+
+// Writes the rows of an existing CSV again, minus a cut-short last line.
+void rewrite(const std::string& path, const CsvTable& t) {
+  CsvWriter w(path, t.header, false);
+  for (const auto& r : t.rows) w.write(r);
+}
+
+int run_merge(const std::string& out, const std::vector<std::string>& in) {
+  std::vector<std::string> duplicates;
+  std::vector<std::string> paths;
+  for (const auto& p : in) paths.push_back(expand_machine(p));
+  const CsvTable t = merge_sweeps(paths, &duplicates);
+  for (const auto& d : duplicates) fmt::print(stderr, "qmvlab: warning: duplicate point {} dropped\n", d);
+  CsvWriter w(expand_machine(out), t.header, false);
+  for (const auto& r : t.rows) w.write(r);
+  fmt::print("merged {} file(s), {} point(s){} into {}\n", paths.size(), t.rows.size(),
+             duplicates.empty() ? "" : fmt::format(" ({} duplicate(s) dropped)", duplicates.size()), w.path());
+  return 0;
+}
+
+}  // namespace
+
+SweepCommand::SweepCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
+  Options& o = *o_;
+  o.sweep = app.add_subcommand(
+      "sweep", "Run an experiment (experiments/*.toml): check and time every kernel x shape x threads x cache "
+               "point, one CSV row per point as it finishes");
+  o.sweep->add_option("experiment", o.experiment, "Experiment TOML file")->required();
+  o.sweep->add_option("--out", o.out,
+                      "CSV to write (default results/{machine}/{experiment}.csv; {machine} and {experiment} expand)");
+  o.sweep->add_flag("--resume", o.resume, "Keep the points already in --out and run only the missing ones");
+  o.sweep->add_option("--shard", o.shard,
+                      "Run the I-th of N slices of the points (by each point's key, the same on every machine); "
+                      "the default --out becomes {experiment}.shard-I-of-N.csv");
+  o.sweep->add_flag("--dry-run", o.dry_run, "List the points (and what would be skipped) without running them");
+  o.sweep->add_option("--peak-reps", o.peak_reps, "Repetitions of the peak bandwidth read per thread count")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  o.sweep->add_option("--seed", o.seed, "Check seed (0: a fresh one, printed)");
+
+  o.merge = app.add_subcommand("merge", "Join sweep CSVs (shards) into one, sorted by point");
+  o.merge->add_option("out", o.merge_out, "Merged CSV to write")->required();
+  o.merge->add_option("shards", o.merge_in, "Sweep CSVs to join (same header)")->required();
+}
+
+SweepCommand::~SweepCommand() = default;
+
+bool SweepCommand::chosen() const { return o_->sweep->parsed() || o_->merge->parsed(); }
+
+int SweepCommand::run(const std::string& command_line) const {
+  const Options& o = *o_;
+  if (o.merge->parsed()) return run_merge(o.merge_out, o.merge_in);
+
+  const Experiment exp = load_experiment(o.experiment);
+  std::vector<SweepPoint> points = expand_points(exp);
+  const std::size_t all_points = points.size();
+  Shard shard;
+  if (!o.shard.empty()) shard = parse_shard(o.shard);
+  std::string out = o.out;
+  if (out.empty())
+    out = shard.count > 1 || !o.shard.empty()
+              ? fmt::format("results/{{machine}}/{}.shard-{}-of-{}.csv", exp.name, shard.index, shard.count)
+              : fmt::format("results/{{machine}}/{}.csv", exp.name);
+  out = replace_all(expand_machine(out), "{experiment}", exp.name);
+  std::erase_if(points, [&](const SweepPoint& p) { return !in_shard(point_key(p), shard); });
+  const std::size_t shard_points = points.size();
+
+  std::size_t already = 0;
+  if (o.resume && std::filesystem::exists(out)) {
+    bool partial = false;
+    const CsvTable done = read_sweep_csv(out, &partial);
+    std::set<std::string> keys;
+    const std::size_t exp_col = done.column("experiment");
+    for (std::size_t i = 0; i < done.rows.size(); ++i) {
+      if (done.rows[i][exp_col] != exp.name)
+        throw std::runtime_error(fmt::format("{}: row {} belongs to experiment '{}', not '{}'", out, i + 2,
+                                             done.rows[i][exp_col], exp.name));
+      keys.insert(done.key(i));
+    }
+    if (partial) {
+      fmt::print("{}: dropping a cut-short last line\n", out);
+      if (!o.dry_run) rewrite(out, done);
+    }
+    std::erase_if(points, [&](const SweepPoint& p) { return keys.count(point_key(p)) > 0; });
+    already = shard_points - points.size();
+  }
+
+  std::size_t skipped = 0;
+  for (const auto& p : points) skipped += !p.skip_reason.empty();
+  const std::size_t to_run = points.size() - skipped;
+  fmt::print("experiment {} ({}): {} point(s){}{}; {} to run, {} skipped here -> {}\n", exp.name, exp.source,
+             all_points, shard.count > 1 ? fmt::format(", {} in shard {}/{}", shard_points, shard.index, shard.count) : "",
+             o.resume ? fmt::format(", {} already in the CSV", already) : "", to_run, skipped, out);
+  if (o.dry_run) {
+    for (const auto& p : points)
+      fmt::print("  {} {}{}\n", point_key(p), p.shape.ops.empty() ? "" : "[" + p.shape.ops + "] ",
+                 p.skip_reason.empty() ? "run" : "skip: " + p.skip_reason);
+    return 0;
+  }
+
+  const RunContext ctx = current_context(command_line);
+  CsvWriter csv(out, sweep_header(), o.resume);
+  std::map<std::string, std::size_t> skip_reasons;
+  for (const auto& p : points)
+    if (!p.skip_reason.empty()) {
+      csv.write(sweep_fields(ctx, exp.name, p, nullptr, {}, "skipped", p.skip_reason));
+      ++skip_reasons[p.skip_reason.substr(0, p.skip_reason.find(" ("))];
+    }
+  for (const auto& [reason, n] : skip_reasons) fmt::print("skipped {} point(s): {}\n", n, reason);
+
+  // The roofline per thread count, once, before any kernel runs.
+  std::map<int, double> peaks;
+  for (const auto& p : points)
+    if (p.skip_reason.empty() && !peaks.count(p.threads)) {
+      const PeakResult r = measure_read_bandwidth(p.threads, o.peak_reps);
+      peaks[p.threads] = r.best_gbps;
+      fmt::print("peak read bandwidth, {} thread(s): {:.2f} GB/s\n", p.threads, r.best_gbps);
+    }
+  const std::uint64_t seed =
+      o.seed ? o.seed : std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
+  if (exp.check) fmt::print("check seed {} (rerun with --seed {})\n", seed, seed);
+  std::fflush(stdout);
+
+  // One bench call per (kernel, threads, cache): its weight arena is filled once for
+  // all the kernel's shapes, and rows arrive (and are written) point by point.
+  std::map<std::tuple<std::string, int, std::string>, std::vector<const SweepPoint*>> groups;
+  std::vector<std::tuple<std::string, int, std::string>> order;
+  for (const auto& p : points) {
+    if (!p.skip_reason.empty()) continue;
+    const auto g = std::make_tuple(p.kernel->name, p.threads, p.cache);
+    if (!groups.count(g)) order.push_back(g);
+    groups[g].push_back(&p);
+  }
+
+  std::map<std::string, SweepCheck> checks;  // by kernel|shape|threads: cache does not matter
+  int done = 0, failed = 0;
+  const auto started = Clock::now();
+  for (const auto& g : order) {
+    const auto& group = groups.at(g);
+    const KernelSpec* k = group.front()->kernel;
+    const int threads = std::get<1>(g);
+    std::vector<Shape> shapes;
+    for (const SweepPoint* p : group) shapes.push_back(p->shape.shape);
+    auto check_key = [&](Shape s) { return fmt::format("{}|{}|{}", k->name, to_string(s), threads); };
+
+    if (exp.check) {
+      std::vector<Shape> unchecked;
+      for (Shape s : shapes)
+        if (!checks.count(check_key(s))) unchecked.push_back(s);
+      if (!unchecked.empty()) {
+        CheckConfig cc;
+        cc.seed = seed;
+        cc.threads = threads;
+        run_check({k}, unchecked, cc, [&](const CheckResult& r) { checks[check_key(r.shape)] = summarize(r); });
+      }
+    }
+
+    BenchConfig bc;
+    bc.threads = {threads};
+    bc.warm = std::get<2>(g) == "warm";
+    bc.repetitions = exp.repetitions;
+    bc.min_time_s = exp.min_time_s;
+    bc.interleave = false;  // each point finishes (and is written) before the next starts
+    auto point_of = [&](Shape s) -> const SweepPoint& {
+      for (const SweepPoint* p : group)
+        if (p->shape.shape == s) return *p;
+      throw std::logic_error("bench returned a shape the sweep did not ask for");
+    };
+    auto progress = [&](const SweepPoint& p, const std::string& result) {
+      ++done;
+      const double s = std::chrono::duration<double>(Clock::now() - started).count();
+      fmt::print("[{}/{}] {} {} {} {}: {} | {}, ETA {}\n", done, to_run, k->name, to_string(p.shape.shape), p.threads,
+                 p.cache, result, duration(s), duration(s / done * static_cast<double>(to_run - done)));
+      std::fflush(stdout);
+    };
+    const BenchOutcome res = run_bench({k}, shapes, bc, peaks, [&](const BenchRow& row, int, int) {
+      const SweepPoint& p = point_of({row.rows, row.cols});
+      const SweepCheck c = exp.check ? checks.at(check_key(p.shape.shape)) : SweepCheck{};
+      const bool ok = !exp.check || c.passed;
+      failed += !ok;
+      csv.write(sweep_fields(ctx, exp.name, p, &row, c, ok ? "ok" : "failed",
+                             ok ? "" : "check failed: " + c.failure));
+      progress(p, fmt::format("{:.2f} GB/s, {:.1f}% of peak, check {}", row.gbps_median, row.peak_pct,
+                              !exp.check ? "off" : fmt::format("{} NMSE {:.1e}", c.passed ? "pass" : "FAIL", c.nmse_kernel)));
+    });
+    for (const BenchSkip& s : res.skipped) {
+      const SweepPoint& p = point_of(s.shape);
+      const SweepCheck c = exp.check ? checks.at(check_key(p.shape.shape)) : SweepCheck{};
+      ++failed;
+      csv.write(sweep_fields(ctx, exp.name, p, nullptr, c, "failed", s.reason));
+      progress(p, "FAILED: " + s.reason);
+    }
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - started).count();
+  fmt::print("sweep {}: {} point(s) run, {} failed, {} skipped, in {}; wrote {}\n", exp.name, done, failed, skipped,
+             duration(s), csv.path());
+  return failed ? 1 : 0;
+}
+
+void print_sweep_report(const std::string& path) {
+  const CsvTable t = read_sweep_csv(path);
+  std::vector<std::vector<std::string>> rows;
+  auto col = [&](const std::vector<std::string>& r, const char* name) { return r[t.column(name)]; };
+  auto fixed = [](const std::string& v, const char* fmtspec) {
+    return v.empty() ? std::string("-") : fmt::format(fmt::runtime(fmtspec), std::stod(v));
+  };
+  for (const auto& r : t.rows) {
+    const std::string passed = col(r, "check_passed");
+    rows.push_back({col(r, "kernel"), col(r, "rows") + "x" + col(r, "cols"), col(r, "model_op"),
+                    col(r, "threads"), col(r, "cache"), col(r, "status"), fixed(col(r, "gbps_median"), "{:.2f}"),
+                    fixed(col(r, "peak_pct"), "{:.1f}%"),
+                    passed.empty() ? "-" : (passed == "1" ? "pass" : "FAIL"),
+                    fixed(col(r, "nmse_kernel"), "{:.1e}"), fixed(col(r, "nmse_e2e_gaussian"), "{:.1e}"),
+                    col(r, "reason")});
+  }
+  if (!t.rows.empty())
+    fmt::print("experiment {}, machine {} ({}), commit {}\n\n", col(t.rows.front(), "experiment"),
+               col(t.rows.front(), "machine"), col(t.rows.front(), "cpu_model"), col(t.rows.front(), "git_commit"));
+  print_table({"kernel", "shape", "model op", "threads", "cache", "status", "GB/s", "% of peak", "check",
+               "NMSE kernel", "NMSE e2e", "reason"},
+              rows);
+}
+
+}  // namespace qmv

@@ -1,0 +1,173 @@
+// `qmvlab sweep` and `qmvlab merge` end to end, on tiny real runs of scalar kernels.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "harness/csv.h"
+#include "harness/experiment.h"
+#include "tests/cli_run.h"
+
+namespace {
+
+using qmv::testing::CliRun;
+using qmv::testing::count_lines;
+using qmv::testing::expect_error;
+using qmv::testing::qmvlab;
+using qmv::testing::tmp;
+
+std::string write_experiment(const std::string& file, const std::string& extra = "") {
+  const std::string path = tmp(file);
+  std::ofstream(path) << "name = \"tiny\"\n"
+                         "kernels = [\"q4_K.cpu.scalar\", \"q6_K.cpu.scalar*\"]\n"
+                         "shapes = [\"1x256\", \"3x512:attn_q\", \"3x100\"]\n"
+                         "threads = [1]\n"
+                         "cache = [\"warm\"]\n"
+                         "repetitions = 1\n"
+                         "min_time = 0.002\n"
+                      << extra;
+  return path;
+}
+
+std::set<std::string> keys_of(const qmv::CsvTable& t) {
+  std::set<std::string> k;
+  for (std::size_t i = 0; i < t.rows.size(); ++i) k.insert(t.key(i));
+  return k;
+}
+
+TEST(SweepCli, TinySweepWritesACsvReportReads) {
+  const std::string exp = write_experiment("tiny.toml");
+  const std::string out = tmp("tiny.csv");
+  const CliRun r = qmvlab("sweep " + exp + " --out " + out + " --peak-reps 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(qmv::detect_csv_kind(out), qmv::CsvKind::Sweep);
+  const qmv::CsvTable t = qmv::read_sweep_csv(out);
+  ASSERT_EQ(t.rows.size(), 3u * 3u);  // 3 kernels x 3 shapes, 1 thread, 1 cache
+  EXPECT_EQ(keys_of(t).size(), t.rows.size());
+  int ok = 0, skipped = 0;
+  for (const auto& row : t.rows) {
+    const std::string status = row[t.column("status")];
+    EXPECT_EQ(row[t.column("experiment")], "tiny");
+    if (row[t.column("cols")] == "100") {
+      EXPECT_EQ(status, "skipped");
+      EXPECT_NE(row[t.column("reason")].find("shape not supported"), std::string::npos);
+      EXPECT_EQ(row[t.column("gbps_median")], "");
+      ++skipped;
+      continue;
+    }
+    EXPECT_EQ(status, "ok") << row[t.column("reason")];
+    EXPECT_GT(std::stod(row[t.column("gbps_median")]), 0);
+    EXPECT_GT(std::stod(row[t.column("peak_gbps")]), 0);
+    EXPECT_EQ(row[t.column("check_passed")], "1");
+    EXPECT_LT(std::stod(row[t.column("nmse_kernel")]), 1e-6);
+    EXPECT_EQ(row[t.column("model_op")], row[t.column("rows")] == "3" ? "attn_q" : "");
+    ++ok;
+  }
+  EXPECT_EQ(ok, 6);
+  EXPECT_EQ(skipped, 3);
+  EXPECT_EQ(count_lines(r.output, "% of peak, check pass NMSE"), 6) << r.output;
+  const CliRun rep = qmvlab("report " + out);
+  ASSERT_EQ(rep.code, 0) << rep.output;
+  EXPECT_NE(rep.output.find("q6_K.cpu.scalar_q8k"), std::string::npos) << rep.output;
+  EXPECT_NE(rep.output.find("attn_q"), std::string::npos) << rep.output;
+  // A dry run lists the points and writes nothing.
+  const CliRun dry = qmvlab("sweep " + exp + " --out " + tmp("dry.csv") + " --dry-run");
+  ASSERT_EQ(dry.code, 0) << dry.output;
+  EXPECT_EQ(count_lines(dry.output, "skip: shape not supported"), 3) << dry.output;
+  EXPECT_FALSE(std::filesystem::exists(tmp("dry.csv")));
+}
+
+TEST(SweepCli, ResumeRunsExactlyTheMissingPoints) {
+  const std::string exp = write_experiment("resume.toml", "check = false\n");
+  const std::string full = tmp("resume-full.csv"), part = tmp("resume.csv");
+  ASSERT_EQ(qmvlab("sweep " + exp + " --out " + full + " --peak-reps 1").code, 0);
+  const qmv::CsvTable all = qmv::read_sweep_csv(full);
+  // An interrupted sweep: the header, three rows, and half of the fourth.
+  std::ifstream in(full);
+  std::string line, text;
+  for (int i = 0; i < 4 && std::getline(in, line); ++i) text += line + "\n";
+  std::getline(in, line);
+  text += line.substr(0, line.size() / 2);
+  std::ofstream(part, std::ios::trunc) << text;
+  std::set<std::string> kept;
+  for (std::size_t i = 0; i < 3; ++i) kept.insert(all.key(i));
+  int missing_runnable = 0;
+  for (std::size_t i = 3; i < all.rows.size(); ++i) missing_runnable += all.rows[i][all.column("status")] != "skipped";
+
+  const CliRun r = qmvlab("sweep " + exp + " --out " + part + " --resume --peak-reps 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 already in the CSV"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("dropping a cut-short last line"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(std::to_string(missing_runnable) + " point(s) run"), std::string::npos) << r.output;
+  for (const auto& k : kept) {
+    const std::string kernel = k.substr(0, k.find('|'));
+    const std::string shape = k.substr(kernel.size() + 1, k.find('|', kernel.size() + 1) - kernel.size() - 1);
+    EXPECT_EQ(r.output.find("] " + kernel + " " + shape + " "), std::string::npos) << k << " ran again";
+  }
+  const qmv::CsvTable after = qmv::read_sweep_csv(part);
+  EXPECT_EQ(after.rows.size(), all.rows.size());
+  EXPECT_EQ(keys_of(after), keys_of(all));
+  // Nothing left: a second resume runs nothing.
+  const CliRun again = qmvlab("sweep " + exp + " --out " + part + " --resume --peak-reps 1");
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_NE(again.output.find("0 point(s) run"), std::string::npos) << again.output;
+  // Another experiment's file is refused.
+  const std::string other = tmp("other.toml");
+  std::ofstream(other) << "name = \"other\"\nkernels = [\"q4_K.cpu.scalar\"]\nshapes = [\"1x256\"]\n";
+  expect_error("sweep " + other + " --out " + part + " --resume", "belongs to experiment 'tiny', not 'other'");
+}
+
+TEST(SweepCli, ShardsMergeIntoTheWholeSweep) {
+  const std::string exp = write_experiment("shard.toml", "check = false\n");
+  const std::string whole = tmp("shard-whole.csv");
+  ASSERT_EQ(qmvlab("sweep " + exp + " --out " + whole + " --dry-run").code, 0);
+  std::string shards;
+  for (int i = 1; i <= 3; ++i) {
+    const std::string out = tmp("shard-" + std::to_string(i) + ".csv");
+    const CliRun r = qmvlab("sweep " + exp + " --shard " + std::to_string(i) + "/3 --out " + out + " --peak-reps 1");
+    ASSERT_EQ(r.code, 0) << r.output;
+    shards += " " + out;
+  }
+  const std::string merged = tmp("shard-merged.csv");
+  const CliRun m = qmvlab("merge " + merged + shards);
+  ASSERT_EQ(m.code, 0) << m.output;
+  const qmv::CsvTable t = qmv::read_sweep_csv(merged);
+  ASSERT_EQ(t.rows.size(), 9u);
+  EXPECT_EQ(keys_of(t).size(), 9u);
+  for (std::size_t i = 1; i < t.rows.size(); ++i) {
+    const auto& a = t.rows[i - 1];
+    const auto& b = t.rows[i];
+    EXPECT_LE(a[t.column("kernel")], b[t.column("kernel")]);
+  }
+  // Merging a shard with itself drops the repeats, with a warning.
+  const CliRun dup = qmvlab("merge " + tmp("dup.csv") + " " + tmp("shard-1.csv") + " " + tmp("shard-1.csv"));
+  ASSERT_EQ(dup.code, 0) << dup.output;
+  EXPECT_NE(dup.output.find("warning: duplicate point"), std::string::npos) << dup.output;
+  std::ofstream(tmp("not-sweep.csv")) << "a,b\n1,2\n";
+  expect_error("merge " + tmp("bad.csv") + " " + tmp("shard-1.csv") + " " + tmp("not-sweep.csv"),
+               "not-sweep.csv: not a sweep CSV");
+}
+
+TEST(SweepCli, BadInputIsOneClearLine) {
+  expect_error("sweep " + tmp("missing.toml"), "missing.toml: cannot open");
+  const std::string bad = tmp("bad.toml");
+  std::ofstream(bad) << "name = \"b\"\nkernels = [\"*\"]\nshapes = [\"1x256\"]\nthreads = [-2]\n";
+  expect_error("sweep " + bad, "bad.toml:4: key 'threads'");
+  const std::string exp = write_experiment("shardbad.toml");
+  expect_error("sweep " + exp + " --shard 4/3", "bad shard '4/3'");
+  const CliRun shapes = qmvlab("list --shapes");
+  EXPECT_EQ(shapes.code, 0);
+  EXPECT_NE(shapes.output.find("14336x4096[ffn_gate,ffn_up]"), std::string::npos) << shapes.output;
+}
+
+TEST(SweepCli, ShippedExperimentsParse) {
+  for (const char* e : {"default", "ci"}) {
+    const CliRun r = qmvlab(std::string("sweep ") + QMV_SOURCE_DIR + "/experiments/" + e + ".toml --dry-run --out " +
+                            tmp(std::string(e) + "-dry.csv"));
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find(" run\n"), std::string::npos) << e;
+  }
+}
+
+}  // namespace
