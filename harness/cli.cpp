@@ -17,6 +17,7 @@
 #include "harness/check.h"
 #include "harness/cli_compare.h"
 #include "harness/cli_decode.h"
+#include "harness/cli_gate.h"
 #include "harness/cli_make_model.h"
 #include "harness/cli_tune.h"
 #include "harness/cli_sweep.h"
@@ -372,6 +373,7 @@ int run_cli(int argc, char** argv) {
 
   DecodeCommand decode_cmd(app);
   TuneCommand tune_cmd(app);
+  GateCommand gate_cmd(app);
   CompareCommand compare_cmd(app);
   SweepCommand sweep_cmd(app);
 
@@ -408,6 +410,7 @@ int run_cli(int argc, char** argv) {
   try {
     if (decode_cmd.chosen()) return decode_cmd.run(cmd);
     if (tune_cmd.chosen()) return tune_cmd.run();
+    if (gate_cmd.chosen()) return gate_cmd.run();
     if (compare_cmd.chosen()) return compare_cmd.run();
     if (sweep_cmd.chosen()) return sweep_cmd.run(cmd);
     if (*list) {

@@ -2,13 +2,7 @@
 
 #include <fmt/format.h>
 
-// fast-cpp-csv-parser copies file names with strncpy into fixed buffers, which GCC
-// warns about once inlined here; the truncation is the library's documented limit.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-truncation"
-#pragma GCC diagnostic ignored "-Wrestrict"
-#include <libfccp/csv.h>
-#pragma GCC diagnostic pop
+#include "harness/fccp.h"
 
 #include <filesystem>
 #include <stdexcept>

@@ -2,11 +2,7 @@
 
 #include <fmt/format.h>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-truncation"
-#pragma GCC diagnostic ignored "-Wrestrict"
-#include <libfccp/csv.h>
-#pragma GCC diagnostic pop
+#include "harness/fccp.h"
 #include <toml++/toml.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // Deliberately wrong kernels, registered only in the test binary: the check must
 // catch each of them, or it proves nothing. Each runs the real scalar reference and
-// then damages its output in one characteristic way.
+// then damages its output in one characteristic way. And one deliberately slow but
+// correct kernel, which the performance gate must catch.
 #include <vector>
 
 #include "kernels/kernel.h"
@@ -44,8 +45,20 @@ qmv::KernelRecord wrong(const char* name, qmv::Status (*run)(const qmv::MatVecAr
                                 "test-only deliberately wrong kernel");
 }
 
+// The AVX2 f32 kernel's result, computed eight times over: right, and 8x slower.
+qmv::Status run_slowed(const qmv::MatVecArgs& a) {
+  const qmv::KernelSpec* fast = qmv::global_registry().find("q4_K.cpu.avx2_f32");
+  if (!fast) return qmv::Status::Error("q4_K.cpu.avx2_f32 not registered");
+  for (int i = 0; i < 8; ++i)
+    if (auto st = fast->run(a); !st.ok()) return st;
+  return qmv::Status::Ok();
+}
+
 }  // namespace
 
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel("test.q4_K.slowed", qmv::WeightType::Q4_K, qmv::ActFormat::F32,
+                                           run_slowed, "test-only deliberately slow kernel (q4_K.cpu.avx2_f32 x8)",
+                                           qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C));
 QMV_REGISTER_KERNEL(wrong("test.q4_K.off_by_one_row", run_off_by_one_row));
 QMV_REGISTER_KERNEL(wrong("test.q4_K.unwritten_last", run_unwritten_last));
 QMV_REGISTER_KERNEL(wrong("test.q4_K.slightly_wrong", run_slightly_wrong));

@@ -1,0 +1,79 @@
+// The performance gate: ratios against the baseline, the baseline file, and a
+// deliberately slowed kernel (test.q4_K.slowed, 8x the work of q4_K.cpu.avx2_f32)
+// that must fail while the kernel it wraps passes.
+#include "harness/gate.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "harness/machine.h"
+#include "kernels/registry.h"
+
+namespace qmv {
+namespace {
+
+GateRatio ratio(const std::string& kernel, double r) { return {kernel, "q4_K.cpu.scalar", {64, 4096}, 1, r}; }
+
+TEST(Gate, RegressionsBeyondTheToleranceAreNamed) {
+  std::mt19937 rng(std::random_device{}());
+  const double base = std::uniform_real_distribution<double>(2.0, 20.0)(rng);
+  const std::vector<GateRatio> baseline = {ratio("a", base), ratio("b", base), ratio("c", base)};
+  // a: a little slower, within 30%; b: 40% slower; c: faster; d: no baseline.
+  const std::vector<GateRatio> now = {ratio("a", base * 0.8), ratio("b", base * 0.6), ratio("c", base * 1.5),
+                                      ratio("d", base)};
+  std::vector<std::string> missing;
+  const auto failures = gate_regressions(now, baseline, 0.3, &missing);
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].rfind("b 64x4096 threads=1:", 0), 0u) << failures[0];
+  EXPECT_NE(failures[0].find(fmt::format("baseline {:.2f}x", base)), std::string::npos) << failures[0];
+  EXPECT_EQ(missing, std::vector<std::string>{"d"});
+}
+
+TEST(Gate, BaselineRoundTrips) {
+  const std::string path = std::string(QMV_TEST_TMP) + "/gate/baseline.csv";
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::mt19937 rng(std::random_device{}());
+  std::vector<GateRatio> ratios;
+  for (int i = 0; i < 5; ++i)
+    ratios.push_back({"k" + std::to_string(i), "ref", {1 + i, 256 * (i + 1)}, 1 + i % 2,
+                      std::uniform_real_distribution<double>(0.5, 30.0)(rng)});
+  write_gate_baseline(path, ratios);
+  const auto back = read_gate_baseline(path);
+  ASSERT_EQ(back.size(), ratios.size());
+  for (std::size_t i = 0; i < back.size(); ++i) {
+    EXPECT_EQ(back[i].kernel, ratios[i].kernel);
+    EXPECT_EQ(back[i].shape, ratios[i].shape);
+    EXPECT_EQ(back[i].threads, ratios[i].threads);
+    EXPECT_NEAR(back[i].ratio, ratios[i].ratio, 1e-4 * ratios[i].ratio);
+  }
+  EXPECT_THROW(read_gate_baseline(path + ".missing"), std::runtime_error);
+}
+
+TEST(Gate, ADeliberatelySlowedKernelFailsAndItsOriginalPasses) {
+  const KernelSpec* fast = global_registry().find("q4_K.cpu.avx2_f32");
+  const KernelSpec* slowed = global_registry().find("test.q4_K.slowed");
+  ASSERT_NE(slowed, nullptr);
+  if (!availability(*fast).available) GTEST_SKIP() << "no AVX2 here";
+  GateConfig cfg;
+  cfg.repetitions = 5;
+  cfg.min_time_s = 0.01;
+  const auto measured = measure_gate_ratios({fast, slowed}, {{64, 4096}}, cfg);
+  ASSERT_EQ(measured.size(), 3u);  // the reference too, at 1x
+  double fast_ratio = 0;
+  for (const auto& m : measured)
+    if (m.kernel == fast->name) fast_ratio = m.ratio;
+  ASSERT_GT(fast_ratio, 0);
+  // The baseline records both at the fast kernel's figure: the slowed one, 8x the work,
+  // is far outside a 30% tolerance even on a machine whose timings vary 2x.
+  const std::vector<GateRatio> baseline = {{fast->name, "q4_K.cpu.scalar", {64, 4096}, 1, fast_ratio},
+                                           {slowed->name, "q4_K.cpu.scalar", {64, 4096}, 1, fast_ratio}};
+  const auto failures = gate_regressions(measured, baseline, 0.3);
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].rfind("test.q4_K.slowed ", 0), 0u) << failures[0];
+}
+
+}  // namespace
+}  // namespace qmv
