@@ -528,9 +528,9 @@ int run_cli(int argc, char** argv) {
     }
 
     if (*plan_cmd) {
-      const gguf::File f = gguf::File::open(plan_model);
-      const ModelConfig c = read_config(f);
-      const ModelWeights w = bind_weights(f, c);
+      const LoadedModel m(plan_model);
+      const ModelConfig& c = m.config;
+      const ModelWeights& w = m.weights;
       KernelPlan plan = load_plan(plan_file);
       if (!plan_rules.empty()) plan.merge(KernelPlan::parse_rules(plan_rules));
       const auto bench = plan_bench.empty() ? std::vector<BenchRow>{} : read_bench_csv(plan_bench);

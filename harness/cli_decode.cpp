@@ -69,15 +69,6 @@ std::vector<int> parse_token_list(const std::string& s, const std::string& optio
   return ids;
 }
 
-// A loaded model: the mapped file, its configuration and weights.
-struct LoadedModel {
-  gguf::File file;
-  ModelConfig config;
-  ModelWeights weights;
-  explicit LoadedModel(const std::string& path)
-      : file(gguf::File::open(path)), config(read_config(file)), weights(bind_weights(file, config)) {}
-};
-
 std::string plan_kernels(const std::vector<PlannedMatvec>& planned) {
   std::string s;
   for (const auto& p : planned)

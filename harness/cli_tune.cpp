@@ -83,9 +83,9 @@ bool TuneCommand::chosen() const { return o_->cmd->parsed(); }
 
 int TuneCommand::run() const {
   const Options& o = *o_;
-  const gguf::File f = gguf::File::open(o.model);
-  const ModelConfig c = read_config(f);
-  const ModelWeights w = bind_weights(f, c);
+  const LoadedModel m(o.model);
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
   const std::string stem = std::filesystem::path(o.model).stem().string();
   fmt::print("tuning {} ({}, {} layers) for {} thread(s), NMSE budget {:.1e}\n", c.name, c.arch, c.n_layers,
              o.config.threads, o.config.budget_nmse);

@@ -71,4 +71,16 @@ ModelConfig read_config(const gguf::File& f);
 // naming the tensor.
 ModelWeights bind_weights(const gguf::File& f, const ModelConfig& c);
 
+// A model ready to run: the mapped file, its configuration and its weights (views
+// into the file, so it is neither copied nor moved).
+struct LoadedModel {
+  gguf::File file;
+  ModelConfig config;
+  ModelWeights weights;
+  explicit LoadedModel(const std::string& path)
+      : file(gguf::File::open(path)), config(read_config(file)), weights(bind_weights(file, config)) {}
+  LoadedModel(const LoadedModel&) = delete;
+  LoadedModel& operator=(const LoadedModel&) = delete;
+};
+
 }  // namespace qmv

@@ -45,13 +45,6 @@ std::string toy_model(const std::string& arch, const std::string& mix) {
   return made[key] = path;
 }
 
-struct Loaded {
-  gguf::File file;
-  ModelConfig config;
-  ModelWeights weights;
-  explicit Loaded(const std::string& path)
-      : file(gguf::File::open(path)), config(read_config(file)), weights(bind_weights(file, config)) {}
-};
 
 std::vector<int> random_tokens(int n, int vocab, std::mt19937& rng) {
   std::vector<int> t(n);
@@ -59,7 +52,7 @@ std::vector<int> random_tokens(int n, int vocab, std::mt19937& rng) {
   return t;
 }
 
-std::vector<float> run_logits(const Loaded& m, const std::string& plan, int threads, const std::vector<int>& tokens) {
+std::vector<float> run_logits(const LoadedModel& m, const std::string& plan, int threads, const std::vector<int>& tokens) {
   const auto planned = resolve_plan(load_plan(plan), m.weights, threads);
   CpuForward fwd(m.config, m.weights, planned, threads, static_cast<int>(tokens.size()));
   std::vector<float> all;
@@ -82,7 +75,7 @@ double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
 TEST(Forward, ThreadsDoNotChangeTheLogits) {
   std::mt19937 rng(fresh_seed());
   for (const char* arch : {"llama", "qwen2", "qwen3"}) {
-    const Loaded m(toy_model(arch, "q4_K_m"));
+    const LoadedModel m(toy_model(arch, "q4_K_m"));
     const auto tokens = random_tokens(9, m.config.vocab_size, rng);
     // Rows split differently over threads, but each row's arithmetic is the same.
     EXPECT_EQ(run_logits(m, "auto", 1, tokens), run_logits(m, "auto", 2, tokens)) << arch;
@@ -91,7 +84,7 @@ TEST(Forward, ThreadsDoNotChangeTheLogits) {
 
 TEST(Forward, ResetReplaysTheSameLogits) {
   std::mt19937 rng(fresh_seed());
-  const Loaded m(toy_model("llama", "q4_K_m"));
+  const LoadedModel m(toy_model("llama", "q4_K_m"));
   const auto tokens = random_tokens(6, m.config.vocab_size, rng);
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 2);
   CpuForward fwd(m.config, m.weights, planned, 2, 6);
@@ -109,7 +102,7 @@ TEST(Forward, ResetReplaysTheSameLogits) {
 
 TEST(Forward, KernelChoicesAgreeWithinTheirArithmetic) {
   std::mt19937 rng(fresh_seed());
-  const Loaded m(toy_model("llama", "q4_K_m"));
+  const LoadedModel m(toy_model("llama", "q4_K_m"));
   const auto tokens = random_tokens(8, m.config.vocab_size, rng);
   // Float activations: reference kernels against SIMD ones, only summation order differs.
   const auto scalar = run_logits(m, "q4_K=q4_K.cpu.scalar,q6_K=q6_K.cpu.scalar,ffn_up_gate=none", 2, tokens);
@@ -125,7 +118,7 @@ TEST(Forward, KernelChoicesAgreeWithinTheirArithmetic) {
 }
 
 TEST(Forward, ContextAndVocabularyBoundsAreErrors) {
-  const Loaded m(toy_model("llama", "q8_0"));
+  const LoadedModel m(toy_model("llama", "q8_0"));
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1);
   CpuForward fwd(m.config, m.weights, planned, 1, 3);
   EXPECT_THROW(fwd.step(m.config.vocab_size), std::out_of_range);
@@ -136,7 +129,7 @@ TEST(Forward, ContextAndVocabularyBoundsAreErrors) {
 }
 
 TEST(Forward, BytesPerTokenCountWeightsAndTheCache) {
-  const Loaded m(toy_model("qwen2", "q4_K_m"));
+  const LoadedModel m(toy_model("qwen2", "q4_K_m"));
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1);
   CpuForward fwd(m.config, m.weights, planned, 1, 16);
   std::uint64_t tensors = 0;

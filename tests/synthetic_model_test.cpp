@@ -3,9 +3,7 @@
 // llama.cpp assigns them; determinism; and `qmvlab make-model` end to end.
 #include <gtest/gtest.h>
 #include <omp.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +19,7 @@
 #include "model/gguf_writer.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
+#include "tests/cli_run.h"
 #include "tests/gguf_writer.h"
 
 namespace qmv {
@@ -612,22 +611,8 @@ TEST(SyntheticModel, FileTokenizerIsTheVocabulary) {
 // ---------------------------------------------------------------------------------
 // The command line.
 
-struct CliRun {
-  int code;
-  std::string output;
-};
-
-CliRun qmvlab(const std::string& args) {
-  const std::string cmd = std::string(QMVLAB_EXE) + " " + args + " 2>&1";
-  CliRun r{-1, {}};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p)) r.output += buf.data();
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using qmv::testing::CliRun;
+using qmv::testing::qmvlab;
 
 void expect_cli_error(const std::string& args, const std::string& message) {
   const CliRun r = qmvlab(args);
