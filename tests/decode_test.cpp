@@ -108,13 +108,17 @@ TEST(Forward, KernelChoicesAgreeWithinTheirArithmetic) {
   const auto scalar = run_logits(m, "q4_K=q4_K.cpu.scalar,q6_K=q6_K.cpu.scalar,ffn_up_gate=none", 2, tokens);
   const auto simd = run_logits(m, "q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32,ffn_up_gate=none", 2, tokens);
   EXPECT_LT(nmse(simd, scalar), 1e-10);
-  // Q8_K activations: the integer reference against whatever auto picks (VNNI, fused).
-  const auto q8k = run_logits(m, "q4_K=q4_K.cpu.scalar_q8k,q6_K=q6_K.cpu.scalar_q8k", 2, tokens);
-  EXPECT_LT(nmse(run_logits(m, "auto", 2, tokens), q8k), 1e-10);
   // Int8 activations cost accuracy, but little on Gaussian data.
+  const auto q8k = run_logits(m, "q4_K=q4_K.cpu.scalar_q8k,q6_K=q6_K.cpu.scalar_q8k", 2, tokens);
   const double loss = nmse(q8k, scalar);
   EXPECT_GT(loss, 0.0);
   EXPECT_LT(loss, 1e-2);
+  // Q8_K activations: the integer reference against whatever auto picks (VNNI, fused).
+  // Each matvec agrees to float rounding (~1e-6 of a row), but the next activation is
+  // quantized again, and a value on a rounding boundary can land one step apart: two
+  // int8 paths may differ by flips of that kind, never by more than int8 itself loses.
+  const double between = nmse(run_logits(m, "auto", 2, tokens), q8k);
+  EXPECT_LE(between, loss);
 }
 
 TEST(Forward, ContextAndVocabularyBoundsAreErrors) {
