@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "harness/data.h"
+#include "harness/execute.h"
 #include "harness/machine.h"
 
 namespace qmv {
@@ -164,22 +165,20 @@ CheckResult check_one(const KernelSpec& spec, const Problem& p, const CheckConfi
       out.assign(static_cast<std::size_t>(p.shape.rows), 0.0f);
       poison(out);
     }
-    MatVecArgs a;
-    a.shape = p.shape;
-    a.w = p.weights[0].data();
-    a.w_bytes = p.weights[0].size();
-    a.x = x.data();
-    a.x_bytes = x.size();
-    a.y = y[0].data();
-    a.y_len = y[0].size();
+    HostCall call;
+    call.shape = p.shape;
+    call.w = p.weights[0].data();
+    call.w_bytes = p.weights[0].size();
+    call.x = x.data();
+    call.x_bytes = x.size();
+    call.y = y[0].data();
     if (matrices == 2) {
-      a.w2 = p.weights[1].data();
-      a.w2_bytes = p.weights[1].size();
-      a.y2 = y[1].data();
-      a.y2_len = y[1].size();
+      call.w2 = p.weights[1].data();
+      call.w2_bytes = p.weights[1].size();
+      call.y2 = y[1].data();
     }
-    a.threads = cfg.threads;
-    const Status st = invoke(spec, a);
+    call.threads = cfg.threads;
+    const Status st = run_on_host_buffers(spec, call);
     if (!st.ok()) {
       cr.kernel = cr.end_to_end = {std::numeric_limits<double>::infinity(),
                                    std::numeric_limits<double>::infinity()};

@@ -169,6 +169,17 @@ constexpr KernelRecord cpu_matvec_kernel(const char* name, WeightType weight, Ac
   return r;
 }
 
+// The usual record of a CUDA matvec: as cpu_matvec_kernel, for the GPU. K-quants only
+// (the GPU family), with the minimum compute capability (x10) the variant needs.
+constexpr KernelRecord cuda_matvec_kernel(const char* name, WeightType weight, ActFormat act,
+                                          Status (*run)(const MatVecArgs&), const char* description,
+                                          int min_sm = 0) {
+  KernelRecord r = cpu_matvec_kernel(name, weight, act, run, description);
+  r.backend = Backend::CUDA;
+  r.min_sm = min_sm;
+  return r;
+}
+
 // Per-thread scratch memory for a kernel's per-call preparation (e.g. a re-ordered
 // activation), 64-byte aligned, reused across calls, contents undefined. It lives in
 // a plain translation unit for the reason given at KernelRecord.

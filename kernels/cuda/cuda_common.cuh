@@ -1,0 +1,42 @@
+// Device helpers shared by the CUDA variant files: warp reductions, fp16 loads, the
+// launch check that names the kernel, and the host/device annotation that lets a
+// variant's per-lane arithmetic live in a header the CPU tests can also compile.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/lane_math.h"
+#include "kernels/kernel.h"
+
+namespace qmv::cuda {
+
+inline constexpr int kWarp = 32;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Sum over the 16 lanes of each half-warp (lanes 0-15 and 16-31 reduce separately).
+__device__ __forceinline__ float half_warp_sum(float v) {
+#pragma unroll
+  for (int offset = 8; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+inline cudaStream_t stream_of(const MatVecArgs& a) { return static_cast<cudaStream_t>(a.stream); }
+
+// After every launch: the launch error (bad configuration, too much shared memory...)
+// as a Status that names the kernel. Asynchronous faults surface at the caller's sync.
+inline Status launch_status(const char* kernel) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return Status::Ok();
+  return Status::Error(std::string(kernel) + ": launch failed: " + cudaGetErrorString(err));
+}
+
+}  // namespace qmv::cuda
