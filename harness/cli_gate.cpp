@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <random>
+#include <unistd.h>
 
 #include "harness/check.h"
 #include "harness/experiment.h"
 #include "harness/gate.h"
+#include "harness/instructions.h"
 #include "harness/machine.h"
+#include "harness/shapes.h"
 #include "harness/table.h"
 #include "kernels/registry.h"
 
@@ -21,6 +24,13 @@ struct GateCommand::Options {
   GateConfig config;
   double tolerance = 0.3;
   bool update = false, no_speed = false;
+  // The callgrind half.
+  CLI::App* child = nullptr;
+  std::string child_points;
+  std::string instructions_baseline = "results/{machine}/gate-instructions.csv";
+  std::string instructions_shape = "64x4096";
+  double instructions_tolerance = 0.03;
+  bool no_instructions = false;
 };
 
 GateCommand::GateCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
@@ -37,15 +47,88 @@ GateCommand::GateCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
       ->capture_default_str();
   o.cmd->add_option("--reps", o.config.repetitions, "Interleaved repetitions (medians compared)")
       ->check(CLI::Range(3, 101))->capture_default_str();
-  o.cmd->add_flag("--no-speed", o.no_speed, "Only the correctness gate");
+  o.cmd->add_flag("--no-speed", o.no_speed, "Skip the timed half (speed ratios)");
+  o.cmd->add_option("--instructions-baseline", o.instructions_baseline,
+                    "Baseline of callgrind instructions per weight byte ({machine} expands)")
+      ->capture_default_str();
+  o.cmd->add_option("--instructions-shape", o.instructions_shape, "Shape the instructions are counted on")
+      ->capture_default_str();
+  o.cmd->add_option("--instructions-tolerance", o.instructions_tolerance,
+                    "Allowed growth of instructions per weight byte (0.03: up to 103% of the baseline)")
+      ->check(CLI::Range(0.0, 10.0))->capture_default_str();
+  o.cmd->add_flag("--no-instructions", o.no_instructions, "Skip the callgrind instruction counts");
+  // What the gate runs under valgrind; not for people.
+  o.child = app.add_subcommand("gate-callgrind-child", "")->group("");
+  o.child->add_option("--points", o.child_points)->required();
 }
 
 GateCommand::~GateCommand() = default;
 
-bool GateCommand::chosen() const { return o_->cmd->parsed(); }
+bool GateCommand::chosen() const { return o_->cmd->parsed() || o_->child->parsed(); }
+
+namespace {
+
+// The deterministic half: instructions per weight byte of every kernel valgrind can
+// run, under callgrind, against the committed baseline. Returns the failures.
+int gate_instructions(const std::vector<const KernelSpec*>& kernels, const std::string& shape_text,
+                      const std::string& baseline_spec, double tolerance, bool update) {
+  const std::string valgrind = valgrind_version();
+  if (valgrind.empty()) {
+    fmt::print("valgrind not found: instructions per weight byte not gated (install valgrind)\n");
+    return 0;
+  }
+  const std::vector<Shape> shapes = parse_shapes(shape_text);
+  if (shapes.size() != 1) throw std::runtime_error("--instructions-shape takes one shape");
+  // Valgrind does not decode AVX-512: those kernels are left to the timed half.
+  const std::uint32_t avx512 = CpuFeature::AVX512F | CpuFeature::AVX512BW | CpuFeature::AVX512VL |
+                               CpuFeature::AVX512VNNI;
+  std::vector<InstructionPoint> points;
+  for (const KernelSpec* k : kernels)
+    if ((k->cpu_features & avx512) == 0 && k->supports(shapes[0])) points.emplace_back(k, shapes[0]);
+  fmt::print("counting instructions of {} kernel(s) on {} under callgrind ({})\n", points.size(),
+             to_string(shapes[0]), valgrind);
+  std::fflush(stdout);
+  const std::string work = (std::filesystem::temp_directory_path() / fmt::format("qmvlab-callgrind-{}", getpid())).string();
+  const auto measured = count_instructions({std::filesystem::read_symlink("/proc/self/exe").string(), "gate-callgrind-child", "--points", format_points(points)},
+                                           points, work);
+  std::filesystem::remove_all(work);
+  const std::string path = expand_machine(baseline_spec);
+  if (update) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    write_instruction_baseline(path, measured, valgrind);
+    fmt::print("wrote the instruction baseline of {} kernel(s) to {}\n", measured.size(), path);
+    return 0;
+  }
+  if (!std::filesystem::is_regular_file(path)) {
+    fmt::print("no instruction baseline at {}: not gated (record one with --update-baseline)\n", path);
+    return 0;
+  }
+  const auto baseline = read_instruction_baseline(path);
+  std::vector<std::string> missing;
+  const auto regressions = instruction_regressions(measured, baseline, tolerance, &missing);
+  std::vector<std::vector<std::string>> rows;
+  for (const InstructionCount& m : measured) {
+    const auto b = std::find_if(baseline.begin(), baseline.end(),
+                                [&](const InstructionCount& x) { return x.kernel == m.kernel && x.shape == m.shape; });
+    rows.push_back({m.kernel, to_string(m.shape), fmt::format("{:.3f}", m.per_weight_byte()),
+                    b == baseline.end() ? "-" : fmt::format("{:.3f}", b->per_weight_byte())});
+  }
+  print_table({"kernel", "shape", "instr/weight byte now", "baseline"}, rows);
+  for (const auto& r : regressions) fmt::print("FAIL instructions {}\n", r);
+  if (!missing.empty()) fmt::print("{} kernel(s) without an instruction baseline row (not gated)\n", missing.size());
+  fmt::print("instructions: {} regression(s) beyond {:.0f}% against {}\n", regressions.size(), 100 * tolerance, path);
+  return static_cast<int>(regressions.size());
+}
+
+}  // namespace
 
 int GateCommand::run() const {
   const Options& o = *o_;
+  if (o.child->parsed()) {
+    if (!running_under_valgrind()) throw std::runtime_error("gate-callgrind-child runs under valgrind only");
+    run_instrumented_calls(parse_points(o.child_points));
+    return 0;
+  }
   const Experiment exp = load_experiment(o.experiment);
   std::string globs;
   for (const auto& g : exp.kernel_globs) globs += (globs.empty() ? "" : ",") + g;
@@ -69,6 +152,9 @@ int GateCommand::run() const {
       if (!c.passed) fmt::print("FAIL check {} {} ({}): {}\n", r.spec->name, to_string(r.shape), c.activation, c.failure);
   });
   fmt::print("check: {} passed, {} failed\n", passed, failed);
+  if (!o.no_instructions)
+    failed += gate_instructions(kernels, o.instructions_shape, o.instructions_baseline, o.instructions_tolerance,
+                                o.update);
   if (o.no_speed) return failed ? 1 : 0;
 
   // Speed against the scalar reference, interleaved.

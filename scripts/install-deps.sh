@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake git python3 python3-venv
           libeigen3-dev libbenchmark-dev libgtest-dev libcli11-dev libtomlplusplus-dev
-          libfccp-dev libcpuinfo-dev libfmt-dev libicu-dev nlohmann-json3-dev clang libclang-rt-14-dev)
+          libfccp-dev libcpuinfo-dev libfmt-dev libicu-dev nlohmann-json3-dev clang libclang-rt-14-dev
+          valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
