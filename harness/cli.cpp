@@ -142,12 +142,14 @@ void print_check_table(const std::vector<CheckRow>& rows) {
 
 void print_peak_table(const std::vector<PeakRow>& rows) {
   std::vector<std::vector<std::string>> t;
-  for (const auto& r : rows)
-    t.push_back({std::to_string(r.threads), fmt::format("{:.2f}", r.gbps_best),
-                 fmt::format("{:.2f}", r.gbps_median),
-                 fmt::format("{:.0f}", static_cast<double>(r.buffer_bytes) / (1 << 20)),
-                 std::to_string(r.repetitions)});
-  print_table({"threads", "read GB/s (best)", "read GB/s (median)", "buffer MiB", "reps"}, t);
+  for (const auto& r : rows) {
+    const bool gpu = r.device != "cpu";
+    t.push_back({gpu ? r.device : "cpu", gpu ? "device-to-device copy" : fmt::format("read, {} thread{}", r.threads, r.threads == 1 ? "" : "s"),
+                 fmt::format("{:.2f}", r.gbps_best), fmt::format("{:.2f}", r.gbps_median),
+                 r.datasheet_gbps > 0 ? fmt::format("{:.2f}", r.datasheet_gbps) : "-",
+                 fmt::format("{:.0f}", static_cast<double>(r.buffer_bytes) / (1 << 20)), std::to_string(r.repetitions)});
+  }
+  print_table({"device", "measure", "GB/s (best)", "GB/s (median)", "datasheet GB/s", "buffer MiB", "reps"}, t);
 }
 
 std::vector<CheckRow> to_rows(const CheckResult& r, const CheckConfig& cfg) {
@@ -180,10 +182,21 @@ std::vector<CheckRow> to_rows(const CheckResult& r, const CheckConfig& cfg) {
   return out;
 }
 
+// The GPU's copy bandwidth next to its datasheet figure, as `qmvlab peak` prints it.
+std::string describe_gpu_peak(const GpuPeakResult& p) {
+  return fmt::format("GPU peak ({}): device-to-device copy {:.1f} GB/s (read + write; best of {}, median {:.1f}), "
+                     "{:.1f}% of the datasheet {:.1f} GB/s",
+                     machine_info().gpu, p.best_gbps, p.repetitions, p.median_gbps,
+                     p.datasheet_gbps > 0 ? 100 * p.best_gbps / p.datasheet_gbps : 0.0, p.datasheet_gbps);
+}
+
+// CPU read peaks per thread count; with `gpu`, also the GPU's copy peak where there is
+// a device (printed, and a CSV row of device "cuda").
 std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
-                                    const std::string& out, bool append) {
+                                    const std::string& out, bool append, bool gpu = false) {
+  const bool gpu_columns = gpu && machine_info().gpu != "none";
   std::unique_ptr<CsvWriter> csv;
-  if (!out.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out), peak_header(), append);
+  if (!out.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out), peak_header(gpu_columns), append);
   std::map<int, double> peaks;
   std::vector<PeakRow> rows;
   for (int t : threads) {
@@ -192,8 +205,20 @@ std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, c
     fmt::print("peak read bandwidth, {} thread{}: {:.2f} GB/s (best of {}, median {:.2f})\n", t,
                t == 1 ? "" : "s", p.best_gbps, p.repetitions, p.median_gbps);
     std::fflush(stdout);
-    if (csv) csv->write(peak_fields(*ctx, row));
+    if (csv) csv->write(peak_fields(*ctx, row, gpu_columns));
     peaks[t] = p.best_gbps;
+  }
+  if (gpu) {
+    const GpuPeakResult g = measure_gpu_copy_bandwidth(reps);
+    if (!g.measured) {
+      fmt::print("GPU peak: not measured: {}\n", g.why_not);
+    } else {
+      fmt::print("{}\n", describe_gpu_peak(g));
+      PeakRow row{0, static_cast<std::int64_t>(g.bytes), g.repetitions, g.best_gbps, g.median_gbps, "cuda",
+                  g.datasheet_gbps};
+      if (csv) csv->write(peak_fields(*ctx, row, gpu_columns));
+    }
+    std::fflush(stdout);
   }
   return peaks;
 }
@@ -307,7 +332,8 @@ int run_cli(int argc, char** argv) {
 
   // bench
   auto* bench = app.add_subcommand(
-      "bench", "Time kernels (Google Benchmark, real time), GB/s as a share of the measured peak");
+      "bench", "Time kernels, GB/s as a share of the measured peak (CPU: Google Benchmark, real time; CUDA: events "
+               "around many launches, NVTX ranges named after the kernels, one host thread)");
   std::string bench_kernels = "*", bench_shapes = "llama-2-7b", bench_threads = "1,all", bench_out;
   BenchConfig bcfg;
   bool bench_append = false;
@@ -315,7 +341,8 @@ int run_cli(int argc, char** argv) {
   bench->add_option("--kernels", bench_kernels, "Comma-separated globs of kernel names")->capture_default_str();
   bench->add_option("--shapes", bench_shapes, "ROWSxCOLS list or preset")->capture_default_str();
   bench->add_option("--threads", bench_threads, "Thread counts, e.g. 1,2 or all")->capture_default_str();
-  bench->add_flag("--warm", bcfg.warm, "Reuse one weight copy (warm caches) instead of rotating copies");
+  bench->add_flag("--warm", bcfg.warm,
+                  "Reuse one weight copy (warm caches) instead of rotating copies past the LLC / GPU L2");
   bool no_interleave = false;
   bench->add_flag("--no-interleave", no_interleave,
                   "Run each point's repetitions back to back instead of interleaving all points");
@@ -330,7 +357,9 @@ int run_cli(int argc, char** argv) {
   bench->add_flag("--append", bench_append, "Append to --out instead of replacing it");
 
   // peak
-  auto* peak = app.add_subcommand("peak", "Measure the machine's memory read bandwidth (STREAM-like, all threads)");
+  auto* peak = app.add_subcommand(
+      "peak", "Measure the machine's memory bandwidth: a STREAM-like read per thread count, and with a CUDA "
+              "device a device-to-device copy next to the datasheet figure");
   std::string peak_threads = "1,all", peak_out;
   int peak_reps = 7;
   bool peak_append = false;
@@ -480,10 +509,18 @@ int run_cli(int argc, char** argv) {
       bcfg.threads = parse_threads(bench_threads);
       bcfg.interleave = !no_interleave;
       const RunContext ctx = current_context(cmd);
+      // Selecting a CUDA kernel adds the GPU columns (empty on CPU rows), whether or not
+      // a device is here, so the file's columns follow from the command alone.
+      const bool gpu_columns = std::any_of(kernels.begin(), kernels.end(),
+                                           [](const KernelSpec* k) { return k->backend == Backend::CUDA; });
       std::unique_ptr<CsvWriter> csv;
       if (!bench_out.empty())
-        csv = std::make_unique<CsvWriter>(expand_machine(bench_out), bench_header(), bench_append);
-      const auto peaks = measure_peaks(bcfg.threads, bench_peak_reps, nullptr, "", false);
+        csv = std::make_unique<CsvWriter>(expand_machine(bench_out), bench_header(gpu_columns), bench_append);
+      // The CPU roofline, when CPU kernels are timed (the GPU's is measured by the bench).
+      const bool any_cpu = std::any_of(kernels.begin(), kernels.end(),
+                                       [](const KernelSpec* k) { return k->backend == Backend::CPU; });
+      const auto peaks = any_cpu ? measure_peaks(bcfg.threads, bench_peak_reps, nullptr, "", false)
+                                 : std::map<int, double>{};
       fmt::print("timing {} kernel(s) x {} shape(s) x {} thread count(s), {} cache, {} reps{}\n",
                  kernels.size(), shapes.size(), bcfg.threads.size(), bcfg.warm ? "warm" : "cold",
                  bcfg.repetitions, bcfg.interleave ? ", interleaved" : "");
@@ -492,11 +529,22 @@ int run_cli(int argc, char** argv) {
       const BenchOutcome res = run_bench(
           kernels, shapes, bcfg, peaks,
           [&](const BenchRow& r, int done, int total) {
-            fmt::print("[{}/{}] {} {}x{} threads={}: median {:.1f} us, {:.2f} GB/s = {:.1f}% of {:.2f} GB/s peak\n",
-                       done, total, r.kernel, r.rows, r.cols, r.threads, r.time_median_us, r.gbps_median,
-                       r.peak_pct, r.peak_gbps);
+            if (r.gpu_name.empty()) {
+              fmt::print("[{}/{}] {} {}x{} threads={}: median {:.1f} us, {:.2f} GB/s = {:.1f}% of {:.2f} GB/s peak\n",
+                         done, total, r.kernel, r.rows, r.cols, r.threads, r.time_median_us, r.gbps_median,
+                         r.peak_pct, r.peak_gbps);
+            } else {
+              fmt::print("[{}/{}] {} {}x{} on {}: median {:.2f} us ({} launches per rep), {:.1f} GB/s = {:.1f}% of the "
+                         "{:.1f} GB/s copy peak, {:.1f}% of the {:.1f} GB/s datasheet{}\n",
+                         done, total, r.kernel, r.rows, r.cols, r.gpu_name, r.time_median_us, r.launches_per_rep,
+                         r.gbps_median, r.peak_pct, r.peak_gbps, r.datasheet_pct, r.datasheet_gbps,
+                         r.time_with_quant_median_us > 0
+                             ? fmt::format("; with the on-GPU Q8_1 quantization {:.2f} us (quantizer alone {:.2f} us)",
+                                           r.time_with_quant_median_us, r.quant_median_us)
+                             : std::string());
+            }
             std::fflush(stdout);
-            if (csv) csv->write(bench_fields(ctx, r));
+            if (csv) csv->write(bench_fields(ctx, r, gpu_columns));
           },
           [&](int runs_done, int runs_total) {
             // With interleaving, points finish together at the end: report rounds meanwhile.
@@ -517,7 +565,7 @@ int run_cli(int argc, char** argv) {
 
     if (*peak) {
       const RunContext ctx = current_context(cmd);
-      measure_peaks(parse_threads(peak_threads), peak_reps, &ctx, peak_out, peak_append);
+      measure_peaks(parse_threads(peak_threads), peak_reps, &ctx, peak_out, peak_append, true);
       if (!peak_out.empty()) fmt::print("wrote {}\n", expand_machine(peak_out));
       return 0;
     }

@@ -4,8 +4,11 @@
 
 #include "harness/fccp.h"
 
+#include <algorithm>
+#include <array>
 #include <filesystem>
 #include <stdexcept>
+#include <type_traits>
 
 #include "harness/machine.h"
 
@@ -83,23 +86,68 @@ void CsvWriter::write(const std::vector<std::string>& fields) {
   if (!out_) throw std::runtime_error(fmt::format("{}: write failed", path_));
 }
 
-std::vector<std::string> bench_header() {
-  return with_context(kContextColumns,
-                      {"kernel", "op", "weight_type", "act_format", "backend", "rows", "cols",
-                       "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions",
-                       "time_min_us", "time_median_us", "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
-                       "peak_pct", "gflops", "command"});
+namespace {
+
+// The CUDA columns of a bench row, in the order written (before `command`).
+const std::vector<std::string> kGpuBenchColumns = {
+    "launches_per_rep", "quant_median_us", "time_with_quant_median_us", "datasheet_gbps", "datasheet_pct",
+    "rotation_bytes",   "gpu_name",        "gpu_sm_count",              "gpu_driver",     "gpu_sm_clock_mhz",
+    "gpu_mem_clock_mhz", "gpu_bus_bits",   "gpu_l2_bytes"};
+const std::vector<std::string> kGpuPeakColumns = {"device", "datasheet_gbps"};
+
+// Inserts `extra` before the last column (`command`).
+std::vector<std::string> before_command(std::vector<std::string> fields, const std::vector<std::string>& extra) {
+  fields.insert(fields.end() - 1, extra.begin(), extra.end());
+  return fields;
 }
 
-std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r) {
-  return with_context(context_fields(ctx),
-                      {r.kernel, r.op, r.weight_type, r.act_format, r.backend,
-                       std::to_string(r.rows), std::to_string(r.cols), std::to_string(r.threads),
-                       r.cache, std::to_string(r.tile_rows), std::to_string(r.min_parallel_rows),
-                       std::to_string(r.repetitions), num(r.time_min_us),
-                       num(r.time_median_us), num(r.time_max_us), std::to_string(r.bytes_per_call),
-                       num(r.gbps_median), num(r.gbps_best), num(r.peak_gbps), num(r.peak_pct),
-                       num(r.gflops), ctx.command});
+std::vector<std::string> gpu_bench_fields(const BenchRow& r) {
+  if (r.gpu_name.empty()) return std::vector<std::string>(kGpuBenchColumns.size());
+  auto optional = [](double v) { return v > 0 ? num(v) : std::string(); };
+  return {std::to_string(r.launches_per_rep), optional(r.quant_median_us), optional(r.time_with_quant_median_us),
+          num(r.datasheet_gbps),              num(r.datasheet_pct),         std::to_string(r.rotation_bytes),
+          r.gpu_name,                         std::to_string(r.gpu_sm_count), r.gpu_driver,
+          std::to_string(r.gpu_sm_clock_mhz), std::to_string(r.gpu_mem_clock_mhz), std::to_string(r.gpu_bus_bits),
+          std::to_string(r.gpu_l2_bytes)};
+}
+
+// A number from an optional column: empty reads as 0; anything else must parse whole.
+template <class T>
+T optional_number(const std::string& text, const std::string& path, const char* column) {
+  if (text.empty()) return T{};
+  try {
+    std::size_t used = 0;
+    T v{};
+    if constexpr (std::is_floating_point_v<T>)
+      v = static_cast<T>(std::stod(text, &used));
+    else
+      v = static_cast<T>(std::stoll(text, &used));
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw std::runtime_error(fmt::format("{}: column {}: '{}' is not a number", path, column, text));
+}
+
+}  // namespace
+
+std::vector<std::string> bench_header(bool gpu_columns) {
+  std::vector<std::string> h = with_context(
+      kContextColumns, {"kernel", "op", "weight_type", "act_format", "backend", "rows", "cols", "threads", "cache",
+                        "tile_rows", "min_parallel_rows", "repetitions", "time_min_us", "time_median_us",
+                        "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps", "peak_pct",
+                        "gflops", "command"});
+  return gpu_columns ? before_command(std::move(h), kGpuBenchColumns) : h;
+}
+
+std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, bool gpu_columns) {
+  std::vector<std::string> f = with_context(
+      context_fields(ctx),
+      {r.kernel, r.op, r.weight_type, r.act_format, r.backend, std::to_string(r.rows), std::to_string(r.cols),
+       std::to_string(r.threads), r.cache, std::to_string(r.tile_rows), std::to_string(r.min_parallel_rows),
+       std::to_string(r.repetitions), num(r.time_min_us), num(r.time_median_us), num(r.time_max_us),
+       std::to_string(r.bytes_per_call), num(r.gbps_median), num(r.gbps_best), num(r.peak_gbps), num(r.peak_pct),
+       num(r.gflops), ctx.command});
+  return gpu_columns ? before_command(std::move(f), gpu_bench_fields(r)) : f;
 }
 
 std::vector<std::string> check_header() {
@@ -120,9 +168,10 @@ std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r) 
                        r.passed ? "1" : "0", r.failure, ctx.command});
 }
 
-std::vector<std::string> peak_header() {
-  return with_context(kContextColumns, {"threads", "buffer_bytes", "repetitions", "gbps_best",
-                                        "gbps_median", "command"});
+std::vector<std::string> peak_header(bool gpu_columns) {
+  std::vector<std::string> h =
+      with_context(kContextColumns, {"threads", "buffer_bytes", "repetitions", "gbps_best", "gbps_median", "command"});
+  return gpu_columns ? before_command(std::move(h), kGpuPeakColumns) : h;
 }
 
 std::vector<std::string> sweep_header() {
@@ -133,11 +182,12 @@ std::vector<std::string> sweep_header() {
   return h;
 }
 
-std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r) {
-  return with_context(context_fields(ctx),
-                      {std::to_string(r.threads), std::to_string(r.buffer_bytes),
-                       std::to_string(r.repetitions), num(r.gbps_best), num(r.gbps_median),
-                       ctx.command});
+std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bool gpu_columns) {
+  std::vector<std::string> f = with_context(
+      context_fields(ctx), {std::to_string(r.threads), std::to_string(r.buffer_bytes), std::to_string(r.repetitions),
+                            num(r.gbps_best), num(r.gbps_median), ctx.command});
+  if (!gpu_columns) return f;
+  return before_command(std::move(f), {r.device, r.datasheet_gbps > 0 ? num(r.datasheet_gbps) : std::string()});
 }
 
 namespace {
@@ -153,6 +203,48 @@ auto guarded(const std::string& path, Fn fn) {
   }
 }
 
+// Whether the file's header holds all of `columns` (our column names need no quoting).
+bool has_columns(const std::string& path, const std::vector<std::string>& columns) {
+  std::ifstream in(path);
+  std::string first;
+  std::getline(in, first);
+  std::vector<std::string> names;
+  for (std::size_t start = 0; start <= first.size();) {
+    const std::size_t end = std::min(first.find(',', start), first.size());
+    names.push_back(first.substr(start, end - start));
+    start = end + 1;
+  }
+  for (const auto& c : columns)
+    if (std::find(names.begin(), names.end(), c) == names.end()) return false;
+  return true;
+}
+
+// The CUDA columns, where the file has them, into rows read in file order.
+void read_gpu_bench_columns(const std::string& path, std::vector<BenchRow>& rows) {
+  if (!has_columns(path, kGpuBenchColumns)) return;
+  io::CSVReader<13, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
+  in.read_header(io::ignore_extra_column, "launches_per_rep", "quant_median_us", "time_with_quant_median_us",
+                 "datasheet_gbps", "datasheet_pct", "rotation_bytes", "gpu_name", "gpu_sm_count", "gpu_driver",
+                 "gpu_sm_clock_mhz", "gpu_mem_clock_mhz", "gpu_bus_bits", "gpu_l2_bytes");
+  std::array<std::string, 13> f;
+  for (BenchRow& r : rows) {
+    if (!in.read_row(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12])) break;
+    r.launches_per_rep = optional_number<std::int64_t>(f[0], path, "launches_per_rep");
+    r.quant_median_us = optional_number<double>(f[1], path, "quant_median_us");
+    r.time_with_quant_median_us = optional_number<double>(f[2], path, "time_with_quant_median_us");
+    r.datasheet_gbps = optional_number<double>(f[3], path, "datasheet_gbps");
+    r.datasheet_pct = optional_number<double>(f[4], path, "datasheet_pct");
+    r.rotation_bytes = optional_number<std::int64_t>(f[5], path, "rotation_bytes");
+    r.gpu_name = f[6];
+    r.gpu_sm_count = optional_number<int>(f[7], path, "gpu_sm_count");
+    r.gpu_driver = f[8];
+    r.gpu_sm_clock_mhz = optional_number<int>(f[9], path, "gpu_sm_clock_mhz");
+    r.gpu_mem_clock_mhz = optional_number<int>(f[10], path, "gpu_mem_clock_mhz");
+    r.gpu_bus_bits = optional_number<int>(f[11], path, "gpu_bus_bits");
+    r.gpu_l2_bytes = optional_number<std::int64_t>(f[12], path, "gpu_l2_bytes");
+  }
+}
+
 }  // namespace
 
 CsvKind detect_csv_kind(const std::string& path) {
@@ -160,9 +252,9 @@ CsvKind detect_csv_kind(const std::string& path) {
     std::ifstream in(path);
     std::string first;
     if (!std::getline(in, first)) throw std::runtime_error(fmt::format("{}: empty file", path));
-    if (first == join(bench_header())) return CsvKind::Bench;
+    if (first == join(bench_header(false)) || first == join(bench_header(true))) return CsvKind::Bench;
     if (first == join(check_header())) return CsvKind::Check;
-    if (first == join(peak_header())) return CsvKind::Peak;
+    if (first == join(peak_header(false)) || first == join(peak_header(true))) return CsvKind::Peak;
     if (first == join(sweep_header())) return CsvKind::Sweep;
     return CsvKind::Unknown;
   });
@@ -187,6 +279,7 @@ std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
       if (ctx && rows.empty()) *ctx = c;
       rows.push_back(r);
     }
+    read_gpu_bench_columns(path, rows);
     return rows;
   });
 }
@@ -221,6 +314,15 @@ std::vector<PeakRow> read_peak_csv(const std::string& path) {
     PeakRow r;
     while (in.read_row(r.threads, r.buffer_bytes, r.repetitions, r.gbps_best, r.gbps_median))
       rows.push_back(r);
+    if (!has_columns(path, kGpuPeakColumns)) return rows;
+    io::CSVReader<2, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> gpu(path);
+    gpu.read_header(io::ignore_extra_column, "device", "datasheet_gbps");
+    std::string device, datasheet;
+    for (PeakRow& row : rows) {
+      if (!gpu.read_row(device, datasheet)) break;
+      row.device = device.empty() ? "cpu" : device;
+      row.datasheet_gbps = optional_number<double>(datasheet, path, "datasheet_gbps");
+    }
     return rows;
   });
 }

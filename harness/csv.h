@@ -29,6 +29,17 @@ struct BenchRow {
   double peak_gbps = 0;  // measured read bandwidth with the same threads
   double peak_pct = 0;   // gbps_median / peak_gbps * 100
   double gflops = 0;     // at the median time
+  // CUDA rows only (the GPU columns, empty for CPU rows; see bench_header). Times per
+  // call: the on-GPU Q8_1 activation quantization alone, and quantization followed by
+  // the matvec (0: not measured, for kernels that take no Q8_1).
+  std::int64_t launches_per_rep = 0;  // launches timed between two CUDA events
+  double quant_median_us = 0, time_with_quant_median_us = 0;
+  double datasheet_gbps = 0;  // 2 x memory clock x bus width / 8
+  double datasheet_pct = 0;   // gbps_median / datasheet_gbps * 100
+  std::int64_t rotation_bytes = 0;  // weight copies rotated through (cold), or one copy (warm)
+  std::string gpu_name, gpu_driver;
+  int gpu_sm_count = 0, gpu_sm_clock_mhz = 0, gpu_mem_clock_mhz = 0, gpu_bus_bits = 0;
+  std::int64_t gpu_l2_bytes = 0;
 };
 
 struct CheckRow {
@@ -43,11 +54,15 @@ struct CheckRow {
   std::string failure;  // why it failed or was skipped
 };
 
+// A CPU row: a read with `threads` threads. A GPU row (device "cuda", threads 0): a
+// device-to-device copy counting bytes read and written, with the datasheet figure.
 struct PeakRow {
   int threads = 0;
   std::int64_t buffer_bytes = 0;
   int repetitions = 0;
   double gbps_best = 0, gbps_median = 0;
+  std::string device = "cpu";
+  double datasheet_gbps = 0;
 };
 
 // Quotes a field when it holds a comma, quote or newline (RFC 4180).
@@ -68,15 +83,19 @@ class CsvWriter {
   std::ofstream out_;
 };
 
-std::vector<std::string> bench_header();
-std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r);
+// With gpu_columns, the CUDA columns of BenchRow come before `command` (a run that
+// selects CUDA kernels writes them; CPU rows leave them empty). Without, the CPU
+// columns alone, as sweeps and CPU-only benches write.
+std::vector<std::string> bench_header(bool gpu_columns = false);
+std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, bool gpu_columns = false);
 std::vector<std::string> check_header();
 std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r);
-std::vector<std::string> peak_header();
+// With gpu_columns (a machine with a CUDA device), `device` and `datasheet_gbps`.
+std::vector<std::string> peak_header(bool gpu_columns = false);
 // A sweep row: the bench columns, then experiment, model_op, status, reason and the
 // check results (harness/experiment.h writes and reads them).
 std::vector<std::string> sweep_header();
-std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r);
+std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bool gpu_columns = false);
 
 enum class CsvKind { Bench, Check, Peak, Sweep, Unknown };
 // Which of our files this is, from its header. Throws if it cannot be read.
@@ -84,6 +103,7 @@ CsvKind detect_csv_kind(const std::string& path);
 
 // Readers (context columns are read back into `ctx` from the first row when given).
 // Throw std::runtime_error naming the file and the problem (missing column, bad number).
+// The GPU columns are optional: a file without them reads with them zero / "cpu".
 std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx = nullptr);
 std::vector<CheckRow> read_check_csv(const std::string& path);
 std::vector<PeakRow> read_peak_csv(const std::string& path);

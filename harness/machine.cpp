@@ -77,10 +77,10 @@ MachineInfo detect() {
   }
   m.gpu = "none";
 #ifdef QMV_HAVE_CUDA
-  const cuda::DeviceInfo dev = cuda::query_device();
+  const cuda::DeviceInfo& dev = cuda::current_device();
   if (dev.present) {
-    m.gpu = fmt::format("{} sm_{} {}SMs driver {}.{}", dev.name, dev.sm, dev.sm_count,
-                        dev.driver_version / 1000, dev.driver_version % 1000 / 10);
+    m.gpu = fmt::format("{} sm_{} {}SMs driver {}", dev.name, dev.sm, dev.sm_count,
+                        cuda::version_text(dev.driver_version));
     m.gpu_status = "CUDA: " + m.gpu;
   } else {
     m.gpu_status = "CUDA: " + dev.why_absent + "; GPU kernels are skipped";
@@ -105,7 +105,7 @@ Availability availability(const KernelSpec& spec) {
     return {true, {}};
   }
 #ifdef QMV_HAVE_CUDA
-  static const cuda::DeviceInfo dev = cuda::query_device();
+  const cuda::DeviceInfo& dev = cuda::current_device();
   if (!dev.present) return {false, dev.why_absent};
   if (dev.sm < spec.min_sm)
     return {false, fmt::format("needs sm_{}, device {} is sm_{}", spec.min_sm, dev.name, dev.sm)};

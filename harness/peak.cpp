@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "harness/machine.h"
+#ifdef QMV_HAVE_CUDA
+#include "kernels/cuda/cuda_device.h"
+#endif
 
 namespace qmv {
 
@@ -68,6 +71,47 @@ PeakResult measure_read_bandwidth(int threads, int repetitions) {
   }
   std::sort(gbps.begin(), gbps.end());
   return {threads, words * sizeof(std::uint64_t), gbps.back(), gbps[gbps.size() / 2], repetitions};
+}
+
+std::size_t gpu_cold_bytes(std::size_t l2_bytes) {
+  return std::max<std::size_t>(4 * l2_bytes, std::size_t(64) << 20);
+}
+
+GpuPeakResult measure_gpu_copy_bandwidth(int repetitions) {
+  GpuPeakResult r;
+#ifdef QMV_HAVE_CUDA
+  const cuda::DeviceInfo& dev = cuda::current_device();
+  if (!dev.present) {
+    r.why_not = dev.why_absent;
+    return r;
+  }
+  r.datasheet_gbps = dev.datasheet_gbps();
+  // Far past the L2 (8x), at least 1 GiB; two buffers of it within half the free memory.
+  std::size_t bytes = std::max<std::size_t>(8 * dev.l2_bytes, std::size_t(1) << 30);
+  if (const std::size_t free = cuda::free_device_memory(); free > 0) bytes = std::min(bytes, free / 4);
+  bytes = bytes / (std::size_t(1) << 20) * (std::size_t(1) << 20);
+  const cuda::CopyBandwidth c = cuda::measure_copy_bandwidth(bytes, repetitions);
+  if (!c.error.empty() || c.gbps.empty()) {
+    r.why_not = c.error.empty() ? "no repetitions" : c.error;
+    return r;
+  }
+  std::vector<double> g = c.gbps;
+  std::sort(g.begin(), g.end());
+  r.measured = true;
+  r.bytes = bytes;
+  r.repetitions = static_cast<int>(g.size());
+  r.best_gbps = g.back();
+  r.median_gbps = g[g.size() / 2];
+#else
+  (void)repetitions;
+  r.why_not = "this qmvlab was built without CUDA (QMV_CUDA=OFF)";
+#endif
+  return r;
+}
+
+const GpuPeakResult& gpu_peak() {
+  static const GpuPeakResult peak = measure_gpu_copy_bandwidth(7);
+  return peak;
 }
 
 }  // namespace qmv

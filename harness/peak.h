@@ -1,8 +1,9 @@
-// The machine's measured memory read bandwidth: the roofline every CPU bench row is
-// a share of.
+// The machine's measured memory bandwidth: the roofline every bench row is a share of
+// (CPU: a STREAM-like read; GPU: a device-to-device copy).
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace qmv {
 
@@ -21,5 +22,23 @@ PeakResult measure_read_bandwidth(int threads, int repetitions = 7);
 // A buffer size that defeats the caches: 4x the last-level cache, at least 1 GiB,
 // at most a quarter of the RAM.
 std::size_t cold_buffer_bytes();
+
+// The GPU's bandwidth: measured by a large device-to-device copy (bytes read plus
+// bytes written, CUDA events), and the datasheet figure (2 x memory clock x bus
+// width / 8). `measured` is false, with the reason, without a device.
+struct GpuPeakResult {
+  bool measured = false;
+  std::string why_not;
+  std::size_t bytes = 0;  // size of the buffer copied
+  int repetitions = 0;
+  double best_gbps = 0, median_gbps = 0;
+  double datasheet_gbps = 0;
+};
+GpuPeakResult measure_gpu_copy_bandwidth(int repetitions = 7);
+// The same, measured on first use and kept for the process (the bench's roofline).
+const GpuPeakResult& gpu_peak();
+
+// Bytes of weight copies a cold GPU bench rotates through: 4x the L2, at least 64 MiB.
+std::size_t gpu_cold_bytes(std::size_t l2_bytes);
 
 }  // namespace qmv

@@ -1,34 +1,260 @@
+// The device path of the harness: poisoning, run_on_host_buffers for CUDA kernels
+// (uploads, true device sizes, the weight cache, copy-back), and the check running
+// CUDA kernels. The kernels here are test-only stand-ins that need no CUDA code of
+// their own: one computes on the host from the device buffers (so the whole path is
+// exercised against the reference), others leave rows unwritten or fault.
+// Tests that need a device skip with "no CUDA device ..." where there is none.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "harness/check.h"
+#include "harness/data.h"
+#include "harness/execute.h"
+#include "kernels/registry.h"
 #ifdef QMV_HAVE_CUDA
 #include <cuda_runtime.h>
-
-#include <cmath>
-#include <vector>
 
 #include "kernels/cuda/cuda_device.h"
 #endif
 
+namespace qmv {
 namespace {
 
+std::uint64_t fresh_seed(const char* what) {
+  const std::uint64_t seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  std::printf("[ seed     ] %s: %llu\n", what, static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+KernelSpec cuda_spec(const char* name, Status (*run)(const MatVecArgs&)) {
+  KernelSpec k;
+  k.name = name;
+  k.weight = WeightType::Q4_K;
+  k.act = ActFormat::F32;
+  k.backend = Backend::CUDA;
+  k.shape_rule = kSuperBlockColsRule;
+  k.supports = supports_superblock_cols;
+  k.run = run;
+  return k;
+}
+
+int undersized_calls = 0;
+Status count_calls(const MatVecArgs&) {
+  ++undersized_calls;
+  return Status::Ok();
+}
+
+// Runs everywhere: the host buffers are judged before any device is looked for.
+TEST(CudaExecute, UndersizedBufferIsRefusedBeforeAnyLaunch) {
+  const KernelSpec k = cuda_spec("q4_K.cuda.test_counter", count_calls);
+  const Shape s{67, 512};
+  const auto w = random_quantized_matrix(WeightType::Q4_K, s, fresh_seed("undersized"));
+  const auto x = gaussian_vector(s.cols, 3);
+  std::vector<float> y(static_cast<std::size_t>(s.rows));
+  HostCall call;
+  call.shape = s;
+  call.w = w.data();
+  call.w_bytes = w.size() - 1;  // one byte short
+  call.x = x.data();
+  call.x_bytes = x.size() * sizeof(float);
+  call.y = y.data();
+  Status st = run_on_host_buffers(k, call);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.error.find("q4_K.cuda.test_counter"), std::string::npos) << st.error;
+  EXPECT_NE(st.error.find("weights hold"), std::string::npos) << st.error;
+  call.w_bytes = w.size();
+  call.x_bytes = x.size() * sizeof(float) - 4;  // one value short
+  st = run_on_host_buffers(k, call);
+  EXPECT_NE(st.error.find("activation holds"), std::string::npos) << st.error;
+  EXPECT_EQ(undersized_calls, 0) << "the kernel ran on an undersized buffer";
+}
+
 #ifdef QMV_HAVE_CUDA
+
+const KernelSpec& host_reference() {
+  const KernelSpec* k = global_registry().find("q4_K.cpu.scalar");
+  if (!k) std::abort();
+  return *k;
+}
+
+std::vector<std::uint8_t> to_host(const void* device, std::size_t bytes) {
+  std::vector<std::uint8_t> h(bytes);
+  if (cudaMemcpy(h.data(), device, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) h.clear();
+  return h;
+}
+
+// How many output rows the host-computed stand-in writes back (all, or all but one).
+int rows_left_unwritten = 0;
+const void* last_device_weights = nullptr;
+
+// q4_K.cpu.scalar on host copies of the device buffers, the result written to the
+// device output on the call's stream.
+Status host_computed(const MatVecArgs& a) {
+  last_device_weights = a.w;
+  const auto w = to_host(a.w, a.w_bytes);
+  const auto x = to_host(a.x, a.x_bytes);
+  if (w.size() != a.w_bytes || x.size() != a.x_bytes) return Status::Error("test: copy to host failed");
+  std::vector<float> y(static_cast<std::size_t>(a.shape.rows));
+  MatVecArgs h = a;
+  h.w = w.data();
+  h.x = x.data();
+  h.y = y.data();
+  h.y_len = y.size();
+  h.threads = 1;
+  h.stream = nullptr;
+  if (auto st = invoke(host_reference(), h); !st.ok()) return st;
+  const std::size_t written = static_cast<std::size_t>(a.shape.rows - rows_left_unwritten);
+  if (cudaMemcpyAsync(a.y, y.data(), written * sizeof(float), cudaMemcpyHostToDevice,
+                      static_cast<cudaStream_t>(a.stream)) != cudaSuccess ||
+      cudaStreamSynchronize(static_cast<cudaStream_t>(a.stream)) != cudaSuccess)
+    return Status::Error("test: copy to device failed");
+  return Status::Ok();
+}
+
+Status writes_nothing(const MatVecArgs&) { return Status::Ok(); }
+
+// Writes a megabyte at device address 0x100, which nothing maps: an asynchronous fault.
+Status faults(const MatVecArgs& a) {
+  const std::string err = cuda::poison_device_floats(reinterpret_cast<float*>(0x100), 1 << 20, a.stream);
+  return err.empty() ? Status::Ok() : Status::Error(err);
+}
+
+#define SKIP_WITHOUT_DEVICE()                                             \
+  do {                                                                    \
+    const cuda::DeviceInfo& dev = cuda::current_device();                 \
+    if (!dev.present) GTEST_SKIP() << dev.why_absent;                     \
+  } while (0)
+
 TEST(Cuda, PoisonFillsDeviceMemoryWithNan) {
-  const qmv::cuda::DeviceInfo dev = qmv::cuda::query_device();
-  if (!dev.present) GTEST_SKIP() << dev.why_absent;  // starts with "no CUDA device"
+  SKIP_WITHOUT_DEVICE();
+  const cuda::DeviceInfo& dev = cuda::current_device();
   std::printf("CUDA device: %s sm_%d, %d SMs\n", dev.name.c_str(), dev.sm, dev.sm_count);
   const std::size_t n = 100003;
   float* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, n * sizeof(float)), cudaSuccess);
   ASSERT_EQ(cudaMemset(d, 0, n * sizeof(float)), cudaSuccess);
-  EXPECT_EQ(qmv::cuda::poison_device_floats(d, n), "");
+  EXPECT_EQ(cuda::poison_device_floats(d, n), "");
   std::vector<float> h(n);
   ASSERT_EQ(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   cudaFree(d);
   for (std::size_t i = 0; i < n; ++i) ASSERT_TRUE(std::isnan(h[i])) << i;
-  EXPECT_NE(qmv::cuda::poison_device_floats(nullptr, 5), "");
+  EXPECT_NE(cuda::poison_device_floats(nullptr, 5), "");
 }
+
+// The check runs CUDA kernels like CPU ones, on the awkward shapes too: the stand-in
+// computing on the host passes; leaving one row (or every row) unwritten fails on the
+// NaN poison.
+TEST(Cuda, CheckRunsCudaKernelsAndCatchesUnwrittenRows) {
+  SKIP_WITHOUT_DEVICE();
+  const KernelSpec good = cuda_spec("q4_K.cuda.test_host_computed", host_computed);
+  const KernelSpec idle = cuda_spec("q4_K.cuda.test_writes_nothing", writes_nothing);
+  const std::vector<Shape> shapes = {{1, 256}, {3, 4096}, {67, 512}, {130, 14336}};
+  CheckConfig cfg;
+  cfg.seed = fresh_seed("cuda check");
+  rows_left_unwritten = 0;
+  for (const auto& r : run_check({&good}, shapes, cfg)) {
+    EXPECT_TRUE(r.skipped.empty()) << r.skipped;
+    ASSERT_EQ(r.cases.size(), 2u);
+    EXPECT_TRUE(r.passed()) << to_string(r.shape) << ": " << r.cases[0].failure << r.cases[1].failure;
+  }
+  rows_left_unwritten = 1;
+  for (const auto& r : run_check({&good}, shapes, cfg)) {
+    EXPECT_FALSE(r.passed()) << to_string(r.shape) << ": a row left unwritten passed";
+    for (const auto& c : r.cases) EXPECT_NE(c.failure.find("NaN"), std::string::npos) << c.failure;
+  }
+  rows_left_unwritten = 0;
+  for (const auto& r : run_check({&idle}, shapes, cfg)) EXPECT_FALSE(r.passed()) << to_string(r.shape);
+}
+
+// Weights are uploaded once per matrix and reused, but never stale: the same bytes keep
+// their device copy; the same host buffer rewritten in place is uploaded again.
+TEST(Cuda, WeightCacheReusesUploadsButNeverServesStaleBytes) {
+  SKIP_WITHOUT_DEVICE();
+  const KernelSpec k = cuda_spec("q4_K.cuda.test_host_computed", host_computed);
+  const std::uint64_t seed = fresh_seed("weight cache");
+  const Shape s{130, 4096};
+  auto w = random_quantized_matrix(WeightType::Q4_K, s, seed);
+  const auto x = gaussian_vector(s.cols, seed + 1);
+  std::vector<float> y(static_cast<std::size_t>(s.rows)), expected(y.size());
+  HostCall call;
+  call.shape = s;
+  call.w = w.data();
+  call.w_bytes = w.size();
+  call.x = x.data();
+  call.x_bytes = x.size() * sizeof(float);
+  call.y = y.data();
+  auto reference = [&] {
+    MatVecArgs h;
+    h.shape = s;
+    h.w = w.data();
+    h.w_bytes = w.size();
+    h.x = x.data();
+    h.x_bytes = call.x_bytes;
+    h.y = expected.data();
+    h.y_len = expected.size();
+    ASSERT_TRUE(invoke(host_reference(), h).ok());
+  };
+  rows_left_unwritten = 0;
+  ASSERT_TRUE(run_on_host_buffers(k, call).ok());
+  const void* first = last_device_weights;
+  ASSERT_TRUE(run_on_host_buffers(k, call).ok());
+  EXPECT_EQ(last_device_weights, first) << "the same weights were not served from their upload";
+  reference();
+  EXPECT_EQ(y, expected);
+  // Same pointer, same size, new contents.
+  const auto other = random_quantized_matrix(WeightType::Q4_K, s, seed + 7);
+  std::copy(other.begin(), other.end(), w.begin());
+  ASSERT_TRUE(run_on_host_buffers(k, call).ok());
+  reference();
+  EXPECT_EQ(y, expected) << "stale device weights were used after the host buffer changed";
+}
+
+// In a child process: a faulting kernel, then a good one. Exits 0 when the fault was
+// named after the faulting kernel and the next call was refused naming it too.
+[[noreturn]] void fault_then_call_again() {
+  const KernelSpec bad = cuda_spec("q4_K.cuda.test_faults", faults);
+  const KernelSpec good = cuda_spec("q4_K.cuda.test_writes_nothing", writes_nothing);
+  const Shape s{3, 256};
+  const auto w = random_quantized_matrix(WeightType::Q4_K, s, 5);
+  const auto x = gaussian_vector(s.cols, 6);
+  std::vector<float> y(3);
+  HostCall call;
+  call.shape = s;
+  call.w = w.data();
+  call.w_bytes = w.size();
+  call.x = x.data();
+  call.x_bytes = x.size() * sizeof(float);
+  call.y = y.data();
+  const Status first = run_on_host_buffers(bad, call);
+  const Status second = run_on_host_buffers(good, call);
+  std::fprintf(stderr, "first: %s\nsecond: %s\n", first.error.c_str(), second.error.c_str());
+  const bool named = first.error.rfind("q4_K.cuda.test_faults: failed on the device", 0) == 0;
+  const bool refused =
+      second.error.find("not run: the CUDA context was lost after q4_K.cuda.test_faults") != std::string::npos;
+  std::exit(named && refused ? 0 : 1);
+}
+
+// A fault inside a kernel surfaces at the synchronize, named after the kernel; later
+// calls are refused naming it rather than failing under their own names. In a child
+// process (re-executed, so it starts with a fresh CUDA context): the fault leaves its
+// process's context unusable.
+TEST(CudaDeathTest, AsynchronousFaultIsNamedAfterTheKernel) {
+  SKIP_WITHOUT_DEVICE();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(fault_then_call_again(), ::testing::ExitedWithCode(0), "");
+}
+
 #else
+
 TEST(Cuda, PoisonFillsDeviceMemoryWithNan) { GTEST_SKIP() << "no CUDA device: built with QMV_CUDA=OFF"; }
+
 #endif
 
 }  // namespace
+}  // namespace qmv
