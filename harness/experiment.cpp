@@ -204,9 +204,10 @@ std::vector<SweepPoint> expand_points(const Experiment& e, const Registry& regis
         reason = "unavailable: " + av.reason;
       else if (!k->supports(s.shape))
         reason = "shape not supported (needs " + k->shape_rule + ")";
-      else if (k->backend != Backend::CPU)
-        reason = "GPU kernels are not timed by this harness yet";
-      for (int t : e.threads)
+      // A GPU kernel has no thread count: one point per shape and cache state.
+      const std::vector<int> threads =
+          k->backend == Backend::CPU ? e.threads : std::vector<int>{e.threads.front()};
+      for (int t : threads)
         for (const std::string& c : e.caches) out.push_back({k, s, t, c, reason});
     }
   }
