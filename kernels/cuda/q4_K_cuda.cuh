@@ -1,0 +1,182 @@
+// Device side shared by the Q4_K CUDA variant files: the Loads policies the lane
+// functions of q4_K_lane_math.h read memory through, the cross-warp reduction of the
+// multi-warp layouts, the host-side checks every run function makes before its
+// launch, and the resident-block count for grid-stride launches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/q4_K_lane_math.h"
+
+namespace qmv::cuda::q4k {
+
+// Weights are streamed once: read-only loads that do not allocate in L1, so the
+// activations, which every row reads again, keep the L1. Activations: __ldg.
+// (The host halves of these functions exist only so the lane templates compile for
+// both sides; kernels never call them on the host.)
+struct GlobalLoads {
+  QMV_HD std::uint8_t w8(const std::uint8_t* p) const {
+#if defined(__CUDA_ARCH__)
+    return __ldg(p);
+#else
+    return *p;
+#endif
+  }
+  QMV_HD std::uint16_t w16(const std::uint16_t* p) const {
+#if defined(__CUDA_ARCH__)
+    return __ldg(p);
+#else
+    return *p;
+#endif
+  }
+  QMV_HD std::uint32_t w32(const std::uint32_t* p) const {
+#if defined(__CUDA_ARCH__)
+    std::uint32_t v;
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(__cvta_generic_to_global(p)));
+    return v;
+#else
+    return *p;
+#endif
+  }
+  QMV_HD U32x2 w32x2(const std::uint32_t* p) const {
+#if defined(__CUDA_ARCH__)
+    U32x2 v;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+        : "=r"(v.x), "=r"(v.y)
+        : "l"(__cvta_generic_to_global(p)));
+    return v;
+#else
+    return {p[0], p[1]};
+#endif
+  }
+  QMV_HD U32x4 w32x4(const std::uint32_t* p) const {
+#if defined(__CUDA_ARCH__)
+    U32x4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(__cvta_generic_to_global(p)));
+    return v;
+#else
+    return {p[0], p[1], p[2], p[3]};
+#endif
+  }
+  QMV_HD float act_f32(const float* p) const {
+#if defined(__CUDA_ARCH__)
+    return __ldg(p);
+#else
+    return *p;
+#endif
+  }
+  QMV_HD F32x4 act_f32x4(const float* p) const {
+#if defined(__CUDA_ARCH__)
+    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+    return {v.x, v.y, v.z, v.w};
+#else
+    return {p[0], p[1], p[2], p[3]};
+#endif
+  }
+  QMV_HD std::uint32_t act_u32(const std::uint32_t* p) const {
+#if defined(__CUDA_ARCH__)
+    return __ldg(p);
+#else
+    return *p;
+#endif
+  }
+  // Lane 0 loads the header as four 32-bit words (d | dmin, then the 12 scale
+  // bytes as three words); every lane receives them by shuffle.
+  QMV_HD void header_from_lane_0(const std::uint32_t* block, int lane, std::uint32_t (&out)[kHeaderWords]) const {
+#if defined(__CUDA_ARCH__)
+    std::uint32_t mine[kHeaderWords] = {0u, 0u, 0u, 0u};
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < kHeaderWords; ++i) mine[i] = w32(block + i);
+    }
+#pragma unroll
+    for (int i = 0; i < kHeaderWords; ++i) out[i] = __shfl_sync(0xffffffffu, mine[i], 0);
+#else
+    (void)lane;
+    for (int i = 0; i < kHeaderWords; ++i) out[i] = block[i];
+#endif
+  }
+  // Lane i < 4 loads header word i (one coalesced 16-byte request); every lane
+  // receives all four by shuffle.
+  QMV_HD void header_from_lanes_0_to_3(const std::uint32_t* block, int lane, std::uint32_t (&out)[kHeaderWords]) const {
+#if defined(__CUDA_ARCH__)
+    const std::uint32_t mine = lane < kHeaderWords ? w32(block + lane) : 0u;
+#pragma unroll
+    for (int i = 0; i < kHeaderWords; ++i) out[i] = __shfl_sync(0xffffffffu, mine, i);
+#else
+    (void)lane;
+    for (int i = 0; i < kHeaderWords; ++i) out[i] = block[i];
+#endif
+  }
+};
+
+// As GlobalLoads, with the activations in shared memory (tiled, chunked).
+struct SharedActLoads : GlobalLoads {
+  QMV_HD float act_f32(const float* p) const { return *p; }
+};
+
+// The block's total of `v` (one value per thread) in thread 0; kWarps warps.
+// `scratch` is kWarps floats of shared memory.
+template <int kWarps>
+__device__ __forceinline__ float block_sum_to_thread_0(float v, float* scratch) {
+  v = warp_sum(v);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += scratch[w];
+  }
+  return total;
+}
+
+// What every run function checks before launching: pointer alignment for its vector
+// loads (a misaligned vector load faults the whole context; a message is better)
+// and sizes that fit the kernels' int indices.
+inline Status check_launch(const char* kernel, const MatVecArgs& a, std::size_t weight_align, std::size_t act_align) {
+  const auto misaligned = [](const void* p, std::size_t align) {
+    return reinterpret_cast<std::uintptr_t>(p) % align != 0;
+  };
+  if (misaligned(a.w, weight_align))
+    return Status::Error(std::string(kernel) + ": weights must be " + std::to_string(weight_align) + "-byte aligned");
+  if (misaligned(a.x, act_align))
+    return Status::Error(std::string(kernel) + ": activations must be " + std::to_string(act_align) + "-byte aligned");
+  if (a.shape.rows > INT_MAX || a.shape.cols > INT_MAX)
+    return Status::Error(std::string(kernel) + ": shape " + to_string(a.shape) + " is too large");
+  return Status::Ok();
+}
+
+// How many blocks of `Kernel` (launched with `threads` threads, no dynamic shared
+// memory) the current device holds at once, or 0 when that cannot be queried.
+// Looked up once per device: the occupancy query costs more than a launch.
+template <auto Kernel>
+std::int64_t resident_blocks(int threads) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<std::int64_t> cached[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    cudaGetLastError();  // leave no error behind for launch_status to report
+    return 0;
+  }
+  if (const std::int64_t known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
+  int sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  const std::int64_t blocks = std::int64_t(sms) * per_sm;
+  cached[device].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
+}  // namespace qmv::cuda::q4k

@@ -1,0 +1,670 @@
+// The Q4_K CUDA variants replayed on the CPU. Each kernel is a loop around the
+// lane functions of kernels/cuda/q4_K_lane_math.h; this test calls the same
+// functions for every block, warp and lane (and every half-warp, multi-warp and
+// grid-stride assignment) that the kernel's launch would make, sums the lane partials
+// in the kernel's grouping, and checks, per variant and shape:
+//   - every output row is written exactly once by the launch geometry;
+//   - every qs byte is read exactly once, every header byte exactly as often as the
+//     variant's header scheme says (by every lane, by lane 0, by lanes 0..3, ...),
+//     every activation as often as the layout says, nothing outside the buffers,
+//     every vector load aligned;
+//   - the output matches a double-precision reference on the dequantized weights and
+//     the activations the kernel sees, within a bound computed from the data.
+// Inputs are fresh random data each run: realistic (our quantizer on Gaussian rows,
+// Gaussian or outlier activations) and adversarial (every byte of every block random).
+// Plus the tiled variant's shared-memory shape rule and the 14 registry entries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "harness/data.h"
+#include "kernels/cuda/q4_K_lane_math.h"
+#include "kernels/registry.h"
+
+namespace qmv::cuda::q4k {
+namespace {
+
+std::uint64_t fresh_seed() { return std::random_device{}(); }
+
+// ---------------------------------------------------------------------------------
+// A Loads policy that reads like the device and counts every byte it reads, per
+// buffer. Reads outside the registered buffers and misaligned vector loads fail.
+
+struct Buffer {
+  std::string name;
+  const std::uint8_t* base = nullptr;
+  std::size_t size = 0;
+  std::vector<int> reads;  // per byte
+};
+
+class CountingLoads {
+ public:
+  Buffer& add(std::string name, const void* base, std::size_t size) {
+    buffers_.push_back(std::make_unique<Buffer>());
+    Buffer& b = *buffers_.back();
+    b.name = std::move(name);
+    b.base = static_cast<const std::uint8_t*>(base);
+    b.size = size;
+    b.reads.assign(size, 0);
+    return b;
+  }
+  // A shared-memory buffer whose block is done.
+  void drop(const Buffer& b) {
+    std::erase_if(buffers_, [&](const std::unique_ptr<Buffer>& p) { return p.get() == &b; });
+  }
+
+  std::uint8_t w8(const std::uint8_t* p) const { return read<std::uint8_t>(p, 1); }
+  std::uint16_t w16(const std::uint16_t* p) const { return read<std::uint16_t>(p, 2); }
+  std::uint32_t w32(const std::uint32_t* p) const { return read<std::uint32_t>(p, 4); }
+  U32x2 w32x2(const std::uint32_t* p) const { return read<U32x2>(p, 8); }
+  U32x4 w32x4(const std::uint32_t* p) const { return read<U32x4>(p, 16); }
+  float act_f32(const float* p) const { return read<float>(p, 4); }
+  F32x4 act_f32x4(const float* p) const { return read<F32x4>(p, 16); }
+  std::uint32_t act_u32(const std::uint32_t* p) const { return read<std::uint32_t>(p, 4); }
+
+  // The warp receives what lane 0 loaded: the bytes count once, at lane 0's turn.
+  void header_from_lane_0(const std::uint32_t* block, int lane, std::uint32_t (&out)[kHeaderWords]) const {
+    for (int i = 0; i < kHeaderWords; ++i) out[i] = lane == 0 ? w32(block + i) : peek(block + i);
+  }
+  // Lane i < 4 loads word i; the warp receives all four.
+  void header_from_lanes_0_to_3(const std::uint32_t* block, int lane, std::uint32_t (&out)[kHeaderWords]) const {
+    for (int i = 0; i < kHeaderWords; ++i) out[i] = lane == i ? w32(block + i) : peek(block + i);
+  }
+
+ private:
+  Buffer* find(const void* p, std::size_t n) const {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    for (const auto& buf : buffers_)
+      if (b >= buf->base && b + n <= buf->base + buf->size) return buf.get();
+    return nullptr;
+  }
+  template <class T>
+  T read(const void* p, std::size_t align) const {
+    Buffer* buf = find(p, sizeof(T));
+    if (!buf) {
+      ADD_FAILURE() << "a lane reads " << sizeof(T) << " bytes outside every buffer";
+      return T{};
+    }
+    const std::size_t offset = static_cast<std::size_t>(static_cast<const std::uint8_t*>(p) - buf->base);
+    EXPECT_EQ(offset % align, 0u) << sizeof(T) << "-byte load at offset " << offset << " of " << buf->name;
+    for (std::size_t i = 0; i < sizeof(T); ++i) ++buf->reads[offset + i];
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+  }
+  // What another lane loaded and shuffled over: checked for bounds, not counted.
+  std::uint32_t peek(const std::uint32_t* p) const {
+    if (!find(p, 4)) {
+      ADD_FAILURE() << "a broadcast header word lies outside every buffer";
+      return 0;
+    }
+    std::uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+};
+
+// The sum a warp_sum leaves in every lane, in its butterfly order.
+float warp_total(std::vector<float> lanes) {
+  for (int offset = kWarpLanes / 2; offset > 0; offset >>= 1) {
+    std::vector<float> next(lanes.size());
+    for (int l = 0; l < kWarpLanes; ++l) next[l] = lanes[l] + lanes[l ^ offset];
+    lanes = std::move(next);
+  }
+  return lanes[0];
+}
+
+// ---------------------------------------------------------------------------------
+// Problems and the reference.
+
+enum class Data { Realistic, Adversarial };
+
+// 256-byte aligned storage, as cudaMalloc gives.
+struct Aligned {
+  std::vector<std::uint8_t> storage;
+  std::uint8_t* data = nullptr;
+  explicit Aligned(std::size_t n) : storage(n + 256) {
+    const auto at = reinterpret_cast<std::uintptr_t>(storage.data());
+    data = storage.data() + (256 - at % 256) % 256;
+  }
+};
+
+struct Problem {
+  Shape shape;
+  int nb = 0;
+  ActFormat act = ActFormat::F32;
+  Aligned w{0};
+  Aligned x{0};               // f32 or Q8_1 blocks
+  std::vector<double> ref;    // y on the dequantized weights and activations
+  std::vector<double> bound;  // allowed |y - ref| per row
+  std::size_t w_bytes() const { return row_bytes(WeightType::Q4_K, shape.cols) * shape.rows; }
+  std::size_t x_bytes() const { return row_bytes(act, shape.cols); }
+  const std::uint8_t* w_u8() const { return w.data; }
+  const std::uint32_t* w_u32() const { return reinterpret_cast<const std::uint32_t*>(w.data); }
+  const float* x_f32() const { return reinterpret_cast<const float*>(x.data); }
+  const std::uint32_t* x_u32() const { return reinterpret_cast<const std::uint32_t*>(x.data); }
+};
+
+void random_blocks(std::vector<BlockQ4K>& blocks, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
+  for (auto& b : blocks) {
+    b.d = fp32_to_fp16(scale(rng));
+    b.dmin = fp32_to_fp16(scale(rng));
+    for (auto& s : b.scales) s = static_cast<std::uint8_t>(byte(rng));
+    for (auto& q : b.qs) q = static_cast<std::uint8_t>(byte(rng));
+  }
+}
+
+// Q8_1 blocks with quants over the whole int8 range (-128 included) and s as the
+// format defines it, d * sum(q) in fp16.
+void random_q8_1(std::vector<BlockQ8_1>& blocks, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> q(-128, 127);
+  std::uniform_real_distribution<float> d(0.001f, 0.1f);
+  for (auto& b : blocks) {
+    b.d = fp32_to_fp16(d(rng));
+    int sum = 0;
+    for (auto& v : b.qs) {
+      v = static_cast<std::int8_t>(q(rng));
+      sum += v;
+    }
+    b.s = fp32_to_fp16(fp16_to_fp32(b.d) * static_cast<float>(sum));
+  }
+}
+
+Problem make_problem(Shape shape, ActFormat act, Data data, std::uint64_t seed) {
+  Problem p;
+  p.shape = shape;
+  p.nb = static_cast<int>(shape.cols / kSuperBlock);
+  p.act = act;
+  p.w = Aligned(p.w_bytes());
+  p.x = Aligned(p.x_bytes());
+  std::mt19937_64 rng(seed);
+  if (data == Data::Realistic) {
+    const std::vector<std::uint8_t> w = random_quantized_matrix(WeightType::Q4_K, shape, seed);
+    std::memcpy(p.w.data, w.data(), w.size());
+    const std::vector<float> x = (seed & 1) ? activation_with_outliers(shape.cols, seed + 7, 4, 20.0f, 60.0f)
+                                            : gaussian_vector(shape.cols, seed + 7);
+    quantize_activation(act, x.data(), p.x.data, shape.cols);
+  } else {
+    std::vector<BlockQ4K> w(p.w_bytes() / sizeof(BlockQ4K));
+    random_blocks(w, rng);
+    std::memcpy(p.w.data, w.data(), p.w_bytes());
+    if (act == ActFormat::Q8_1) {
+      std::vector<BlockQ8_1> x(static_cast<std::size_t>(shape.cols / kQ8_1Block));
+      random_q8_1(x, rng);
+      std::memcpy(p.x.data, x.data(), p.x_bytes());
+    } else {
+      const std::vector<float> x = gaussian_vector(shape.cols, seed + 7);
+      std::memcpy(p.x.data, x.data(), p.x_bytes());
+    }
+  }
+
+  // Reference: double sums on the dequantized weights and the activations as the
+  // kernel sees them. Bound: float accumulation (64 units of 2^-24 of the sum of
+  // |w x|, far above the real error of a few hundred float adds and far below one
+  // misplaced weight), plus for Q8_1 the fp16 rounding of the block sums s that the
+  // kernels use for the min term where the reference sums the quants.
+  std::vector<float> xs(static_cast<std::size_t>(shape.cols)), row(static_cast<std::size_t>(shape.cols));
+  dequantize_activation(act, p.x.data, xs.data(), shape.cols);
+  const auto* blocks = reinterpret_cast<const BlockQ4K*>(p.w.data);
+  const auto* q8 = reinterpret_cast<const BlockQ8_1*>(p.x.data);
+  p.ref.assign(static_cast<std::size_t>(shape.rows), 0.0);
+  p.bound.assign(static_cast<std::size_t>(shape.rows), 0.0);
+  for (std::int64_t r = 0; r < shape.rows; ++r) {
+    dequantize_row_q4_K(blocks + r * p.nb, row.data(), shape.cols);
+    double sum = 0, mag = 0;
+    for (std::int64_t c = 0; c < shape.cols; ++c) {
+      sum += double(row[c]) * xs[c];
+      mag += std::fabs(double(row[c]) * xs[c]);
+    }
+    double slack = 64.0 * std::ldexp(mag, -24);
+    if (act == ActFormat::Q8_1) {
+      for (int b = 0; b < p.nb; ++b) {
+        const BlockQ4K& blk = blocks[r * p.nb + b];
+        for (int j = 0; j < 8; ++j) {
+          std::uint8_t sc, m;
+          unpack_scale_min_k4(j, blk.scales, sc, m);
+          const double s = fp16_to_fp32(q8[8 * b + j].s);
+          slack +=
+              std::fabs(double(fp16_to_fp32(blk.dmin)) * m) * (std::ldexp(std::fabs(s), -10) + std::ldexp(1.0, -24));
+        }
+      }
+    }
+    p.ref[r] = sum;
+    p.bound[r] = slack;
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------
+// What a replay produces, and the expectations every variant shares.
+
+struct Replay {
+  std::vector<float> y;
+  std::vector<int> writes;  // per row
+  CountingLoads loads;
+  Buffer* w = nullptr;
+  Buffer* x = nullptr;
+  explicit Replay(const Problem& p)
+      : y(static_cast<std::size_t>(p.shape.rows), std::numeric_limits<float>::quiet_NaN()),
+        writes(static_cast<std::size_t>(p.shape.rows), 0) {
+    w = &loads.add("weights", p.w.data, p.w_bytes());
+    x = &loads.add("activations", p.x.data, p.x_bytes());
+  }
+  void write(std::int64_t row, float v) {
+    ASSERT_GE(row, 0);
+    ASSERT_LT(row, static_cast<std::int64_t>(y.size()));
+    y[static_cast<std::size_t>(row)] = v;
+    ++writes[static_cast<std::size_t>(row)];
+  }
+};
+
+// How often each byte must be read over the whole call.
+struct ReadRule {
+  int header;               // each header byte (d, dmin, scales) of each block
+  int x_per_row;            // f32: each activation byte, per row; Q8_1: each quant byte, per row
+  int q8_1_ds_per_row = 0;  // Q8_1: each d|s byte, per row
+  int x_extra = 0;          // reads not per row (staging into shared memory), in total
+};
+
+void expect_replay(const Problem& p, const Replay& r, const ReadRule& rule, const std::string& variant) {
+  SCOPED_TRACE(variant + " on " + to_string(p.shape));
+  for (std::int64_t row = 0; row < p.shape.rows; ++row) {
+    const auto i = static_cast<std::size_t>(row);
+    ASSERT_EQ(r.writes[i], 1) << "row " << row << " written " << r.writes[i] << " times";
+    ASSERT_TRUE(std::isfinite(r.y[i])) << "row " << row;
+    ASSERT_NEAR(r.y[i], p.ref[i], p.bound[i]) << "row " << row;
+  }
+  for (std::size_t i = 0; i < r.w->reads.size(); ++i) {
+    const bool header = i % kBlockBytes < kQsBytesOffset;
+    ASSERT_EQ(r.w->reads[i], header ? rule.header : 1)
+        << (header ? "header" : "qs") << " byte " << i % kBlockBytes << " of block " << i / kBlockBytes;
+  }
+  const int rows = static_cast<int>(p.shape.rows);
+  for (std::size_t i = 0; i < r.x->reads.size(); ++i) {
+    int want = rule.x_per_row * rows + rule.x_extra;
+    if (p.act == ActFormat::Q8_1 && i % sizeof(BlockQ8_1) < 4) want = rule.q8_1_ds_per_row * rows;
+    ASSERT_EQ(r.x->reads[i], want) << "activation byte " << i;
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// The replays: each mirrors its kernel's launch (q4_K_<variant>.cu) loop for loop.
+
+Replay replay_legacy(const Problem& p) {
+  Replay r(p);
+  for (std::int64_t block = 0; block < legacy::grid(p.shape.rows); ++block) {
+    const std::int64_t row = block;
+    std::vector<float> lanes(kWarpLanes);
+    for (int lane = 0; lane < legacy::kThreads; ++lane)
+      lanes[lane] = legacy::lane_row(r.loads, row_bytes_of(p.w_u8(), row, p.nb), p.x_f32(), p.nb, lane);
+    r.write(row, warp_total(lanes));
+  }
+  return r;
+}
+
+Replay replay_coalesced(const Problem& p) {
+  Replay r(p);
+  for (std::int64_t block = 0; block < coalesced::grid(p.shape.rows); ++block) {
+    const std::int64_t row = block;
+    std::vector<float> lanes(kWarpLanes);
+    for (int lane = 0; lane < coalesced::kThreads; ++lane)
+      lanes[lane] = coalesced::lane_row(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_f32(), p.nb, lane);
+    r.write(row, warp_total(lanes));
+  }
+  return r;
+}
+
+Replay replay_tiled(const Problem& p) {
+  Replay r(p);
+  const auto n = static_cast<int>(p.shape.cols);
+  for (std::int64_t block = 0; block < tiled::grid(p.shape.rows); ++block) {
+    std::vector<float> shared(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN());
+    Buffer& smem = r.loads.add("shared x of block " + std::to_string(block), shared.data(), shared.size() * 4);
+    for (int thread = 0; thread < tiled::kThreads; ++thread) tiled::stage(r.loads, p.x_f32(), shared.data(), n, thread);
+    int rows_here = 0;
+    for (int warp = 0; warp < tiled::kRowsPerBlock; ++warp) {
+      const std::int64_t row = tiled::row_of(static_cast<int>(block), warp);
+      if (row >= p.shape.rows) continue;
+      ++rows_here;
+      std::vector<float> lanes(kWarpLanes);
+      for (int lane = 0; lane < kWarpLanes; ++lane)
+        lanes[lane] = tiled::lane_row(r.loads, row_bytes_of(p.w_u8(), row, p.nb), shared.data(), p.nb, lane);
+      r.write(row, warp_total(lanes));
+    }
+    for (std::size_t i = 0; i < smem.reads.size(); ++i)
+      EXPECT_EQ(smem.reads[i], rows_here) << "shared byte " << i << " of block " << block;
+    r.loads.drop(smem);
+  }
+  return r;
+}
+
+Replay replay_chunked(const Problem& p) {
+  Replay r(p);
+  for (std::int64_t block = 0; block < chunked::grid(p.shape.rows); ++block) {
+    std::vector<std::vector<float>> lanes(chunked::kRowsPerBlock, std::vector<float>(kWarpLanes, 0.0f));
+    int rows_here = 0;
+    for (int warp = 0; warp < chunked::kRowsPerBlock; ++warp)
+      rows_here += chunked::row_of(static_cast<int>(block), warp) < p.shape.rows;
+    for (int c = 0; c < chunked::chunks(p.nb); ++c) {
+      std::vector<float> chunk(chunked::kChunkFloats, std::numeric_limits<float>::quiet_NaN());
+      Buffer& smem = r.loads.add("chunk", chunk.data(), chunk.size() * 4);
+      for (int thread = 0; thread < chunked::kThreads; ++thread)
+        chunked::stage(r.loads, p.x_f32(), chunk.data(), c, p.nb, thread);
+      for (int warp = 0; warp < chunked::kRowsPerBlock; ++warp) {
+        const std::int64_t row = chunked::row_of(static_cast<int>(block), warp);
+        if (row >= p.shape.rows) continue;
+        for (int lane = 0; lane < kWarpLanes; ++lane)
+          lanes[warp][lane] +=
+              chunked::lane_chunk(r.loads, row_bytes_of(p.w_u8(), row, p.nb), chunk.data(), c, p.nb, lane);
+      }
+      const std::size_t staged = static_cast<std::size_t>(chunked::chunk_count(c, p.nb)) * kSuperBlock * 4;
+      for (std::size_t i = 0; i < smem.reads.size(); ++i)
+        EXPECT_EQ(smem.reads[i], i < staged ? rows_here : 0) << "chunk " << c << " byte " << i;
+      r.loads.drop(smem);
+    }
+    for (int warp = 0; warp < chunked::kRowsPerBlock; ++warp) {
+      const std::int64_t row = chunked::row_of(static_cast<int>(block), warp);
+      if (row < p.shape.rows) r.write(row, warp_total(lanes[warp]));
+    }
+  }
+  return r;
+}
+
+// The multi-warp layouts: per row, each warp's butterfly sum, then thread 0 adds the
+// warp sums in warp order (block_sum_to_thread_0).
+template <class LaneFn>
+void replay_multi_warp(Replay& r, std::int64_t row, int warps, LaneFn&& lane_fn) {
+  float total = 0.0f;
+  for (int warp = 0; warp < warps; ++warp) {
+    std::vector<float> lanes(kWarpLanes);
+    for (int lane = 0; lane < kWarpLanes; ++lane) lanes[lane] = lane_fn(warp, lane);
+    total += warp_total(lanes);
+  }
+  r.write(row, total);
+}
+
+Replay replay_wide(const Problem& p) {
+  Replay r(p);
+  for (std::int64_t block = 0; block < wide::grid(p.shape.rows); ++block) {
+    const std::int64_t row = block;
+    replay_multi_warp(r, row, wide::kWarps, [&](int warp, int lane) {
+      return wide::lane_row(r.loads, row_bytes_of(p.w_u8(), row, p.nb), p.x_f32(), p.nb, warp, lane);
+    });
+  }
+  return r;
+}
+
+template <int kWarps>
+Replay replay_mwv(const Problem& p) {
+  Replay r(p);
+  for (std::int64_t block = 0; block < mwv::grid(p.shape.rows); ++block) {
+    const std::int64_t row = block;
+    replay_multi_warp(r, row, kWarps, [&](int warp, int lane) {
+      return mwv::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_f32(), p.nb, warp, lane);
+    });
+  }
+  return r;
+}
+
+template <int kWarps>
+Replay replay_mwv_dp4a(const Problem& p) {
+  Replay r(p);
+  for (std::int64_t block = 0; block < mwv_dp4a::grid(p.shape.rows); ++block) {
+    const std::int64_t row = block;
+    replay_multi_warp(r, row, kWarps, [&](int warp, int lane) {
+      return mwv_dp4a::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, warp, lane);
+    });
+  }
+  return r;
+}
+
+Replay replay_vectorized(const Problem& p) {
+  Replay r(p);
+  for (std::int64_t block = 0; block < vectorized::grid(p.shape.rows); ++block) {
+    for (int warp = 0; warp < vectorized::kRowsPerBlock; ++warp) {
+      const std::int64_t row = vectorized::row_of(static_cast<int>(block), warp);
+      if (row >= p.shape.rows) continue;
+      std::vector<float> lanes(kWarpLanes);
+      for (int lane = 0; lane < kWarpLanes; ++lane)
+        lanes[lane] = vectorized::lane_row(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_f32(), p.nb, lane);
+      r.write(row, warp_total(lanes));
+    }
+  }
+  return r;
+}
+
+Replay replay_dp4a(const Problem& p) {
+  Replay r(p);
+  for (std::int64_t block = 0; block < dp4a::grid(p.shape.rows); ++block) {
+    for (int warp = 0; warp < dp4a::kRowsPerBlock; ++warp) {
+      const std::int64_t row = dp4a::row_of(static_cast<int>(block), warp);
+      if (row >= p.shape.rows) continue;
+      std::vector<float> lanes(kWarpLanes);
+      for (int lane = 0; lane < kWarpLanes; ++lane)
+        lanes[lane] = dp4a::lane_row(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, lane);
+      r.write(row, warp_total(lanes));
+    }
+  }
+  return r;
+}
+
+// `cap` stands for the resident-block limit the run function passes: small caps make
+// the warps stride over several rows.
+Replay replay_hw_dp4a(const Problem& p, std::int64_t cap) {
+  Replay r(p);
+  const std::int64_t grid = hw_dp4a::grid(p.shape.rows, cap);
+  for (std::int64_t block = 0; block < grid; ++block) {
+    for (int warp = 0; warp < hw_dp4a::kRowsPerBlock; ++warp) {
+      for (std::int64_t row = hw_dp4a::first_row(static_cast<int>(block), warp); row < p.shape.rows;
+           row += hw_dp4a::row_stride(static_cast<int>(grid))) {
+        std::vector<float> lanes(kWarpLanes);
+        for (int lane = 0; lane < kWarpLanes; ++lane)
+          lanes[lane] = hw_dp4a::lane_row(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, lane);
+        r.write(row, warp_total(lanes));
+      }
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------
+// Every variant on every shape, on both kinds of data.
+
+struct Variant {
+  std::string name;
+  ActFormat act;
+  ReadRule rule;  // x_extra filled per problem where it depends on the grid
+  std::function<Replay(const Problem&)> replay;
+  std::function<int(const Problem&)> staging_reads = [](const Problem&) { return 0; };
+};
+
+std::vector<Variant> variants() {
+  const auto blocks = [](std::int64_t (*grid)(std::int64_t)) {
+    return [grid](const Problem& p) { return static_cast<int>(grid(p.shape.rows)); };
+  };
+  std::vector<Variant> v;
+  v.push_back({"legacy", ActFormat::F32, {32, 1}, replay_legacy});
+  v.push_back({"coalesced", ActFormat::F32, {1, 1}, replay_coalesced});
+  // Tiled and chunked read global activations only to stage them, once per block.
+  v.push_back({"tiled", ActFormat::F32, {32, 0}, replay_tiled, blocks(tiled::grid)});
+  v.push_back({"chunked", ActFormat::F32, {32, 0}, replay_chunked, blocks(chunked::grid)});
+  v.push_back({"wide", ActFormat::F32, {32, 1}, replay_wide});
+  v.push_back({"vectorized", ActFormat::F32, {32, 1}, replay_vectorized});
+  v.push_back({"mwv.w2", ActFormat::F32, {1, 1}, replay_mwv<2>});
+  v.push_back({"mwv.w3", ActFormat::F32, {1, 1}, replay_mwv<3>});
+  v.push_back({"mwv.w4", ActFormat::F32, {1, 1}, replay_mwv<4>});
+  // Q8_1: the 8 lanes of a group each read the d|s words of its two blocks; in
+  // hw_dp4a a group is 4 lanes of a half-warp, each reading the 16-byte header.
+  v.push_back({"dp4a", ActFormat::Q8_1, {32, 1, 8}, replay_dp4a});
+  v.push_back({"hw_dp4a", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) { return replay_hw_dp4a(p, INT32_MAX); }});
+  v.push_back({"hw_dp4a (grid-stride, 1 block)", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) {
+                 return replay_hw_dp4a(p, 1);
+               }});
+  v.push_back({"hw_dp4a (grid-stride, 7 blocks)", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) {
+                 return replay_hw_dp4a(p, 7);
+               }});
+  v.push_back({"mwv_dp4a.w2", ActFormat::Q8_1, {1, 1, 8}, replay_mwv_dp4a<2>});
+  v.push_back({"mwv_dp4a.w3", ActFormat::Q8_1, {1, 1, 8}, replay_mwv_dp4a<3>});
+  v.push_back({"mwv_dp4a.w4", ActFormat::Q8_1, {1, 1, 8}, replay_mwv_dp4a<4>});
+  return v;
+}
+
+const Shape kShapes[] = {{1, 256},   {3, 256},   {67, 256},   {130, 256},   {1, 512},   {3, 512},
+                         {67, 512},  {130, 512}, {1, 4096},   {3, 4096},    {67, 4096}, {130, 4096},
+                         {1, 14336}, {3, 14336}, {67, 14336}, {130, 14336}, {5, 2304},  {9, 2560}};
+
+void run_all(Data data) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  int k = 0;
+  for (const Shape shape : kShapes) {
+    for (ActFormat act : {ActFormat::F32, ActFormat::Q8_1}) {
+      const Problem p = make_problem(shape, act, data, seed + static_cast<std::uint64_t>(k++));
+      for (const Variant& v : variants()) {
+        if (v.act != act) continue;
+        if (v.name == "tiled" && !tiled::supports(shape)) continue;
+        ReadRule rule = v.rule;
+        rule.x_extra = v.staging_reads(p);
+        const Replay r = v.replay(p);
+        expect_replay(p, r, rule, v.name);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(CudaQ4KReplay, EveryVariantOnRealisticData) { run_all(Data::Realistic); }
+TEST(CudaQ4KReplay, EveryVariantOnAdversarialBlocks) { run_all(Data::Adversarial); }
+
+// ---------------------------------------------------------------------------------
+// The small pieces, exhaustively where they are small.
+
+TEST(CudaQ4KReplay, WordScalesMatchTheFormat) {
+  std::mt19937_64 rng(fresh_seed());
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::uint8_t packed[kKScaleBytes];
+    for (auto& b : packed) b = static_cast<std::uint8_t>(byte(rng));
+    std::uint32_t u[3];
+    std::memcpy(u, packed, sizeof u);
+    const Scales8 s = unpack_scales(u[0], u[1], u[2]);
+    for (int j = 0; j < 8; ++j) {
+      std::uint8_t sc, m;
+      unpack_scale_min_k4(j, packed, sc, m);
+      ASSERT_EQ(scale_of(s, j), sc) << "sub-block " << j;
+      ASSERT_EQ(min_of(s, j), m) << "sub-block " << j;
+      const std::uint32_t hdr[kHeaderWords] = {0u, u[0], u[1], u[2]};
+      const ScalePairs pair = scale_pairs(hdr, scale_selector(j / 2));
+      ASSERT_EQ(byte_of(pair.sc, j % 2), sc) << "sub-block " << j;
+      ASSERT_EQ(byte_of(pair.m, j % 2), m) << "sub-block " << j;
+      ASSERT_EQ(pair.sc >> 14, 0u);
+      ASSERT_EQ(pair.m >> 14, 0u);
+    }
+  }
+}
+
+// Each sub-block's min term is added by exactly one lane of its group.
+TEST(CudaQ4KReplay, OneLaneAddsEachMinTerm) {
+  for (int words_per_lane : {1, 2, 4}) {
+    for (int g = 0; g < 4; ++g) {
+      int even = 0, odd = 0;
+      for (int word = 8 * g; word < 8 * g + 8; word += words_per_lane) {
+        const Q8Lane lane = q8_lane(word, words_per_lane);
+        if (lane.min_mask == 0) continue;
+        EXPECT_EQ(lane.min_mask, 0xFFu);
+        (lane.min_shift == 0 ? even : odd) += 1;
+      }
+      EXPECT_EQ(even, 1) << words_per_lane << " words per lane, group " << g;
+      EXPECT_EQ(odd, 1) << words_per_lane << " words per lane, group " << g;
+    }
+  }
+}
+
+TEST(CudaQ4KReplay, ConversionsAreExact) {
+  // Byte k alone decides, whatever the other three bytes hold.
+  for (std::uint32_t v = 0; v < 256; ++v)
+    for (int k = 0; k < 4; ++k) {
+      const std::uint32_t others = 0xA5C33C5Au & ~(0xFFu << (8 * k));
+      ASSERT_EQ(byte_to_float((v << (8 * k)) | others, k), float(v)) << v << " in byte " << k;
+    }
+  for (int v = -(1 << 22) + 1; v < (1 << 22); v += 97) ASSERT_EQ(small_int_to_float(v), float(v)) << v;
+  ASSERT_EQ(small_int_to_float((1 << 22) - 1), float((1 << 22) - 1));
+  ASSERT_EQ(small_int_to_float(-(1 << 22) + 1), float(-(1 << 22) + 1));
+  for (std::uint32_t v = 0; v < (1u << 23); v += 89) ASSERT_EQ(small_uint_to_float(v), float(v)) << v;
+}
+
+// ---------------------------------------------------------------------------------
+// Shape rules and registration.
+
+TEST(CudaQ4KReplay, TiledRefusesWhatSharedMemoryCannotHold) {
+  EXPECT_EQ(tiled::kMaxCols * 4, 48 * 1024);
+  EXPECT_TRUE(tiled::supports({4, 256}));
+  EXPECT_TRUE(tiled::supports({4, 12288}));
+  EXPECT_FALSE(tiled::supports({4, 12288 + 256}));
+  EXPECT_FALSE(tiled::supports({4, 14336}));
+  EXPECT_FALSE(tiled::supports({4, 300}));
+  EXPECT_FALSE(tiled::supports({0, 4096}));
+}
+
+TEST(CudaQ4KReplay, RegisteredShapeRules) {
+#ifdef QMV_HAVE_CUDA
+  const KernelSpec* t = global_registry().find("q4_K.cuda.tiled");
+  const KernelSpec* c = global_registry().find("q4_K.cuda.chunked");
+  ASSERT_NE(t, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(t->supports({4096, 12288}));
+  EXPECT_FALSE(t->supports({4096, 14336}));
+  EXPECT_NE(t->shape_rule.find("12288"), std::string::npos) << t->shape_rule;
+  EXPECT_TRUE(c->supports({4096, 14336}));
+  EXPECT_TRUE(c->supports({1, 65536}));
+  EXPECT_FALSE(c->supports({1, 14336 + 128}));
+#else
+  GTEST_SKIP() << "no CUDA kernels registered: built with QMV_CUDA=OFF";
+#endif
+}
+
+TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
+#ifdef QMV_HAVE_CUDA
+  const struct {
+    const char* name;
+    ActFormat act;
+  } expected[] = {
+      {"q4_K.cuda.legacy", ActFormat::F32},       {"q4_K.cuda.tiled", ActFormat::F32},
+      {"q4_K.cuda.chunked", ActFormat::F32},      {"q4_K.cuda.coalesced", ActFormat::F32},
+      {"q4_K.cuda.wide", ActFormat::F32},         {"q4_K.cuda.vectorized", ActFormat::F32},
+      {"q4_K.cuda.mwv.w2", ActFormat::F32},       {"q4_K.cuda.mwv.w3", ActFormat::F32},
+      {"q4_K.cuda.mwv.w4", ActFormat::F32},       {"q4_K.cuda.dp4a", ActFormat::Q8_1},
+      {"q4_K.cuda.hw_dp4a", ActFormat::Q8_1},     {"q4_K.cuda.mwv_dp4a.w2", ActFormat::Q8_1},
+      {"q4_K.cuda.mwv_dp4a.w3", ActFormat::Q8_1}, {"q4_K.cuda.mwv_dp4a.w4", ActFormat::Q8_1},
+  };
+  for (const auto& e : expected) {
+    const KernelSpec* k = global_registry().find(e.name);
+    ASSERT_NE(k, nullptr) << e.name;
+    EXPECT_EQ(k->backend, Backend::CUDA) << e.name;
+    EXPECT_EQ(k->weight, WeightType::Q4_K) << e.name;
+    EXPECT_EQ(k->act, e.act) << e.name;
+    EXPECT_EQ(k->op, OpKind::MatVec) << e.name;
+    EXPECT_EQ(k->min_sm, e.act == ActFormat::Q8_1 ? 61 : 0) << e.name;
+    EXPECT_FALSE(k->description.empty()) << e.name;
+    EXPECT_TRUE(k->supports({1, 256})) << e.name;
+    EXPECT_FALSE(k->supports({1, 128})) << e.name;
+  }
+  EXPECT_EQ(global_registry().select("q4_K.cuda.*").size(), std::size(expected));
+#else
+  GTEST_SKIP() << "no CUDA kernels: built with QMV_CUDA=OFF";
+#endif
+}
+
+}  // namespace
+}  // namespace qmv::cuda::q4k
