@@ -9,6 +9,7 @@
 #include "harness/data.h"
 #include "harness/execute.h"
 #include "harness/machine.h"
+#include "harness/reference.h"
 
 namespace qmv {
 
@@ -92,6 +93,8 @@ struct Problem {
   }
 };
 
+}  // namespace
+
 // W x and |W| |x| for every activation column at once, W dequantized in row chunks
 // so even the lm_head shape stays within a few tens of MB of doubles.
 std::pair<Eigen::MatrixXd, Eigen::MatrixXd> reference_products(WeightType type, Shape s,
@@ -116,6 +119,8 @@ std::pair<Eigen::MatrixXd, Eigen::MatrixXd> reference_products(WeightType type, 
   }
   return {std::move(out), std::move(abs_out)};
 }
+
+namespace {
 
 Problem make_problem(WeightType type, Shape shape, int matrices, const std::vector<ActFormat>& formats,
                      const CheckConfig& cfg) {

@@ -15,6 +15,7 @@
 
 #include "harness/bench.h"
 #include "harness/check.h"
+#include "harness/cli_accuracy.h"
 #include "harness/cli_compare.h"
 #include "harness/cli_decode.h"
 #include "harness/cli_gate.h"
@@ -390,6 +391,11 @@ int run_cli(int argc, char** argv) {
   plan_cmd->add_option("--bench-csv", plan_bench, "Bench results for `auto` to pick the fastest kernel from");
   plan_cmd->add_option("--threads", plan_threads, "Threads the plan is for (matches bench rows)")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  std::string plan_route_k;
+  auto* plan_route = plan_cmd->add_option("--route-outliers", plan_route_k,
+                                          "Route int8-activation matvecs to their f32 siblings on vectors with "
+                                          "max|x| > K rms (--route-outliers[=K]; K from the plan, else 8)")
+                         ->expected(0, 1);
 
   // tokenize
   auto* tok_cmd = app.add_subcommand("tokenize", "Tokenize text with a model's tokenizer: ids, then the pieces");
@@ -403,6 +409,7 @@ int run_cli(int argc, char** argv) {
   DecodeCommand decode_cmd(app);
   TuneCommand tune_cmd(app);
   GateCommand gate_cmd(app);
+  AccuracyCommand accuracy_cmd(app);
   CompareCommand compare_cmd(app);
   SweepCommand sweep_cmd(app);
 
@@ -440,6 +447,7 @@ int run_cli(int argc, char** argv) {
     if (decode_cmd.chosen()) return decode_cmd.run(cmd);
     if (tune_cmd.chosen()) return tune_cmd.run();
     if (gate_cmd.chosen()) return gate_cmd.run();
+    if (accuracy_cmd.chosen()) return accuracy_cmd.run(cmd);
     if (compare_cmd.chosen()) return compare_cmd.run();
     if (sweep_cmd.chosen()) return sweep_cmd.run(cmd);
     if (*list) {
@@ -581,6 +589,7 @@ int run_cli(int argc, char** argv) {
       const ModelWeights& w = m.weights;
       KernelPlan plan = load_plan(plan_file);
       if (!plan_rules.empty()) plan.merge(KernelPlan::parse_rules(plan_rules));
+      if (plan_route->count() > 0) route_outliers_option(plan, plan_route_k);
       const auto bench = plan_bench.empty() ? std::vector<BenchRow>{} : read_bench_csv(plan_bench);
       const auto planned = resolve_plan(plan, w, plan_threads, bench);
       fmt::print("model {} ({}), plan {}, {} thread(s)\n\n", c.name, c.arch, plan.describe(), plan_threads);

@@ -34,9 +34,13 @@ struct DecodeCommand::Options {
   SamplerConfig sampler;
   bool ignore_eos = false, quiet = false, no_peak = false, bos = false, no_bos = false;
   double peak_gbps = 0;
+  CLI::Option* route = nullptr;
+  std::string route_k;
   // logits
   std::string l_model, l_tokens, l_plan = "auto", l_out;
   int l_threads = 0;
+  CLI::Option* l_route = nullptr;
+  std::string l_route_k;
 };
 
 namespace {
@@ -131,6 +135,53 @@ struct DecodeReport {
   double decode_tok_s() const { return decode_s > 0 ? decode_steps / decode_s : 0; }
 };
 
+// The plan, with --route-outliers[=K] applied when it was given.
+KernelPlan plan_with_routing(const std::string& spec, const CLI::Option* route, const std::string& k_text) {
+  KernelPlan plan = load_plan(spec);
+  if (route->count() > 0) route_outliers_option(plan, k_text);
+  return plan;
+}
+
+bool routes_outliers(const std::vector<PlannedMatvec>& planned) {
+  return std::any_of(planned.begin(), planned.end(), [](const PlannedMatvec& p) { return p.outlier_kernel; });
+}
+
+// How many int8 matvec calls went to their f32 siblings, per op, over `t`.
+void print_routing(const std::vector<PlannedMatvec>& planned, const StepTimes& t, const std::string& when) {
+  double k = 0;
+  std::vector<std::vector<std::string>> rows;
+  std::int64_t routable = 0, routed = 0;
+  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+    if (t.routable[i] == 0) continue;
+    const std::string op(to_string(static_cast<StepPart>(i)));
+    std::string siblings;
+    for (const auto& p : planned)
+      if (p.op == op && p.outlier_kernel && siblings.find(p.outlier_kernel->name) == std::string::npos) {
+        siblings += (siblings.empty() ? "" : ", ") + p.outlier_kernel->name;
+        k = p.outlier_k;
+      }
+    rows.push_back({op, std::to_string(t.routable[i]), std::to_string(t.routed[i]),
+                    fmt::format("{:.2f}%", 100.0 * t.routed[i] / t.routable[i]), siblings});
+    routable += t.routable[i];
+    routed += t.routed[i];
+  }
+  if (rows.empty()) return;
+  fmt::print("\noutlier routing {}: {} of {} int8-activation matvec calls ran their f32 sibling ({:.2f}%), "
+             "on vectors with max|x| > {:g} rms ({} vectors tested):\n",
+             when, routed, routable, 100.0 * routed / routable, k, t.calls[static_cast<int>(StepPart::OutlierTest)]);
+  print_table({"op", "int8 calls", "routed", "share", "f32 sibling"}, rows);
+}
+
+StepTimes add_counts(StepTimes a, const StepTimes& b) {
+  for (std::size_t i = 0; i < a.calls.size(); ++i) {
+    a.calls[i] += b.calls[i];
+    a.seconds[i] += b.seconds[i];
+    a.routable[i] += b.routable[i];
+    a.routed[i] += b.routed[i];
+  }
+  return a;
+}
+
 void print_breakdown(const CpuForward& fwd, const StepTimes& t, int steps) {
   if (steps <= 0) return;
   const double total = t.total();
@@ -167,6 +218,10 @@ DecodeCommand::DecodeCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
       ->capture_default_str();
   d->add_option("--plan", o.plan, "auto, a TOML plan file, or OP.TYPE=KERNEL rules (see `qmvlab plan --help`)")
       ->capture_default_str();
+  o.route = d->add_option("--route-outliers", o.route_k,
+                          "Run the f32 sibling of an int8-activation kernel on vectors with max|x| > K rms "
+                          "(--route-outliers[=K]; K from the plan, else 8)")
+                ->expected(0, 1);
   d->add_option("--bench-csv", o.bench_csv, "Bench results for `auto` to pick the fastest kernel from");
   d->add_option("--context", o.context, "KV cache positions (default: prompt + tokens)")
       ->check(CLI::PositiveNumber);
@@ -192,6 +247,10 @@ DecodeCommand::DecodeCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
   l->add_option("--model", o.l_model, "GGUF model")->required();
   l->add_option("--tokens", o.l_tokens, "Token ids, e.g. 1,415,2387")->required();
   l->add_option("--plan", o.l_plan, "auto, a TOML plan file, or OP.TYPE=KERNEL rules")->capture_default_str();
+  o.l_route = l->add_option("--route-outliers", o.l_route_k,
+                            "Run the f32 sibling of an int8-activation kernel on vectors with max|x| > K rms "
+                            "(--route-outliers[=K]; K from the plan, else 8)")
+                  ->expected(0, 1);
   l->add_option("--threads", o.l_threads, "Threads")->check(CLI::PositiveNumber)->capture_default_str();
   l->add_option("--out", o.l_out, "Output .npy file: tokens x vocab float32")->required();
 }
@@ -206,7 +265,7 @@ int DecodeCommand::run(const std::string& command_line) const {
     const LoadedModel m(o.l_model);
     const std::vector<int> tokens = parse_token_list(o.l_tokens, "--tokens");
     check_tokens_in_vocab(tokens, m.config.vocab_size);
-    const auto planned = resolve_plan(load_plan(o.l_plan), m.weights, o.l_threads);
+    const auto planned = resolve_plan(plan_with_routing(o.l_plan, o.l_route, o.l_route_k), m.weights, o.l_threads);
     CpuForward fwd(m.config, m.weights, planned, o.l_threads, static_cast<int>(tokens.size()));
     std::vector<float> all;
     all.reserve(tokens.size() * m.config.vocab_size);
@@ -217,6 +276,7 @@ int DecodeCommand::run(const std::string& command_line) const {
     write_npy(o.l_out, all, tokens.size(), m.config.vocab_size);
     fmt::print("wrote {} ({} positions x {} logits), plan:\n", o.l_out, tokens.size(), m.config.vocab_size);
     print_plan(planned);
+    print_routing(planned, fwd.times(), "over all positions");
     return 0;
   }
 
@@ -247,7 +307,7 @@ int DecodeCommand::run(const std::string& command_line) const {
                                             o.context, needed));
 
   // Every choice is checked here, before anything runs.
-  const KernelPlan plan = load_plan(o.plan);
+  const KernelPlan plan = plan_with_routing(o.plan, o.route, o.route_k);
   const auto bench = o.bench_csv.empty() ? std::vector<BenchRow>{} : read_bench_csv(o.bench_csv);
   const auto planned = resolve_plan(plan, m.weights, o.threads, bench);
   CpuForward fwd(c, m.weights, planned, o.threads, o.context ? o.context : needed);
@@ -281,6 +341,7 @@ int DecodeCommand::run(const std::string& command_line) const {
   bool going = emit(next);
 
   // Decode, timed after the first token.
+  const StepTimes prompt_times = fwd.times();
   fwd.clear_times();
   double bytes = 0;
   t0 = Clock::now();
@@ -319,6 +380,8 @@ int DecodeCommand::run(const std::string& command_line) const {
   }
   fmt::print("\nplan {}:\n", plan.describe());
   print_plan(planned);
+  const StepTimes all_steps = add_counts(prompt_times, r.decode_times);
+  print_routing(planned, all_steps, "over the prompt and decode");
 
   if (!o.json_out.empty()) {
     nlohmann::json j;
@@ -336,6 +399,18 @@ int DecodeCommand::run(const std::string& command_line) const {
     j["bytes_per_token"] = r.bytes_per_token;
     j["peak_gbps"] = peak;
     j["roofline_pct"] = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
+    if (routes_outliers(planned)) {
+      nlohmann::json routing;
+      routing["k"] = plan.outlier_routing().k;
+      for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+        if (all_steps.routable[i] == 0) continue;
+        const std::string op(to_string(static_cast<StepPart>(i)));
+        routing["int8_calls"][op] = all_steps.routable[i];
+        routing["routed"][op] = all_steps.routed[i];
+      }
+      routing["vectors_tested"] = all_steps.calls[static_cast<int>(StepPart::OutlierTest)];
+      j["outlier_routing"] = routing;
+    }
     std::ofstream f(o.json_out);
     // Token pieces of a byte-level vocabulary may split a UTF-8 character: replace, don't throw.
     f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

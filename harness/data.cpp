@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
+#include <string>
 
 namespace qmv {
 
@@ -52,6 +54,28 @@ std::vector<float> activation_with_outliers(std::int64_t n, std::uint64_t seed, 
   std::bernoulli_distribution sign(0.5);
   for (int i = 0; i < channels; ++i) x[static_cast<std::size_t>(pick(gen))] =
       (sign(gen) ? 1.0f : -1.0f) * size(gen) * rms;
+  return x;
+}
+
+std::vector<float> activation_with_exact_outliers(std::int64_t n, std::uint64_t seed, int channels,
+                                                  float multiplier) {
+  if (channels < 0 || channels > n)
+    throw std::invalid_argument("activation_with_exact_outliers: " + std::to_string(channels) +
+                                " outlier channels in a vector of " + std::to_string(n));
+  std::vector<float> x = gaussian_vector(n, seed);
+  double sum_sq = 0;
+  for (float v : x) sum_sq += double(v) * v;
+  const double rms = std::sqrt(sum_sq / static_cast<double>(n));
+  // A partial Fisher-Yates shuffle: its first c picks do not depend on how many follow.
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::mt19937_64 gen(seed + 1);
+  for (int c = 0; c < channels; ++c) {
+    const std::int64_t j = std::uniform_int_distribution<std::int64_t>(c, n - 1)(gen);
+    std::swap(order[static_cast<std::size_t>(c)], order[static_cast<std::size_t>(j)]);
+    const float sign = std::bernoulli_distribution(0.5)(gen) ? 1.0f : -1.0f;
+    x[static_cast<std::size_t>(order[static_cast<std::size_t>(c)])] = static_cast<float>(sign * multiplier * rms);
+  }
   return x;
 }
 

@@ -24,6 +24,15 @@ std::vector<std::uint8_t> random_quantized_matrix(WeightType type, Shape shape, 
 std::vector<float> activation_with_outliers(std::int64_t n, std::uint64_t seed, int channels,
                                             float min_x, float max_x);
 
+// Outliers at an exact size: gaussian_vector(n, seed) with `channels` distinct
+// entries replaced by +-multiplier x the rms of that Gaussian vector (the rms of the
+// typical channels, before the outliers raise it). Positions and signs come from
+// `seed`, nested: the same seed with more channels keeps the earlier ones, so cases
+// that differ only in channels or multiplier share every other value. Throws
+// std::invalid_argument when channels is negative or above n.
+std::vector<float> activation_with_exact_outliers(std::int64_t n, std::uint64_t seed, int channels,
+                                                  float multiplier);
+
 // NaN-fill, so an output element a kernel never writes cannot pass.
 void poison(std::vector<float>& v);
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/outliers.h"
+
 namespace qmv {
 
 std::string_view to_string(StepPart p) {
@@ -13,6 +15,7 @@ std::string_view to_string(StepPart p) {
     case StepPart::Embed: return "embed";
     case StepPart::Norm: return "rms_norm";
     case StepPart::ActQuant: return "act_quant";
+    case StepPart::OutlierTest: return "outlier_test";
     case StepPart::AttnQ: return "attn_q";
     case StepPart::AttnK: return "attn_k";
     case StepPart::AttnV: return "attn_v";
@@ -94,6 +97,8 @@ CpuForward::Matvec CpuForward::bind(const std::vector<PlannedMatvec>& plan, cons
       m.w = t->data;
       m.w_bytes = t->bytes;
       m.part = part;
+      m.outlier_kernel = p.outlier_kernel;
+      m.outlier_k = p.outlier_k;
       return m;
     }
   }
@@ -181,6 +186,20 @@ void CpuForward::prepare(const float* x, std::int64_t n) {
   prepared_.x = x;
   prepared_.n = n;
   prepared_.ready = {};
+  prepared_.outlier_tested = false;
+}
+
+bool CpuForward::has_outliers(double k) {
+  if (!prepared_.outlier_tested || prepared_.outlier_k != k) {
+    const auto t0 = Clock::now();
+    prepared_.outlier = has_massive_activation(prepared_.x, prepared_.n, k);
+    prepared_.outlier_tested = true;
+    prepared_.outlier_k = k;
+    const int part = static_cast<int>(StepPart::OutlierTest);
+    times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++times_.calls[part];
+  }
+  return prepared_.outlier;
 }
 
 const void* CpuForward::activation(ActFormat f, std::size_t& bytes) {
@@ -200,25 +219,46 @@ const void* CpuForward::activation(ActFormat f, std::size_t& bytes) {
   return buf.data();
 }
 
-void CpuForward::matvec(const Matvec& m, float* y, float* y2) {
+void CpuForward::invoke_kernel(const KernelSpec& kernel, const Matvec& m, const void* w, std::size_t w_bytes,
+                               const void* w2, std::size_t w2_bytes, float* y, float* y2) {
   MatVecArgs a;
   a.shape = m.shape;
-  a.w = m.w;
-  a.w_bytes = m.w_bytes;
-  a.x = activation(m.kernel->act, a.x_bytes);
+  a.w = w;
+  a.w_bytes = w_bytes;
+  a.x = activation(kernel.act, a.x_bytes);
   a.y = y;
   a.y_len = static_cast<std::size_t>(m.shape.rows);
-  a.w2 = m.w2;
-  a.w2_bytes = m.w2_bytes;
+  a.w2 = w2;
+  a.w2_bytes = w2_bytes;
   a.y2 = y2;
   a.y2_len = y2 ? a.y_len : 0;
   a.threads = threads_;
-  const auto t0 = Clock::now();
-  const Status st = invoke(*m.kernel, a);
+  const Status st = invoke(kernel, a);
+  if (!st.ok()) throw std::runtime_error(fmt::format("{} ({}): {}", to_string(m.part), kernel.name, st.error));
+}
+
+void CpuForward::matvec(const Matvec& m, float* y, float* y2) {
   const int part = static_cast<int>(m.part);
+  const KernelSpec* kernel = m.kernel;
+  if (m.outlier_kernel) {
+    ++times_.routable[part];
+    if (has_outliers(m.outlier_k)) {
+      ++times_.routed[part];
+      kernel = m.outlier_kernel;
+    }
+  }
+  std::size_t x_bytes = 0;
+  activation(kernel->act, x_bytes);  // quantized (and timed) on its own, before the matvec's clock
+  const auto t0 = Clock::now();
+  if (m.w2 && kernel->op == OpKind::MatVec) {
+    // A fused op routed to a plain f32 kernel: one call per matrix.
+    invoke_kernel(*kernel, m, m.w, m.w_bytes, nullptr, 0, y, nullptr);
+    invoke_kernel(*kernel, m, m.w2, m.w2_bytes, nullptr, 0, y2, nullptr);
+  } else {
+    invoke_kernel(*kernel, m, m.w, m.w_bytes, m.w2, m.w2_bytes, y, y2);
+  }
   times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
   ++times_.calls[part];
-  if (!st.ok()) throw std::runtime_error(fmt::format("{} ({}): {}", to_string(m.part), m.kernel->name, st.error));
 }
 
 void CpuForward::rope(float* v, int n_heads) const {

@@ -5,6 +5,11 @@
 // is prepared once in each format its readers want (f32, Q8_K, Q8_1), so q, k and v
 // share one quantization, and so do gate and up.
 //
+// With outlier routing in the plan, a matvec whose kernel reads int8 activations runs
+// its f32 sibling instead when the activation vector has max |x| > k * rms(x)
+// (kernels/outliers.h). Each vector is tested once, by its first routed reader, and
+// the verdict serves every matvec that reads it (q, k, v; gate and up).
+//
 // Reads top to bottom like a single-file runner: embedding lookup, then per layer
 // RMSNorm -> q,k,v (+bias, +per-head q/k norm) -> RoPE -> causal GQA attention over
 // the cache -> output projection -> residual, RMSNorm -> SwiGLU FFN -> residual; then
@@ -26,7 +31,7 @@ namespace qmv {
 
 // Where decode time goes, in the order the breakdown prints.
 enum class StepPart {
-  Embed, Norm, ActQuant, AttnQ, AttnK, AttnV, QkNormRope, Attention, AttnOut, FfnGate, FfnUp,
+  Embed, Norm, ActQuant, OutlierTest, AttnQ, AttnK, AttnV, QkNormRope, Attention, AttnOut, FfnGate, FfnUp,
   FfnUpGate, Swiglu, FfnDown, LmHead, kCount
 };
 std::string_view to_string(StepPart p);
@@ -36,6 +41,10 @@ bool is_matvec(StepPart p);
 struct StepTimes {
   std::array<double, static_cast<int>(StepPart::kCount)> seconds{};
   std::array<std::int64_t, static_cast<int>(StepPart::kCount)> calls{};
+  // Per matvec part, with outlier routing: the calls that could be routed (an int8
+  // kernel with an f32 sibling) and those that were.
+  std::array<std::int64_t, static_cast<int>(StepPart::kCount)> routable{};
+  std::array<std::int64_t, static_cast<int>(StepPart::kCount)> routed{};
   void clear() { *this = {}; }
   double total() const;
 };
@@ -79,6 +88,10 @@ class CpuForward {
     const void* w2 = nullptr;  // fused: the second matrix (up, when w is gate)
     std::size_t w2_bytes = 0;
     StepPart part = StepPart::AttnQ;
+    // Outlier routing: the f32 sibling (a plain kernel runs once per matrix of a fused
+    // op) and its threshold; nullptr when the matvec is not routed.
+    const KernelSpec* outlier_kernel = nullptr;
+    double outlier_k = 0;
   };
   struct Layer {
     const float *attn_norm, *ffn_norm, *bq, *bk, *bv, *q_norm, *k_norm;
@@ -91,6 +104,10 @@ class CpuForward {
     std::int64_t n = 0;
     std::array<std::vector<std::uint8_t>, 3> quantized;  // by ActFormat; F32 unused
     std::array<bool, 3> ready{};
+    // The outlier test's verdict, once made, and the k it was made at.
+    bool outlier_tested = false;
+    double outlier_k = 0;
+    bool outlier = false;
   };
 
   ModelConfig c_;
@@ -118,6 +135,10 @@ class CpuForward {
   void prepare(const float* x, std::int64_t n);
   const void* activation(ActFormat f, std::size_t& bytes);
   void matvec(const Matvec& m, float* y, float* y2 = nullptr);
+  // Whether the prepared vector trips the outlier test at k (tested once per k).
+  bool has_outliers(double k);
+  void invoke_kernel(const KernelSpec& kernel, const Matvec& m, const void* w, std::size_t w_bytes, const void* w2,
+                     std::size_t w2_bytes, float* y, float* y2);
   void attention(int layer);
   void rope(float* v, int n_heads) const;
 };

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "harness/machine.h"
 #include "harness/table.h"
@@ -27,6 +28,34 @@ std::string canonical_type(const std::string& type, const std::string& where) {
   return std::string(to_string(t));
 }
 
+// The plan's name for the outlier-routing settings: a TOML table and a rule prefix.
+constexpr const char* kOutliers = "outliers";
+
+// One `outliers.KEY = VALUE` setting given as text (rules) or as a TOML value.
+void set_outlier_key(KernelPlan& plan, const std::string& key, const std::string& value, const std::string& where) {
+  if (key == "route") {
+    if (value != "true" && value != "false")
+      throw PlanError(fmt::format("{}: outliers.route must be true or false (got '{}')", where, value));
+    plan.set_outlier_routing(value == "true");
+  } else if (key == "k") {
+    std::size_t used = 0;
+    double k = -1;
+    try {
+      k = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != value.size() || !(k >= 0) || !std::isfinite(k))
+      throw PlanError(fmt::format("{}: outliers.k must be a number >= 0 (got '{}')", where, value));
+    plan.set_outlier_routing({}, k);
+  } else {
+    WeightType t;
+    if (key != "*" && !parse_weight_type(key, t))
+      throw PlanError(fmt::format("{}: outliers.{} is neither route, k nor a weight type", where, key));
+    plan.set_outlier_kernel(key, value);
+  }
+}
+
 std::string op_list() {
   std::string s;
   for (const char* o : kMatvecOps) s += (s.empty() ? "" : ", ") + std::string(o);
@@ -43,6 +72,31 @@ void KernelPlan::set(const std::string& op, const std::string& type, const std::
 
 void KernelPlan::merge(const KernelPlan& later) {
   for (const auto& [key, kernel] : later.rules_) rules_[key] = kernel;
+  if (later.route_outliers_) route_outliers_ = later.route_outliers_;
+  if (later.outlier_k_) outlier_k_ = later.outlier_k_;
+  for (const auto& [type, kernel] : later.outlier_kernels_) outlier_kernels_[type] = kernel;
+}
+
+void KernelPlan::set_outlier_routing(std::optional<bool> route, std::optional<double> k) {
+  if (k && !(*k >= 0 && std::isfinite(*k)))
+    throw PlanError(fmt::format("plan: outliers.k must be a number >= 0 (got {})", *k));
+  if (route) route_outliers_ = route;
+  if (k) outlier_k_ = k;
+}
+
+OutlierRouting KernelPlan::outlier_routing() const {
+  return {route_outliers_.value_or(false), outlier_k_.value_or(kDefaultOutlierK)};
+}
+
+void KernelPlan::set_outlier_kernel(const std::string& type, const std::string& kernel) {
+  if (kernel.empty()) throw PlanError(fmt::format("plan: empty kernel for outliers.{}", type));
+  outlier_kernels_[canonical_type(type, "outliers")] = kernel;
+}
+
+std::string KernelPlan::lookup_outlier_kernel(WeightType type) const {
+  for (const std::string& key : {std::string(to_string(type)), std::string("*")})
+    if (const auto it = outlier_kernels_.find(key); it != outlier_kernels_.end()) return it->second;
+  return "";
 }
 
 KernelPlan KernelPlan::parse_rules(const std::string& rules) {
@@ -59,6 +113,14 @@ KernelPlan KernelPlan::parse_rules(const std::string& rules) {
       throw PlanError(fmt::format("plan: rule '{}' is not OP.TYPE=KERNEL", rule));
     const std::string lhs = rule.substr(0, eq), kernel = rule.substr(eq + 1);
     const std::size_t dot = lhs.find('.');
+    if (lhs.substr(0, dot) == kOutliers) {
+      if (dot == std::string::npos)
+        throw PlanError(fmt::format("plan: rule '{}' needs a key: outliers.route=true, outliers.k=K or "
+                                    "outliers.TYPE=KERNEL",
+                                    rule));
+      set_outlier_key(plan, lhs.substr(dot + 1), kernel, "plan");
+      continue;
+    }
     std::string op = "*", type = "*";
     if (dot != std::string::npos) {
       op = lhs.substr(0, dot);
@@ -87,6 +149,27 @@ KernelPlan KernelPlan::load_toml(const std::string& path) {
   KernelPlan plan;
   for (const auto& [section, node] : root) {
     const std::string op = section == "default" ? "*" : std::string(section.str());
+    if (op == kOutliers) {
+      const toml::table* t = node.as_table();
+      if (!t) throw PlanError(fmt::format("{}: [outliers] must be a table (route, k, TYPE = \"KERNEL\")", path));
+      for (const auto& [key, value] : *t) {
+        const std::string name(key.str());
+        std::string text;
+        if (name == "route") {
+          if (!value.is_boolean()) throw PlanError(fmt::format("{}: outliers.route must be true or false", path));
+          text = *value.value<bool>() ? "true" : "false";
+        } else if (name == "k") {
+          if (!value.is_number()) throw PlanError(fmt::format("{}: outliers.k must be a number >= 0", path));
+          text = fmt::format("{}", *value.value<double>());
+        } else {
+          if (!value.is_string())
+            throw PlanError(fmt::format("{}: outliers.{} must be a kernel name string", path, name));
+          text = *value.value<std::string>();
+        }
+        set_outlier_key(plan, name, text, path);
+      }
+      continue;
+    }
     const toml::table* t = node.as_table();
     if (!t) throw PlanError(fmt::format("{}: [{}] must be a table of TYPE = \"KERNEL\"", path, section.str()));
     for (const auto& [type, value] : *t) {
@@ -114,7 +197,11 @@ std::string KernelPlan::lookup(const std::string& op, WeightType type) const {
 std::string KernelPlan::describe() const {
   std::string s;
   for (const auto& [key, kernel] : rules_) s += fmt::format("{}{}.{}={}", s.empty() ? "" : ",", key.first, key.second, kernel);
-  return s.empty() ? "*=auto" : s;
+  if (s.empty()) s = "*=auto";
+  if (route_outliers_) s += fmt::format(",outliers.route={}", *route_outliers_ ? "true" : "false");
+  if (outlier_k_) s += fmt::format(",outliers.k={}", *outlier_k_);
+  for (const auto& [type, kernel] : outlier_kernels_) s += fmt::format(",outliers.{}={}", type, kernel);
+  return s;
 }
 
 std::string KernelPlan::lookup_named(const std::string& op, WeightType type) const {
@@ -128,20 +215,25 @@ std::string KernelPlan::lookup_named(const std::string& op, WeightType type) con
 
 namespace {
 
-bool runnable(const KernelSpec& k, OpKind op, WeightType w, Shape s) {
-  return k.op == op && k.backend == Backend::CPU && k.weight == w && k.supports(s) && availability(k).available;
+// `act`, when given, limits the choice to kernels reading that activation format (an
+// outlier sibling reads f32).
+using ActFilter = std::optional<ActFormat>;
+
+bool runnable(const KernelSpec& k, OpKind op, WeightType w, Shape s, ActFilter act = {}) {
+  return k.op == op && k.backend == Backend::CPU && k.weight == w && (!act || k.act == *act) && k.supports(s) &&
+         availability(k).available;
 }
 
 // The bench row nearest in shape (log distance of rows and cols) for each kernel of
 // the op kind; its median GB/s goes to `gbps`.
 const KernelSpec* fastest_in_bench(const std::vector<BenchRow>& bench, OpKind op, WeightType w, Shape s,
-                                   int threads, double& gbps) {
+                                   int threads, double& gbps, ActFilter act = {}) {
   const KernelSpec* best = nullptr;
   double best_gbps = 0, best_dist = 0;
   for (const BenchRow& r : bench) {
     if (r.threads != threads || r.weight_type != to_string(w)) continue;
     const KernelSpec* k = global_registry().find(r.kernel);
-    if (!k || !runnable(*k, op, w, s)) continue;
+    if (!k || !runnable(*k, op, w, s, act)) continue;
     const double dist = std::abs(std::log(double(r.rows) / s.rows)) + std::abs(std::log(double(r.cols) / s.cols));
     if (!best || dist < best_dist - 1e-9 || (std::abs(dist - best_dist) <= 1e-9 && r.gbps_median > best_gbps)) {
       best = k;
@@ -153,42 +245,43 @@ const KernelSpec* fastest_in_bench(const std::vector<BenchRow>& bench, OpKind op
   return best;
 }
 
-const KernelSpec* first_in_default_order(WeightType w, Shape s) {
+const KernelSpec* first_in_default_order(WeightType w, Shape s, ActFilter act = {}) {
   for (const char* variant : kAutoOrder) {
     const std::string name = fmt::format("{}.cpu.{}", to_string(w), variant);
-    if (const KernelSpec* k = global_registry().find(name); k && runnable(*k, OpKind::MatVec, w, s)) return k;
+    if (const KernelSpec* k = global_registry().find(name); k && runnable(*k, OpKind::MatVec, w, s, act)) return k;
   }
   return nullptr;
 }
 
 // The first available fused kernel for the type, by name.
-const KernelSpec* first_fused(WeightType w, Shape s) {
+const KernelSpec* first_fused(WeightType w, Shape s, ActFilter act = {}) {
   for (const KernelSpec& k : global_registry().all())
-    if (runnable(k, OpKind::FusedUpGate, w, s)) return &k;
+    if (runnable(k, OpKind::FusedUpGate, w, s, act)) return &k;
   return nullptr;
 }
 
 const KernelSpec* auto_matvec(const std::string& op, WeightType w, Shape s, int threads,
-                              const std::vector<BenchRow>& bench, std::string& why) {
+                              const std::vector<BenchRow>& bench, std::string& why, ActFilter act = {}) {
   double gbps = 0;
-  if (const KernelSpec* k = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, gbps)) {
+  if (const KernelSpec* k = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, gbps, act)) {
     why = fmt::format("auto: fastest in the bench CSV at the nearest shape ({:.1f} GB/s)", gbps);
     return k;
   }
-  if (const KernelSpec* k = first_in_default_order(w, s)) {
+  if (const KernelSpec* k = first_in_default_order(w, s, act)) {
     why = "auto: default order";
     return k;
   }
-  throw PlanError(fmt::format("plan: no available kernel for {} ({} {})", op, to_string(w), to_string(s)));
+  throw PlanError(fmt::format("plan: no available {}kernel for {} ({} {})", act ? std::string(to_string(*act)) + "-activation " : "",
+                              op, to_string(w), to_string(s)));
 }
 
 // A fused kernel for gate+up when one runs here and, given bench rows, moves bytes
 // at least as fast as the best plain kernel; nullptr keeps the pair separate.
 const KernelSpec* auto_fused(WeightType w, Shape s, int threads, const std::vector<BenchRow>& bench,
-                             std::string& why) {
+                             std::string& why, ActFilter act = {}) {
   double fused_gbps = 0, single_gbps = 0;
-  const KernelSpec* fused = fastest_in_bench(bench, OpKind::FusedUpGate, w, s, threads, fused_gbps);
-  const KernelSpec* single = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, single_gbps);
+  const KernelSpec* fused = fastest_in_bench(bench, OpKind::FusedUpGate, w, s, threads, fused_gbps, act);
+  const KernelSpec* single = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, single_gbps, act);
   if (fused) {
     if (single && single_gbps > fused_gbps) return nullptr;
     why = fmt::format("auto: fused, {:.1f} GB/s in the bench CSV against {:.1f} for the best single", fused_gbps,
@@ -196,7 +289,7 @@ const KernelSpec* auto_fused(WeightType w, Shape s, int threads, const std::vect
     return fused;
   }
   if (!bench.empty() && single) return nullptr;  // measured singles, unmeasured fusion: keep what was measured
-  fused = first_fused(w, s);
+  fused = first_fused(w, s, act);
   if (fused) why = "auto: fused (reads the activation once)";
   return fused;
 }
@@ -230,6 +323,40 @@ Shape matrix_shape(const gguf::Tensor* t) {
 
 }  // namespace
 
+const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op, const KernelSpec& kernel, Shape s,
+                                  int threads, const std::vector<BenchRow>& bench, std::string& why) {
+  const WeightType w = kernel.weight;
+  const std::string named = plan.lookup_outlier_kernel(w);
+  if (!named.empty()) {
+    // A fused op may fall back to a fused kernel or to a plain one run per matrix.
+    const KernelSpec* found = global_registry().find(named);
+    const OpKind kind = found && found->op == OpKind::MatVec ? OpKind::MatVec : kernel.op;
+    const KernelSpec* k = named_kernel(named, op, kind, w, s);
+    if (k->act != ActFormat::F32)
+      throw PlanError(fmt::format("plan: {} ({} {}) cannot route outlier vectors to {}: it reads {} activations, "
+                                  "not f32",
+                                  op, to_string(w), to_string(s), named, to_string(k->act)));
+    why = "plan";
+    return k;
+  }
+  if (kernel.backend != Backend::CPU) {
+    // No auto order for other backends yet: the first f32 kernel of the backend by
+    // name, fused first for a fused op.
+    for (const OpKind kind : {kernel.op, OpKind::MatVec})
+      for (const KernelSpec& k : global_registry().all())
+        if (k.backend == kernel.backend && k.op == kind && k.weight == w && k.act == ActFormat::F32 && k.supports(s) &&
+            availability(k).available) {
+          why = fmt::format("auto: first f32 kernel of the {} backend", to_string(kernel.backend));
+          return &k;
+        }
+    throw PlanError(fmt::format("plan: no available f32-activation {} kernel for {} ({} {})",
+                                to_string(kernel.backend), op, to_string(w), to_string(s)));
+  }
+  if (kernel.op == OpKind::FusedUpGate)
+    if (const KernelSpec* fused = auto_fused(w, s, threads, bench, why, ActFormat::F32)) return fused;
+  return auto_matvec(op, w, s, threads, bench, why, ActFormat::F32);
+}
+
 std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
                                         const std::vector<BenchRow>& bench) {
   std::vector<PlannedMatvec> out;
@@ -239,7 +366,13 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     auto same = std::find_if(out.begin(), out.end(),
                              [&](const PlannedMatvec& p) { return p.op == op && p.weight == w && p.shape == s; });
     if (same != out.end()) return void(++same->count);
-    PlannedMatvec p{op, w, s, chosen, chosen_why, 1};
+    PlannedMatvec p;
+    p.op = op;
+    p.weight = w;
+    p.shape = s;
+    p.kernel = chosen;
+    p.why = chosen_why;
+    p.count = 1;
     if (!p.kernel) {
       const std::string choice = plan.lookup(op, w);
       if (choice == "auto") {
@@ -287,6 +420,12 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     add_tensor("ffn_down", l.ffn_down);
   }
   add_tensor("lm_head", weights.output);
+  if (const OutlierRouting routing = plan.outlier_routing(); routing.route)
+    for (PlannedMatvec& p : out)
+      if (p.kernel->act != ActFormat::F32) {
+        p.outlier_kernel = outlier_sibling(plan, p.op, *p.kernel, p.shape, threads, bench, p.outlier_why);
+        p.outlier_k = routing.k;
+      }
   return out;
 }
 
@@ -300,11 +439,24 @@ void print_plan(const std::vector<PlannedMatvec>& planned) {
   std::stable_sort(sorted.begin(), sorted.end(), [&](const PlannedMatvec& a, const PlannedMatvec& b) {
     return op_index(a.op) < op_index(b.op);
   });
+  const bool routed = std::any_of(sorted.begin(), sorted.end(), [](const PlannedMatvec& p) { return p.outlier_kernel; });
   std::vector<std::vector<std::string>> rows;
-  for (const auto& p : sorted)
+  for (const auto& p : sorted) {
     rows.push_back({p.op, std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
                     p.kernel->name, p.why});
-  print_table({"op", "weights", "shape", "matvecs", "kernel", "why"}, rows);
+    if (routed)
+      rows.back().push_back(p.outlier_kernel ? fmt::format("{} if max|x| > {:g} rms ({})", p.outlier_kernel->name,
+                                                           p.outlier_k, p.outlier_why)
+                                             : "- (reads f32)");
+  }
+  std::vector<std::string> header = {"op", "weights", "shape", "matvecs", "kernel", "why"};
+  if (routed) header.push_back("on outlier vectors");
+  print_table(header, rows);
+}
+
+void route_outliers_option(KernelPlan& plan, const std::string& k_text) {
+  if (!k_text.empty()) set_outlier_key(plan, "k", k_text, "--route-outliers");
+  plan.set_outlier_routing(true);
 }
 
 KernelPlan load_plan(const std::string& spec) {

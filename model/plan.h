@@ -17,15 +17,28 @@
 // kernel for the weight type and shape in a bench CSV when one is given, else the
 // first available kernel in kAutoOrder. Resolving a plan against a model checks every
 // choice (weight type, op kind, shape, CPU features) before anything runs.
+//
+// Outlier routing (off by default): a matvec whose kernel reads int8 activations
+// (Q8_K, Q8_1) runs an f32-activation sibling instead for an activation vector with
+// max |x| > k * rms(x) (kernels/outliers.h), where int8 loses most. The sibling is
+// the f32 kernel the same auto rules pick for the op, weight type and shape (or one
+// the plan names for the weight type). In TOML, or as rules `outliers.KEY=VALUE`:
+//
+//   [outliers]
+//   route = true
+//   k = 8                              # the threshold, >= 0
+//   q6_K = "q6_K.cpu.avx2_f32"         # optional: the sibling for a weight type
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "harness/csv.h"
 #include "kernels/kernel.h"
+#include "kernels/outliers.h"
 #include "model/config.h"
 
 namespace qmv {
@@ -46,6 +59,12 @@ struct PlanError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Whether int8-activation matvecs fall back to their f32 siblings on outlier vectors.
+struct OutlierRouting {
+  bool route = false;
+  double k = kDefaultOutlierK;
+};
+
 class KernelPlan {
  public:
   // "op.type=kernel" rules separated by commas; op or type may be "*" or left out
@@ -62,8 +81,19 @@ class KernelPlan {
   std::string lookup_named(const std::string& op, WeightType type) const;
   std::string describe() const;
 
+  // Outlier routing on or off, and its k; what is not given stays as it was. Throws
+  // PlanError for a k that is negative or not a number.
+  void set_outlier_routing(std::optional<bool> route, std::optional<double> k = {});
+  OutlierRouting outlier_routing() const;
+  // The sibling named for a weight type ("*" for any); "" when auto picks it.
+  void set_outlier_kernel(const std::string& type, const std::string& kernel);
+  std::string lookup_outlier_kernel(WeightType type) const;
+
  private:
   std::map<std::pair<std::string, std::string>, std::string> rules_;
+  std::optional<bool> route_outliers_;
+  std::optional<double> outlier_k_;
+  std::map<std::string, std::string> outlier_kernels_;  // weight type or "*" -> kernel
 };
 
 struct PlannedMatvec {
@@ -73,6 +103,12 @@ struct PlannedMatvec {
   const KernelSpec* kernel = nullptr;
   std::string why;  // "plan", "auto: fastest in bench.csv (12.3 GB/s)", "auto: default order"
   int count = 0;    // how many matvecs of the model share this (op, type, shape)
+  // With outlier routing, for an int8-activation kernel: the f32-activation kernel
+  // that runs instead on a vector with max |x| > outlier_k * rms. For a fused op it
+  // is a fused kernel, or a plain one called once per matrix. nullptr: not routed.
+  const KernelSpec* outlier_kernel = nullptr;
+  std::string outlier_why;
+  double outlier_k = kDefaultOutlierK;
 };
 
 // Resolves the plan for every matvec of the model (layers with the same op, type and
@@ -81,10 +117,23 @@ struct PlannedMatvec {
 std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
                                         const std::vector<BenchRow>& bench = {});
 
-// Prints the resolved plan as a table: op, weights, shape, matvecs, kernel, why.
+// The f32-activation sibling of `kernel` for a matvec of `op` on shape `s` (the
+// kernel's weight type): the plan's outliers rule for the weight type when it names
+// one, else the auto rules limited to f32-activation kernels of the kernel's backend
+// (the fastest in `bench`, else the default order; for a fused op a fused f32 kernel
+// where auto would fuse, else a plain one). `why` says which. Throws PlanError when
+// none can run.
+const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op, const KernelSpec& kernel, Shape s,
+                                  int threads, const std::vector<BenchRow>& bench, std::string& why);
+
+// Prints the resolved plan as a table: op, weights, shape, matvecs, kernel, why, and
+// with outlier routing the kernel outlier vectors go to.
 void print_plan(const std::vector<PlannedMatvec>& planned);
 // Loads a plan given as "auto", a TOML file (an existing path or a name ending in
 // .toml), or OP.TYPE=KERNEL rules.
 KernelPlan load_plan(const std::string& spec);
+// `--route-outliers[=K]`: turns outlier routing on, with k = K when given (else the
+// plan's k, 8 by default). Throws PlanError naming the option for a bad K.
+void route_outliers_option(KernelPlan& plan, const std::string& k_text);
 
 }  // namespace qmv

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <set>
 
@@ -200,6 +201,121 @@ TEST(KernelPlan, TomlFile) {
   }
   std::ofstream(dir + "/badop.toml") << "[ffn_sideways]\nq4_K = \"q4_K.cpu.scalar\"\n";
   EXPECT_THROW(KernelPlan::load_toml(dir + "/badop.toml"), PlanError);
+}
+
+
+// The f32 kernel auto would pick for a weight type: the first available f32-activation
+// kernel of kAutoOrder, found here by name without the plan's code.
+std::string first_f32_in_auto_order(WeightType w) {
+  for (const char* v : kAutoOrder) {
+    const KernelSpec* k = global_registry().find(std::string(to_string(w)) + ".cpu." + v);
+    if (k && k->act == ActFormat::F32 && availability(*k).available) return k->name;
+  }
+  return "";
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const PlanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OutlierRouting, OffByDefaultAndOnEveryInt8MatvecWhenAsked) {
+  const TinyQ4K m;
+  for (const auto& p : resolve_plan(KernelPlan{}, m.weights, 1)) EXPECT_EQ(p.outlier_kernel, nullptr) << p.op;
+  KernelPlan plan = KernelPlan::parse_rules("attn_q=q4_K.cpu.scalar,attn_k=q4_K.cpu.scalar_q8k");
+  route_outliers_option(plan, "");
+  EXPECT_TRUE(plan.outlier_routing().route);
+  EXPECT_EQ(plan.outlier_routing().k, kDefaultOutlierK);
+  const std::string sibling = first_f32_in_auto_order(WeightType::Q4_K);
+  ASSERT_FALSE(sibling.empty());
+  for (const auto& p : resolve_plan(plan, m.weights, 1)) {
+    if (p.kernel->act == ActFormat::F32) {
+      EXPECT_EQ(p.outlier_kernel, nullptr) << p.op << ": an f32 kernel needs no sibling";
+      continue;
+    }
+    ASSERT_NE(p.outlier_kernel, nullptr) << p.op;
+    EXPECT_EQ(p.outlier_kernel->act, ActFormat::F32) << p.op;
+    EXPECT_EQ(p.outlier_k, kDefaultOutlierK);
+    if (p.op == "ffn_up_gate") {
+      // No fused f32 kernel: the plain one runs once per matrix.
+      EXPECT_EQ(p.outlier_kernel->op, OpKind::MatVec);
+    }
+    EXPECT_EQ(p.outlier_kernel->name, sibling) << p.op;
+    EXPECT_NE(p.outlier_why.find("auto"), std::string::npos) << p.outlier_why;
+  }
+}
+
+TEST(OutlierRouting, TomlRulesAndTheOptionSetRouteKAndSiblings) {
+  const std::string dir = std::string(QMV_TEST_TMP) + "/plan";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/route.toml") << "[default]\nq4_K = \"q4_K.cpu.scalar_q8k\"\n"
+                                        "[outliers]\nroute = true\nk = 6.5\nq4_K = \"q4_K.cpu.scalar\"\n";
+  KernelPlan plan = load_plan(dir + "/route.toml");
+  EXPECT_TRUE(plan.outlier_routing().route);
+  EXPECT_EQ(plan.outlier_routing().k, 6.5);
+  EXPECT_EQ(plan.lookup_outlier_kernel(WeightType::Q4_K), "q4_K.cpu.scalar");
+  EXPECT_EQ(plan.lookup_outlier_kernel(WeightType::Q6_K), "");
+  const TinyQ4K m;
+  for (const auto& p : resolve_plan(plan, m.weights, 1)) {
+    ASSERT_NE(p.outlier_kernel, nullptr) << p.op;
+    EXPECT_EQ(p.outlier_kernel->name, "q4_K.cpu.scalar");
+    EXPECT_EQ(p.outlier_k, 6.5);
+    EXPECT_EQ(p.outlier_why, "plan");
+  }
+  // Command-line rules after the file: k changes, routing stays on; the description
+  // reads back as the same plan.
+  plan.merge(KernelPlan::parse_rules("outliers.k=3"));
+  EXPECT_TRUE(plan.outlier_routing().route);
+  EXPECT_EQ(plan.outlier_routing().k, 3.0);
+  const KernelPlan again = KernelPlan::parse_rules(plan.describe());
+  EXPECT_EQ(again.describe(), plan.describe());
+  EXPECT_TRUE(again.outlier_routing().route);
+  EXPECT_EQ(again.outlier_routing().k, 3.0);
+  EXPECT_EQ(again.lookup_outlier_kernel(WeightType::Q4_K), "q4_K.cpu.scalar");
+  // --route-outliers=K sets k; plain --route-outliers keeps the plan's.
+  route_outliers_option(plan, "");
+  EXPECT_EQ(plan.outlier_routing().k, 3.0);
+  route_outliers_option(plan, "0");
+  EXPECT_EQ(plan.outlier_routing().k, 0.0);
+  KernelPlan off = KernelPlan::parse_rules("outliers.route=false,outliers.k=2");
+  EXPECT_FALSE(off.outlier_routing().route);
+  for (const auto& p : resolve_plan(off, m.weights, 1)) EXPECT_EQ(p.outlier_kernel, nullptr);
+}
+
+TEST(OutlierRouting, BadSettingsAreRefusedNamingThem) {
+  EXPECT_NE(message_of([] { KernelPlan::parse_rules("outliers.k=-1"); }).find("outliers.k must be a number >= 0"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { KernelPlan::parse_rules("outliers.k=eight"); }).find("'eight'"), std::string::npos);
+  EXPECT_NE(message_of([] { KernelPlan::parse_rules("outliers.k=nan"); }).find("outliers.k"), std::string::npos);
+  EXPECT_NE(message_of([] { KernelPlan::parse_rules("outliers.route=maybe"); }).find("true or false"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { KernelPlan::parse_rules("outliers.q9_K=x"); }).find("neither route, k nor a weight type"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { KernelPlan::parse_rules("outliers=true"); }).find("needs a key"), std::string::npos);
+  KernelPlan plan;
+  EXPECT_NE(message_of([&] { route_outliers_option(plan, "x"); }).find("--route-outliers"), std::string::npos);
+
+  const std::string dir = std::string(QMV_TEST_TMP) + "/plan";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/badk.toml") << "[outliers]\nroute = true\nk = \"eight\"\n";
+  EXPECT_NE(message_of([&] { KernelPlan::load_toml(dir + "/badk.toml"); }).find("outliers.k must be a number"),
+            std::string::npos);
+  std::ofstream(dir + "/badroute.toml") << "[outliers]\nroute = 1\n";
+  EXPECT_NE(message_of([&] { KernelPlan::load_toml(dir + "/badroute.toml"); }).find("true or false"),
+            std::string::npos);
+
+  // A named sibling must read f32 activations and the matvec's weights.
+  const TinyQ4K m;
+  EXPECT_NE(error_of(KernelPlan::parse_rules("outliers.route=true,outliers.q4_K=q4_K.cpu.scalar_q8k"), m.weights)
+                .find("cannot route outlier vectors to q4_K.cpu.scalar_q8k: it reads q8_K activations"),
+            std::string::npos);
+  EXPECT_NE(error_of(KernelPlan::parse_rules("outliers.route=true,outliers.q4_K=q6_K.cpu.scalar"), m.weights)
+                .find("it reads q6_K weights"),
+            std::string::npos);
 }
 
 }  // namespace
