@@ -38,7 +38,8 @@ std::string toy_model(const std::string& mix, int layers) {
   spec.mix = mix;
   spec.layers = layers;
   spec.seed = fresh_seed();
-  const std::string path = testing::tmp("routing-toy-" + key + ".gguf");
+  // The seed in the name: ctest runs the tests of this file as parallel processes.
+  const std::string path = testing::tmp(fmt::format("routing-toy-{}-{}.gguf", key, spec.seed));
   make_model(spec, path);
   return made[key] = path;
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
 #define QMV_HD __host__ __device__ __forceinline__
 #else
 #define QMV_HD inline
