@@ -1,0 +1,100 @@
+// The two launch shapes of the Q5_K and Q6_K CUDA variants, around the per-lane row
+// functions of q5_K_lanes.h and q6_K_lanes.h:
+// - warp per row (legacy, dp4a, hw_dp4a): 4 warps per block, each warp one row at a
+//   time over a grid-stride loop, lane 0 writes the row;
+// - multi-warp per row (mwv): one block of kWarps warps per row, each warp a share of
+//   the super-blocks, the warp sums meeting in shared memory; thread 0 writes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/q5_K_q6_K_common.h"
+
+namespace qmv::cuda::q5q6 {
+
+// Row::partial(mem, shfl, row bytes, activations, super-blocks per row, lane) is a
+// lane's share of one row.
+template <class Row>
+__global__ void __launch_bounds__(kRowWarpsPerBlock * kLanes, 8)
+    warp_per_row_kernel(const std::uint8_t* __restrict__ w, const typename Row::Act* __restrict__ x,
+                        float* __restrict__ y, std::int64_t rows, std::int64_t nb) {
+  const int warp = static_cast<int>(threadIdx.x) / kLanes, lane = static_cast<int>(threadIdx.x) % kLanes;
+  const std::int64_t row_bytes = nb * Row::kBlockBytes;
+  GlobalReads mem;
+  WarpShuffle shfl;
+  for (std::int64_t row = warp_first_row(static_cast<int>(blockIdx.x), warp, kRowWarpsPerBlock); row < rows;
+       row += warp_row_stride(static_cast<int>(gridDim.x), kRowWarpsPerBlock)) {
+    const float sum = warp_sum(Row::partial(mem, shfl, w + row * row_bytes, x, nb, lane));
+    if (lane == 0) y[row] = sum;
+  }
+}
+
+// Row::partial(mem, shfl, row bytes, activations, super-blocks per row, warp, lane).
+// Enough blocks stay resident for 32 warps per SM (at most 64 registers a thread).
+template <class Row>
+__global__ void __launch_bounds__(Row::kWarpsPerRow * kLanes, 1024 / (Row::kWarpsPerRow * kLanes))
+    multi_warp_row_kernel(const std::uint8_t* __restrict__ w, const typename Row::Act* __restrict__ x,
+                          float* __restrict__ y, std::int64_t nb) {
+  __shared__ float warp_sums[Row::kWarpsPerRow];
+  const int warp = static_cast<int>(threadIdx.x) / kLanes, lane = static_cast<int>(threadIdx.x) % kLanes;
+  const std::int64_t row = blockIdx.x;
+  GlobalReads mem;
+  WarpShuffle shfl;
+  const float sum = warp_sum(Row::partial(mem, shfl, w + row * nb * Row::kBlockBytes, x, nb, warp, lane));
+  if (lane == 0) warp_sums[warp] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int i = 0; i < Row::kWarpsPerRow; ++i) total += warp_sums[i];
+    y[row] = total;
+  }
+}
+
+// The launches; the caller's run() then ends with launch_status(its name).
+template <class Row>
+void launch_warp_per_row(const MatVecArgs& a, int grid) {
+  warp_per_row_kernel<Row><<<grid, kRowWarpsPerBlock * kLanes, 0, stream_of(a)>>>(
+      static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y, a.shape.rows,
+      a.shape.cols / kSuperBlock);
+}
+
+template <class Row>
+void launch_multi_warp_row(const MatVecArgs& a) {
+  multi_warp_row_kernel<Row><<<static_cast<unsigned>(a.shape.rows), Row::kWarpsPerRow * kLanes, 0, stream_of(a)>>>(
+      static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y,
+      a.shape.cols / kSuperBlock);
+}
+
+// Thread blocks of one kernel that the current device keeps resident at once (SMs x
+// blocks per SM at the kernel's register and thread use), asked once per device and
+// kept. 0 when the runtime cannot say (the launch then reports the error).
+class ResidentBlocks {
+ public:
+  template <class Kernel>
+  int get(Kernel kernel, int threads) {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return 0;
+    const bool cacheable = device >= 0 && device < kMaxDevices;
+    if (cacheable) {
+      const int known = per_device_[device].load(std::memory_order_relaxed);
+      if (known > 0) return known;
+    }
+    int sms = 0, per_sm = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess)
+      return 0;
+    const int blocks = sms * per_sm;
+    if (cacheable && blocks > 0) per_device_[device].store(blocks, std::memory_order_relaxed);
+    return blocks;
+  }
+
+ private:
+  static constexpr int kMaxDevices = 64;
+  std::atomic<int> per_device_[kMaxDevices]{};
+};
+
+}  // namespace qmv::cuda::q5q6

@@ -1,0 +1,563 @@
+// The Q5_K and Q6_K CUDA variants, replayed on the CPU. No GPU is needed: each
+// kernel's per-lane code lives in q5_K_lanes.h / q6_K_lanes.h, and here it runs lane by
+// lane with recording policies in place of the device loads and warp shuffles:
+// - memory: every weight load is checked for bounds and alignment (at the addresses a
+//   cudaMalloc'd buffer would have) and logged, so the test can tell that each weight
+//   byte is fetched by exactly one warp-wide load instruction;
+// - shuffles: the 32 lanes of a warp run in turn, each shuffle returning what the
+//   source lane offered at the same call, repeated until the offers settle;
+// - launch geometry: the kernels' own row assignment (warp per row with a grid-stride
+//   loop, or a block of warps per row), so every row must be written exactly once;
+// - sums: lane partials reduced in the warp_sum butterfly order, warps in order.
+// The result is compared with a double-precision dot product of the dequantized
+// weights and activations, on quantizer output and on raw random block bytes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "harness/data.h"
+#include "kernels/cuda/q5_K_lanes.h"
+#include "kernels/cuda/q6_K_lanes.h"
+#include "kernels/registry.h"
+
+namespace qmv {
+namespace {
+
+namespace q5q6 = cuda::q5q6;
+using q5q6::kLanes;
+using q5q6::kRowWarpsPerBlock;
+
+// Problems found during a replay, kept short.
+struct Problems {
+  std::vector<std::string> list;
+  void note(const std::string& what) {
+    if (list.size() < 10) list.push_back(what);
+  }
+};
+
+// Host memory laid out like a device allocation: the data starts `offset` bytes after
+// a 256-byte boundary (0 for a cudaMalloc'd buffer).
+class DeviceLikeBuffer {
+ public:
+  DeviceLikeBuffer(const void* data, std::size_t bytes, std::size_t offset) : storage_(bytes + offset + 256), bytes_(bytes) {
+    const auto base = reinterpret_cast<std::uintptr_t>(storage_.data());
+    begin_ = storage_.data() + ((256 - base % 256) % 256) + offset;
+    std::memcpy(begin_, data, bytes);
+  }
+  const std::uint8_t* data() const { return begin_; }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  std::vector<std::uint8_t> storage_;
+  std::uint8_t* begin_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+struct Fetch {
+  int call;               // the lane's n-th weight load: the same instruction in every lane
+  std::size_t offset;     // from the start of the weights
+  int bytes;
+};
+
+// The memory policy of the replay: GlobalReads' interface, on host buffers, checked and
+// logged.
+class ReplayReads {
+ public:
+  ReplayReads(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x, std::vector<Fetch>& fetches, Problems& problems)
+      : w_(w), x_(x), fetches_(fetches), problems_(problems) {}
+
+  std::uint8_t weight_u8(const std::uint8_t* p) { return weight<std::uint8_t>(true, p); }
+  std::uint16_t weight_u16(const std::uint8_t* p) { return weight<std::uint16_t>(true, p); }
+  std::uint32_t weight_u32(const std::uint8_t* p) { return weight<std::uint32_t>(true, p); }
+  std::uint16_t weight_u16_if(bool pred, const std::uint8_t* p) { return weight<std::uint16_t>(pred, p); }
+  std::uint32_t weight_u32_if(bool pred, const std::uint8_t* p) { return weight<std::uint32_t>(pred, p); }
+
+  float act_f32(const float* p) { return act<float>(true, p, sizeof(float)); }
+  void act_f32x4_if(bool pred, const float* p, float v[4]) {
+    for (int i = 0; i < 4; ++i) v[i] = act<float>(pred, p + i, i == 0 ? 16 : 4);
+  }
+  std::uint32_t act_u32_if(bool pred, const std::uint8_t* p) { return act<std::uint32_t>(pred, p, 4); }
+  std::uint16_t act_u16_if(bool pred, const std::uint8_t* p) { return act<std::uint16_t>(pred, p, 2); }
+
+  int weight_calls() const { return calls_; }
+
+ private:
+  template <class T>
+  T weight(bool pred, const std::uint8_t* p) {
+    const int call = calls_++;
+    if (!pred) return T{0};
+    const auto at = reinterpret_cast<std::uintptr_t>(p), begin = reinterpret_cast<std::uintptr_t>(w_.data());
+    if (at < begin || at + sizeof(T) > begin + w_.size()) {
+      problems_.note("weight load outside the matrix");
+      return T{0};
+    }
+    if (at % sizeof(T) != 0) problems_.note("misaligned " + std::to_string(8 * sizeof(T)) + "-bit weight load at offset " +
+                                            std::to_string(at - begin));
+    fetches_.push_back({call, at - begin, static_cast<int>(sizeof(T))});
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+
+  // `align`: the alignment the device load needs (16 for the first float of a float4).
+  template <class T>
+  T act(bool pred, const void* p, std::size_t align) {
+    if (!pred) return T{0};
+    const auto at = reinterpret_cast<std::uintptr_t>(p), begin = reinterpret_cast<std::uintptr_t>(x_.data());
+    if (at < begin || at + sizeof(T) > begin + x_.size()) {
+      problems_.note("activation load outside the vector");
+      return T{0};
+    }
+    if (at % align != 0) problems_.note("misaligned activation load at offset " + std::to_string(at - begin));
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+
+  const DeviceLikeBuffer& w_;
+  const DeviceLikeBuffer& x_;
+  std::vector<Fetch>& fetches_;
+  Problems& problems_;
+  int calls_ = 0;
+};
+
+// The shuffle policy of the replay: the value lane `src` offered at the same call in
+// the previous pass over the warp.
+class ReplayShuffle {
+ public:
+  ReplayShuffle(const std::vector<std::vector<std::uint32_t>>& previous, std::vector<std::uint32_t>& offered,
+                Problems& problems)
+      : previous_(previous), offered_(offered), problems_(problems) {}
+  std::uint32_t operator()(std::uint32_t v, int src) {
+    const std::size_t call = offered_.size();
+    offered_.push_back(v);
+    if (src < 0 || src >= kLanes) {
+      problems_.note("shuffle from lane " + std::to_string(src));
+      return 0;
+    }
+    const auto& from = previous_[static_cast<std::size_t>(src)];
+    return call < from.size() ? from[call] : 0u;
+  }
+
+ private:
+  const std::vector<std::vector<std::uint32_t>>& previous_;
+  std::vector<std::uint32_t>& offered_;
+  Problems& problems_;
+};
+
+// How many warp-wide load instructions fetched each weight byte: lanes of one load
+// reading the same byte count once (the hardware broadcasts it).
+class FetchCounter {
+ public:
+  explicit FetchCounter(std::size_t bytes) : count_(bytes, 0) {}
+  void add_warp(const std::vector<std::vector<Fetch>>& lanes) {
+    std::vector<std::uint64_t> keys;
+    for (const auto& lane : lanes)
+      for (const Fetch& f : lane)
+        for (int i = 0; i < f.bytes; ++i) keys.push_back((std::uint64_t(f.call) << 40) | (f.offset + i));
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    for (std::uint64_t k : keys) {
+      auto& c = count_[k & ((std::uint64_t(1) << 40) - 1)];
+      if (c < 255) ++c;
+    }
+  }
+  // First byte not fetched exactly once, or -1.
+  std::int64_t first_bad() const {
+    for (std::size_t i = 0; i < count_.size(); ++i)
+      if (count_[i] != 1) return static_cast<std::int64_t>(i);
+    return -1;
+  }
+  int count(std::size_t i) const { return count_[i]; }
+
+ private:
+  std::vector<std::uint8_t> count_;
+};
+
+// One warp: every lane runs lane_fn(mem, shfl, lane); passes repeat until every lane
+// offers in its shuffles what the previous pass received.
+template <class LaneFn>
+std::array<float, kLanes> replay_warp(LaneFn&& lane_fn, const DeviceLikeBuffer& w, const DeviceLikeBuffer& x,
+                                      FetchCounter& fetches, Problems& problems) {
+  std::vector<std::vector<std::uint32_t>> previous(kLanes);
+  for (int pass = 0; pass < 6; ++pass) {
+    std::vector<std::vector<std::uint32_t>> offered(kLanes);
+    std::vector<std::vector<Fetch>> lane_fetches(kLanes);
+    std::array<float, kLanes> partial{};
+    std::array<int, kLanes> calls{};
+    for (int lane = 0; lane < kLanes; ++lane) {
+      ReplayReads mem(w, x, lane_fetches[lane], problems);
+      ReplayShuffle shfl(previous, offered[lane], problems);
+      partial[lane] = lane_fn(mem, shfl, lane);
+      calls[lane] = mem.weight_calls();
+    }
+    if (offered == previous) {
+      for (int lane = 1; lane < kLanes; ++lane) {
+        // Shuffles and loads are warp-wide instructions: all lanes make the same ones.
+        if (calls[lane] != calls[0] || offered[lane].size() != offered[0].size())
+          problems.note("lanes of a warp make different numbers of loads or shuffles");
+      }
+      fetches.add_warp(lane_fetches);
+      return partial;
+    }
+    previous = std::move(offered);
+  }
+  problems.note("shuffled values never settled");
+  return {};
+}
+
+// warp_sum's butterfly: lane l adds lane l ^ offset, offsets 16, 8, 4, 2, 1.
+float butterfly_sum(std::array<float, kLanes> v) {
+  for (int offset = kLanes / 2; offset > 0; offset >>= 1) {
+    const std::array<float, kLanes> before = v;
+    for (int l = 0; l < kLanes; ++l) v[l] = before[l] + before[l ^ offset];
+  }
+  return v[0];
+}
+
+struct Replay {
+  std::vector<float> y;
+  std::vector<int> writes;  // per row
+};
+
+// warp_per_row_kernel<Row> on a grid of `grid` blocks.
+template <class Row>
+Replay replay_warp_per_row(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x, Shape shape, int grid,
+                           FetchCounter& fetches, Problems& problems) {
+  const std::int64_t nb = shape.cols / kSuperBlock, row_bytes = nb * Row::kBlockBytes;
+  const auto* act = reinterpret_cast<const typename Row::Act*>(x.data());
+  Replay out{std::vector<float>(static_cast<std::size_t>(shape.rows), std::numeric_limits<float>::quiet_NaN()),
+             std::vector<int>(static_cast<std::size_t>(shape.rows), 0)};
+  for (int block = 0; block < grid; ++block) {
+    for (int warp = 0; warp < kRowWarpsPerBlock; ++warp) {
+      for (std::int64_t row = q5q6::warp_first_row(block, warp, kRowWarpsPerBlock); row < shape.rows;
+           row += q5q6::warp_row_stride(grid, kRowWarpsPerBlock)) {
+        const std::uint8_t* row_w = w.data() + row * row_bytes;
+        const auto partial = replay_warp(
+            [&](ReplayReads& mem, ReplayShuffle& shfl, int lane) {
+              return Row::partial(mem, shfl, row_w, act, nb, lane);
+            },
+            w, x, fetches, problems);
+        out.y[static_cast<std::size_t>(row)] = butterfly_sum(partial);
+        ++out.writes[static_cast<std::size_t>(row)];
+      }
+    }
+  }
+  return out;
+}
+
+// multi_warp_row_kernel<Row>: block `row` of Row::kWarpsPerRow warps; thread 0 adds
+// the warp sums in warp order.
+template <class Row>
+Replay replay_multi_warp_row(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x, Shape shape, int,
+                             FetchCounter& fetches, Problems& problems) {
+  const std::int64_t nb = shape.cols / kSuperBlock, row_bytes = nb * Row::kBlockBytes;
+  const auto* act = reinterpret_cast<const typename Row::Act*>(x.data());
+  Replay out{std::vector<float>(static_cast<std::size_t>(shape.rows), std::numeric_limits<float>::quiet_NaN()),
+             std::vector<int>(static_cast<std::size_t>(shape.rows), 0)};
+  for (std::int64_t row = 0; row < shape.rows; ++row) {
+    const std::uint8_t* row_w = w.data() + row * row_bytes;
+    float total = 0.0f;
+    for (int warp = 0; warp < Row::kWarpsPerRow; ++warp) {
+      const auto partial = replay_warp(
+          [&](ReplayReads& mem, ReplayShuffle& shfl, int lane) {
+            return Row::partial(mem, shfl, row_w, act, nb, warp, lane);
+          },
+          w, x, fetches, problems);
+      total += butterfly_sum(partial);
+    }
+    out.y[static_cast<std::size_t>(row)] = total;
+    ++out.writes[static_cast<std::size_t>(row)];
+  }
+  return out;
+}
+
+using ReplayFn = Replay (*)(const DeviceLikeBuffer&, const DeviceLikeBuffer&, Shape, int, FetchCounter&, Problems&);
+
+struct Variant {
+  const char* name;   // in the registry
+  const char* label;  // of the test: the name, or the build it replays
+  WeightType weight;
+  ActFormat act;
+  ReplayFn replay;
+  bool grid_stride;  // launched on a grid capped by residency: replay small grids too
+};
+
+const Variant kVariants[] = {
+    {"q6_K.cuda.legacy", "q6_K_cuda_legacy", WeightType::Q6_K, ActFormat::F32, replay_warp_per_row<q5q6::Q6KLegacyRow>, false},
+    {"q6_K.cuda.mwv.w2", "q6_K_cuda_mwv_w2", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<2>>, false},
+    {"q6_K.cuda.mwv.w3", "q6_K_cuda_mwv_w3", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<3>>, false},
+    {"q6_K.cuda.mwv.w4", "q6_K_cuda_mwv_w4", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<4>>, false},
+    {"q6_K.cuda.dp4a", "q6_K_cuda_dp4a", WeightType::Q6_K, ActFormat::Q8_1, replay_warp_per_row<q5q6::Q6KDp4aRow>, false},
+    {"q6_K.cuda.hw_dp4a", "q6_K_cuda_hw_dp4a_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
+     replay_warp_per_row<q5q6::Q6KHalfWarpRowOf<3>>, true},
+    {"q6_K.cuda.hw_dp4a", "q6_K_cuda_hw_dp4a_below_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
+     replay_warp_per_row<q5q6::Q6KHalfWarpRowOf<2>>, true},
+    {"q5_K.cuda.legacy", "q5_K_cuda_legacy", WeightType::Q5_K, ActFormat::F32, replay_warp_per_row<q5q6::Q5KLegacyRow>, false},
+    {"q5_K.cuda.mwv.w2", "q5_K_cuda_mwv_w2", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<2>>, false},
+    {"q5_K.cuda.mwv.w3", "q5_K_cuda_mwv_w3", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<3>>, false},
+    {"q5_K.cuda.mwv.w4", "q5_K_cuda_mwv_w4", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<4>>, false},
+};
+
+// ---------------------------------------------------------------------------------
+// Inputs
+
+std::uint64_t test_seed() {
+  if (const char* s = std::getenv("QMV_REPLAY_SEED")) return std::strtoull(s, nullptr, 10);
+  static const std::uint64_t seed = std::random_device{}();
+  return seed;
+}
+
+// Every byte random (all quant patterns, scales -128..127 or all 6-bit scale/min
+// encodings), with finite fp16 super-block scales of both signs.
+std::vector<std::uint8_t> raw_random_blocks(WeightType type, Shape shape, std::mt19937_64& rng) {
+  std::vector<std::uint8_t> w(row_bytes(type, shape.cols) * static_cast<std::size_t>(shape.rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
+  const std::size_t blocks = w.size() / block_bytes(type);
+  for (std::size_t i = 0; i < blocks; ++i) {
+    std::uint8_t* blk = w.data() + i * block_bytes(type);
+    if (type == WeightType::Q6_K) {
+      const fp16_bits d = fp32_to_fp16(scale(rng));
+      std::memcpy(blk + offsetof(BlockQ6K, d), &d, sizeof d);
+    } else {
+      const fp16_bits d = fp32_to_fp16(scale(rng)), dmin = fp32_to_fp16(scale(rng));
+      std::memcpy(blk + offsetof(BlockQ5K, d), &d, sizeof d);
+      std::memcpy(blk + offsetof(BlockQ5K, dmin), &dmin, sizeof dmin);
+    }
+  }
+  return w;
+}
+
+// Q8_1 blocks with quants over the whole int8 range (-128 included, which the
+// quantizer never writes), a quarter of them at the extremes.
+std::vector<BlockQ8_1> raw_random_q8_1(std::int64_t cols, std::mt19937_64& rng) {
+  std::vector<BlockQ8_1> x(static_cast<std::size_t>(cols / kQ8_1Block));
+  std::uniform_int_distribution<int> q(-128, 127), pick(0, 7);
+  std::uniform_real_distribution<float> d(-0.1f, 0.1f);
+  for (auto& b : x) {
+    b.d = fp32_to_fp16(d(rng));
+    int sum = 0;
+    for (auto& v : b.qs) {
+      const int p = pick(rng);
+      v = static_cast<std::int8_t>(p == 0 ? -128 : p == 1 ? 127 : q(rng));
+      sum += v;
+    }
+    b.s = fp32_to_fp16(fp16_to_fp32(b.d) * static_cast<float>(sum));
+  }
+  return x;
+}
+
+struct Inputs {
+  std::vector<std::uint8_t> w;
+  std::vector<std::uint8_t> x;  // the prepared activation, as the kernel reads it
+  std::vector<double> ref, mag;  // double W x on the dequantized values, and sum |w x|
+};
+
+Inputs make_inputs(WeightType type, ActFormat act, Shape shape, bool raw, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Inputs in;
+  in.w = raw ? raw_random_blocks(type, shape, rng) : random_quantized_matrix(type, shape, seed);
+  std::vector<float> xf = activation_with_outliers(shape.cols, seed + 7, 3, 10.0f, 40.0f);
+  std::vector<float> seen(static_cast<std::size_t>(shape.cols));  // the activation values the kernel sees
+  if (act == ActFormat::Q8_1) {
+    std::vector<BlockQ8_1> xq(static_cast<std::size_t>(shape.cols / kQ8_1Block));
+    if (raw) {
+      xq = raw_random_q8_1(shape.cols, rng);
+    } else {
+      quantize_row_q8_1(xf.data(), xq.data(), shape.cols);
+    }
+    dequantize_row_q8_1(xq.data(), seen.data(), shape.cols);
+    in.x.resize(xq.size() * sizeof(BlockQ8_1));
+    std::memcpy(in.x.data(), xq.data(), in.x.size());
+  } else {
+    seen = xf;
+    in.x.resize(xf.size() * sizeof(float));
+    std::memcpy(in.x.data(), xf.data(), in.x.size());
+  }
+  const std::size_t rb = row_bytes(type, shape.cols);
+  std::vector<float> wrow(static_cast<std::size_t>(shape.cols));
+  for (std::int64_t r = 0; r < shape.rows; ++r) {
+    dequantize_row(type, in.w.data() + rb * static_cast<std::size_t>(r), wrow.data(), shape.cols);
+    double sum = 0, mag = 0;
+    for (std::int64_t c = 0; c < shape.cols; ++c) {
+      sum += double(wrow[c]) * seen[c];
+      mag += std::fabs(double(wrow[c]) * seen[c]);
+    }
+    in.ref.push_back(sum);
+    in.mag.push_back(mag);
+  }
+  return in;
+}
+
+// ---------------------------------------------------------------------------------
+// The replay of one variant on one shape and input, every check.
+
+void check_variant(const Variant& v, Shape shape, bool raw, std::size_t weight_offset, std::uint64_t seed) {
+  SCOPED_TRACE(std::string(v.label) + " " + to_string(shape) + (raw ? " raw blocks" : " quantized") +
+               " weights at +" + std::to_string(weight_offset) + ", seed " + std::to_string(seed));
+  const Inputs in = make_inputs(v.weight, v.act, shape, raw, seed);
+  const DeviceLikeBuffer w(in.w.data(), in.w.size(), weight_offset), x(in.x.data(), in.x.size(), 0);
+
+  // The grid run() uses without a residency cap, and (grid-stride launches) the grids
+  // of devices that hold 1, 3 or 7 blocks at once.
+  std::vector<int> grids = {q5q6::warp_per_row_grid(shape.rows)};
+  if (v.grid_stride)
+    for (int resident : {1, 3, 7}) grids.push_back(q5q6::balanced_warp_per_row_grid(shape.rows, resident));
+  for (int grid : grids) {
+    SCOPED_TRACE("grid " + std::to_string(grid));
+    FetchCounter fetches(in.w.size());
+    Problems problems;
+    const Replay out = v.replay(w, x, shape, grid, fetches, problems);
+    for (const std::string& p : problems.list) ADD_FAILURE() << p;
+    for (std::int64_t r = 0; r < shape.rows; ++r)
+      ASSERT_EQ(out.writes[static_cast<std::size_t>(r)], 1) << "row " << r << " written that many times";
+    const std::int64_t bad = fetches.first_bad();
+    ASSERT_EQ(bad, -1) << "weight byte " << bad << " (block " << bad / static_cast<std::int64_t>(block_bytes(v.weight))
+                       << ", byte " << bad % static_cast<std::int64_t>(block_bytes(v.weight)) << ") fetched "
+                       << (bad >= 0 ? fetches.count(static_cast<std::size_t>(bad)) : 0) << " times";
+    for (std::int64_t r = 0; r < shape.rows; ++r) {
+      const std::size_t i = static_cast<std::size_t>(r);
+      // Float rounding of the per-block products and the sums, relative to sum |w x|.
+      ASSERT_NEAR(out.y[i], in.ref[i], 1e-5 * in.mag[i] + 1e-30) << "row " << r;
+    }
+  }
+}
+
+// Rows: 1, and counts that are no multiple of the 4 rows of a warp-per-row block.
+// Columns: one super-block (the other half-warp and the other warps idle), an odd count
+// of super-blocks (rows of Q6_K then start only 2-aligned), the usual 4096 and the FFN
+// width 14336 (Llama 3 8B's ffn_down input).
+constexpr std::int64_t kRows[] = {1, 3, 67, 130};
+constexpr std::int64_t kCols[] = {256, 512, 768, 4096, 14336};
+
+class ReplayTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReplayTest, MatchesTheReferenceWithEveryRowAndWeightByteOnce) {
+  const Variant& v = kVariants[GetParam()];
+  SCOPED_TRACE("QMV_REPLAY_SEED=" + std::to_string(test_seed()) + " reproduces the inputs");
+  std::uint64_t seed = test_seed() + 1000 * static_cast<std::uint64_t>(GetParam());
+  for (std::int64_t cols : kCols) {
+    for (std::int64_t rows : kRows) {
+      for (bool raw : {false, true}) check_variant(v, {rows, cols}, raw, 0, ++seed);
+    }
+  }
+}
+
+// The kernels must not assume more alignment than their widest weight load: 2 bytes
+// for Q6_K (every load is 8 or 16 bits), 4 for Q5_K. A matrix at such an offset (a
+// tensor inside a larger buffer) must give the same result.
+TEST_P(ReplayTest, ToleratesAMatrixAlignedOnlyToItsWidestLoad) {
+  const Variant& v = kVariants[GetParam()];
+  const std::size_t offset = v.weight == WeightType::Q6_K ? 2 : 4;
+  SCOPED_TRACE("QMV_REPLAY_SEED=" + std::to_string(test_seed()) + " reproduces the inputs");
+  const std::uint64_t seed = test_seed() + 77 + static_cast<std::uint64_t>(GetParam());
+  check_variant(v, {5, 768}, true, offset, seed);
+  check_variant(v, {3, 4096}, false, offset, seed + 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaQ5KQ6K, ReplayTest, ::testing::Range(0, static_cast<int>(std::size(kVariants))),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(kVariants[info.param].label);
+                         });
+
+TEST(CudaQ5KQ6KReplay, WarpPerRowGrids) {
+  EXPECT_EQ(q5q6::warp_per_row_grid(1), 1);
+  EXPECT_EQ(q5q6::warp_per_row_grid(130), 33);
+  EXPECT_EQ(q5q6::warp_per_row_grid(14336), 3584);
+  EXPECT_EQ(q5q6::warp_per_row_grid(14336, 1056), 1056);
+  EXPECT_EQ(q5q6::warp_per_row_grid(14336, 0), 1);
+  EXPECT_EQ(q5q6::warp_per_row_grid(std::int64_t{1} << 40), 0x7fffffff);
+  // Balanced: every warp the same number of rows, never more blocks than resident.
+  std::mt19937_64 rng(test_seed());
+  std::uniform_int_distribution<std::int64_t> rows_of(1, 300000), resident_of(1, 3000);
+  for (int trial = 0; trial < 1000; ++trial) {
+    const std::int64_t rows = trial == 0 ? 14336 : rows_of(rng), resident = trial == 0 ? 1056 : resident_of(rng);
+    const int grid = q5q6::balanced_warp_per_row_grid(rows, resident);
+    ASSERT_GE(grid, 1);
+    ASSERT_LE(grid, resident) << rows;
+    const std::int64_t warps = std::int64_t{grid} * kRowWarpsPerBlock;
+    const std::int64_t most = (rows + warps - 1) / warps;  // rows of warp 0
+    const std::int64_t per_resident_warp = (rows + resident * kRowWarpsPerBlock - 1) / (resident * kRowWarpsPerBlock);
+    EXPECT_EQ(most, per_resident_warp) << rows << " rows, " << resident << " resident";
+    if (trial == 0) {
+      EXPECT_EQ(grid, 896);
+    }
+  }
+  EXPECT_EQ(q5q6::balanced_warp_per_row_grid(4096, 1056), 1024);
+  EXPECT_EQ(q5q6::balanced_warp_per_row_grid(8448, 1056), 1056);  // exactly 2 rows per resident warp
+  EXPECT_EQ(q5q6::balanced_warp_per_row_grid(4096, 0), 1024);  // residency unknown: one row per warp
+}
+
+// The arithmetic pieces against their plain definitions, over every input.
+TEST(CudaQ5KQ6KReplay, ByteTricksAreExact) {
+  for (std::uint32_t q = 0; q < 64; ++q) {
+    const std::uint32_t word = q * 0x01010101u;
+    const std::uint32_t s = q5q6::q6k_quad_signed(word);
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(static_cast<std::int8_t>(s >> (8 * i)), static_cast<int>(q) - 32) << q;
+  }
+  for (int b = 0; b < 256; ++b) {
+    const std::uint32_t word = static_cast<std::uint32_t>(b) << 16;
+    ASSERT_EQ(q5q6::int8_byte(word, 2), static_cast<std::int8_t>(b));
+    ASSERT_EQ(q5q6::int8_byte_as_float(word, 2), static_cast<float>(static_cast<std::int8_t>(b)));
+    ASSERT_EQ(q5q6::byte_as_float(word, 2, 32.0f), static_cast<float>(b - 32));
+  }
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::uint8_t packed[12];
+    for (auto& p : packed) p = static_cast<std::uint8_t>(byte(rng));
+    std::uint32_t s[3];
+    std::memcpy(s, packed, sizeof s);
+    for (int g = 0; g < 4; ++g) {
+      std::uint32_t scales, mins;
+      q5q6::q5k_pair_scale_min(g, s[0], s[1], s[2], scales, mins);
+      for (int e = 0; e < 2; ++e) {
+        std::uint8_t sc, m;
+        unpack_scale_min_k4(2 * g + e, packed, sc, m);
+        ASSERT_EQ((scales >> (8 * e)) & 0xFFu, sc) << "sub-block " << 2 * g + e;
+        ASSERT_EQ((mins >> (8 * e)) & 0xFFu, m) << "sub-block " << 2 * g + e;
+      }
+    }
+  }
+}
+
+TEST(CudaQ5KQ6KRegistry, AllTenVariantsAreRegisteredAsCudaKernels) {
+#if !defined(QMV_HAVE_CUDA)
+  GTEST_SKIP() << "built without CUDA (QMV_CUDA=OFF): the CUDA variants are not compiled";
+#else
+  for (const Variant& v : kVariants) {
+    SCOPED_TRACE(v.label);
+    const KernelSpec* k = global_registry().find(v.name);
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->backend, Backend::CUDA);
+    EXPECT_EQ(k->op, OpKind::MatVec);
+    EXPECT_EQ(k->weight, v.weight);
+    EXPECT_EQ(k->act, v.act);
+    EXPECT_EQ(k->min_sm, v.act == ActFormat::Q8_1 ? 61 : 0);  // __dp4a: sm_61
+    EXPECT_TRUE(k->supports({1, 256}));
+    EXPECT_TRUE(k->supports({130, 14336}));
+    EXPECT_FALSE(k->supports({4, 300}));
+    EXPECT_FALSE(k->description.empty());
+  }
+  std::vector<std::string> names;
+  for (const Variant& v : kVariants) names.push_back(v.name);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  EXPECT_EQ(names.size(), 10u);  // the ten Q5_K / Q6_K CUDA variants
+#endif
+}
+
+}  // namespace
+}  // namespace qmv
