@@ -1,0 +1,185 @@
+#include "harness/cli_decode_cuda.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#ifdef QMV_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "harness/table.h"
+
+namespace qmv {
+
+namespace {
+
+std::string mib(std::uint64_t b) { return fmt::format("{:.1f} MiB", b / double(1 << 20)); }
+
+}  // namespace
+
+#ifdef QMV_HAVE_CUDA
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+GpuForwardOptions forward_options(const CudaDecodeOptions& o, const SamplerConfig& sampler, int context) {
+  GpuForwardOptions f;
+  f.context = context;
+  f.cuda_graph = o.cuda_graph;
+  f.sync_each_op = o.sync_each_op;
+  f.sampler = sampler;
+  return f;
+}
+
+}  // namespace
+
+CudaDecodeRun run_cuda_decode(const LoadedModel& m, const std::vector<PlannedMatvec>& planned,
+                              const std::vector<int>& prompt, int n, const SamplerConfig& sampler, int context,
+                              const CudaDecodeOptions& options, const std::function<bool(int)>& emit) {
+  if (prompt.empty()) throw std::invalid_argument("decode: the prompt has no tokens");
+  GpuForward fwd(m.config, m.weights, planned, forward_options(options, sampler, context));
+  CudaDecodeRun r;
+  r.device = fwd.device_name();
+  r.memory = fwd.memory();
+  r.upload_s = fwd.upload_seconds();
+  r.graph = fwd.graph_enabled();
+  r.attention_splits = fwd.attention_splits();
+  r.weight_bytes = fwd.weight_bytes();
+  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) r.part_bytes[i] = fwd.part_weight_bytes(static_cast<StepPart>(i));
+
+  // Prompt: every prompt token; the last step's sample is the first new token. (The
+  // first step also captures the graph.)
+  auto t0 = Clock::now();
+  int next = 0;
+  for (int t : prompt) next = fwd.step(t);
+  r.prompt_s = seconds_since(t0);
+  r.generated.push_back(next);
+  bool going = emit(next);
+
+  // Decode, timed after the first token, as on the CPU.
+  double bytes = 0;
+  t0 = Clock::now();
+  while (going && static_cast<int>(r.generated.size()) < n) {
+    bytes += static_cast<double>(fwd.bytes_per_token(fwd.position()));
+    next = fwd.step(r.generated.back());
+    r.generated.push_back(next);
+    ++r.decode_steps;
+    going = emit(next);
+  }
+  r.decode_s = seconds_since(t0);
+  r.bytes_per_token = r.decode_steps ? bytes / r.decode_steps : static_cast<double>(fwd.bytes_per_token(fwd.position()));
+
+  // The breakdown: the same tokens again, op by op between CUDA events. Events and
+  // launches one at a time cost time a graph does not, so the timed run above is
+  // not measured this way; the same tokens must come out.
+  if (options.op_times && r.decode_steps > 0) {
+    fwd.reset();
+    fwd.set_op_timing(true);
+    for (int t : prompt) fwd.step(t);
+    fwd.clear_times();
+    for (int i = 0; i < r.decode_steps; ++i)
+      r.replay_agrees = fwd.step(r.generated[i]) == r.generated[i + 1] && r.replay_agrees;
+    r.op_times = fwd.times();
+    r.sample_s = fwd.sample_seconds();
+    r.op_timed_steps = fwd.timed_steps();
+  }
+  return r;
+}
+
+std::vector<float> cuda_logits(const LoadedModel& m, const std::vector<PlannedMatvec>& planned,
+                               const std::vector<int>& tokens, const CudaDecodeOptions& options) {
+  GpuForward fwd(m.config, m.weights, planned,
+                 forward_options(options, SamplerConfig{}, static_cast<int>(tokens.size())));
+  std::vector<float> all;
+  all.reserve(tokens.size() * static_cast<std::size_t>(m.config.vocab_size));
+  for (int t : tokens) {
+    fwd.step(t);
+    const auto logits = fwd.logits();
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+double cuda_read_bandwidth_gbps() {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return 0;
+  const std::size_t bytes = std::min<std::size_t>(1ull << 30, free_bytes / 4);
+  void *src = nullptr, *dst = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  double best = 0;
+  if (cudaMalloc(&src, bytes) == cudaSuccess && cudaMalloc(&dst, bytes) == cudaSuccess &&
+      cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
+    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);  // warm-up
+    for (int rep = 0; rep < 5; ++rep) {
+      cudaEventRecord(start);
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice);
+      cudaEventRecord(stop);
+      float ms = 0;
+      if (cudaEventSynchronize(stop) == cudaSuccess && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess && ms > 0)
+        best = std::max(best, 2.0 * bytes / (ms * 1e-3) / 1e9);
+    }
+  }
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  if (src) cudaFree(src);
+  if (dst) cudaFree(dst);
+  cudaGetLastError();  // a failure here only means no roofline
+  return best;
+}
+
+#else
+
+double cuda_read_bandwidth_gbps() { return 0; }
+
+CudaDecodeRun run_cuda_decode(const LoadedModel&, const std::vector<PlannedMatvec>&, const std::vector<int>&, int,
+                              const SamplerConfig&, int, const CudaDecodeOptions&, const std::function<bool(int)>&) {
+  throw std::runtime_error("--device cuda: this qmvlab was built without CUDA (QMV_CUDA=OFF)");
+}
+
+std::vector<float> cuda_logits(const LoadedModel&, const std::vector<PlannedMatvec>&, const std::vector<int>&,
+                               const CudaDecodeOptions&) {
+  throw std::runtime_error("--device cuda: this qmvlab was built without CUDA (QMV_CUDA=OFF)");
+}
+
+#endif
+
+std::string describe_cuda_run(const CudaDecodeRun& r) {
+  return fmt::format(
+      "GPU {}: {} on the device (weights {} + KV cache {} for {} positions + scratch {}), uploaded in {:.3f} s; "
+      "{}, attention in {} split(s)",
+      r.device, mib(r.memory.total()), mib(r.memory.weights), mib(r.memory.kv_cache), r.memory.context,
+      mib(r.memory.scratch), r.upload_s, r.graph ? "each step one CUDA graph replay" : "each step launched op by op",
+      r.attention_splits);
+}
+
+void print_cuda_breakdown(const CudaDecodeRun& r) {
+  const int steps = r.op_timed_steps;
+  if (steps <= 0) {
+    fmt::print("(per-op times not measured: --no-op-times, or nothing was decoded after the first token)\n");
+    return;
+  }
+  const double total = r.op_times.total() + r.sample_s;
+  std::vector<std::vector<std::string>> rows;
+  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+    const auto part = static_cast<StepPart>(i);
+    if (r.op_times.calls[i] == 0) continue;
+    const double ms = 1e3 * r.op_times.seconds[i] / steps;
+    rows.push_back({std::string(to_string(part)), fmt::format("{:.1f}", double(r.op_times.calls[i]) / steps),
+                    fmt::format("{:.3f}", ms), fmt::format("{:.1f}%", 100 * r.op_times.seconds[i] / total),
+                    is_matvec(part) && ms > 0 ? fmt::format("{:.2f}", r.part_bytes[i] / (ms * 1e-3) / 1e9) : "-"});
+  }
+  rows.push_back({"sample", "1.0", fmt::format("{:.3f}", 1e3 * r.sample_s / steps),
+                  fmt::format("{:.1f}%", 100 * r.sample_s / total), "-"});
+  rows.push_back({"total", "", fmt::format("{:.3f}", 1e3 * total / steps), "100.0%", ""});
+  print_table({"part", "calls/token", "ms/token", "share", "weights GB/s"}, rows);
+  fmt::print("(CUDA events between the ops of a second, op-by-op run of the same {} tokens{})\n", steps,
+             r.replay_agrees ? "" : "; WARNING: it sampled different tokens than the timed run");
+}
+
+}  // namespace qmv

@@ -1,0 +1,52 @@
+// The kernels and launches the legacy-quant and float-weight GPU matvecs share: one
+// warp per row, the lane arithmetic of legacy_lane.h, a warp sum, lane 0 writes. Each
+// variant file instantiates them for its type and registers itself.
+#pragma once
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/legacy_lane.h"
+
+namespace qmv::cuda {
+namespace {
+
+template <class Block>
+__global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
+    legacy_matvec_kernel(const Block* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
+                         std::int64_t rows, std::int64_t n_blocks) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const std::int64_t row = legacy_row(blockIdx.x, static_cast<int>(threadIdx.x) / kWarp);
+  if (row >= rows) return;  // the whole warp leaves together: the shuffles below see all 32 lanes
+  const float sum = warp_sum(legacy_lane_sum(w + row * n_blocks, x, n_blocks, lane));
+  if (lane == 0) y[row] = sum;
+}
+
+template <class Value, WeightType Type>
+__global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
+    float_matvec_kernel(const Value* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
+                        std::int64_t rows, std::int64_t cols) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const std::int64_t row = legacy_row(blockIdx.x, static_cast<int>(threadIdx.x) / kWarp);
+  if (row >= rows) return;
+  const float sum = warp_sum(float_lane_sum(w + row * cols, Type, x, cols, lane));
+  if (lane == 0) y[row] = sum;
+}
+
+// The run() of a block-type variant: args already validated by invoke().
+template <class Block>
+Status launch_legacy_matvec(const MatVecArgs& a, const char* name) {
+  legacy_matvec_kernel<Block><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp, 0,
+                                stream_of(a)>>>(static_cast<const Block*>(a.w), static_cast<const float*>(a.x), a.y,
+                                                a.shape.rows, a.shape.cols / kLegacyBlock);
+  return launch_status(name);
+}
+
+template <class Value, WeightType Type>
+Status launch_float_matvec(const MatVecArgs& a, const char* name) {
+  float_matvec_kernel<Value, Type><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp, 0,
+                                     stream_of(a)>>>(static_cast<const Value*>(a.w), static_cast<const float*>(a.x),
+                                                     a.y, a.shape.rows, a.shape.cols);
+  return launch_status(name);
+}
+
+}  // namespace
+}  // namespace qmv::cuda

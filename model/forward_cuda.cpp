@@ -1,0 +1,398 @@
+// GpuForward: the decode step of model/forward_step_cuda.h run on a CUDA device.
+// Host code (compiled by g++ against the CUDA runtime); the kernels are
+// model/forward_ops_cuda.cu, the registered matvecs and the Q8_1 quantizer.
+#include "model/forward_cuda.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <chrono>
+#include <cmath>
+#include <unordered_map>
+
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/dequantize_row.h"
+#include "kernels/cuda/quantize_q8_1.h"
+#include "model/forward_ops_cuda.h"
+#include "model/forward_step_cuda.h"
+
+namespace qmv {
+namespace {
+
+// A CUDA runtime error as an exception that says what was being done.
+void check(cudaError_t err, const std::string& what) {
+  if (err != cudaSuccess) throw std::runtime_error(fmt::format("GPU: {}: {}", what, cudaGetErrorString(err)));
+}
+
+// The sampler is part of the GPU step but not a StepPart: its time is kept apart.
+constexpr int kSampleOp = -1;
+
+// The GPU Q8_1 quantizer's name in errors and NVTX ranges (as the quantizer names itself).
+constexpr const char* kQuantizeQ8_1 = "q8_1.cuda.quantize";
+
+std::string op_label(int part) { return part == kSampleOp ? "sample" : std::string(to_string(static_cast<StepPart>(part))); }
+
+}  // namespace
+
+struct GpuForward::Impl {
+  ModelConfig c;
+  GpuForwardOptions opt;
+  cuda::BoundModel bound;
+  cuda::SampleParams sample_params;
+  int context = 0, attn_splits = 1, pos = 0;
+  std::string device_name;
+  DeviceMemoryNeed need;
+  double upload_s = 0;
+
+  // Device resources; released by ~Impl whatever init() got to.
+  void* weights_mem = nullptr;
+  void* scratch_mem = nullptr;
+  void* kv_mem = nullptr;
+  cudaStream_t stream = nullptr;
+  struct HostSlots {
+    int token;
+    int sampled;
+  };
+  HostSlots* pinned = nullptr;  // page-locked, so the graph's copies may read and write it
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graph_exec = nullptr;
+  bool capturing = false;
+
+  cuda::ScratchLayout layout;
+  cuda::StepProgram program;
+
+  // Op timing: an event before every op of the step and one after the last.
+  bool op_timing = false;
+  std::vector<cudaEvent_t> events;
+  std::vector<int> event_parts;
+  std::size_t events_used = 0;
+  StepTimes times;
+  double sample_s = 0;
+  int timed_steps = 0;
+
+  // The activation vector the next matvecs read (the executor's `prepare`).
+  struct Prepared {
+    const float* x = nullptr;
+    std::int64_t n = 0;
+    bool q8_1_ready = false;
+  } prepared;
+
+  std::vector<float> host_logits;
+
+  ~Impl();
+  void init(const ModelWeights& weights, const std::vector<PlannedMatvec>& plan);
+  cuda::DecodeState* state() const { return static_cast<cuda::DecodeState*>(program.state); }
+  bool graph_mode() const { return opt.cuda_graph && !op_timing && !opt.sync_each_op; }
+
+  // One op of the step: its timing event, an NVTX range named after it, the launch,
+  // and an error that names the op and the kernel.
+  template <class Launch>
+  void op(int part, const char* kernel, Launch&& launch) {
+    if (op_timing) record_boundary(part);
+    nvtxRangePushA(kernel);
+    const Status st = launch();
+    nvtxRangePop();
+    if (!st.ok()) throw std::runtime_error(fmt::format("GPU {} ({}): {}", op_label(part), kernel, st.error));
+    if (opt.sync_each_op && !capturing)
+      check(cudaStreamSynchronize(stream), fmt::format("{} ({}) at position {}", op_label(part), kernel, pos));
+  }
+  void record_boundary(int part);
+  void add_op_times();
+
+  // The executor decode_step runs, in its order.
+  void embed() {
+    op(static_cast<int>(StepPart::Embed), cuda::kDequantizeRowName, [&] {
+      return cuda::dequantize_row_at(program.embd_type, program.token_embd, &state()->token, program.x, c.n_embd,
+                                     stream);
+    });
+    op(static_cast<int>(StepPart::Embed), "rope_table", [&] {
+      return cuda::launch_rope_table(state(), program.rope_cos, program.rope_sin, c.rope_dim, c.rope_freq_base, stream);
+    });
+  }
+  void rms_norm(float* x, const float* delta, const float* weight, float* y, int n) {
+    op(static_cast<int>(StepPart::Norm), "rms_norm",
+       [&] { return cuda::launch_rms_norm(x, delta, weight, y, n, c.rms_eps, stream); });
+  }
+  void prepare(const float* x, std::int64_t n) { prepared = {x, n, false}; }
+  const void* activation(ActFormat f, std::size_t& bytes) {
+    bytes = row_bytes(f, prepared.n);
+    if (f == ActFormat::F32) return prepared.x;
+    // Q8_1: bind_gpu_plan let no other format through.
+    if (!prepared.q8_1_ready) {
+      op(static_cast<int>(StepPart::ActQuant), kQuantizeQ8_1, [&] {
+        return cuda::quantize_q8_1(prepared.x, static_cast<BlockQ8_1*>(program.act_q8_1), prepared.n, stream);
+      });
+      prepared.q8_1_ready = true;
+    }
+    return program.act_q8_1;
+  }
+  void matvec(const cuda::MatvecOp& m, float* y, float* y2 = nullptr) {
+    MatVecArgs a;
+    a.shape = m.shape;
+    a.w = m.w;
+    a.w_bytes = m.w_bytes;
+    a.x = activation(m.kernel->act, a.x_bytes);
+    a.y = y;
+    a.y_len = static_cast<std::size_t>(m.shape.rows);
+    a.w2 = m.w2;
+    a.w2_bytes = m.w2_bytes;
+    a.y2 = y2;
+    a.y2_len = y2 ? a.y_len : 0;
+    a.stream = stream;
+    op(static_cast<int>(m.part), m.kernel->name.c_str(), [&] { return invoke(*m.kernel, a); });
+  }
+  void head_step(const cuda::LayerOps& l) {
+    cuda::HeadStepArgs a;
+    a.q = program.q;
+    a.k = program.k;
+    a.v = program.v;
+    a.bq = l.bq;
+    a.bk = l.bk;
+    a.bv = l.bv;
+    a.q_norm = l.q_norm;
+    a.k_norm = l.k_norm;
+    a.rope_cos = program.rope_cos;
+    a.rope_sin = program.rope_sin;
+    a.k_cache = l.k_cache;
+    a.v_cache = l.v_cache;
+    a.state = state();
+    a.n_head = c.n_head;
+    a.n_head_kv = c.n_head_kv;
+    a.head_dim = c.head_dim;
+    a.rope_dim = c.rope_dim;
+    a.interleaved = c.rope == RopeStyle::Interleaved;
+    a.eps = c.rms_eps;
+    op(static_cast<int>(StepPart::QkNormRope), "head_step", [&] { return cuda::launch_head_step(a, stream); });
+  }
+  void attention(const cuda::LayerOps& l) {
+    cuda::AttentionArgs a;
+    a.q = program.q;
+    a.k_cache = l.k_cache;
+    a.v_cache = l.v_cache;
+    a.partials = program.attn_partials;
+    a.out = program.att;
+    a.state = state();
+    a.n_head = c.n_head;
+    a.n_head_kv = c.n_head_kv;
+    a.head_dim = c.head_dim;
+    a.n_splits = attn_splits;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // as the CPU
+    op(static_cast<int>(StepPart::Attention), "attention", [&] { return cuda::launch_attention(a, stream); });
+  }
+  void swiglu(float* gate, const float* up, int n) {
+    op(static_cast<int>(StepPart::Swiglu), "swiglu", [&] { return cuda::launch_swiglu(gate, up, n, stream); });
+  }
+  void sample(const float* logits, int n) {
+    op(kSampleOp, "sample", [&] { return cuda::launch_sample(logits, n, sample_params, state(), stream); });
+  }
+
+  // The token in, the step, the sampled token out: what the graph captures.
+  void run_step_body() {
+    check(cudaMemcpyAsync(&state()->token, &pinned->token, sizeof(int), cudaMemcpyHostToDevice, stream),
+          "copying the token to the device");
+    cuda::decode_step(*this, program);
+    if (op_timing) record_boundary(kSampleOp);  // closes the last op
+    check(cudaMemcpyAsync(&pinned->sampled, &state()->sampled, sizeof(int), cudaMemcpyDeviceToHost, stream),
+          "copying the sampled token to the host");
+  }
+  void capture();
+};
+
+GpuForward::Impl::~Impl() {
+  if (graph_exec) cudaGraphExecDestroy(graph_exec);
+  if (graph) cudaGraphDestroy(graph);
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  if (stream) cudaStreamDestroy(stream);
+  if (pinned) cudaFreeHost(pinned);
+  if (weights_mem) cudaFree(weights_mem);
+  if (scratch_mem) cudaFree(scratch_mem);
+  if (kv_mem) cudaFree(kv_mem);
+}
+
+void GpuForward::Impl::init(const ModelWeights& weights, const std::vector<PlannedMatvec>& plan) {
+  validate(opt.sampler);
+  sample_params.temperature = opt.sampler.temperature;
+  sample_params.top_k = opt.sampler.top_k;
+  sample_params.top_p = opt.sampler.top_p;
+  sample_params.seed = opt.sampler.seed;
+  op_timing = opt.op_timing;
+  context = opt.context > 0 ? std::min(opt.context, c.context_length) : c.context_length;
+
+  // Everything is checked before anything is allocated.
+  bound = cuda::bind_gpu_plan(c, weights, plan);
+  const cuda::DeviceInfo dev = cuda::query_device();
+  if (!dev.present) throw std::runtime_error("GPU decode: " + dev.why_absent);
+  device_name = fmt::format("{} (sm_{})", dev.name, dev.sm);
+  for (const PlannedMatvec& p : plan)
+    if (p.kernel && p.kernel->min_sm > dev.sm)
+      throw PlanError(fmt::format("GPU plan: {} needs sm_{}, {} is sm_{}", p.kernel->name, p.kernel->min_sm, dev.name,
+                                  dev.sm));
+  attn_splits = cuda::attention_splits(dev.sm_count, c.n_head, context);
+  need = device_memory_need(c, weights, plan, context, dev.sm_count);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  check(cudaMemGetInfo(&free_bytes, &total_bytes), "reading the free device memory");
+  if (const std::string refusal = device_memory_refusal(need, free_bytes, device_name); !refusal.empty())
+    throw GpuMemoryError(refusal);
+
+  check(cudaStreamCreate(&stream), "creating the decode stream");
+  check(cudaHostAlloc(reinterpret_cast<void**>(&pinned), sizeof(HostSlots), cudaHostAllocDefault),
+        "allocating the page-locked token slots");
+  pinned->token = 0;
+  pinned->sampled = 0;
+
+  // The weights, once: every tensor the step reads, each at its 256-aligned offset.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t weight_total = 0;
+  const std::vector<std::size_t> offsets = cuda::weight_offsets(bound, weight_total);
+  check(cudaMalloc(&weights_mem, weight_total), fmt::format("allocating {} bytes for the weights", weight_total));
+  std::unordered_map<const gguf::Tensor*, const void*> address;
+  for (std::size_t i = 0; i < bound.tensors.size(); ++i) {
+    const gguf::Tensor* t = bound.tensors[i];
+    void* dst = static_cast<std::uint8_t*>(weights_mem) + offsets[i];
+    check(cudaMemcpy(dst, t->data, t->bytes, cudaMemcpyHostToDevice), fmt::format("uploading '{}'", t->name));
+    address[t] = dst;
+  }
+  upload_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  layout = cuda::scratch_layout(c, attn_splits, bound.needs_q8_1);
+  check(cudaMalloc(&scratch_mem, layout.bytes), fmt::format("allocating {} bytes of scratch", layout.bytes));
+  check(cudaMemset(scratch_mem, 0, layout.bytes), "clearing the scratch");  // the position starts at 0
+  const std::size_t kv_bytes = cuda::kv_cache_bytes(c, context);
+  check(cudaMalloc(&kv_mem, kv_bytes), fmt::format("allocating {} bytes of KV cache", kv_bytes));
+  check(cudaMemset(kv_mem, 0, kv_bytes), "clearing the KV cache");
+  program = cuda::make_step_program(c, bound, context, [&](const gguf::Tensor* t) { return address.at(t); }, layout,
+                                    scratch_mem, kv_mem);
+  host_logits.resize(c.vocab_size);
+}
+
+void GpuForward::Impl::record_boundary(int part) {
+  if (events_used == events.size()) {
+    cudaEvent_t e;
+    check(cudaEventCreate(&e), "creating a timing event");
+    events.push_back(e);
+    event_parts.push_back(part);
+  }
+  event_parts[events_used] = part;
+  check(cudaEventRecord(events[events_used], stream), "recording a timing event");
+  ++events_used;
+}
+
+void GpuForward::Impl::add_op_times() {
+  // Event i opens op i and closes op i - 1; the last one only closes.
+  for (std::size_t i = 0; i + 1 < events_used; ++i) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, events[i], events[i + 1]), "reading a timing event");
+    const int part = event_parts[i];
+    if (part == kSampleOp) {
+      sample_s += ms * 1e-3;
+    } else {
+      times.seconds[part] += ms * 1e-3;
+      ++times.calls[part];
+    }
+  }
+  events_used = 0;
+  ++timed_steps;
+}
+
+void GpuForward::Impl::capture() {
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "starting to capture the decode step");
+  capturing = true;
+  try {
+    run_step_body();
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(stream, &broken);
+    if (broken) cudaGraphDestroy(broken);
+    cudaGetLastError();  // the failed capture's error is reported by the exception
+    capturing = false;
+    throw;
+  }
+  capturing = false;
+  check(cudaStreamEndCapture(stream, &graph),
+        "capturing the decode step as a CUDA graph (a kernel that allocates or synchronizes cannot be captured; "
+        "--no-cuda-graph runs the step op by op)");
+  check(cudaGraphInstantiate(&graph_exec, graph, 0), "instantiating the decode step's CUDA graph");
+}
+
+GpuForward::GpuForward(const ModelConfig& config, const ModelWeights& weights, const std::vector<PlannedMatvec>& plan,
+                       const GpuForwardOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->c = config;
+  impl_->opt = options;
+  impl_->init(weights, plan);
+}
+
+GpuForward::~GpuForward() = default;
+
+int GpuForward::step(int token) {
+  Impl& m = *impl_;
+  if (token < 0 || token >= m.c.vocab_size)
+    throw std::out_of_range(fmt::format("token id {} is outside the vocabulary (0..{})", token, m.c.vocab_size - 1));
+  if (m.pos >= m.context)
+    throw ContextFull(fmt::format("context full: position {} needs a context longer than {} tokens", m.pos, m.context));
+  m.pinned->token = token;
+  if (m.graph_mode()) {
+    if (!m.graph_exec) m.capture();
+    nvtxRangePushA("decode_step (graph)");
+    const cudaError_t err = cudaGraphLaunch(m.graph_exec, m.stream);
+    nvtxRangePop();
+    check(err, "launching the decode step's CUDA graph");
+  } else {
+    nvtxRangePushA("decode_step");
+    m.events_used = 0;
+    m.run_step_body();
+    nvtxRangePop();
+  }
+  check(cudaStreamSynchronize(m.stream),
+        fmt::format("decode step at position {} (--no-cuda-graph with CUDA_LAUNCH_BLOCKING=1 names the op)", m.pos));
+  if (m.op_timing) m.add_op_times();
+  ++m.pos;
+  const int sampled = m.pinned->sampled;
+  if (sampled < 0) throw std::runtime_error(fmt::format("GPU sampler: logit {} is not finite", -1 - sampled));
+  return sampled;
+}
+
+std::span<const float> GpuForward::logits() {
+  Impl& m = *impl_;
+  check(cudaMemcpy(m.host_logits.data(), m.program.logits, m.host_logits.size() * sizeof(float),
+                   cudaMemcpyDeviceToHost),
+        "copying the logits to the host");
+  return m.host_logits;
+}
+
+int GpuForward::position() const { return impl_->pos; }
+int GpuForward::context() const { return impl_->context; }
+
+void GpuForward::reset() {
+  Impl& m = *impl_;
+  check(cudaStreamSynchronize(m.stream), "finishing the last step before a reset");
+  const int zero = 0;
+  check(cudaMemcpy(&m.state()->pos, &zero, sizeof zero, cudaMemcpyHostToDevice), "resetting the position");
+  m.pos = 0;
+}
+
+void GpuForward::set_op_timing(bool on) { impl_->op_timing = on; }
+const StepTimes& GpuForward::times() const { return impl_->times; }
+double GpuForward::sample_seconds() const { return impl_->sample_s; }
+int GpuForward::timed_steps() const { return impl_->timed_steps; }
+void GpuForward::clear_times() {
+  impl_->times.clear();
+  impl_->sample_s = 0;
+  impl_->timed_steps = 0;
+}
+
+std::uint64_t GpuForward::bytes_per_token(int pos) const {
+  const ModelConfig& c = impl_->c;
+  const std::uint64_t kv_width = static_cast<std::uint64_t>(c.n_head_kv) * c.head_dim;
+  return impl_->bound.weight_bytes + 2ull * c.n_layers * static_cast<std::uint64_t>(pos + 1) * kv_width * sizeof(float);
+}
+std::uint64_t GpuForward::weight_bytes() const { return impl_->bound.weight_bytes; }
+std::uint64_t GpuForward::part_weight_bytes(StepPart p) const { return impl_->bound.part_bytes[static_cast<int>(p)]; }
+const DeviceMemoryNeed& GpuForward::memory() const { return impl_->need; }
+const std::string& GpuForward::device_name() const { return impl_->device_name; }
+double GpuForward::upload_seconds() const { return impl_->upload_s; }
+bool GpuForward::graph_enabled() const { return impl_->graph_mode(); }
+int GpuForward::attention_splits() const { return impl_->attn_splits; }
+
+}  // namespace qmv

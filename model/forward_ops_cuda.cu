@@ -1,0 +1,279 @@
+// The GPU decode step's own kernels. Their per-thread arithmetic is in
+// model/forward_math_cuda.h, which the CPU tests replay; this file holds the launch
+// geometry, the shared memory and the warp / CTA reductions.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "model/forward_math_cuda.h"
+#include "model/forward_ops_cuda.h"
+
+namespace qmv::cuda {
+namespace {
+
+__device__ __forceinline__ double warp_sum_double(double v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------
+
+__global__ void rope_table_kernel(const DecodeState* __restrict__ state, float* __restrict__ cos_table,
+                                  float* __restrict__ sin_table, int rope_dim, float freq_base) {
+  const int pos = state->pos;
+  for (int i = threadIdx.x; i < rope_dim / 2; i += blockDim.x) rope_cos_sin(pos, i, rope_dim, freq_base, cos_table[i], sin_table[i]);
+}
+
+// One CTA: thread t takes elements t, t + kNormThreads, ...
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_kernel(float* __restrict__ x, const float* __restrict__ delta, const float* __restrict__ weight,
+                    float* __restrict__ y, int n, float eps) {
+  __shared__ double warp_sums[kNormThreads / kWarp];
+  double ss = 0;
+  for (int i = threadIdx.x; i < n; i += kNormThreads) {
+    const float v = residual_sum(x, delta, i);
+    if (delta) x[i] = v;
+    ss += static_cast<double>(v) * v;
+  }
+  ss = warp_sum_double(ss);
+  if (threadIdx.x % kWarp == 0) warp_sums[threadIdx.x / kWarp] = ss;
+  __syncthreads();
+  double total = 0;
+  for (int w = 0; w < kNormThreads / kWarp; ++w) total += warp_sums[w];
+  const float scale = rms_scale(total, n, eps);
+  for (int i = threadIdx.x; i < n; i += kNormThreads) y[i] = rms_apply(x[i], scale, weight[i]);
+}
+
+// One warp per head task (head_task): lane holds elements lane, lane + 32, ...
+__global__ void __launch_bounds__(kHeadWarpsPerCta* kWarp) head_step_kernel(HeadStepArgs a) {
+  __shared__ float rotated[kHeadWarpsPerCta][kMaxHeadDim];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int task = blockIdx.x * kHeadWarpsPerCta + warp;
+  if (task >= head_tasks(a.n_head, a.n_head_kv)) return;  // whole warps leave together
+  const int hd = a.head_dim, kv_width = a.n_head_kv * hd, pos = a.state->pos;
+  int head;
+  const HeadKind kind = head_task(task, a.n_head, a.n_head_kv, head);
+  const float *src, *bias, *norm;
+  float* dst;
+  switch (kind) {
+    case HeadKind::Q:
+      src = a.q + head * hd;
+      bias = a.bq ? a.bq + head * hd : nullptr;
+      norm = a.q_norm;
+      dst = a.q + head * hd;
+      break;
+    case HeadKind::K:
+      src = a.k + head * hd;
+      bias = a.bk ? a.bk + head * hd : nullptr;
+      norm = a.k_norm;
+      dst = a.k_cache + static_cast<std::size_t>(pos) * kv_width + head * hd;
+      break;
+    default:
+      src = a.v + head * hd;
+      bias = a.bv ? a.bv + head * hd : nullptr;
+      norm = nullptr;
+      dst = a.v_cache + static_cast<std::size_t>(pos) * kv_width + head * hd;
+      break;
+  }
+  float vals[kMaxDimsPerLane];
+  double ss = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    const int d = lane + kWarp * j;
+    vals[j] = 0.0f;
+    if (d < hd) {
+      vals[j] = bias ? src[d] + bias[d] : src[d];
+      ss += static_cast<double>(vals[j]) * vals[j];
+    }
+  }
+  if (norm) {
+    const float scale = rms_scale(warp_sum_double(ss), hd, a.eps);
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < hd) vals[j] = rms_apply(vals[j], scale, norm[d]);
+    }
+  }
+  if (kind != HeadKind::V) {
+    float* h = rotated[warp];
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < hd) h[d] = vals[j];
+    }
+    __syncwarp();
+    const int half = a.rope_dim / 2;
+    for (int i = lane; i < half; i += kWarp) {
+      int ia, ib;
+      rope_pair(a.interleaved, i, half, ia, ib);
+      rope_rotate(h[ia], h[ib], a.rope_cos[i], a.rope_sin[i], h[ia], h[ib]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < hd) vals[j] = h[d];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    const int d = lane + kWarp * j;
+    if (d < hd) dst[d] = vals[j];
+  }
+}
+
+// CTA (head, split): its warps take every kAttnWarps-th position of the split's
+// stretch; the CTA merges its warps into one partial.
+__global__ void __launch_bounds__(kAttnWarps* kWarp) attention_partial_kernel(AttentionArgs a) {
+  __shared__ float warp_max[kAttnWarps], warp_sum_exp[kAttnWarps];
+  __shared__ float warp_acc[kAttnWarps][kMaxHeadDim];
+  const int head = blockIdx.x, split = blockIdx.y;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int hd = a.head_dim, kv_width = a.n_head_kv * hd, group = a.n_head / a.n_head_kv;
+  const int kv_off = (head / group) * hd;
+  int begin, end;
+  attention_split_range(a.state->pos + 1, a.n_splits, split, begin, end);
+
+  float qv[kMaxDimsPerLane], acc[kMaxDimsPerLane];
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    const int d = lane + kWarp * j;
+    qv[j] = d < hd ? a.q[head * hd + d] : 0.0f;
+    acc[j] = 0.0f;
+  }
+  float max = -INFINITY, sum = 0.0f;
+  for (int t = begin + warp; t < end; t += kAttnWarps) {
+    const float* k = a.k_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
+    const float* v = a.v_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
+    float dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < hd) dot += qv[j] * k[d];
+    }
+    float rescale, weight;
+    online_softmax_add(max, sum, warp_sum(dot) * a.scale, rescale, weight);
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < hd) acc[j] = acc[j] * rescale + weight * v[d];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    const int d = lane + kWarp * j;
+    if (d < hd) warp_acc[warp][d] = acc[j];
+  }
+  if (lane == 0) {
+    warp_max[warp] = max;
+    warp_sum_exp[warp] = sum;
+  }
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < kAttnWarps; ++w) m = fmaxf(m, warp_max[w]);
+  float* out = a.partials + (static_cast<std::size_t>(head) * a.n_splits + split) * attention_partial_floats(hd);
+  for (int d = threadIdx.x; d < hd; d += kAttnWarps * kWarp) {
+    float o = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) o += warp_acc[w][d] * merge_scale(warp_max[w], m);
+    out[2 + d] = o;
+  }
+  if (threadIdx.x == 0) {
+    float l = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) l += warp_sum_exp[w] * merge_scale(warp_max[w], m);
+    out[0] = m;
+    out[1] = l;
+  }
+}
+
+// One CTA per head: the splits' partials merged (split 0 always holds position 0).
+__global__ void __launch_bounds__(kAttnWarps* kWarp) attention_merge_kernel(AttentionArgs a) {
+  const int head = blockIdx.x, hd = a.head_dim, stride = attention_partial_floats(hd);
+  const float* parts = a.partials + static_cast<std::size_t>(head) * a.n_splits * stride;
+  float m = -INFINITY;
+  for (int s = 0; s < a.n_splits; ++s) m = fmaxf(m, parts[s * stride]);
+  float l = 0.0f;
+  for (int s = 0; s < a.n_splits; ++s) l += parts[s * stride + 1] * merge_scale(parts[s * stride], m);
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < a.n_splits; ++s) o += parts[s * stride + 2 + d] * merge_scale(parts[s * stride], m);
+    a.out[head * hd + d] = o / l;
+  }
+}
+
+__global__ void swiglu_kernel(float* __restrict__ gate, const float* __restrict__ up, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) gate[i] = swiglu(gate[i], up[i]);
+}
+
+// The device side of sample_tokens' team: each thread runs its own index.
+struct DeviceTeam {
+  template <class Fn>
+  __device__ void each(Fn&& fn) {
+    fn(static_cast<int>(threadIdx.x));
+  }
+  __device__ void sync() { __syncthreads(); }
+  __device__ void add(unsigned* a, unsigned v) { atomicAdd(a, v); }
+  __device__ void add(fixed_mass* a, fixed_mass v) { atomicAdd(a, v); }
+};
+
+__global__ void __launch_bounds__(kSampleThreads)
+    sample_kernel(const float* __restrict__ logits, int n, SampleParams params, DecodeState* state) {
+  __shared__ SampleScratch scratch;
+  DeviceTeam team;
+  const int position = state->pos;
+  const int token = sample_tokens(team, scratch, logits, n, params, position);
+  __syncthreads();  // every thread has read the position before it moves on
+  if (threadIdx.x == 0) {
+    state->sampled = token;
+    state->pos = position + 1;
+  }
+}
+
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+}  // namespace
+
+Status launch_rope_table(const DecodeState* state, float* cos_table, float* sin_table, int rope_dim, float freq_base,
+                         void* stream) {
+  rope_table_kernel<<<1, 128, 0, as_stream(stream)>>>(state, cos_table, sin_table, rope_dim, freq_base);
+  return launch_status("rope_table");
+}
+
+Status launch_rms_norm(float* x, const float* delta, const float* weight, float* y, int n, float eps, void* stream) {
+  rms_norm_kernel<<<1, kNormThreads, 0, as_stream(stream)>>>(x, delta, weight, y, n, eps);
+  return launch_status("rms_norm");
+}
+
+Status launch_head_step(const HeadStepArgs& a, void* stream) {
+  if (a.head_dim > kMaxHeadDim || a.rope_dim > a.head_dim)
+    return Status::Error("head_step: head_dim " + std::to_string(a.head_dim) + " / rope_dim " +
+                         std::to_string(a.rope_dim) + " outside what the kernel holds (head_dim <= " +
+                         std::to_string(kMaxHeadDim) + ")");
+  const int tasks = head_tasks(a.n_head, a.n_head_kv);
+  head_step_kernel<<<(tasks + kHeadWarpsPerCta - 1) / kHeadWarpsPerCta, kHeadWarpsPerCta * kWarp, 0,
+                     as_stream(stream)>>>(a);
+  return launch_status("head_step");
+}
+
+Status launch_attention(const AttentionArgs& a, void* stream) {
+  if (a.head_dim > kMaxHeadDim)
+    return Status::Error("attention: head_dim " + std::to_string(a.head_dim) + " above " + std::to_string(kMaxHeadDim));
+  attention_partial_kernel<<<dim3(a.n_head, a.n_splits), kAttnWarps * kWarp, 0, as_stream(stream)>>>(a);
+  if (Status st = launch_status("attention_partial"); !st.ok()) return st;
+  attention_merge_kernel<<<a.n_head, kAttnWarps * kWarp, 0, as_stream(stream)>>>(a);
+  return launch_status("attention_merge");
+}
+
+Status launch_swiglu(float* gate, const float* up, int n, void* stream) {
+  const int threads = 256, ctas = (n + threads - 1) / threads;
+  swiglu_kernel<<<ctas, threads, 0, as_stream(stream)>>>(gate, up, n);
+  return launch_status("swiglu");
+}
+
+Status launch_sample(const float* logits, int n, const SampleParams& params, DecodeState* state, void* stream) {
+  sample_kernel<<<1, kSampleThreads, 0, as_stream(stream)>>>(logits, n, params, state);
+  return launch_status("sample");
+}
+
+}  // namespace qmv::cuda

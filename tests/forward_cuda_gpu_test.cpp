@@ -1,0 +1,335 @@
+// The GPU forward pass on a CUDA device, against the CPU forward pass on synthetic
+// models of every architecture: logits (f32-activation plans: NMSE bound; Q8_1 plans:
+// top-1 agreement and NMSE reported), greedy generations, graph against op-by-op
+// launches, the device sampler against its host replay, the device dequantizer
+// against dequantize_row. Every test needs a GPU; without one each skips with a line
+// that starts "no CUDA device".
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <span>
+
+#include "harness/data.h"
+#include "harness/machine.h"
+#include "model/forward.h"
+#include "model/sampler.h"
+#include "tests/forward_cuda_testing.h"
+
+#ifdef QMV_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/dequantize_row.h"
+#include "model/forward_cuda.h"
+#include "model/forward_math_cuda.h"
+#endif
+
+namespace qmv {
+namespace {
+
+using testing::fresh_seed;
+using testing::nmse;
+
+#ifdef QMV_HAVE_CUDA
+
+#define REQUIRE_GPU()                                                  \
+  do {                                                                 \
+    static const cuda::DeviceInfo dev = cuda::query_device();          \
+    if (!dev.present) GTEST_SKIP() << dev.why_absent;                  \
+  } while (0)
+
+// The first kernel that can run a plan entry here with activations `act`: the simple
+// legacy kernel of the type where one exists and act is f32, else any registered CUDA
+// kernel of the type, op kind and activation format (by name).
+const KernelSpec* cuda_kernel_for(const PlannedMatvec& p, ActFormat act) {
+  const OpKind kind = p.op == "ffn_up_gate" ? OpKind::FusedUpGate : OpKind::MatVec;
+  if (act == ActFormat::F32 && kind == OpKind::MatVec)
+    if (const KernelSpec* k = testing::legacy_cuda_kernel(p.weight)) return k;
+  for (const KernelSpec& k : global_registry().all())
+    if (k.backend == Backend::CUDA && k.weight == p.weight && k.act == act && k.op == kind && k.supports(p.shape) &&
+        availability(k).available)
+      return &k;
+  return nullptr;
+}
+
+// A GPU plan for the CPU plan's entries, or an empty one (with `missing` saying which
+// type has no kernel) when some entry has none.
+std::vector<PlannedMatvec> gpu_plan_for(const std::vector<PlannedMatvec>& cpu, ActFormat act, std::string& missing) {
+  missing.clear();
+  auto plan = testing::gpu_plan(cpu, [&](const PlannedMatvec& p) {
+    const KernelSpec* k = cuda_kernel_for(p, act);
+    // Q8_1 plans keep f32 kernels where the type has no Q8_1 one (the legacy quants).
+    if (!k && act == ActFormat::Q8_1) k = cuda_kernel_for(p, ActFormat::F32);
+    if (!k) missing = std::string(to_string(p.weight)) + " (" + p.op + ")";
+    return k;
+  });
+  return missing.empty() ? plan : std::vector<PlannedMatvec>{};
+}
+
+std::vector<int> random_tokens(int n, int vocab, std::mt19937& rng) {
+  std::vector<int> t(n);
+  for (int& x : t) x = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
+  return t;
+}
+
+GpuForwardOptions options(int context, bool graph = true, bool op_timing = false, SamplerConfig sampler = {}) {
+  GpuForwardOptions o;
+  o.context = context;
+  o.cuda_graph = graph;
+  o.op_timing = op_timing;
+  o.sampler = sampler;
+  return o;
+}
+
+const char* const kArchs[] = {"llama", "qwen2", "qwen3"};
+const char* const kMixes[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "f16", "bf16", "f32", "q4_K_m"};
+
+TEST(GpuForwardDevice, DequantizerIsDequantizeRowBitForBit) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  for (WeightType t : kAllWeightTypes) {
+    const Shape s{5, 4096};
+    const auto m = random_quantized_matrix(t, s, seed + static_cast<int>(t));
+    void* dm = nullptr;
+    int* drow = nullptr;
+    float* dy = nullptr;
+    ASSERT_EQ(cudaMalloc(&dm, m.size()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&drow, sizeof(int)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, s.cols * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dm, m.data(), m.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    for (int row : {0, 3}) {
+      ASSERT_EQ(cudaMemcpy(drow, &row, sizeof row, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cuda::poison_device_floats(dy, s.cols), "");
+      const Status st = cuda::dequantize_row_at(t, dm, drow, dy, s.cols, nullptr);
+      ASSERT_TRUE(st.ok()) << st.error;
+      std::vector<float> got(s.cols), want(s.cols);
+      ASSERT_EQ(cudaMemcpy(got.data(), dy, s.cols * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      dequantize_row(t, m.data() + row * row_bytes(t, s.cols), want.data(), s.cols);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), s.cols * sizeof(float)), 0) << to_string(t) << " row " << row;
+    }
+    cudaFree(dm);
+    cudaFree(drow);
+    cudaFree(dy);
+  }
+}
+
+TEST(GpuForwardDevice, F32PlansGiveTheCpuLogits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  int compared = 0;
+  for (const char* arch : kArchs) {
+    for (const char* mix : kMixes) {
+      const LoadedModel m(testing::synthetic_model(arch, mix));
+      const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+      std::string missing;
+      const auto plan = gpu_plan_for(cpu_plan, ActFormat::F32, missing);
+      if (plan.empty()) {
+        std::printf("%s %s: no CUDA f32 kernel for %s, not compared\n", arch, mix, missing.c_str());
+        continue;
+      }
+      const auto tokens = random_tokens(10, m.config.vocab_size, rng);
+      CpuForward cpu(m.config, m.weights, cpu_plan, 1, static_cast<int>(tokens.size()));
+      GpuForward gpu(m.config, m.weights, plan, options(static_cast<int>(tokens.size())));
+      double worst = 0;
+      for (int t : tokens) {
+        const auto ref = cpu.step(t);
+        gpu.step(t);
+        const auto got = gpu.logits();
+        worst = std::max(worst, nmse({got.begin(), got.end()}, {ref.begin(), ref.end()}));
+      }
+      std::printf("%s %s: worst NMSE %.3g over %zu positions\n", arch, mix, worst, tokens.size());
+      EXPECT_LT(worst, 1e-8) << arch << " " << mix;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(GpuForwardDevice, Q8_1PlansAgreeOnTheTopTokenWithinInt8Loss) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  int compared = 0;
+  for (const char* arch : kArchs) {
+    const LoadedModel m(testing::synthetic_model(arch, "q4_K_m"));
+    const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+    std::string missing;
+    const auto plan = gpu_plan_for(cpu_plan, ActFormat::Q8_1, missing);
+    if (plan.empty()) {
+      std::printf("%s q4_K_m: no CUDA kernel for %s, not compared\n", arch, missing.c_str());
+      continue;
+    }
+    const auto tokens = random_tokens(12, m.config.vocab_size, rng);
+    CpuForward cpu(m.config, m.weights, cpu_plan, 1, static_cast<int>(tokens.size()));
+    GpuForward gpu(m.config, m.weights, plan, options(static_cast<int>(tokens.size())));
+    double worst = 0;
+    int agree = 0;
+    for (int t : tokens) {
+      const auto ref = cpu.step(t);
+      const int top = gpu.step(t);
+      const auto got = gpu.logits();
+      worst = std::max(worst, nmse({got.begin(), got.end()}, {ref.begin(), ref.end()}));
+      agree += top == testing::argmax(ref.data(), m.config.vocab_size);
+    }
+    std::printf("%s q4_K_m, Q8_1 plan: top-1 agreement %d/%zu, worst NMSE %.3g\n", arch, agree, tokens.size(), worst);
+    EXPECT_LT(worst, 1e-2) << arch;
+    EXPECT_GE(agree, static_cast<int>(tokens.size()) - 2) << arch;
+    ++compared;
+  }
+  if (!compared) GTEST_SKIP() << "no CUDA Q8_1 kernels for the K-quants registered yet";
+}
+
+TEST(GpuForwardDevice, GreedyGenerationIsTheCpus) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  for (const char* arch : kArchs) {
+    const LoadedModel m(testing::synthetic_model(arch, "q8_0"));
+    const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+    std::string missing;
+    const auto plan = gpu_plan_for(cpu_plan, ActFormat::F32, missing);
+    ASSERT_FALSE(plan.empty()) << missing;
+    const auto prompt = random_tokens(5, m.config.vocab_size, rng);
+    const int n = 24, context = static_cast<int>(prompt.size()) + n;
+    CpuForward cpu(m.config, m.weights, cpu_plan, 1, context);
+    Sampler greedy(SamplerConfig{});
+    GpuForward gpu(m.config, m.weights, plan, options(context));
+    std::span<const float> logits;
+    int gpu_next = 0;
+    for (int t : prompt) {
+      logits = cpu.step(t);
+      gpu_next = gpu.step(t);
+    }
+    int cpu_next = greedy.sample(logits);
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> sorted(logits.begin(), logits.end());
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      if (sorted[0] - sorted[1] <= 1e-4f * std::fabs(sorted[0])) break;  // a near tie may go either way
+      ASSERT_EQ(gpu_next, cpu_next) << arch << " token " << i;
+      logits = cpu.step(cpu_next);
+      cpu_next = greedy.sample(logits);
+      gpu_next = gpu.step(gpu_next);
+    }
+  }
+}
+
+TEST(GpuForwardDevice, GraphAndOpByOpStepsAreIdenticalAndTimed) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(testing::synthetic_model("qwen2", "q4_1"));
+  std::string missing;
+  const auto plan = gpu_plan_for(testing::cpu_f32_plan(m.weights), ActFormat::F32, missing);
+  ASSERT_FALSE(plan.empty()) << missing;
+  const auto tokens = random_tokens(9, m.config.vocab_size, rng);
+  GpuForward graph(m.config, m.weights, plan, options(9, true));
+  GpuForward eager(m.config, m.weights, plan, options(9, false));
+  GpuForward timed(m.config, m.weights, plan, options(9, true, true));
+  EXPECT_TRUE(graph.graph_enabled());
+  EXPECT_FALSE(eager.graph_enabled());
+  for (int t : tokens) {
+    const int a = graph.step(t), b = eager.step(t), c = timed.step(t);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a, c);
+    const auto la = graph.logits();
+    const std::vector<float> va(la.begin(), la.end());
+    const auto lb = eager.logits();
+    EXPECT_EQ(std::memcmp(va.data(), lb.data(), va.size() * sizeof(float)), 0) << "graph and op by op differ";
+  }
+  const StepTimes& times = timed.times();
+  for (StepPart p : {StepPart::Embed, StepPart::Norm, StepPart::AttnQ, StepPart::AttnK, StepPart::AttnV,
+                     StepPart::QkNormRope, StepPart::Attention, StepPart::AttnOut, StepPart::FfnGate, StepPart::FfnUp,
+                     StepPart::Swiglu, StepPart::FfnDown, StepPart::LmHead}) {
+    EXPECT_GT(times.calls[static_cast<int>(p)], 0) << to_string(p);
+    EXPECT_GT(times.seconds[static_cast<int>(p)], 0.0) << to_string(p);
+  }
+  EXPECT_GT(timed.sample_seconds(), 0.0);
+  EXPECT_EQ(timed.timed_steps(), static_cast<int>(tokens.size()));
+  EXPECT_EQ(graph.times().total(), 0.0) << "no events without op timing";
+}
+
+TEST(GpuForwardDevice, ResetReplaysAndBoundsAreErrors) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(testing::synthetic_model("llama", "q5_0"));
+  std::string missing;
+  const auto plan = gpu_plan_for(testing::cpu_f32_plan(m.weights), ActFormat::F32, missing);
+  ASSERT_FALSE(plan.empty()) << missing;
+  const auto tokens = random_tokens(4, m.config.vocab_size, rng);
+  GpuForward gpu(m.config, m.weights, plan, options(4));
+  std::vector<std::vector<float>> first;
+  for (int t : tokens) {
+    gpu.step(t);
+    const auto l = gpu.logits();
+    first.emplace_back(l.begin(), l.end());
+  }
+  EXPECT_THROW(gpu.step(tokens[0]), ContextFull);
+  gpu.reset();
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    gpu.step(tokens[i]);
+    const auto l = gpu.logits();
+    EXPECT_EQ(std::vector<float>(l.begin(), l.end()), first[i]) << "position " << i;
+  }
+  gpu.reset();
+  EXPECT_THROW(gpu.step(m.config.vocab_size), std::out_of_range);
+  EXPECT_THROW(gpu.step(-1), std::out_of_range);
+  EXPECT_EQ(gpu.position(), 0);
+}
+
+TEST(GpuForwardDevice, DeviceSamplerIsItsHostReplay) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(testing::synthetic_model("qwen3", "f16"));
+  std::string missing;
+  const auto plan = gpu_plan_for(testing::cpu_f32_plan(m.weights), ActFormat::F32, missing);
+  ASSERT_FALSE(plan.empty()) << missing;
+  SamplerConfig sc;
+  sc.temperature = 0.8f;
+  sc.top_k = 40;
+  sc.top_p = 0.9f;
+  sc.seed = rng();
+  const int steps = 40;
+  GpuForward gpu(m.config, m.weights, plan, options(steps, true, false, sc));
+  cuda::SampleParams p;
+  p.temperature = sc.temperature;
+  p.top_k = sc.top_k;
+  p.top_p = sc.top_p;
+  p.seed = sc.seed;
+  auto scratch = std::make_unique<cuda::SampleScratch>();
+  cuda::HostTeam team;
+  int token = 1, agree = 0;
+  for (int pos = 0; pos < steps; ++pos) {
+    const int next = gpu.step(token);
+    const auto logits = gpu.logits();
+    agree += next == cuda::sample_tokens(team, *scratch, logits.data(), m.config.vocab_size, p, pos);
+    token = next;
+  }
+  // expf may differ by an ulp between host and device: a weight on a draw's edge may move.
+  EXPECT_GE(agree, steps - 1);
+}
+
+TEST(GpuForwardDevice, BytesPerTokenAndMemoryAreReported) {
+  REQUIRE_GPU();
+  const LoadedModel m(testing::synthetic_model("llama", "q4_0"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  std::string missing;
+  const auto plan = gpu_plan_for(cpu_plan, ActFormat::F32, missing);
+  ASSERT_FALSE(plan.empty()) << missing;
+  const CpuForward cpu(m.config, m.weights, cpu_plan, 1, 16);
+  GpuForward gpu(m.config, m.weights, plan, options(16));
+  for (int pos : {0, 9}) EXPECT_EQ(gpu.bytes_per_token(pos), cpu.bytes_per_token(pos));
+  EXPECT_GE(gpu.memory().weights, m.weights.token_embd->bytes);
+  EXPECT_EQ(gpu.memory().context, 16);
+  EXPECT_FALSE(gpu.device_name().empty());
+  EXPECT_GE(gpu.attention_splits(), 1);
+}
+
+#else
+
+TEST(GpuForwardDevice, NeedsCuda) { GTEST_SKIP() << "no CUDA device: built with QMV_CUDA=OFF"; }
+
+#endif
+
+}  // namespace
+}  // namespace qmv

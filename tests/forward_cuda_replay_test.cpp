@@ -1,0 +1,1189 @@
+// The GPU decode step without a GPU: every kernel it owns is replayed on the host
+// through the same host+device functions the kernels call, in the kernels' own thread
+// mapping (CTAs, warps, lanes, the warp butterflies), and compared with the CPU's
+// definitions on fresh random data: the row dequantizer against dequantize_row (bit
+// for bit), the legacy matvecs against a double-precision dot, RMSNorm / the per-head
+// step / attention / SwiGLU against the CPU forward's formulas, the sampler against a
+// sort-based definition of the CPU sampler's rules. Then the whole step: the same
+// decode_step template GpuForward launches, run with an executor of these replays,
+// against CpuForward's logits on synthetic models of every architecture. Also the
+// plan binding and the device-memory refusal, which need no device.
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "harness/data.h"
+#include "harness/cli_decode_cuda.h"
+#include "kernels/cuda/dequantize_value.h"
+#include "kernels/cuda/legacy_lane.h"
+#include "model/forward.h"
+#include "model/forward_cuda.h"
+#include "model/forward_math_cuda.h"
+#include "model/forward_ops_cuda.h"
+#include "model/forward_step_cuda.h"
+#include "model/sampler.h"
+#include "tests/forward_cuda_testing.h"
+
+namespace qmv {
+namespace {
+
+using namespace qmv::cuda;
+using testing::fresh_seed;
+using testing::nmse;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// The warp butterfly of warp_sum: after offsets 16, 8, 4, 2, 1 every lane holds the
+// total; lane 0's, as the kernels write it.
+template <class T>
+T butterfly(std::array<T, 32> v) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    std::array<T, 32> next;
+    for (int l = 0; l < 32; ++l) next[l] = v[l] + v[l ^ offset];
+    v = next;
+  }
+  return v[0];
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// ---------------------------------------------------------------------------------
+// The row dequantizer.
+
+TEST(GpuDequantize, EveryTypeReplaysDequantizeRowBitForBit) {
+  const std::uint64_t seed = fresh_seed();
+  for (WeightType t : kAllWeightTypes) {
+    std::vector<std::int64_t> widths = {256, 4096};
+    if (block_values(t) <= kLegacyBlock) widths.push_back(96);
+    if (block_values(t) == 1) widths.push_back(1001);
+    for (std::int64_t cols : widths) {
+      const Shape s{9, cols};
+      const auto matrix = random_quantized_matrix(t, s, seed + static_cast<int>(t) * 131 + cols);
+      const std::size_t rb = row_bytes(t, cols);
+      for (int token : {0, 4, 8}) {
+        std::vector<float> ref(cols);
+        dequantize_row(t, matrix.data() + token * rb, ref.data(), cols);
+        // The launch: dequantize_ctas(n) CTAs of kDequantizeThreads, one value a thread.
+        std::vector<float> got(cols, kNaN);
+        std::vector<int> writes(cols, 0);
+        for (std::int64_t cta = 0; cta < dequantize_ctas(cols); ++cta) {
+          for (int th = 0; th < kDequantizeThreads; ++th) {
+            const std::int64_t i = cta * kDequantizeThreads + th;
+            if (i >= cols) continue;
+            const std::uint8_t* row = matrix.data() + static_cast<std::size_t>(token) * rb;
+            got[i] = dequantize_row_value(t, row, i);
+            ++writes[i];
+          }
+        }
+        int differ = 0;
+        for (std::int64_t i = 0; i < cols; ++i) {
+          ASSERT_EQ(writes[i], 1) << to_string(t) << " value " << i;
+          differ += !same_bits(got[i], ref[i]);
+        }
+        EXPECT_EQ(differ, 0) << to_string(t) << " cols " << cols << " row " << token;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// The legacy-quant and float-weight matvecs.
+
+struct LegacyReplay {
+  std::vector<float> y;
+  std::vector<int> row_writes;
+  std::vector<int> value_reads;  // per weight of the matrix
+};
+
+template <class Block>
+LegacyReplay replay_legacy_blocks(const std::uint8_t* w, const float* x, Shape s) {
+  LegacyReplay r{std::vector<float>(s.rows, kNaN), std::vector<int>(s.rows, 0),
+                 std::vector<int>(static_cast<std::size_t>(s.rows * s.cols), 0)};
+  const std::int64_t n_blocks = s.cols / kLegacyBlock;
+  for (std::int64_t cta = 0; cta < legacy_ctas(s.rows); ++cta) {
+    for (int warp = 0; warp < kLegacyWarpsPerCta; ++warp) {
+      const std::int64_t row = legacy_row(cta, warp);
+      if (row >= s.rows) continue;
+      const Block* blocks = reinterpret_cast<const Block*>(w) + row * n_blocks;
+      std::array<float, 32> lanes;
+      for (int lane = 0; lane < 32; ++lane) {
+        lanes[lane] = legacy_lane_sum(blocks, x, n_blocks, lane);
+        for_each_lane_block(n_blocks, lane, [&](std::int64_t b, int part) {
+          for (int k = 0; k < kLegacyValuesPerPart; ++k)
+            ++r.value_reads[row * s.cols + b * kLegacyBlock + legacy_part_value(part, k)];
+        });
+      }
+      r.y[row] = butterfly(lanes);
+      ++r.row_writes[row];
+    }
+  }
+  return r;
+}
+
+template <class Value>
+LegacyReplay replay_legacy_floats(WeightType t, const std::uint8_t* w, const float* x, Shape s) {
+  LegacyReplay r{std::vector<float>(s.rows, kNaN), std::vector<int>(s.rows, 0),
+                 std::vector<int>(static_cast<std::size_t>(s.rows * s.cols), 0)};
+  for (std::int64_t cta = 0; cta < legacy_ctas(s.rows); ++cta) {
+    for (int warp = 0; warp < kLegacyWarpsPerCta; ++warp) {
+      const std::int64_t row = legacy_row(cta, warp);
+      if (row >= s.rows) continue;
+      const Value* values = reinterpret_cast<const Value*>(w) + row * s.cols;
+      std::array<float, 32> lanes;
+      for (int lane = 0; lane < 32; ++lane) {
+        lanes[lane] = float_lane_sum(values, t, x, s.cols, lane);
+        for_each_lane_col(s.cols, lane, [&](std::int64_t c) { ++r.value_reads[row * s.cols + c]; });
+      }
+      r.y[row] = butterfly(lanes);
+      ++r.row_writes[row];
+    }
+  }
+  return r;
+}
+
+LegacyReplay replay_legacy(WeightType t, const void* w, const float* x, Shape s) {
+  const auto* bytes = static_cast<const std::uint8_t*>(w);
+  switch (t) {
+    case WeightType::Q4_0: return replay_legacy_blocks<BlockQ4_0>(bytes, x, s);
+    case WeightType::Q4_1: return replay_legacy_blocks<BlockQ4_1>(bytes, x, s);
+    case WeightType::Q5_0: return replay_legacy_blocks<BlockQ5_0>(bytes, x, s);
+    case WeightType::Q5_1: return replay_legacy_blocks<BlockQ5_1>(bytes, x, s);
+    case WeightType::Q8_0: return replay_legacy_blocks<BlockQ8_0>(bytes, x, s);
+    case WeightType::F16:
+    case WeightType::BF16: return replay_legacy_floats<std::uint16_t>(t, bytes, x, s);
+    case WeightType::F32: return replay_legacy_floats<float>(t, bytes, x, s);
+    default: break;
+  }
+  ADD_FAILURE() << "no legacy GPU kernel for " << to_string(t);
+  return {};
+}
+
+constexpr WeightType kLegacyTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
+                                       WeightType::Q8_0, WeightType::F16,  WeightType::BF16, WeightType::F32};
+
+TEST(GpuLegacyMatvec, EveryVariantIsRegisteredForItsType) {
+#ifndef QMV_HAVE_CUDA
+  GTEST_SKIP() << "no CUDA device: built with QMV_CUDA=OFF, the GPU kernels are not compiled";
+#endif
+  for (WeightType t : kLegacyTypes) {
+    const KernelSpec* k = testing::legacy_cuda_kernel(t);
+    ASSERT_NE(k, nullptr) << to_string(t);
+    EXPECT_EQ(k->backend, Backend::CUDA);
+    EXPECT_EQ(k->weight, t);
+    EXPECT_EQ(k->act, ActFormat::F32);
+    EXPECT_EQ(k->op, OpKind::MatVec);
+    EXPECT_TRUE(k->supports({3, block_values(t) == 1 ? 33 : 96})) << k->name;
+  }
+}
+
+TEST(GpuLegacyMatvec, LaneReplayMatchesTheReferenceAndCoversEveryWeightOnce) {
+  const std::uint64_t seed = fresh_seed();
+  for (WeightType t : kLegacyTypes) {
+    std::vector<std::int64_t> widths = {256, 512, 4096, 14336};
+    if (block_values(t) == 1) widths.insert(widths.end(), {33, 1000});
+    for (std::int64_t rows : {1, 3, 67, 130}) {
+      for (std::int64_t cols : widths) {
+        const Shape s{rows, cols};
+        const auto w = random_quantized_matrix(t, s, seed + rows * 7 + cols + static_cast<int>(t) * 1000);
+        const auto x = gaussian_vector(cols, seed + cols);
+        const LegacyReplay r = replay_legacy(t, w.data(), x.data(), s);
+        std::vector<float> wrow(cols);
+        for (std::int64_t row = 0; row < rows; ++row) {
+          ASSERT_EQ(r.row_writes[row], 1) << to_string(t) << " " << to_string(s) << " row " << row;
+          dequantize_row(t, w.data() + row * row_bytes(t, cols), wrow.data(), cols);
+          double ref = 0, magnitude = 0;
+          for (std::int64_t c = 0; c < cols; ++c) {
+            ref += double(wrow[c]) * x[c];
+            magnitude += std::fabs(double(wrow[c]) * x[c]);
+          }
+          // Float sums of cols/32 products per lane, then 32 lanes: far inside 1e-5.
+          EXPECT_LE(std::fabs(r.y[row] - ref), 1e-5 * magnitude + 1e-30)
+              << to_string(t) << " " << to_string(s) << " row " << row;
+        }
+        const auto [lo, hi] = std::minmax_element(r.value_reads.begin(), r.value_reads.end());
+        EXPECT_EQ(*lo, 1) << to_string(t) << " " << to_string(s) << ": a weight is never read";
+        EXPECT_EQ(*hi, 1) << to_string(t) << " " << to_string(s) << ": a weight is read twice";
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// RMSNorm.
+
+void replay_rms_norm(float* x, const float* delta, const float* weight, float* y, int n, float eps) {
+  std::array<std::array<double, 32>, kNormThreads / 32> lanes{};
+  for (int t = 0; t < kNormThreads; ++t) {
+    for (int i = t; i < n; i += kNormThreads) {
+      const float v = residual_sum(x, delta, i);
+      if (delta) x[i] = v;
+      lanes[t / 32][t % 32] += static_cast<double>(v) * v;
+    }
+  }
+  double total = 0;
+  for (const auto& warp : lanes) total += butterfly(warp);
+  const float scale = rms_scale(total, n, eps);
+  for (int t = 0; t < kNormThreads; ++t)
+    for (int i = t; i < n; i += kNormThreads) y[i] = rms_apply(x[i], scale, weight[i]);
+}
+
+// The CPU forward's RMSNorm (model/forward.cpp), for comparison.
+void cpu_rms_norm(const float* x, const float* weight, float* y, int n, float eps) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+  for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+std::vector<float> norm_weights(int n, std::uint64_t seed) {
+  auto w = gaussian_vector(n, seed, 0.1f);
+  for (float& v : w) v += 1.0f;
+  return w;
+}
+
+TEST(GpuOps, RmsNormWithAndWithoutTheResidualMatchesTheCpu) {
+  const std::uint64_t seed = fresh_seed();
+  for (int n : {64, 576, 896, 4096, 5003}) {
+    auto x = gaussian_vector(n, seed + n, 3.0f);
+    const auto delta = gaussian_vector(n, seed + n + 1);
+    const auto w = norm_weights(n, seed + n + 2);
+    for (bool with_delta : {false, true}) {
+      std::vector<float> gx = x, gy(n, kNaN), cx = x, cy(n);
+      replay_rms_norm(gx.data(), with_delta ? delta.data() : nullptr, w.data(), gy.data(), n, 1e-5f);
+      if (with_delta)
+        for (int i = 0; i < n; ++i) cx[i] += delta[i];
+      cpu_rms_norm(cx.data(), w.data(), cy.data(), n, 1e-5f);
+      EXPECT_EQ(gx, cx) << "the residual add is the CPU's float add, n " << n;
+      // Only the double sum's order differs: the float scale is the CPU's up to one ulp.
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(gy[i], cy[i], 2e-7 * std::fabs(cy[i]) + 1e-30) << n << " " << i;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// The per-head step: biases, q/k norm, RoPE, the cache stores.
+
+void replay_head_step(const HeadStepArgs& a) {
+  const int tasks = head_tasks(a.n_head, a.n_head_kv), hd = a.head_dim, kv_width = a.n_head_kv * hd;
+  const int pos = a.state->pos;
+  for (int cta = 0; cta < (tasks + kHeadWarpsPerCta - 1) / kHeadWarpsPerCta; ++cta) {
+    for (int warp = 0; warp < kHeadWarpsPerCta; ++warp) {
+      const int task = cta * kHeadWarpsPerCta + warp;
+      if (task >= tasks) continue;
+      int head;
+      const HeadKind kind = head_task(task, a.n_head, a.n_head_kv, head);
+      const float *src, *bias, *norm;
+      float* dst;
+      if (kind == HeadKind::Q) {
+        src = a.q + head * hd;
+        bias = a.bq ? a.bq + head * hd : nullptr;
+        norm = a.q_norm;
+        dst = a.q + head * hd;
+      } else if (kind == HeadKind::K) {
+        src = a.k + head * hd;
+        bias = a.bk ? a.bk + head * hd : nullptr;
+        norm = a.k_norm;
+        dst = a.k_cache + static_cast<std::size_t>(pos) * kv_width + head * hd;
+      } else {
+        src = a.v + head * hd;
+        bias = a.bv ? a.bv + head * hd : nullptr;
+        norm = nullptr;
+        dst = a.v_cache + static_cast<std::size_t>(pos) * kv_width + head * hd;
+      }
+      float vals[32][kMaxDimsPerLane] = {};
+      std::array<double, 32> ss{};
+      for (int lane = 0; lane < 32; ++lane)
+        for (int j = 0; j < kMaxDimsPerLane; ++j) {
+          const int d = lane + 32 * j;
+          if (d >= hd) continue;
+          vals[lane][j] = bias ? src[d] + bias[d] : src[d];
+          ss[lane] += static_cast<double>(vals[lane][j]) * vals[lane][j];
+        }
+      if (norm) {
+        const float scale = rms_scale(butterfly(ss), hd, a.eps);
+        for (int lane = 0; lane < 32; ++lane)
+          for (int j = 0; j < kMaxDimsPerLane; ++j)
+            if (lane + 32 * j < hd) vals[lane][j] = rms_apply(vals[lane][j], scale, norm[lane + 32 * j]);
+      }
+      if (kind != HeadKind::V) {
+        float h[kMaxHeadDim];
+        for (int lane = 0; lane < 32; ++lane)
+          for (int j = 0; j < kMaxDimsPerLane; ++j)
+            if (lane + 32 * j < hd) h[lane + 32 * j] = vals[lane][j];
+        const int half = a.rope_dim / 2;
+        for (int lane = 0; lane < 32; ++lane)
+          for (int i = lane; i < half; i += 32) {
+            int ia, ib;
+            rope_pair(a.interleaved, i, half, ia, ib);
+            rope_rotate(h[ia], h[ib], a.rope_cos[i], a.rope_sin[i], h[ia], h[ib]);
+          }
+        for (int lane = 0; lane < 32; ++lane)
+          for (int j = 0; j < kMaxDimsPerLane; ++j)
+            if (lane + 32 * j < hd) vals[lane][j] = h[lane + 32 * j];
+      }
+      for (int lane = 0; lane < 32; ++lane)
+        for (int j = 0; j < kMaxDimsPerLane; ++j)
+          if (lane + 32 * j < hd) dst[lane + 32 * j] = vals[lane][j];
+    }
+  }
+}
+
+void replay_rope_table(int pos, float* cos_table, float* sin_table, int rope_dim, float base) {
+  for (int i = 0; i < rope_dim / 2; ++i) rope_cos_sin(pos, i, rope_dim, base, cos_table[i], sin_table[i]);
+}
+
+struct HeadCase {
+  const char* name;
+  int head_dim, rope_dim;
+  bool interleaved, bias, norm;
+};
+
+TEST(GpuOps, HeadStepMatchesTheCpuBiasNormRopeAndCacheStores) {
+  const std::uint64_t seed = fresh_seed();
+  const HeadCase cases[] = {{"llama hd 64", 64, 64, true, false, false},
+                            {"qwen2 hd 128", 128, 128, false, true, false},
+                            {"qwen3 hd 128", 128, 128, false, false, true},
+                            {"partial rotary hd 80", 80, 40, true, true, true},
+                            {"hd 256 halves", 256, 256, false, false, true}};
+  const int n_head = 6, n_head_kv = 2, context = 9;
+  for (const HeadCase& hc : cases) {
+    for (int pos : {0, 5, 8}) {
+      const int hd = hc.head_dim, qw = n_head * hd, kvw = n_head_kv * hd;
+      const std::uint64_t s = seed + hd * 100 + pos;
+      const auto q0 = gaussian_vector(qw, s), k = gaussian_vector(kvw, s + 1), v = gaussian_vector(kvw, s + 2);
+      const auto bq = gaussian_vector(qw, s + 3, 0.1f), bk = gaussian_vector(kvw, s + 4, 0.1f),
+                 bv = gaussian_vector(kvw, s + 5, 0.1f);
+      const auto qn = norm_weights(hd, s + 6), kn = norm_weights(hd, s + 7);
+      std::vector<float> cos_t(hc.rope_dim / 2), sin_t(hc.rope_dim / 2);
+      const int rope_pos = pos * 4099;  // far positions: the angles' low bits matter
+      replay_rope_table(rope_pos, cos_t.data(), sin_t.data(), hc.rope_dim, 1e6f);
+
+      std::vector<float> q = q0, kc(context * kvw, kNaN), vc(context * kvw, kNaN);
+      DecodeState st;
+      st.pos = pos;
+      HeadStepArgs a;
+      a.q = q.data();
+      a.k = k.data();
+      a.v = v.data();
+      if (hc.bias) {
+        a.bq = bq.data();
+        a.bk = bk.data();
+        a.bv = bv.data();
+      }
+      if (hc.norm) {
+        a.q_norm = qn.data();
+        a.k_norm = kn.data();
+      }
+      a.rope_cos = cos_t.data();
+      a.rope_sin = sin_t.data();
+      a.k_cache = kc.data();
+      a.v_cache = vc.data();
+      a.state = &st;
+      a.n_head = n_head;
+      a.n_head_kv = n_head_kv;
+      a.head_dim = hd;
+      a.rope_dim = hc.rope_dim;
+      a.interleaved = hc.interleaved;
+      a.eps = 1e-6f;
+      replay_head_step(a);
+
+      // The CPU forward's QkNormRope block.
+      std::vector<float> cq = q0, ck = k, cv = v, cos_c(hc.rope_dim / 2), sin_c(hc.rope_dim / 2);
+      for (int i = 0; i < hc.rope_dim / 2; ++i) {
+        const double theta = rope_pos * std::pow(double(1e6f), -2.0 * i / hc.rope_dim);
+        cos_c[i] = static_cast<float>(std::cos(theta));
+        sin_c[i] = static_cast<float>(std::sin(theta));
+      }
+      if (hc.bias) {
+        for (int i = 0; i < qw; ++i) cq[i] += bq[i];
+        for (int i = 0; i < kvw; ++i) ck[i] += bk[i];
+        for (int i = 0; i < kvw; ++i) cv[i] += bv[i];
+      }
+      if (hc.norm) {
+        for (int h = 0; h < n_head; ++h) cpu_rms_norm(&cq[h * hd], qn.data(), &cq[h * hd], hd, 1e-6f);
+        for (int h = 0; h < n_head_kv; ++h) cpu_rms_norm(&ck[h * hd], kn.data(), &ck[h * hd], hd, 1e-6f);
+      }
+      auto rope = [&](float* vec, int heads) {
+        const int half = hc.rope_dim / 2;
+        for (int h = 0; h < heads; ++h)
+          for (int i = 0; i < half; ++i) {
+            const int ia = hc.interleaved ? 2 * i : i, ib = hc.interleaved ? 2 * i + 1 : i + half;
+            const float x0 = vec[h * hd + ia], x1 = vec[h * hd + ib];
+            vec[h * hd + ia] = x0 * cos_c[i] - x1 * sin_c[i];
+            vec[h * hd + ib] = x0 * sin_c[i] + x1 * cos_c[i];
+          }
+      };
+      rope(cq.data(), n_head);
+      rope(ck.data(), n_head_kv);
+      EXPECT_EQ(cos_t, cos_c) << hc.name;
+      EXPECT_EQ(sin_t, sin_c) << hc.name;
+
+      const float tol = hc.norm ? 3e-7f : 0.0f;  // norms: the double sum's order may move the scale an ulp
+      for (int i = 0; i < qw; ++i) ASSERT_NEAR(q[i], cq[i], tol * std::fabs(cq[i])) << hc.name << " q " << i;
+      for (int i = 0; i < kvw; ++i) {
+        ASSERT_NEAR(kc[pos * kvw + i], ck[i], tol * std::fabs(ck[i])) << hc.name << " k " << i;
+        ASSERT_EQ(vc[pos * kvw + i], cv[i]) << hc.name << " v " << i;
+      }
+      // Nothing else of the cache was touched.
+      for (int t = 0; t < context; ++t) {
+        if (t == pos) continue;
+        for (int i = 0; i < kvw; ++i) ASSERT_TRUE(std::isnan(kc[t * kvw + i]) && std::isnan(vc[t * kvw + i]));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Attention.
+
+void replay_attention(const AttentionArgs& a) {
+  const int hd = a.head_dim, kv_width = a.n_head_kv * hd, group = a.n_head / a.n_head_kv;
+  const int stride = attention_partial_floats(hd);
+  for (int head = 0; head < a.n_head; ++head) {
+    const int kv_off = (head / group) * hd;
+    for (int split = 0; split < a.n_splits; ++split) {
+      int begin, end;
+      attention_split_range(a.state->pos + 1, a.n_splits, split, begin, end);
+      float warp_max[kAttnWarps], warp_sum_exp[kAttnWarps], warp_acc[kAttnWarps][kMaxHeadDim];
+      for (int warp = 0; warp < kAttnWarps; ++warp) {
+        float max = -INFINITY, sum = 0.0f;
+        float acc[32][kMaxDimsPerLane] = {};
+        for (int t = begin + warp; t < end; t += kAttnWarps) {
+          const float* k = a.k_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
+          const float* v = a.v_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
+          std::array<float, 32> dots{};
+          for (int lane = 0; lane < 32; ++lane)
+            for (int j = 0; j < kMaxDimsPerLane; ++j) {
+              const int d = lane + 32 * j;
+              if (d < hd) dots[lane] += a.q[head * hd + d] * k[d];
+            }
+          float rescale, weight;
+          online_softmax_add(max, sum, butterfly(dots) * a.scale, rescale, weight);
+          for (int lane = 0; lane < 32; ++lane)
+            for (int j = 0; j < kMaxDimsPerLane; ++j) {
+              const int d = lane + 32 * j;
+              if (d < hd) acc[lane][j] = acc[lane][j] * rescale + weight * v[d];
+            }
+        }
+        for (int lane = 0; lane < 32; ++lane)
+          for (int j = 0; j < kMaxDimsPerLane; ++j)
+            if (lane + 32 * j < hd) warp_acc[warp][lane + 32 * j] = acc[lane][j];
+        warp_max[warp] = max;
+        warp_sum_exp[warp] = sum;
+      }
+      float m = -INFINITY;
+      for (int w = 0; w < kAttnWarps; ++w) m = std::fmax(m, warp_max[w]);
+      float* out = a.partials + (static_cast<std::size_t>(head) * a.n_splits + split) * stride;
+      for (int d = 0; d < hd; ++d) {
+        float o = 0.0f;
+        for (int w = 0; w < kAttnWarps; ++w) o += warp_acc[w][d] * merge_scale(warp_max[w], m);
+        out[2 + d] = o;
+      }
+      float l = 0.0f;
+      for (int w = 0; w < kAttnWarps; ++w) l += warp_sum_exp[w] * merge_scale(warp_max[w], m);
+      out[0] = m;
+      out[1] = l;
+    }
+    // The merge kernel.
+    const float* parts = a.partials + static_cast<std::size_t>(head) * a.n_splits * stride;
+    float m = -INFINITY;
+    for (int s = 0; s < a.n_splits; ++s) m = std::fmax(m, parts[s * stride]);
+    float l = 0.0f;
+    for (int s = 0; s < a.n_splits; ++s) l += parts[s * stride + 1] * merge_scale(parts[s * stride], m);
+    for (int d = 0; d < hd; ++d) {
+      float o = 0.0f;
+      for (int s = 0; s < a.n_splits; ++s) o += parts[s * stride + 2 + d] * merge_scale(parts[s * stride], m);
+      a.out[head * hd + d] = o / l;
+    }
+  }
+}
+
+TEST(GpuOps, AttentionReplayMatchesSoftmaxAttentionForEverySplitAndPosition) {
+  const std::uint64_t seed = fresh_seed();
+  const int n_head = 8, n_head_kv = 2, context = 300;
+  for (int hd : {64, 80, 128}) {
+    const int kvw = n_head_kv * hd;
+    for (float q_scale : {1.0f, 12.0f}) {  // 12: peaked softmax, the online max must rescale
+      auto q = gaussian_vector(n_head * hd, seed + hd, q_scale);
+      auto kc = gaussian_vector(context * kvw, seed + hd + 1), vc = gaussian_vector(context * kvw, seed + hd + 2);
+      for (int pos : {0, 1, 4, 63, 250}) {
+        // Positions after pos are poison: attention must not read them.
+        auto kp = kc, vp = vc;
+        std::fill(kp.begin() + (pos + 1) * kvw, kp.end(), kNaN);
+        std::fill(vp.begin() + (pos + 1) * kvw, vp.end(), kNaN);
+        // Reference: the CPU's softmax attention, in double.
+        std::vector<double> ref(n_head * hd, 0.0);
+        const double scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        for (int h = 0; h < n_head; ++h) {
+          const int off = (h / (n_head / n_head_kv)) * hd;
+          std::vector<double> s(pos + 1);
+          for (int t = 0; t <= pos; ++t) {
+            double dot = 0;
+            for (int d = 0; d < hd; ++d) dot += double(q[h * hd + d]) * kp[t * kvw + off + d];
+            s[t] = dot * scale;
+          }
+          const double mx = *std::max_element(s.begin(), s.end());
+          double sum = 0;
+          for (double& x : s) sum += (x = std::exp(x - mx));
+          for (int t = 0; t <= pos; ++t)
+            for (int d = 0; d < hd; ++d) ref[h * hd + d] += s[t] / sum * vp[t * kvw + off + d];
+        }
+        for (int splits : {1, 3, 8, 64}) {
+          std::vector<float> partials(n_head * splits * attention_partial_floats(hd), kNaN), out(n_head * hd, kNaN);
+          DecodeState st;
+          st.pos = pos;
+          AttentionArgs a;
+          a.q = q.data();
+          a.k_cache = kp.data();
+          a.v_cache = vp.data();
+          a.partials = partials.data();
+          a.out = out.data();
+          a.state = &st;
+          a.n_head = n_head;
+          a.n_head_kv = n_head_kv;
+          a.head_dim = hd;
+          a.n_splits = splits;
+          a.scale = static_cast<float>(scale);
+          replay_attention(a);
+          double err = 0, norm = 0;
+          for (int i = 0; i < n_head * hd; ++i) {
+            ASSERT_FALSE(std::isnan(out[i])) << "hd " << hd << " pos " << pos << " splits " << splits << " i " << i;
+            err += (out[i] - ref[i]) * (out[i] - ref[i]);
+            norm += ref[i] * ref[i];
+          }
+          EXPECT_LT(err / norm, 1e-11) << "hd " << hd << " pos " << pos << " splits " << splits << " q x" << q_scale;
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuOps, AttentionSplitsCoverThePositionsOnce) {
+  for (int n_pos : {1, 2, 7, 64, 65, 1000}) {
+    for (int splits : {1, 2, 3, 8, 64}) {
+      std::vector<int> seen(n_pos, 0);
+      for (int s = 0; s < splits; ++s) {
+        int begin, end;
+        attention_split_range(n_pos, splits, s, begin, end);
+        ASSERT_LE(begin, end);
+        for (int t = begin; t < end; ++t) ++seen[t];
+      }
+      for (int t = 0; t < n_pos; ++t) ASSERT_EQ(seen[t], 1) << n_pos << " " << splits << " " << t;
+      int begin, end;
+      attention_split_range(n_pos, splits, 0, begin, end);
+      EXPECT_EQ(begin, 0);
+      EXPECT_GT(end, 0) << "split 0 holds position 0, which the merge relies on";
+    }
+  }
+}
+
+TEST(GpuOps, SwigluIsTheCpus) {
+  const std::uint64_t seed = fresh_seed();
+  const auto g = gaussian_vector(1536, seed, 3.0f), u = gaussian_vector(1536, seed + 1);
+  for (int i = 0; i < 1536; ++i) {
+    const float cpu = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    ASSERT_EQ(swiglu(g[i], u[i]), cpu) << i;
+    const double exact = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i];
+    ASSERT_NEAR(swiglu(g[i], u[i]), exact, 1e-6 * std::fabs(exact) + 1e-30);
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// The sampler.
+
+int replay_sample(const std::vector<float>& logits, const SampleParams& p, int position) {
+  static auto scratch = std::make_unique<SampleScratch>();
+  std::memset(scratch.get(), 0xab, sizeof(SampleScratch));  // stale contents must not matter
+  HostTeam team;
+  return sample_tokens(team, *scratch, logits.data(), static_cast<int>(logits.size()), p, position);
+}
+
+// The CPU sampler's rules, by sorting: the top-k by (logit desc, index asc), the
+// shortest prefix whose mass reaches top_p, the draw over the kept tokens in index
+// order with the same fixed-point weights and the same u.
+struct Reference {
+  std::vector<int> kept;  // in index order
+  std::vector<fixed_mass> weight;
+  fixed_mass total = 0;
+};
+
+Reference reference_kept(const std::vector<float>& logits, const SampleParams& p) {
+  const int n = static_cast<int>(logits.size());
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  const int k = p.top_k > 0 ? std::min(p.top_k, n) : n;
+  order.resize(k);
+  const float max_logit = logits[order[0]];
+  fixed_mass total = 0;
+  for (int i : order) total += fixed_weight(logits[i], max_logit, p.temperature);
+  int keep = k;
+  if (p.top_p < 1.0f) {
+    const auto target = static_cast<fixed_mass>(static_cast<double>(p.top_p) * static_cast<double>(total));
+    fixed_mass before = 0;
+    keep = 0;
+    for (int i : order) {
+      if (before >= target) break;
+      before += fixed_weight(logits[i], max_logit, p.temperature);
+      ++keep;
+    }
+  }
+  order.resize(keep);
+  std::sort(order.begin(), order.end());
+  Reference r;
+  r.kept = order;
+  for (int i : order) {
+    r.weight.push_back(fixed_weight(logits[i], max_logit, p.temperature));
+    r.total += r.weight.back();
+  }
+  return r;
+}
+
+int reference_draw(const Reference& r, const SampleParams& p, int position) {
+  fixed_mass left = static_cast<fixed_mass>(uniform01(p.seed, position) * static_cast<double>(r.total));
+  if (left >= r.total) left = r.total - 1;
+  for (std::size_t i = 0; i < r.kept.size(); ++i) {
+    if (left < r.weight[i]) return r.kept[i];
+    left -= r.weight[i];
+  }
+  return -1;
+}
+
+TEST(GpuSampler, GreedyIsTheCpuArgmaxWithTheLowestIndexOnTies) {
+  std::mt19937 rng(fresh_seed());
+  for (int n : {1, 5, 1000, 49152, 151936}) {
+    auto logits = gaussian_vector(n, rng(), 2.0f);
+    if (n > 900) {
+      // The maximum three times: the lowest index must win, as on the CPU.
+      const float top = *std::max_element(logits.begin(), logits.end()) + 1.0f;
+      for (int i : {n - 1, 777, 891}) logits[i] = top;
+    }
+    Sampler cpu(SamplerConfig{});
+    const int expected = cpu.sample(logits);
+    SampleParams greedy;
+    EXPECT_EQ(replay_sample(logits, greedy, 3), expected) << n;
+    SampleParams top1;  // top-k 1 is greedy at any temperature, as on the CPU
+    top1.temperature = 0.9f;
+    top1.top_k = 1;
+    EXPECT_EQ(replay_sample(logits, top1, 3), expected) << n;
+  }
+}
+
+TEST(GpuSampler, NonFiniteLogitsAreReportedByTheirFirstIndex) {
+  auto logits = gaussian_vector(3000, fresh_seed());
+  logits[2100] = kNaN;
+  logits[1500] = std::numeric_limits<float>::infinity();
+  logits[2900] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(replay_sample(logits, SampleParams{}, 0), -1 - 1500);
+  SampleParams t;
+  t.temperature = 1.0f;
+  EXPECT_EQ(replay_sample(logits, t, 0), -1 - 1500);
+}
+
+TEST(GpuSampler, TemperatureTopKTopPDrawExactlyWhatTheRulesKeep) {
+  std::mt19937 rng(fresh_seed());
+  struct Case {
+    float temperature;
+    int top_k;
+    float top_p;
+  };
+  const Case cases[] = {{0.7f, 0, 1.0f}, {1.0f, 40, 1.0f}, {0.8f, 0, 0.9f}, {1.3f, 50, 0.5f},
+                        {0.5f, 0, 0.999f}, {2.0f, 7, 0.3f}, {1.0f, 0, 0.0001f}};
+  for (int n : {5, 700, 5000, 49152}) {
+    for (bool ties : {false, true}) {
+      auto logits = gaussian_vector(n, rng(), 2.0f);
+      if (ties)  // few distinct values: many ties at both thresholds
+        for (float& v : logits) v = std::round(v * 2.0f) / 2.0f;
+      for (const Case& c : cases) {
+        SampleParams p;
+        p.temperature = c.temperature;
+        p.top_k = c.top_k < n ? c.top_k : 0;
+        p.top_p = c.top_p;
+        p.seed = rng();
+        const Reference ref = reference_kept(logits, p);
+        const int draws = n > 10000 ? 12 : 60;
+        for (int pos = 0; pos < draws; ++pos) {
+          const int got = replay_sample(logits, p, pos);
+          ASSERT_EQ(got, reference_draw(ref, p, pos))
+              << "n " << n << (ties ? " ties" : "") << " T " << c.temperature << " k " << p.top_k << " p " << c.top_p
+              << " position " << pos << ", kept " << ref.kept.size();
+        }
+      }
+    }
+  }
+}
+
+// Against the CPU sampler itself: the tokens it can return (over many seeds) are the
+// tokens the GPU sampler can return (over many positions), where the top-k cut and
+// the nucleus edge fall inside runs of equal logits.
+TEST(GpuSampler, KeepsTheCpuSamplersTokensAtTiedThresholds) {
+  std::mt19937 rng(fresh_seed());
+  std::vector<float> few_values(40);
+  for (float& v : few_values) v = 0.5f * std::uniform_int_distribution<int>(0, 3)(rng);
+  struct Case {
+    std::vector<float> logits;
+    float temperature;
+    int top_k;
+    float top_p;
+  };
+  const Case cases[] = {{std::vector<float>(8, 1.25f), 1.0f, 0, 0.5f},  // the nucleus edge between two ties
+                        {std::vector<float>(8, 1.25f), 1.0f, 3, 1.0f},  // top-k through a tie
+                        {{1, 2, 2, 2, 1, 2, 0, 2}, 0.7f, 2, 1.0f},
+                        {few_values, 1.0f, 10, 1.0f},
+                        {few_values, 1.0f, 0, 0.6f},
+                        {few_values, 1.3f, 12, 0.7f}};
+  for (const Case& c : cases) {
+    std::set<int> cpu_tokens, gpu_tokens;
+    SampleParams p;
+    p.temperature = c.temperature;
+    p.top_k = c.top_k;
+    p.top_p = c.top_p;
+    p.seed = rng();
+    for (int i = 0; i < 3000; ++i) {
+      Sampler cpu(SamplerConfig{c.temperature, c.top_k, c.top_p, rng()});
+      cpu_tokens.insert(cpu.sample(c.logits));
+      gpu_tokens.insert(replay_sample(c.logits, p, i));
+    }
+    EXPECT_EQ(gpu_tokens, cpu_tokens) << "n " << c.logits.size() << " T " << c.temperature << " k " << c.top_k
+                                      << " p " << c.top_p;
+  }
+}
+
+TEST(GpuSampler, DrawsFollowTheKeptProbabilities) {
+  std::mt19937 rng(fresh_seed());
+  const auto logits = gaussian_vector(60, rng(), 1.5f);
+  SampleParams p;
+  p.temperature = 0.9f;
+  p.top_k = 30;
+  p.top_p = 0.95f;
+  p.seed = rng();
+  const Reference ref = reference_kept(logits, p);
+  std::vector<int> count(logits.size(), 0);
+  const int draws = 20000;
+  for (int pos = 0; pos < draws; ++pos) ++count[replay_sample(logits, p, pos)];
+  double chi2 = 0;
+  int outside = draws;
+  for (std::size_t i = 0; i < ref.kept.size(); ++i) {
+    const double expected = draws * double(ref.weight[i]) / double(ref.total);
+    const int seen = count[ref.kept[i]];
+    outside -= seen;
+    chi2 += (seen - expected) * (seen - expected) / expected;
+  }
+  EXPECT_EQ(outside, 0) << "a draw outside the kept tokens";
+  const double dof = static_cast<double>(ref.kept.size()) - 1;
+  EXPECT_LT(chi2, dof + 6 * std::sqrt(2 * dof) + 10) << "kept " << ref.kept.size();
+}
+
+// ---------------------------------------------------------------------------------
+// The whole step: decode_step with an executor of the replays above.
+
+// Stand-ins for K-quant CUDA kernels (written beside this work): specs the bind takes
+// like any CUDA kernel; the replay executor computes them with a double dot.
+Status never_run(const MatVecArgs&) { return Status::Error("a test stand-in, never launched"); }
+
+const KernelSpec* stand_in(WeightType w, ActFormat act, OpKind op = OpKind::MatVec) {
+  static std::map<std::tuple<int, int, int>, std::unique_ptr<KernelSpec>> specs;
+  auto& s = specs[{static_cast<int>(w), static_cast<int>(act), static_cast<int>(op)}];
+  if (!s) {
+    s = std::make_unique<KernelSpec>();
+    s->name = fmt::format("{}.cuda.test_stand_in_{}{}", to_string(w), to_string(act), op == OpKind::FusedUpGate ? "_fused" : "");
+    s->op = op;
+    s->weight = w;
+    s->act = act;
+    s->backend = Backend::CUDA;
+    s->supports = block_values(w) == kSuperBlock ? supports_superblock_cols : supports_block32_cols;
+    s->shape_rule = "test";
+    s->run = never_run;
+  }
+  return s.get();
+}
+
+class ReplayExec {
+ public:
+  ReplayExec(const ModelConfig& c, const StepProgram& p, int splits, SampleParams sample)
+      : c_(c), p_(p), splits_(splits), sample_(sample) {}
+  int quantizations = 0;
+
+  DecodeState* state() { return static_cast<DecodeState*>(p_.state); }
+  void embed() {
+    const auto* row = static_cast<const std::uint8_t*>(p_.token_embd) +
+                      static_cast<std::size_t>(state()->token) * row_bytes(p_.embd_type, c_.n_embd);
+    for (int i = 0; i < c_.n_embd; ++i) p_.x[i] = dequantize_row_value(p_.embd_type, row, i);
+    replay_rope_table(state()->pos, p_.rope_cos, p_.rope_sin, c_.rope_dim, c_.rope_freq_base);
+  }
+  void rms_norm(float* x, const float* delta, const float* w, float* y, int n) {
+    replay_rms_norm(x, delta, w, y, n, c_.rms_eps);
+  }
+  void prepare(const float* x, std::int64_t n) {
+    x_ = x;
+    n_ = n;
+    q8_1_ready_ = false;
+  }
+  void matvec(const MatvecOp& m, float* y, float* y2 = nullptr) {
+    ASSERT_EQ(m.shape.cols, n_) << m.kernel->name << ": the prepared vector is not the one it reads";
+    std::vector<float> x(x_, x_ + n_);
+    if (m.kernel->act == ActFormat::Q8_1) {
+      if (!q8_1_ready_) {
+        // The GPU quantizer gives quantize_row_q8_1's bytes.
+        q8_1_.resize(row_bytes(ActFormat::Q8_1, n_));
+        quantize_row_q8_1(x_, reinterpret_cast<BlockQ8_1*>(q8_1_.data()), n_);
+        q8_1_ready_ = true;
+        ++quantizations;
+      }
+      dequantize_row_q8_1(reinterpret_cast<const BlockQ8_1*>(q8_1_.data()), x.data(), n_);
+    }
+    run(m.kernel, m.w, m.shape, x.data(), y);
+    if (y2) run(m.kernel, m.w2, m.shape, x.data(), y2);
+  }
+  void head_step(const LayerOps& l) {
+    HeadStepArgs a;
+    a.q = p_.q;
+    a.k = p_.k;
+    a.v = p_.v;
+    a.bq = l.bq;
+    a.bk = l.bk;
+    a.bv = l.bv;
+    a.q_norm = l.q_norm;
+    a.k_norm = l.k_norm;
+    a.rope_cos = p_.rope_cos;
+    a.rope_sin = p_.rope_sin;
+    a.k_cache = l.k_cache;
+    a.v_cache = l.v_cache;
+    a.state = state();
+    a.n_head = c_.n_head;
+    a.n_head_kv = c_.n_head_kv;
+    a.head_dim = c_.head_dim;
+    a.rope_dim = c_.rope_dim;
+    a.interleaved = c_.rope == RopeStyle::Interleaved;
+    a.eps = c_.rms_eps;
+    replay_head_step(a);
+  }
+  void attention(const LayerOps& l) {
+    AttentionArgs a;
+    a.q = p_.q;
+    a.k_cache = l.k_cache;
+    a.v_cache = l.v_cache;
+    a.partials = p_.attn_partials;
+    a.out = p_.att;
+    a.state = state();
+    a.n_head = c_.n_head;
+    a.n_head_kv = c_.n_head_kv;
+    a.head_dim = c_.head_dim;
+    a.n_splits = splits_;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+    replay_attention(a);
+  }
+  void swiglu(float* gate, const float* up, int n) {
+    for (int i = 0; i < n; ++i) gate[i] = cuda::swiglu(gate[i], up[i]);
+  }
+  void sample(const float* logits, int n) {
+    state()->sampled = replay_sample(std::vector<float>(logits, logits + n), sample_, state()->pos);
+    state()->pos += 1;
+  }
+
+ private:
+  void run(const KernelSpec* k, const void* w, Shape s, const float* x, float* y) {
+    if (k == testing::legacy_cuda_kernel(k->weight)) {
+      const LegacyReplay r = replay_legacy(k->weight, w, x, s);
+      std::copy(r.y.begin(), r.y.end(), y);
+      return;
+    }
+    std::vector<float> row(s.cols);
+    for (std::int64_t r = 0; r < s.rows; ++r) {
+      dequantize_row(k->weight, static_cast<const std::uint8_t*>(w) + r * row_bytes(k->weight, s.cols), row.data(), s.cols);
+      double sum = 0;
+      for (std::int64_t c = 0; c < s.cols; ++c) sum += double(row[c]) * x[c];
+      y[r] = static_cast<float>(sum);
+    }
+  }
+
+  const ModelConfig& c_;
+  const StepProgram& p_;
+  int splits_;
+  SampleParams sample_;
+  const float* x_ = nullptr;
+  std::int64_t n_ = 0;
+  std::vector<std::uint8_t> q8_1_;
+  bool q8_1_ready_ = false;
+};
+
+// The GPU step of a model and plan, in host memory.
+struct ReplayedGpu {
+  ReplayedGpu(const LoadedModel& m, const std::vector<PlannedMatvec>& plan, int context, int splits,
+              SampleParams sample = {})
+      : bound(bind_gpu_plan(m.config, m.weights, plan)),
+        layout(scratch_layout(m.config, splits, bound.needs_q8_1)),
+        scratch(layout.bytes / sizeof(double) + 1, 0.0),
+        kv(kv_cache_bytes(m.config, context) / sizeof(float), kNaN),
+        program(make_step_program(m.config, bound, context, [](const gguf::Tensor* t) -> const void* { return t->data; },
+                                  layout, scratch.data(), kv.data())),
+        exec(m.config, program, splits, sample) {}
+  int step(int token) {
+    exec.state()->token = token;
+    decode_step(exec, program);
+    return exec.state()->sampled;
+  }
+  std::vector<float> logits() const { return {program.logits, program.logits + program.vocab}; }
+
+  BoundModel bound;
+  ScratchLayout layout;
+  std::vector<double> scratch;
+  std::vector<float> kv;
+  StepProgram program;
+  ReplayExec exec;
+};
+
+// The legacy GPU kernels where one exists, stand-ins for the K-quants.
+std::vector<PlannedMatvec> gpu_f32_plan(const std::vector<PlannedMatvec>& cpu) {
+  return testing::gpu_plan(cpu, [](const PlannedMatvec& p) {
+    const KernelSpec* k = testing::legacy_cuda_kernel(p.weight);
+    return k ? k : stand_in(p.weight, ActFormat::F32);
+  });
+}
+
+TEST(GpuStepReplay, LogitsAndGreedyTokensMatchCpuForwardOnEveryArchitectureAndType) {
+  std::mt19937 rng(fresh_seed());
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    for (const char* mix : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "f16", "bf16", "f32", "q4_K_m"}) {
+      const LoadedModel m(testing::synthetic_model(arch, mix));
+      const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+      const int tokens = 6;
+      CpuForward cpu(m.config, m.weights, cpu_plan, 1, tokens);
+      ReplayedGpu gpu(m, gpu_f32_plan(cpu_plan), tokens, 3);
+      for (int i = 0; i < tokens; ++i) {
+        const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
+        const auto ref = cpu.step(token);
+        const int sampled = gpu.step(token);
+        const std::vector<float> want(ref.begin(), ref.end()), got = gpu.logits();
+        EXPECT_LT(nmse(got, want), 1e-9) << arch << " " << mix << " position " << i;
+        std::vector<float> sorted = want;
+        std::sort(sorted.begin(), sorted.end(), std::greater<>());
+        if (sorted[0] - sorted[1] > 1e-3f * std::fabs(sorted[0])) {  // not a near tie
+          EXPECT_EQ(sampled, testing::argmax(want.data(), m.config.vocab_size)) << arch << " " << mix << " " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuStepReplay, FusedGateUpAndManySplitsGiveTheSameStep) {
+  const LoadedModel m(testing::synthetic_model("qwen2", "q4_K_m"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  auto fused_plan = gpu_f32_plan(cpu_plan);
+  // Replace the gate and up entries of the K-quant layers by one fused entry each.
+  std::vector<PlannedMatvec> plan;
+  for (const PlannedMatvec& p : fused_plan) {
+    if (p.op == "ffn_up" && block_values(p.weight) == kSuperBlock) continue;
+    if (p.op == "ffn_gate" && block_values(p.weight) == kSuperBlock) {
+      PlannedMatvec f = p;
+      f.op = "ffn_up_gate";
+      f.kernel = stand_in(p.weight, ActFormat::F32, OpKind::FusedUpGate);
+      plan.push_back(f);
+      continue;
+    }
+    plan.push_back(p);
+  }
+  ReplayedGpu a(m, gpu_f32_plan(cpu_plan), 5, 1), b(m, plan, 5, 5);
+  int fused_layers = 0;
+  for (const BoundLayer& l : b.bound.layers) fused_layers += l.fused;
+  EXPECT_GT(fused_layers, 0);
+  std::mt19937 rng(fresh_seed());
+  for (int i = 0; i < 5; ++i) {
+    const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
+    a.step(token);
+    b.step(token);
+    EXPECT_LT(nmse(b.logits(), a.logits()), 1e-11) << i;
+  }
+}
+
+TEST(GpuStepReplay, Q8_1PlansQuantizeEachVectorOnceAndStayCloseToTheCpu) {
+  const LoadedModel m(testing::synthetic_model("llama", "q4_K_m"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  // Every matvec with a Q8_1 stand-in: one quantization per activation vector.
+  const auto q8_plan = testing::gpu_plan(cpu_plan, [](const PlannedMatvec& p) { return stand_in(p.weight, ActFormat::Q8_1); });
+  const int tokens = 8;
+  CpuForward cpu(m.config, m.weights, cpu_plan, 1, tokens);
+  ReplayedGpu gpu(m, q8_plan, tokens, 2);
+  ASSERT_TRUE(gpu.bound.needs_q8_1);
+  std::mt19937 rng(fresh_seed());
+  int agree = 0;
+  double worst = 0;
+  for (int i = 0; i < tokens; ++i) {
+    const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
+    const auto ref = cpu.step(token);
+    gpu.exec.quantizations = 0;
+    const int sampled = gpu.step(token);
+    // q,k,v share one; o one; gate and up one; down one; lm_head one.
+    EXPECT_EQ(gpu.exec.quantizations, 4 * m.config.n_layers + 1);
+    const std::vector<float> want(ref.begin(), ref.end());
+    worst = std::max(worst, nmse(gpu.logits(), want));
+    agree += sampled == testing::argmax(want.data(), m.config.vocab_size);
+  }
+  std::printf("Q8_1 plan against the CPU's f32 plan: top-1 agreement %d/%d, worst NMSE %.3g\n", agree, tokens, worst);
+  EXPECT_GT(worst, 0.0);
+  EXPECT_LT(worst, 1e-2);  // int8 activations cost accuracy, little on Gaussian data
+  EXPECT_GE(agree, tokens - 2);
+}
+
+// ---------------------------------------------------------------------------------
+// The plan binding, the memory need and the refusal.
+
+TEST(GpuPlan, BindingRefusesWhatTheGpuStepCannotRun) {
+  const LoadedModel m(testing::synthetic_model("llama", "q4_0"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  auto expect_refused = [&](const std::vector<PlannedMatvec>& plan, const std::string& needle) {
+    try {
+      bind_gpu_plan(m.config, m.weights, plan);
+      ADD_FAILURE() << "accepted a plan that should fail with '" << needle << "'";
+    } catch (const PlanError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(cpu_plan, "attn_q (q4_0");
+  expect_refused(cpu_plan, "a cpu kernel; the GPU decode runs CUDA kernels");
+  auto plan = gpu_f32_plan(cpu_plan);
+  EXPECT_NO_THROW(bind_gpu_plan(m.config, m.weights, plan));
+  auto missing = plan;
+  missing.erase(std::remove_if(missing.begin(), missing.end(), [](const PlannedMatvec& p) { return p.op == "attn_v"; }),
+                missing.end());
+  expect_refused(missing, "no kernel planned for attn_v");
+  auto q8k = plan;
+  for (auto& p : q8k)
+    if (p.op == "ffn_down") p.kernel = stand_in(p.weight, ActFormat::Q8_K);
+  expect_refused(q8k, "reads q8_K activations");
+  auto fused_as_plain = plan;
+  for (auto& p : fused_as_plain)
+    if (p.op == "attn_out") p.kernel = stand_in(p.weight, ActFormat::F32, OpKind::FusedUpGate);
+  expect_refused(fused_as_plain, "attn_out");
+}
+
+TEST(GpuPlan, WeightBytesAndTensorsAreCountedAsOnTheCpu) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    for (bool tied : {true, false}) {
+      SyntheticSpec spec;
+      spec.arch = arch;
+      spec.mix = "q4_K_m";
+      spec.tied = tied;
+      spec.seed = fresh_seed();
+      const std::string path = testing::tmp(fmt::format("gpu-bytes-{}-{}.gguf", arch, tied));
+      make_model(spec, path);
+      const LoadedModel m(path);
+      const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+      const CpuForward cpu(m.config, m.weights, cpu_plan, 1, 4);
+      const BoundModel b = bind_gpu_plan(m.config, m.weights, gpu_f32_plan(cpu_plan));
+      EXPECT_EQ(b.weight_bytes, cpu.weight_bytes()) << arch << " tied " << tied;
+      for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i)
+        EXPECT_EQ(b.part_bytes[i], cpu.part_weight_bytes(static_cast<StepPart>(i))) << arch << " " << i;
+      // Every tensor of the file is read by the step, and uploaded once.
+      std::uint64_t file_bytes = 0;
+      for (const auto& t : m.file.tensors()) file_bytes += t.bytes;
+      EXPECT_EQ(b.tensor_bytes, file_bytes) << arch << " tied " << tied;
+      EXPECT_EQ(b.tensors.size(), m.file.tensors().size());
+      EXPECT_FALSE(b.needs_q8_1);
+    }
+  }
+}
+
+TEST(GpuMemory, NeedIsWeightsCacheAndScratchAndTheLayoutDoesNotOverlap) {
+  const LoadedModel m(testing::synthetic_model("qwen3", "q8_0"));
+  const ModelConfig& c = m.config;
+  const auto plan = gpu_f32_plan(testing::cpu_f32_plan(m.weights));
+  const int context = 200;
+  const DeviceMemoryNeed need = device_memory_need(c, m.weights, plan, context, 132);
+  std::uint64_t tensors = 0;
+  for (const auto& t : m.file.tensors()) tensors += t.bytes;
+  EXPECT_GE(need.weights, tensors);
+  EXPECT_LT(need.weights, tensors + 256 * m.file.tensors().size());
+  EXPECT_EQ(need.kv_cache, 2ull * c.n_layers * context * c.n_head_kv * c.head_dim * sizeof(float));
+  EXPECT_EQ(need.context, context);
+  const int splits = attention_splits(132, c.n_head, context);
+  for (bool q8_1 : {false, true}) {
+    const ScratchLayout l = scratch_layout(c, splits, q8_1);
+    if (!q8_1) {
+      EXPECT_EQ(need.scratch, l.bytes);
+    }
+    const int qw = c.n_head * c.head_dim, kvw = c.n_head_kv * c.head_dim;
+    std::vector<std::pair<std::size_t, std::size_t>> regions = {
+        {l.x, c.n_embd * 4},   {l.xn, std::max(c.n_embd, qw) * 4}, {l.q, qw * 4},         {l.k, kvw * 4},
+        {l.v, kvw * 4},        {l.att, qw * 4},                    {l.att_out, c.n_embd * 4}, {l.gate, c.n_ff * 4},
+        {l.up, c.n_ff * 4},    {l.ffn_out, c.n_embd * 4},          {l.logits, c.vocab_size * 4u},
+        {l.rope_cos, c.rope_dim / 2 * 4}, {l.rope_sin, c.rope_dim / 2 * 4},
+        {l.attn_partials, std::size_t(c.n_head) * splits * attention_partial_floats(c.head_dim) * 4},
+        {l.state, sizeof(DecodeState)}};
+    if (q8_1) {
+      EXPECT_GE(l.act_q8_1_bytes, row_bytes(ActFormat::Q8_1, std::max({c.n_embd, qw, c.n_ff})));
+      regions.push_back({l.act_q8_1, l.act_q8_1_bytes});
+    } else {
+      EXPECT_EQ(l.act_q8_1_bytes, 0u);
+    }
+    std::sort(regions.begin(), regions.end());
+    for (std::size_t i = 0; i < regions.size(); ++i) {
+      EXPECT_EQ(regions[i].first % 256, 0u);
+      const std::size_t end = regions[i].first + regions[i].second;
+      EXPECT_LE(end, i + 1 < regions.size() ? regions[i + 1].first : l.bytes) << "region " << i;
+    }
+  }
+}
+
+TEST(GpuMemory, RefusalNamesTheSizesAndTheFreeMemory) {
+  DeviceMemoryNeed need;
+  need.weights = 3ull << 30;
+  need.kv_cache = 2ull << 30;
+  need.scratch = 12ull << 20;
+  need.context = 32768;
+  const std::uint64_t exact = need.total() + kDeviceMemoryReserve;
+  EXPECT_EQ(device_memory_refusal(need, exact, "NVIDIA Test (sm_90)"), "");
+  EXPECT_EQ(device_memory_refusal(need, 80ull << 30, "NVIDIA Test (sm_90)"), "");
+  const std::string msg = device_memory_refusal(need, exact - 1, "NVIDIA Test (sm_90)");
+  ASSERT_FALSE(msg.empty());
+  for (const char* part : {"NVIDIA Test (sm_90)", "5.01 GiB", "weights 3.00 GiB", "KV cache 2.00 GiB", "32768 positions",
+                           "scratch 12.0 MiB", "256.0 MiB kept", "5.26 GiB is free", "--context"})
+    EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' missing from: " << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
+  need.kv_cache = 1ull << 20;  // a small cache: no point suggesting a shorter context
+  EXPECT_EQ(device_memory_refusal(need, 1ull << 30, "X").find("--context"), std::string::npos);
+}
+
+TEST(GpuMemory, AttentionSplitsFillTheSmsWithinBounds) {
+  for (int sm : {1, 20, 132}) {
+    for (int heads : {4, 9, 32, 64}) {
+      for (int context : {1, 16, 100, 4096, 131072}) {
+        const int s = attention_splits(sm, heads, context);
+        EXPECT_GE(s, 1);
+        EXPECT_LE(s, 64);
+        EXPECT_LE(s, std::max(1, context / 16));
+        if (context / 16 >= 64 && s < 64) {
+          EXPECT_GE(s * heads, 2 * sm) << sm << " " << heads << " " << context;
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuDecodeCli, WithoutADeviceTheRunIsRefusedInOneLine) {
+  const LoadedModel m(testing::synthetic_model("llama", "q8_0"));
+  const auto plan = gpu_f32_plan(testing::cpu_f32_plan(m.weights));
+  try {
+    run_cuda_decode(m, plan, {1, 2, 3}, 4, SamplerConfig{}, 16, CudaDecodeOptions{}, [](int) { return true; });
+    GTEST_SKIP() << "a CUDA device is present: this test is for machines without one";
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+#ifdef QMV_HAVE_CUDA
+    EXPECT_NE(msg.find("no CUDA device"), std::string::npos) << msg;
+#else
+    EXPECT_NE(msg.find("built without CUDA"), std::string::npos) << msg;
+#endif
+  }
+}
+
+}  // namespace
+}  // namespace qmv
