@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "harness/cli_decode_cuda.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
@@ -36,8 +38,10 @@ struct DecodeCommand::Options {
   double peak_gbps = 0;
   CLI::Option* route = nullptr;
   std::string route_k;
+  std::string device = "cpu";
+  bool no_cuda_graph = false, no_op_times = false;
   // logits
-  std::string l_model, l_tokens, l_plan = "auto", l_out;
+  std::string l_model, l_tokens, l_plan = "auto", l_out, l_device = "cpu";
   int l_threads = 0;
   CLI::Option* l_route = nullptr;
   std::string l_route_k;
@@ -240,6 +244,11 @@ DecodeCommand::DecodeCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
       ->check(CLI::PositiveNumber);
   d->add_option("--json", o.json_out, "Write the tokens, text and speeds as JSON");
   d->add_option("--out", o.csv_out, "Append a results CSV row ({machine} expands to this machine's name)");
+  d->add_option("--device", o.device, "cpu, or cuda: the whole step on the GPU, the plan's kernels CUDA ones")
+      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  d->add_flag("--no-cuda-graph", o.no_cuda_graph, "--device cuda: launch each step op by op, not as one CUDA graph");
+  d->add_flag("--no-op-times", o.no_op_times,
+              "--device cuda: skip the op-by-op rerun of the same tokens that measures the per-op breakdown");
 
   o.logits = app.add_subcommand(
       "logits", "Run a token sequence through the model and write the logits at every position (.npy, float32)");
@@ -253,6 +262,7 @@ DecodeCommand::DecodeCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
                   ->expected(0, 1);
   l->add_option("--threads", o.l_threads, "Threads")->check(CLI::PositiveNumber)->capture_default_str();
   l->add_option("--out", o.l_out, "Output .npy file: tokens x vocab float32")->required();
+  l->add_option("--device", o.l_device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
 }
 
 DecodeCommand::~DecodeCommand() = default;
@@ -265,18 +275,26 @@ int DecodeCommand::run(const std::string& command_line) const {
     const LoadedModel m(o.l_model);
     const std::vector<int> tokens = parse_token_list(o.l_tokens, "--tokens");
     check_tokens_in_vocab(tokens, m.config.vocab_size);
-    const auto planned = resolve_plan(plan_with_routing(o.l_plan, o.l_route, o.l_route_k), m.weights, o.l_threads);
-    CpuForward fwd(m.config, m.weights, planned, o.l_threads, static_cast<int>(tokens.size()));
+    const Backend backend = o.l_device == "cuda" ? Backend::CUDA : Backend::CPU;
+    const auto planned =
+        resolve_plan(plan_with_routing(o.l_plan, o.l_route, o.l_route_k), m.weights, o.l_threads, {}, backend);
+    StepTimes logits_times;
     std::vector<float> all;
-    all.reserve(tokens.size() * m.config.vocab_size);
-    for (int t : tokens) {
-      const auto logits = fwd.step(t);
-      all.insert(all.end(), logits.begin(), logits.end());
+    if (backend == Backend::CUDA) {
+      all = cuda_logits(m, planned, tokens, CudaDecodeOptions{});
+    } else {
+      CpuForward fwd(m.config, m.weights, planned, o.l_threads, static_cast<int>(tokens.size()));
+      all.reserve(tokens.size() * m.config.vocab_size);
+      for (int t : tokens) {
+        const auto logits = fwd.step(t);
+        all.insert(all.end(), logits.begin(), logits.end());
+      }
+      logits_times = fwd.times();
     }
     write_npy(o.l_out, all, tokens.size(), m.config.vocab_size);
     fmt::print("wrote {} ({} positions x {} logits), plan:\n", o.l_out, tokens.size(), m.config.vocab_size);
     print_plan(planned);
-    print_routing(planned, fwd.times(), "over all positions");
+    print_routing(planned, logits_times, "over all positions");
     return 0;
   }
 
@@ -309,8 +327,11 @@ int DecodeCommand::run(const std::string& command_line) const {
   // Every choice is checked here, before anything runs.
   const KernelPlan plan = plan_with_routing(o.plan, o.route, o.route_k);
   const auto bench = o.bench_csv.empty() ? std::vector<BenchRow>{} : read_bench_csv(o.bench_csv);
-  const auto planned = resolve_plan(plan, m.weights, o.threads, bench);
-  CpuForward fwd(c, m.weights, planned, o.threads, o.context ? o.context : needed);
+  const Backend backend = o.device == "cuda" ? Backend::CUDA : Backend::CPU;
+  const auto planned = resolve_plan(plan, m.weights, o.threads, bench, backend);
+  const int context = o.context ? o.context : needed;
+  std::optional<CpuForward> fwd;
+  if (backend == Backend::CPU) fwd.emplace(c, m.weights, planned, o.threads, context);
   Sampler sampler(o.sampler);
   const auto load_start = Clock::now();
   const std::uint64_t mapped = page_in(m.file);
@@ -321,16 +342,6 @@ int DecodeCommand::run(const std::string& command_line) const {
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
   };
-  // The prompt as the user wrote it (ids: their text), without BOS and other specials.
-  stream(o.prompt.empty() ? tok.decode(r.prompt) : o.prompt);
-
-  // Prompt: every prompt token, then sampling the first new one.
-  auto t0 = Clock::now();
-  std::span<const float> logits;
-  for (int t : r.prompt) logits = fwd.step(t);
-  int next = sampler.sample(logits);
-  r.prompt_s = seconds_since(t0);
-  r.generated.push_back(next);
   const auto emit = [&](int t) {
     if (t == tok.eos() && !o.ignore_eos) return false;
     const std::string piece = tok.decode(t);
@@ -338,33 +349,65 @@ int DecodeCommand::run(const std::string& command_line) const {
     stream(piece);
     return true;
   };
-  bool going = emit(next);
+  // The prompt as the user wrote it (ids: their text), without BOS and other specials.
+  stream(o.prompt.empty() ? tok.decode(r.prompt) : o.prompt);
 
-  // Decode, timed after the first token.
-  const StepTimes prompt_times = fwd.times();
-  fwd.clear_times();
-  double bytes = 0;
-  t0 = Clock::now();
-  while (going && static_cast<int>(r.generated.size()) < o.n) {
-    bytes += static_cast<double>(fwd.bytes_per_token(fwd.position()));
-    logits = fwd.step(r.generated.back());
-    next = sampler.sample(logits);
+  std::uint64_t weight_bytes = 0;
+  StepTimes prompt_times;
+  CudaDecodeRun gpu;
+  if (backend == Backend::CUDA) {
+    // The whole loop on the GPU: the sampler runs there too, only tokens come back.
+    CudaDecodeOptions gpu_options;
+    gpu_options.cuda_graph = !o.no_cuda_graph;
+    gpu_options.op_times = !o.no_op_times;
+    gpu = run_cuda_decode(m, planned, r.prompt, o.n, o.sampler, context, gpu_options, emit);
+    r.generated = gpu.generated;
+    r.prompt_s = gpu.prompt_s;
+    r.decode_s = gpu.decode_s;
+    r.decode_steps = gpu.decode_steps;
+    r.bytes_per_token = gpu.bytes_per_token;
+    weight_bytes = gpu.weight_bytes;
+  } else {
+    // Prompt: every prompt token, then sampling the first new one.
+    auto t0 = Clock::now();
+    std::span<const float> logits;
+    for (int t : r.prompt) logits = fwd->step(t);
+    int next = sampler.sample(logits);
+    r.prompt_s = seconds_since(t0);
     r.generated.push_back(next);
-    ++r.decode_steps;
-    going = emit(next);
+    bool going = emit(next);
+
+    // Decode, timed after the first token.
+    prompt_times = fwd->times();
+    fwd->clear_times();
+    double bytes = 0;
+    t0 = Clock::now();
+    while (going && static_cast<int>(r.generated.size()) < o.n) {
+      bytes += static_cast<double>(fwd->bytes_per_token(fwd->position()));
+      logits = fwd->step(r.generated.back());
+      next = sampler.sample(logits);
+      r.generated.push_back(next);
+      ++r.decode_steps;
+      going = emit(next);
+    }
+    r.decode_s = seconds_since(t0);
+    r.decode_times = fwd->times();
+    r.bytes_per_token =
+        r.decode_steps ? bytes / r.decode_steps : static_cast<double>(fwd->bytes_per_token(fwd->position()));
+    weight_bytes = fwd->weight_bytes();
   }
-  r.decode_s = seconds_since(t0);
-  r.decode_times = fwd.times();
-  r.bytes_per_token = r.decode_steps ? bytes / r.decode_steps : static_cast<double>(fwd.bytes_per_token(fwd.position()));
   if (!o.quiet) fmt::print("\n");
 
+  // The roofline's bandwidth: the GPU's is the measured device-to-device copy.
   double peak = o.peak_gbps;
-  if (!peak && !o.no_peak) peak = measure_read_bandwidth(o.threads, 5).best_gbps;
+  if (!peak && !o.no_peak)
+    peak = backend == Backend::CUDA ? cuda_read_bandwidth_gbps() : measure_read_bandwidth(o.threads, 5).best_gbps;
   const double roofline_tok_s = peak > 0 ? peak * 1e9 / r.bytes_per_token : 0;
 
   fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
-             fwd.weight_bytes() / 1e6);
+             weight_bytes / 1e6);
   fmt::print("load: {:.1f} MB of tensors paged in in {:.3f} s (before the timings below)\n", mapped / 1e6, load_s);
+  if (backend == Backend::CUDA) fmt::print("{}\n", describe_cuda_run(gpu));
   fmt::print("prompt: {} tokens in {:.3f} s = {:.2f} tok/s\n", r.prompt.size(), r.prompt_s, r.prompt_tok_s());
   if (r.decode_steps > 0) {
     fmt::print("decode: {} tokens in {:.3f} s = {:.2f} tok/s ({:.2f} ms/token), timed after the first token\n",
@@ -373,8 +416,13 @@ int DecodeCommand::run(const std::string& command_line) const {
       fmt::print("roofline: {:.2f} MB/token (weights + KV cache) at {:.2f} GB/s measured read bandwidth = "
                  "{:.2f} tok/s; decode reaches {:.1f}% of it\n",
                  r.bytes_per_token / 1e6, peak, roofline_tok_s, 100 * r.decode_tok_s() / roofline_tok_s);
-    fmt::print("\nper-op time during decode ({} thread(s)):\n", o.threads);
-    print_breakdown(fwd, r.decode_times, r.decode_steps);
+    if (backend == Backend::CUDA) {
+      fmt::print("\nper-op time during decode (GPU):\n");
+      print_cuda_breakdown(gpu);
+    } else {
+      fmt::print("\nper-op time during decode ({} thread(s)):\n", o.threads);
+      print_breakdown(*fwd, r.decode_times, r.decode_steps);
+    }
   } else {
     fmt::print("decode: stopped after the first token (end of sequence or -n 1); nothing to time\n");
   }
@@ -394,6 +442,7 @@ int DecodeCommand::run(const std::string& command_line) const {
     j["decode_tok_s"] = r.decode_tok_s();
     j["decode_steps"] = r.decode_steps;
     j["threads"] = o.threads;
+    j["device"] = o.device;
     j["plan"] = plan.describe();
     j["plan_kernels"] = plan_kernels(planned);
     j["bytes_per_token"] = r.bytes_per_token;
@@ -421,7 +470,7 @@ int DecodeCommand::run(const std::string& command_line) const {
     CsvWriter csv(expand_machine(o.csv_out), decode_header(), true);
     const std::string file = o.model.substr(o.model.find_last_of('/') + 1);
     csv.write({ctx.machine, ctx.cpu_model, ctx.gpu, ctx.compiler, ctx.git_commit, c.name, file, c.arch,
-               std::to_string(fwd.weight_bytes()), plan.describe(), plan_kernels(planned),
+               std::to_string(weight_bytes), plan.describe(), plan_kernels(planned),
                std::to_string(o.threads), std::to_string(r.prompt.size()), std::to_string(r.generated.size()),
                fmt::format("{:.3f}", r.prompt_tok_s()), fmt::format("{:.3f}", r.decode_tok_s()),
                fmt::format("{:.4f}", r.decode_steps ? 1e3 * r.decode_s / r.decode_steps : 0.0),

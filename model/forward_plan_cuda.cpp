@@ -69,6 +69,12 @@ BoundModel bind_gpu_plan(const ModelConfig& c, const ModelWeights& weights, cons
   if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0)
     throw ModelError(fmt::format("{}: {} heads do not share {} KV heads evenly", c.name, c.n_head, c.n_head_kv));
 
+  for (const PlannedMatvec& p : plan)
+    if (p.outlier_kernel)
+      throw PlanError(fmt::format("plan: {} routes outlier vectors to {}; the GPU decode does not route them yet "
+                                  "(drop --route-outliers / [outliers] for --device cuda)",
+                                  p.op, p.outlier_kernel->name));
+
   BoundModel m;
   auto keep = [&m](const gguf::Tensor* t) {
     if (t && std::find(m.tensors.begin(), m.tensors.end(), t) == m.tensors.end()) {

@@ -219,21 +219,21 @@ namespace {
 // outlier sibling reads f32).
 using ActFilter = std::optional<ActFormat>;
 
-bool runnable(const KernelSpec& k, OpKind op, WeightType w, Shape s, ActFilter act = {}) {
-  return k.op == op && k.backend == Backend::CPU && k.weight == w && (!act || k.act == *act) && k.supports(s) &&
+bool runnable(const KernelSpec& k, OpKind op, WeightType w, Shape s, Backend backend, ActFilter act = {}) {
+  return k.op == op && k.backend == backend && k.weight == w && (!act || k.act == *act) && k.supports(s) &&
          availability(k).available;
 }
 
 // The bench row nearest in shape (log distance of rows and cols) for each kernel of
 // the op kind; its median GB/s goes to `gbps`.
 const KernelSpec* fastest_in_bench(const std::vector<BenchRow>& bench, OpKind op, WeightType w, Shape s,
-                                   int threads, double& gbps, ActFilter act = {}) {
+                                   int threads, Backend backend, double& gbps, ActFilter act = {}) {
   const KernelSpec* best = nullptr;
   double best_gbps = 0, best_dist = 0;
   for (const BenchRow& r : bench) {
-    if (r.threads != threads || r.weight_type != to_string(w)) continue;
+    if ((backend == Backend::CPU && r.threads != threads) || r.weight_type != to_string(w)) continue;
     const KernelSpec* k = global_registry().find(r.kernel);
-    if (!k || !runnable(*k, op, w, s, act)) continue;
+    if (!k || !runnable(*k, op, w, s, backend, act)) continue;
     const double dist = std::abs(std::log(double(r.rows) / s.rows)) + std::abs(std::log(double(r.cols) / s.cols));
     if (!best || dist < best_dist - 1e-9 || (std::abs(dist - best_dist) <= 1e-9 && r.gbps_median > best_gbps)) {
       best = k;
@@ -245,43 +245,55 @@ const KernelSpec* fastest_in_bench(const std::vector<BenchRow>& bench, OpKind op
   return best;
 }
 
-const KernelSpec* first_in_default_order(WeightType w, Shape s, ActFilter act = {}) {
-  for (const char* variant : kAutoOrder) {
-    const std::string name = fmt::format("{}.cpu.{}", to_string(w), variant);
-    if (const KernelSpec* k = global_registry().find(name); k && runnable(*k, OpKind::MatVec, w, s, act)) return k;
-  }
-  return nullptr;
+const KernelSpec* first_in_default_order(WeightType w, Shape s, Backend backend, ActFilter act = {}) {
+  const auto try_order = [&](const auto& order) -> const KernelSpec* {
+    for (const char* variant : order) {
+      const std::string name = fmt::format("{}.{}.{}", to_string(w), to_string(backend), variant);
+      if (const KernelSpec* k = global_registry().find(name); k && runnable(*k, OpKind::MatVec, w, s, backend, act))
+        return k;
+    }
+    return nullptr;
+  };
+  return backend == Backend::CUDA ? try_order(kAutoOrderCuda) : try_order(kAutoOrder);
 }
 
 // The first available fused kernel for the type, by name.
-const KernelSpec* first_fused(WeightType w, Shape s, ActFilter act = {}) {
+const KernelSpec* first_fused(WeightType w, Shape s, Backend backend, ActFilter act = {}) {
   for (const KernelSpec& k : global_registry().all())
-    if (runnable(k, OpKind::FusedUpGate, w, s, act)) return &k;
+    if (runnable(k, OpKind::FusedUpGate, w, s, backend, act)) return &k;
   return nullptr;
 }
 
 const KernelSpec* auto_matvec(const std::string& op, WeightType w, Shape s, int threads,
-                              const std::vector<BenchRow>& bench, std::string& why, ActFilter act = {}) {
+                              const std::vector<BenchRow>& bench, Backend backend, std::string& why,
+                              ActFilter act = {}) {
   double gbps = 0;
-  if (const KernelSpec* k = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, gbps, act)) {
+  if (const KernelSpec* k = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, backend, gbps, act)) {
     why = fmt::format("auto: fastest in the bench CSV at the nearest shape ({:.1f} GB/s)", gbps);
     return k;
   }
-  if (const KernelSpec* k = first_in_default_order(w, s, act)) {
+  if (const KernelSpec* k = first_in_default_order(w, s, backend, act)) {
     why = "auto: default order";
     return k;
   }
-  throw PlanError(fmt::format("plan: no available {}kernel for {} ({} {})", act ? std::string(to_string(*act)) + "-activation " : "",
-                              op, to_string(w), to_string(s)));
+  // Why not: the first kernel of the type that takes the shape but cannot run here.
+  std::string reason;
+  for (const KernelSpec& k : global_registry().all())
+    if (reason.empty() && k.backend == backend && k.weight == w && k.op == OpKind::MatVec && k.supports(s) &&
+        (!act || k.act == *act))
+      if (const Availability av = availability(k); !av.available) reason = fmt::format(": {}: {}", k.name, av.reason);
+  throw PlanError(fmt::format("plan: no available {} {}kernel for {} ({} {}){}", to_string(backend),
+                              act ? std::string(to_string(*act)) + "-activation " : "", op, to_string(w),
+                              to_string(s), reason));
 }
 
 // A fused kernel for gate+up when one runs here and, given bench rows, moves bytes
 // at least as fast as the best plain kernel; nullptr keeps the pair separate.
 const KernelSpec* auto_fused(WeightType w, Shape s, int threads, const std::vector<BenchRow>& bench,
-                             std::string& why, ActFilter act = {}) {
+                             Backend backend, std::string& why, ActFilter act = {}) {
   double fused_gbps = 0, single_gbps = 0;
-  const KernelSpec* fused = fastest_in_bench(bench, OpKind::FusedUpGate, w, s, threads, fused_gbps, act);
-  const KernelSpec* single = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, single_gbps, act);
+  const KernelSpec* fused = fastest_in_bench(bench, OpKind::FusedUpGate, w, s, threads, backend, fused_gbps, act);
+  const KernelSpec* single = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, backend, single_gbps, act);
   if (fused) {
     if (single && single_gbps > fused_gbps) return nullptr;
     why = fmt::format("auto: fused, {:.1f} GB/s in the bench CSV against {:.1f} for the best single", fused_gbps,
@@ -289,14 +301,14 @@ const KernelSpec* auto_fused(WeightType w, Shape s, int threads, const std::vect
     return fused;
   }
   if (!bench.empty() && single) return nullptr;  // measured singles, unmeasured fusion: keep what was measured
-  fused = first_fused(w, s, act);
+  fused = first_fused(w, s, backend, act);
   if (fused) why = "auto: fused (reads the activation once)";
   return fused;
 }
 
 // Checks an explicitly named kernel against the matvec it would run.
 const KernelSpec* named_kernel(const std::string& choice, const std::string& op, OpKind kind, WeightType w,
-                               Shape s) {
+                               Shape s, Backend backend) {
   const KernelSpec* k = global_registry().find(choice);
   const std::string what = fmt::format("plan: {} ({} {}) cannot use {}", op, to_string(w), to_string(s), choice);
   if (!k) throw PlanError(what + ": no such kernel (see `qmvlab list`)");
@@ -304,7 +316,9 @@ const KernelSpec* named_kernel(const std::string& choice, const std::string& op,
   if (k->op != kind)
     throw PlanError(what + (kind == OpKind::MatVec ? ": it is a fused op, not a plain matvec"
                                                    : ": it is a plain matvec, not a fused gate+up kernel"));
-  if (k->backend != Backend::CPU) throw PlanError(what + ": the CPU runner takes CPU kernels");
+  if (k->backend != backend)
+    throw PlanError(fmt::format("{}: it is a {} kernel and the decode runs on {} (--device)", what,
+                                to_string(k->backend), to_string(backend)));
   if (!k->supports(s)) throw PlanError(fmt::format("{}: shape not supported (needs {})", what, k->shape_rule));
   if (const Availability av = availability(*k); !av.available) throw PlanError(what + ": " + av.reason);
   return k;
@@ -331,7 +345,7 @@ const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op,
     // A fused op may fall back to a fused kernel or to a plain one run per matrix.
     const KernelSpec* found = global_registry().find(named);
     const OpKind kind = found && found->op == OpKind::MatVec ? OpKind::MatVec : kernel.op;
-    const KernelSpec* k = named_kernel(named, op, kind, w, s);
+    const KernelSpec* k = named_kernel(named, op, kind, w, s, kernel.backend);
     if (k->act != ActFormat::F32)
       throw PlanError(fmt::format("plan: {} ({} {}) cannot route outlier vectors to {}: it reads {} activations, "
                                   "not f32",
@@ -339,26 +353,13 @@ const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op,
     why = "plan";
     return k;
   }
-  if (kernel.backend != Backend::CPU) {
-    // No auto order for other backends yet: the first f32 kernel of the backend by
-    // name, fused first for a fused op.
-    for (const OpKind kind : {kernel.op, OpKind::MatVec})
-      for (const KernelSpec& k : global_registry().all())
-        if (k.backend == kernel.backend && k.op == kind && k.weight == w && k.act == ActFormat::F32 && k.supports(s) &&
-            availability(k).available) {
-          why = fmt::format("auto: first f32 kernel of the {} backend", to_string(kernel.backend));
-          return &k;
-        }
-    throw PlanError(fmt::format("plan: no available f32-activation {} kernel for {} ({} {})",
-                                to_string(kernel.backend), op, to_string(w), to_string(s)));
-  }
   if (kernel.op == OpKind::FusedUpGate)
-    if (const KernelSpec* fused = auto_fused(w, s, threads, bench, why, ActFormat::F32)) return fused;
-  return auto_matvec(op, w, s, threads, bench, why, ActFormat::F32);
+    if (const KernelSpec* fused = auto_fused(w, s, threads, bench, kernel.backend, why, ActFormat::F32)) return fused;
+  return auto_matvec(op, w, s, threads, bench, kernel.backend, why, ActFormat::F32);
 }
 
 std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
-                                        const std::vector<BenchRow>& bench) {
+                                        const std::vector<BenchRow>& bench, Backend backend) {
   std::vector<PlannedMatvec> out;
   // Adds one matvec to its (op, type, shape) entry, resolving the entry the first time.
   auto add = [&](const std::string& op, OpKind kind, WeightType w, Shape s, const KernelSpec* chosen,
@@ -376,9 +377,9 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     if (!p.kernel) {
       const std::string choice = plan.lookup(op, w);
       if (choice == "auto") {
-        p.kernel = auto_matvec(op, w, s, threads, bench, p.why);
+        p.kernel = auto_matvec(op, w, s, threads, bench, backend, p.why);
       } else {
-        p.kernel = named_kernel(choice, op, kind, w, s);
+        p.kernel = named_kernel(choice, op, kind, w, s, backend);
         p.why = "plan";
       }
     }
@@ -403,12 +404,12 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     const KernelSpec* fused = nullptr;
     std::string why;
     if (choice == "auto") {
-      if (gate_type == up_type) fused = auto_fused(gate_type, s, threads, bench, why);
+      if (gate_type == up_type) fused = auto_fused(gate_type, s, threads, bench, backend, why);
     } else if (choice != kNoKernel) {
       if (gate_type != up_type)
         throw PlanError(fmt::format("plan: ffn_up_gate cannot use {}: ffn_gate is {} but ffn_up is {}", choice,
                                     to_string(gate_type), to_string(up_type)));
-      fused = named_kernel(choice, "ffn_up_gate", OpKind::FusedUpGate, gate_type, s);
+      fused = named_kernel(choice, "ffn_up_gate", OpKind::FusedUpGate, gate_type, s, backend);
       why = "plan";
     }
     if (fused) {

@@ -54,6 +54,9 @@ inline constexpr const char* kNoKernel = "none";
 // measured on x86 (README, "CPU kernels") first, the references last.
 inline constexpr const char* kAutoOrder[] = {"avx512_vnni_4row", "avx512_vnni", "avx2_raw",
                                              "avx2_f32", "scalar_q8k", "scalar"};
+// The same for CUDA kernels (`--device cuda`): the K-quant family's multi-warp
+// f32-activation variants, the DP4A ones, then the simple kernels every type has.
+inline constexpr const char* kAutoOrderCuda[] = {"mwv.w3", "mwv.w2", "mwv.w4", "hw_dp4a", "dp4a", "legacy"};
 
 struct PlanError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -112,10 +115,10 @@ struct PlannedMatvec {
 };
 
 // Resolves the plan for every matvec of the model (layers with the same op, type and
-// shape share one entry). `bench` may be empty. Throws PlanError naming the op, the
-// weight type and the kernel when a choice cannot run.
+// shape share one entry) with kernels of `backend`. `bench` may be empty. Throws
+// PlanError naming the op, the weight type and the kernel when a choice cannot run.
 std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
-                                        const std::vector<BenchRow>& bench = {});
+                                        const std::vector<BenchRow>& bench = {}, Backend backend = Backend::CPU);
 
 // The f32-activation sibling of `kernel` for a matvec of `op` on shape `s` (the
 // kernel's weight type): the plan's outliers rule for the weight type when it names
