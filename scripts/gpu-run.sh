@@ -96,7 +96,7 @@ device() {
   else
     echo "no CUDA kernel is registered in this qmvlab: no check or bench of kernels"
   fi
-  step gpu-tests "$tests" --gtest_filter='Cuda*:*Cuda*' --gtest_brief=1
+  step gpu-tests "$tests" --gtest_filter='Cuda*:*Cuda*:Gpu*' --gtest_brief=1
   if "$qmvlab" list --kernels '*.cuda.*' >/dev/null 2>&1; then
     step bench "$qmvlab" bench --kernels '*.cuda.*' --shapes "${QMV_GPU_BENCH_SHAPES:-4096x14336,14336x4096}" \
       --threads 1 --out "$results/bench.csv"
