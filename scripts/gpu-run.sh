@@ -13,6 +13,10 @@
 #                               results/<gpu>/ and, where the device tool set OUT, to
 #                               $OUT/<gpu>/ so they come back.
 #
+#   scripts/gpu-run.sh decode   on the GPU machine: makes a Llama-2-7B-shaped Q4_K_M model
+#                               there and runs scripts/plan_sweep.py over the GPU variants
+#                               (results/<gpu>/decode-plans.csv, decode.csv).
+#
 # With the device tool: run `scripts/gpu-run.sh bundle` here, then
 #   run(command="scripts/gpu-run.sh device", carry=["build/gpu-bundle"])
 # (the bundle is about 45 MiB of the 64 MiB a call may carry).
@@ -115,11 +119,34 @@ device() {
   echo "gpu-run.sh: every step passed"
 }
 
+# The GPU decode on the device: a Llama-2-7B-shaped Q4_K_M model made there (no model
+# file travels), then the plan sweep over the GPU variants (tokens/s with and without
+# CUDA graphs, logits NMSE and top-1 agreement against the CPU's f32-activation plan).
+decode_sweep() {
+  [[ -x $bundle/bin/qmvlab ]] || { echo "gpu-run.sh: no $bundle/bin/qmvlab (run bundle here, carry it)" >&2; exit 1; }
+  export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local qmvlab=$PWD/$bundle/bin/qmvlab gpu model=${QMV_GPU_MODEL:-/tmp/qmv-models/llama-2-7b-q4_K_m.gguf}
+  gpu=$({ nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true; } | head -1 |
+    tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
+  results=results/${gpu:-unknown-gpu}
+  mkdir -p "$results" "$(dirname "$model")"
+  [[ -s $model ]] || "$qmvlab" make-model --preset llama-2-7b --mix q4_K_m --out "$model"
+  python3 scripts/plan_sweep.py --qmvlab "$qmvlab" --model "$model" --device cuda --plans gpu \
+    --reference-plan 'q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32' --out "$results/decode-plans.csv"
+  "$qmvlab" decode --model "$model" --device cuda --prompt-tokens 1,450,4996,310,278,3303,338 -n 128 --ignore-eos \
+    --quiet --out "$results/decode.csv" | tee "$results/decode.log"
+  if [[ -n ${OUT:-} ]]; then
+    mkdir -p "$OUT/${gpu:-unknown-gpu}"
+    cp "$results"/decode*.csv "$results"/decode.log "$OUT/${gpu:-unknown-gpu}/"
+  fi
+}
+
 case "${1:-}" in
   bundle) bundle ;;
   device) device ;;
+  decode) decode_sweep ;;
   *)
-    echo "usage: scripts/gpu-run.sh bundle|device (see the comment at the top)" >&2
+    echo "usage: scripts/gpu-run.sh bundle|device|decode (see the comment at the top)" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,46 @@
+"""scripts/plan_sweep.py on the CPU with a fresh toy model: an f32-activation plan's
+logits agree with the f32 reference to float rounding, an int8 plan's do not, and each
+plan gets one row with its tokens/s."""
+import argparse
+import csv
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--qmvlab", required=True)
+ap.add_argument("--script", required=True)
+args = ap.parse_args()
+
+work = tempfile.mkdtemp(prefix="plan-sweep-test-")
+model = os.path.join(work, "toy.gguf")
+seed = random.randrange(1, 2**31)
+subprocess.run([args.qmvlab, "make-model", "--preset", "toy", "--mix", "q4_K_m", "--seed", str(seed), "--out", model],
+               check=True, stdout=subprocess.DEVNULL)
+f32 = "q4_K={k}.scalar,q6_K={k6}.scalar,ffn_up_gate=none".format(k="q4_K.cpu", k6="q6_K.cpu")
+reference = "q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32,ffn_up_gate=none"
+int8 = "q4_K=q4_K.cpu.scalar_q8k,q6_K=q6_K.cpu.scalar_q8k,ffn_up_gate=none"
+out = os.path.join(work, "plans.csv")
+res = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model, "--device", "cpu",
+                      "--plans", f"{f32};{int8}", "--reference-plan", reference, "--prompt-tokens", "1,7,42",
+                      "-n", "6", "--logit-positions", "5", "--threads", "1", "--out", out],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+assert res.returncode == 0, res.stdout
+rows = list(csv.DictReader(open(out)))
+assert [r["plan"] for r in rows] == [f32, int8], rows
+for r in rows:
+    assert float(r["decode_tok_s"]) > 0 and r["positions"] == "5", r
+f32_nmse, int8_nmse = float(rows[0]["logits_nmse_max"]), float(rows[1]["logits_nmse_max"])
+print(f"seed {seed}: f32 plan NMSE {f32_nmse:.3g}, int8 plan NMSE {int8_nmse:.3g}")
+assert f32_nmse < 1e-9, f32_nmse
+assert 1e-7 < int8_nmse < 1e-1, int8_nmse
+assert float(rows[0]["top1_agreement"]) == 1.0, rows[0]
+
+# Errors: a missing model is one line and exit 2.
+bad = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model + ".missing",
+                      "--reference-plan", reference, "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     text=True)
+assert bad.returncode == 2 and "no such model file" in bad.stderr, bad.stderr
+print("ok")
