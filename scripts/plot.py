@@ -15,6 +15,10 @@ One results CSV, --kind picks the plot (PNGs go beside the CSV unless -o is give
                NMSE over its activations)                                 -> <csv>-accuracy.png
   all          every one of the above that the data allows
 
+A decode plan sweep (scripts/plan_sweep.py's CSV), --plans: tokens/s per plan (with
+and without CUDA graphs) beside the logits' worst NMSE against the f32 reference
+                                                                          -> <csv>.png
+
 Several results CSVs from different machines, --compare: grouped bars per kernel and
 shape found in at least two of them, one colour per machine (best thread count).
 
@@ -284,6 +288,38 @@ def plot_compare(paths, out, metric):
     save(fig, out)
 
 
+def plot_plans(path, out):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    need = {"plan", "cuda_graph", "decode_tok_s", "logits_nmse_max"}
+    if not rows or not need <= set(rows[0]):
+        fail(f"{path}: not a plan sweep CSV (needs columns {', '.join(sorted(need))})")
+    plans = list(dict.fromkeys(r["plan"] for r in rows))
+    speed = {(r["plan"], r["cuda_graph"]): float(r["decode_tok_s"]) for r in rows}
+    nmse = {r["plan"]: float(r["logits_nmse_max"]) for r in rows}
+    graphs = sorted({r["cuda_graph"] for r in rows}, reverse=True)
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(max(9, 1.1 * len(plans) + 4), 5),
+                                  gridspec_kw={"width_ratios": [3, 2]})
+    width = 0.8 / len(graphs)
+    for i, g in enumerate(graphs):
+        xs = [x + (i - (len(graphs) - 1) / 2) * width for x in range(len(plans))]
+        ax.bar(xs, [speed.get((p, g), 0) for p in plans], width,
+               label="CUDA graph" if g == "1" else ("launch by launch" if rows[0].get("device") == "cuda" else "CPU"))
+    labels = [p.replace(",ffn_up_gate=none", "") for p in plans]
+    for a in (ax, ax2):
+        a.set_xticks(range(len(plans)))
+        a.set_xticklabels(labels, rotation=40, ha="right", fontsize=7)
+        a.grid(axis="y", alpha=0.3, which="both")
+    ax.set_ylabel("decode tokens/s")
+    ax.legend(fontsize=8)
+    ax.set_title(f"{rows[0].get('model', '')}: decode speed per plan", fontsize=9)
+    ax2.bar(range(len(plans)), [max(nmse[p], 1e-16) for p in plans], color="tab:red")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("logits NMSE vs f32 reference (worst position)")
+    ax2.set_title("accuracy", fontsize=9)
+    save(fig, out)
+
+
 def save(fig, out):
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -302,10 +338,16 @@ def main():
     ap.add_argument("--kind", choices=KINDS + ("all",), default="bench", help="which plot of one CSV (default bench)")
     ap.add_argument("--check", help="check CSV for --kind accuracy (joined on kernel, rows, cols)")
     ap.add_argument("--compare", action="store_true", help="several CSVs, one per machine: grouped bars")
+    ap.add_argument("--plans", action="store_true", help="a decode plan sweep CSV (scripts/plan_sweep.py)")
     ap.add_argument("--metric", choices=("gbps", "peak_pct"), default="gbps", help="bar height for --compare")
     ap.add_argument("-o", "--out", help="PNG to write (default: beside the CSV); not with --kind all")
     args = ap.parse_args()
 
+    if args.plans:
+        if len(args.csv) != 1:
+            fail("--plans takes one CSV")
+        plot_plans(args.csv[0], Path(args.out) if args.out else default_out(args.csv[0], "bench"))
+        return
     if args.compare:
         if len(args.csv) < 2:
             fail("--compare needs two or more CSVs")

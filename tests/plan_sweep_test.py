@@ -38,6 +38,12 @@ assert f32_nmse < 1e-9, f32_nmse
 assert 1e-7 < int8_nmse < 1e-1, int8_nmse
 assert float(rows[0]["top1_agreement"]) == 1.0, rows[0]
 
+# The plot of the sweep.
+plot = os.path.join(os.path.dirname(args.script), "plot.py")
+png = os.path.join(work, "plans.png")
+subprocess.run([sys.executable, plot, out, "--plans", "-o", png], check=True, stdout=subprocess.DEVNULL)
+assert os.path.getsize(png) > 10000, png
+
 # Errors: a missing model is one line and exit 2.
 bad = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model + ".missing",
                       "--reference-plan", reference, "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
