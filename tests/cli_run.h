@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <unistd.h>
 
 namespace qmv::testing {
 
@@ -29,8 +30,10 @@ inline CliRun qmvlab(const std::string& args) {
   return r;
 }
 
+// A folder of this process's own: ctest runs every test as a separate process, in
+// parallel, and two of them writing one path (a model made with another seed) collide.
 inline std::string tmp(const std::string& name) {
-  const std::string dir = std::string(QMV_TEST_TMP) + "/cli";
+  const std::string dir = std::string(QMV_TEST_TMP) + "/cli/" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   return dir + "/" + name;
 }
