@@ -161,7 +161,10 @@ TEST(Outliers, FastPathAgreesWithTheReferenceEverywhere) {
         ASSERT_EQ(*v, truth) << what << (portable ? " (portable)" : "");
       }
       // Well inside float range, 10% from the threshold is far beyond the float error.
-      if (std::abs(rel) >= 0.1 && scale >= 1e-3f && scale <= 1e15f) {
+      // Measured, not intended: with a small k the Gaussian's own peak can outgrow the
+      // planted one and put the vector at the threshold after all.
+      const double actual_rel = peak_to_rms(x.data(), n) / k - 1.0;
+      if (std::abs(actual_rel) >= 0.1 && scale >= 1e-3f && scale <= 1e15f) {
         ++far;
         decided_far += v.has_value();
       }
