@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "harness/peak.h"
 #include "harness/table.h"
 
 namespace qmv {
@@ -106,36 +107,7 @@ std::vector<float> cuda_logits(const LoadedModel& m, const std::vector<PlannedMa
   return all;
 }
 
-double cuda_read_bandwidth_gbps() {
-  std::size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return 0;
-  const std::size_t bytes = std::min<std::size_t>(1ull << 30, free_bytes / 4);
-  void *src = nullptr, *dst = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  double best = 0;
-  if (cudaMalloc(&src, bytes) == cudaSuccess && cudaMalloc(&dst, bytes) == cudaSuccess &&
-      cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
-    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);  // warm-up
-    for (int rep = 0; rep < 5; ++rep) {
-      cudaEventRecord(start);
-      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice);
-      cudaEventRecord(stop);
-      float ms = 0;
-      if (cudaEventSynchronize(stop) == cudaSuccess && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess && ms > 0)
-        best = std::max(best, 2.0 * bytes / (ms * 1e-3) / 1e9);
-    }
-  }
-  if (start) cudaEventDestroy(start);
-  if (stop) cudaEventDestroy(stop);
-  if (src) cudaFree(src);
-  if (dst) cudaFree(dst);
-  cudaGetLastError();  // a failure here only means no roofline
-  return best;
-}
-
 #else
-
-double cuda_read_bandwidth_gbps() { return 0; }
 
 CudaDecodeRun run_cuda_decode(const LoadedModel&, const std::vector<PlannedMatvec>&, const std::vector<int>&, int,
                               const SamplerConfig&, int, const CudaDecodeOptions&, const std::function<bool(int)>&) {
@@ -148,6 +120,13 @@ std::vector<float> cuda_logits(const LoadedModel&, const std::vector<PlannedMatv
 }
 
 #endif
+
+// The roofline's bandwidth: the harness's device-to-device copy peak (0 without a
+// device, so no roofline).
+double cuda_read_bandwidth_gbps() {
+  const GpuPeakResult& peak = gpu_peak();
+  return peak.measured ? peak.best_gbps : 0.0;
+}
 
 std::string describe_cuda_run(const CudaDecodeRun& r) {
   return fmt::format(

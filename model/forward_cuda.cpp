@@ -29,7 +29,6 @@ void check(cudaError_t err, const std::string& what) {
 constexpr int kSampleOp = -1;
 
 // The GPU Q8_1 quantizer's name in errors and NVTX ranges (as the quantizer names itself).
-constexpr const char* kQuantizeQ8_1 = "q8_1.cuda.quantize";
 
 std::string op_label(int part) { return part == kSampleOp ? "sample" : std::string(to_string(static_cast<StepPart>(part))); }
 
@@ -120,7 +119,7 @@ struct GpuForward::Impl {
     if (f == ActFormat::F32) return prepared.x;
     // Q8_1: bind_gpu_plan let no other format through.
     if (!prepared.q8_1_ready) {
-      op(static_cast<int>(StepPart::ActQuant), kQuantizeQ8_1, [&] {
+      op(static_cast<int>(StepPart::ActQuant), cuda::kQuantizeQ8_1Name, [&] {
         return cuda::quantize_q8_1(prepared.x, static_cast<BlockQ8_1*>(program.act_q8_1), prepared.n, stream);
       });
       prepared.q8_1_ready = true;
