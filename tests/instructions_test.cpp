@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kernels/registry.h"
+#include "tests/cli_run.h"
 
 namespace qmv {
 namespace {
@@ -63,6 +64,13 @@ TEST(InstructionGate, PointsRoundTripAndBadOnesAreNamed) {
   EXPECT_EQ(back[1].second, points[1].second);
   EXPECT_THROW(parse_points("no.such.kernel@3x512"), std::runtime_error);
   EXPECT_THROW(parse_points("q4_K.cpu.scalar"), std::runtime_error);
+}
+
+TEST(InstructionGate, BadGateInputIsOneLineAndExitTwo) {
+  // The child subcommand only makes sense under callgrind; its points are checked.
+  testing::expect_error("gate-callgrind-child --points q4_K.cpu.scalar@64x4096", "runs under valgrind only");
+  testing::expect_error("gate " + std::string(QMV_SOURCE_DIR) + "/experiments/ci.toml --instructions-shape 64x4096,8x256",
+                        "--instructions-shape takes one shape");
 }
 
 TEST(InstructionGate, CountsAreDeterministicAndASlowedKernelFails) {
