@@ -281,7 +281,7 @@ int DecodeCommand::run(const std::string& command_line) const {
     StepTimes logits_times;
     std::vector<float> all;
     if (backend == Backend::CUDA) {
-      all = cuda_logits(m, planned, tokens, CudaDecodeOptions{});
+      all = cuda_logits(m, planned, tokens, CudaDecodeOptions{}, &logits_times);
     } else {
       CpuForward fwd(m.config, m.weights, planned, o.l_threads, static_cast<int>(tokens.size()));
       all.reserve(tokens.size() * m.config.vocab_size);
@@ -367,6 +367,7 @@ int DecodeCommand::run(const std::string& command_line) const {
     r.decode_steps = gpu.decode_steps;
     r.bytes_per_token = gpu.bytes_per_token;
     weight_bytes = gpu.weight_bytes;
+    prompt_times = gpu.routing;  // the routing counts of the whole run (no CPU timings)
   } else {
     // Prompt: every prompt token, then sampling the first new one.
     auto t0 = Clock::now();

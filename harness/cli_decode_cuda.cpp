@@ -75,6 +75,7 @@ CudaDecodeRun run_cuda_decode(const LoadedModel& m, const std::vector<PlannedMat
   }
   r.decode_s = seconds_since(t0);
   r.bytes_per_token = r.decode_steps ? bytes / r.decode_steps : static_cast<double>(fwd.bytes_per_token(fwd.position()));
+  r.routing = fwd.routing();
 
   // The breakdown: the same tokens again, op by op between CUDA events. Events and
   // launches one at a time cost time a graph does not, so the timed run above is
@@ -94,7 +95,7 @@ CudaDecodeRun run_cuda_decode(const LoadedModel& m, const std::vector<PlannedMat
 }
 
 std::vector<float> cuda_logits(const LoadedModel& m, const std::vector<PlannedMatvec>& planned,
-                               const std::vector<int>& tokens, const CudaDecodeOptions& options) {
+                               const std::vector<int>& tokens, const CudaDecodeOptions& options, StepTimes* routing) {
   GpuForward fwd(m.config, m.weights, planned,
                  forward_options(options, SamplerConfig{}, static_cast<int>(tokens.size())));
   std::vector<float> all;
@@ -104,6 +105,7 @@ std::vector<float> cuda_logits(const LoadedModel& m, const std::vector<PlannedMa
     const auto logits = fwd.logits();
     all.insert(all.end(), logits.begin(), logits.end());
   }
+  if (routing) *routing = fwd.routing();
   return all;
 }
 
@@ -115,7 +117,7 @@ CudaDecodeRun run_cuda_decode(const LoadedModel&, const std::vector<PlannedMatve
 }
 
 std::vector<float> cuda_logits(const LoadedModel&, const std::vector<PlannedMatvec>&, const std::vector<int>&,
-                               const CudaDecodeOptions&) {
+                               const CudaDecodeOptions&, StepTimes*) {
   throw std::runtime_error("--device cuda: this qmvlab was built without CUDA (QMV_CUDA=OFF)");
 }
 

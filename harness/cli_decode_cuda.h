@@ -35,6 +35,8 @@ struct CudaDecodeRun {
   double sample_s = 0;
   int op_timed_steps = 0;
   bool replay_agrees = true;  // the op-by-op run sampled the same tokens
+  // Outlier routing over the prompt and the timed decode (GpuForward::routing).
+  StepTimes routing;
   std::uint64_t weight_bytes = 0;
   std::array<std::uint64_t, static_cast<int>(StepPart::kCount)> part_bytes{};
   std::string device;
@@ -53,9 +55,11 @@ CudaDecodeRun run_cuda_decode(const LoadedModel& m, const std::vector<PlannedMat
                               const std::vector<int>& prompt, int n, const SamplerConfig& sampler, int context,
                               const CudaDecodeOptions& options, const std::function<bool(int)>& emit);
 
-// The logits at every position of `tokens` (tokens.size() x vocab floats).
+// The logits at every position of `tokens` (tokens.size() x vocab floats); `routing`,
+// when given, gets the outlier routing's counts over them.
 std::vector<float> cuda_logits(const LoadedModel& m, const std::vector<PlannedMatvec>& planned,
-                               const std::vector<int>& tokens, const CudaDecodeOptions& options);
+                               const std::vector<int>& tokens, const CudaDecodeOptions& options,
+                               StepTimes* routing = nullptr);
 
 // The GPU's measured bandwidth for the roofline, GB/s: the best of a few device-to-
 // device copies of a large buffer, bytes read plus bytes written (0 when it cannot run).

@@ -54,9 +54,31 @@ struct GpuForward::Impl {
     int sampled;
   };
   HostSlots* pinned = nullptr;  // page-locked, so the graph's copies may read and write it
+  int* pinned_verdicts = nullptr;  // the outlier tests' verdicts of the last step, page-locked
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graph_exec = nullptr;
   bool capturing = false;
+
+  // Outlier routing. In a captured graph each routed matvec is an if/else node: the
+  // test kernel sets the graph's condition, the node runs the f32 sibling or the int8
+  // kernel, with no trip to the host. Op by op, the host reads each verdict (one
+  // synchronization per tested vector) and launches the kernel it picks.
+  cudaStream_t branch_stream = nullptr;  // captures the if/else nodes' bodies
+  // The bodies are captured after the step's capture ends (as CUDA's own examples
+  // do), each with the activation vector its matvec reads.
+  struct PendingBranch {
+    cudaGraph_t body;
+    const KernelSpec* kernel;
+    cuda::MatvecOp m;
+    float *y, *y2;
+    const float* x;  // the prepared vector (its Q8_1 form is in the buffer when the body runs)
+    std::int64_t n;
+  };
+  std::vector<PendingBranch> pending_branches;
+  cudaGraphConditionalHandle route_condition = 0;
+  bool route_condition_made = false;
+  cuda::OutlierLedger ledger;  // this step's tests and their readers
+  StepTimes routing;  // routable / routed per part, calls[OutlierTest]: tests made
 
   cuda::ScratchLayout layout;
   cuda::StepProgram program;
@@ -75,6 +97,9 @@ struct GpuForward::Impl {
     const float* x = nullptr;
     std::int64_t n = 0;
     bool q8_1_ready = false;
+    int test_slot = -1;  // its outlier test's verdict slot, once tested
+    double test_k = 0;
+    int verdict = -1;  // op by op: the verdict read back (-1: not yet)
   } prepared;
 
   std::vector<float> host_logits;
@@ -113,7 +138,11 @@ struct GpuForward::Impl {
     op(static_cast<int>(StepPart::Norm), "rms_norm",
        [&] { return cuda::launch_rms_norm(x, delta, weight, y, n, c.rms_eps, stream); });
   }
-  void prepare(const float* x, std::int64_t n) { prepared = {x, n, false}; }
+  void prepare(const float* x, std::int64_t n) {
+    prepared = {};
+    prepared.x = x;
+    prepared.n = n;
+  }
   const void* activation(ActFormat f, std::size_t& bytes) {
     bytes = row_bytes(f, prepared.n);
     if (f == ActFormat::F32) return prepared.x;
@@ -127,20 +156,75 @@ struct GpuForward::Impl {
     return program.act_q8_1;
   }
   void matvec(const cuda::MatvecOp& m, float* y, float* y2 = nullptr) {
-    MatVecArgs a;
-    a.shape = m.shape;
-    a.w = m.w;
-    a.w_bytes = m.w_bytes;
-    a.x = activation(m.kernel->act, a.x_bytes);
-    a.y = y;
-    a.y_len = static_cast<std::size_t>(m.shape.rows);
-    a.w2 = m.w2;
-    a.w2_bytes = m.w2_bytes;
-    a.y2 = y2;
-    a.y2_len = y2 ? a.y_len : 0;
-    a.stream = stream;
-    op(static_cast<int>(m.part), m.kernel->name.c_str(), [&] { return invoke(*m.kernel, a); });
+    if (!m.outlier_kernel) {
+      run_matvec(*m.kernel, m, y, y2, stream);
+      return;
+    }
+    const int slot = outlier_test(m.outlier_k);
+    ledger.read(slot, m.part);
+    // Quantized outside the branches: the vector's other int8 readers share it.
+    std::size_t unused = 0;
+    activation(m.kernel->act, unused);
+    if (capturing) {
+      routed_in_graph(m, y, y2);
+    } else {
+      run_matvec(host_verdict(slot) ? *m.outlier_kernel : *m.kernel, m, y, y2, stream);
+    }
   }
+  // `kernel` on the matvec's weights, on stream `s`; a plain kernel standing in for a
+  // fused op runs once per matrix.
+  void run_matvec(const KernelSpec& kernel, const cuda::MatvecOp& m, float* y, float* y2, cudaStream_t s) {
+    auto launch = [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, float* out,
+                      float* out2) {
+      MatVecArgs a;
+      a.shape = m.shape;
+      a.w = w;
+      a.w_bytes = w_bytes;
+      a.x = activation(kernel.act, a.x_bytes);
+      a.y = out;
+      a.y_len = static_cast<std::size_t>(m.shape.rows);
+      a.w2 = w2;
+      a.w2_bytes = w2_bytes;
+      a.y2 = out2;
+      a.y2_len = out2 ? a.y_len : 0;
+      a.stream = s;
+      op(static_cast<int>(m.part), kernel.name.c_str(), [&] { return invoke(kernel, a); });
+    };
+    if (m.w2 && kernel.op == OpKind::MatVec) {
+      launch(m.w, m.w_bytes, nullptr, 0, y, nullptr);
+      launch(m.w2, m.w2_bytes, nullptr, 0, y2, nullptr);
+    } else {
+      launch(m.w, m.w_bytes, m.w2, m.w2_bytes, y, y2);
+    }
+  }
+  // The prepared vector's outlier test at k, launched once per vector; its slot.
+  int outlier_test(double k) {
+    if (prepared.test_slot >= 0 && prepared.test_k == k) return prepared.test_slot;
+    const int slot = ledger.open(program.outlier_slots);
+    if (capturing) make_route_condition();
+    op(static_cast<int>(StepPart::OutlierTest), "outlier_test", [&] {
+      return cuda::launch_outlier_test(prepared.x, static_cast<int>(prepared.n), k, program.outlier_verdicts + slot,
+                                       route_condition, capturing, stream);
+    });
+    prepared.test_slot = slot;
+    prepared.test_k = k;
+    prepared.verdict = -1;
+    return slot;
+  }
+  bool host_verdict(int slot) {
+    if (prepared.verdict < 0) {
+      check(cudaMemcpyAsync(&pinned_verdicts[slot], program.outlier_verdicts + slot, sizeof(int),
+                            cudaMemcpyDeviceToHost, stream),
+            "copying an outlier verdict to the host");
+      check(cudaStreamSynchronize(stream), fmt::format("the outlier test at position {}", pos));
+      prepared.verdict = pinned_verdicts[slot];
+    }
+    return prepared.verdict != 0;
+  }
+  void make_route_condition();
+  void routed_in_graph(const cuda::MatvecOp& m, float* y, float* y2);
+  void capture_branch(const PendingBranch& b);
+
   void head_step(const cuda::LayerOps& l) {
     cuda::HeadStepArgs a;
     a.q = program.q;
@@ -188,10 +272,15 @@ struct GpuForward::Impl {
 
   // The token in, the step, the sampled token out: what the graph captures.
   void run_step_body() {
+    ledger.clear();
     check(cudaMemcpyAsync(&state()->token, &pinned->token, sizeof(int), cudaMemcpyHostToDevice, stream),
           "copying the token to the device");
     cuda::decode_step(*this, program);
     if (op_timing) record_boundary(kSampleOp);  // closes the last op
+    if (ledger.tests() > 0)
+      check(cudaMemcpyAsync(pinned_verdicts, program.outlier_verdicts, ledger.tests() * sizeof(int),
+                            cudaMemcpyDeviceToHost, stream),
+            "copying the outlier verdicts to the host");
     check(cudaMemcpyAsync(&pinned->sampled, &state()->sampled, sizeof(int), cudaMemcpyDeviceToHost, stream),
           "copying the sampled token to the host");
   }
@@ -203,7 +292,9 @@ GpuForward::Impl::~Impl() {
   if (graph) cudaGraphDestroy(graph);
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   if (stream) cudaStreamDestroy(stream);
+  if (branch_stream) cudaStreamDestroy(branch_stream);
   if (pinned) cudaFreeHost(pinned);
+  if (pinned_verdicts) cudaFreeHost(pinned_verdicts);
   if (weights_mem) cudaFree(weights_mem);
   if (scratch_mem) cudaFree(scratch_mem);
   if (kv_mem) cudaFree(kv_mem);
@@ -239,6 +330,12 @@ void GpuForward::Impl::init(const ModelWeights& weights, const std::vector<Plann
         "allocating the page-locked token slots");
   pinned->token = 0;
   pinned->sampled = 0;
+  if (bound.routes_outliers) {
+    check(cudaStreamCreateWithFlags(&branch_stream, cudaStreamNonBlocking), "creating the routing branches' stream");
+    check(cudaHostAlloc(reinterpret_cast<void**>(&pinned_verdicts), cuda::outlier_slots(c) * sizeof(int),
+                        cudaHostAllocDefault),
+          "allocating the page-locked outlier verdicts");
+  }
 
   // The weights, once: every tensor the step reads, each at its 256-aligned offset.
   const auto t0 = std::chrono::steady_clock::now();
@@ -254,7 +351,7 @@ void GpuForward::Impl::init(const ModelWeights& weights, const std::vector<Plann
   }
   upload_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  layout = cuda::scratch_layout(c, attn_splits, bound.needs_q8_1);
+  layout = cuda::scratch_layout(c, attn_splits, bound.needs_q8_1, bound.routes_outliers);
   check(cudaMalloc(&scratch_mem, layout.bytes), fmt::format("allocating {} bytes of scratch", layout.bytes));
   check(cudaMemset(scratch_mem, 0, layout.bytes), "clearing the scratch");  // the position starts at 0
   const std::size_t kv_bytes = cuda::kv_cache_bytes(c, context);
@@ -294,9 +391,63 @@ void GpuForward::Impl::add_op_times() {
   ++timed_steps;
 }
 
+void GpuForward::Impl::make_route_condition() {
+  if (route_condition_made) return;
+  cudaStreamCaptureStatus status;
+  cudaGraph_t graph_being_captured = nullptr;
+  check(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph_being_captured), "reading the capture's graph");
+  // No default value: every test sets the condition before the nodes that read it.
+  check(cudaGraphConditionalHandleCreate(&route_condition, graph_being_captured, 0, 0),
+        "creating the outlier routing's graph condition");
+  route_condition_made = true;
+}
+
+void GpuForward::Impl::routed_in_graph(const cuda::MatvecOp& m, float* y, float* y2) {
+  cudaStreamCaptureStatus status;
+  cudaGraph_t graph_being_captured = nullptr;
+  const cudaGraphNode_t* deps = nullptr;
+  std::size_t n_deps = 0;
+  check(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph_being_captured, &deps, nullptr, &n_deps),
+        "reading the capture's graph");
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeConditional;
+  params.conditional.handle = route_condition;
+  params.conditional.type = cudaGraphCondTypeIf;
+  params.conditional.size = 2;  // body 0 when the vector trips the test, body 1 when not
+  cudaGraphNode_t node;
+  check(cudaGraphAddNode(&node, graph_being_captured, deps, nullptr, n_deps, &params),
+        fmt::format("adding the outlier routing node of {} (CUDA graph if/else nodes need CUDA 12.8 or later; "
+                    "--no-cuda-graph routes op by op)",
+                    to_string(m.part)));
+  check(cudaStreamUpdateCaptureDependencies(stream, &node, nullptr, 1, cudaStreamSetCaptureDependencies),
+        "continuing the capture after the routing node");
+  pending_branches.push_back({params.conditional.phGraph_out[0], m.outlier_kernel, m, y, y2, prepared.x, prepared.n});
+  pending_branches.push_back({params.conditional.phGraph_out[1], m.kernel, m, y, y2, prepared.x, prepared.n});
+}
+
+void GpuForward::Impl::capture_branch(const PendingBranch& b) {
+  prepared = {};
+  prepared.x = b.x;
+  prepared.n = b.n;
+  prepared.q8_1_ready = true;  // quantized before the node, outside the branches
+  check(cudaStreamBeginCaptureToGraph(branch_stream, b.body, nullptr, nullptr, 0, cudaStreamCaptureModeThreadLocal),
+        fmt::format("capturing {} into a routing branch", b.kernel->name));
+  try {
+    run_matvec(*b.kernel, b.m, b.y, b.y2, branch_stream);
+  } catch (...) {
+    cudaGraph_t ended = nullptr;
+    cudaStreamEndCapture(branch_stream, &ended);
+    throw;
+  }
+  cudaGraph_t ended = nullptr;
+  check(cudaStreamEndCapture(branch_stream, &ended), fmt::format("ending the routing branch of {}", b.kernel->name));
+}
+
+
 void GpuForward::Impl::capture() {
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "starting to capture the decode step");
   capturing = true;
+  pending_branches.clear();
   try {
     run_step_body();
   } catch (...) {
@@ -311,6 +462,15 @@ void GpuForward::Impl::capture() {
   check(cudaStreamEndCapture(stream, &graph),
         "capturing the decode step as a CUDA graph (a kernel that allocates or synchronizes cannot be captured; "
         "--no-cuda-graph runs the step op by op)");
+  try {
+    for (const PendingBranch& b : pending_branches) capture_branch(b);
+  } catch (...) {
+    cudaGraphDestroy(graph);
+    graph = nullptr;
+    pending_branches.clear();
+    throw;
+  }
+  pending_branches.clear();
   check(cudaGraphInstantiate(&graph_exec, graph, 0), "instantiating the decode step's CUDA graph");
 }
 
@@ -346,6 +506,7 @@ int GpuForward::step(int token) {
   check(cudaStreamSynchronize(m.stream),
         fmt::format("decode step at position {} (--no-cuda-graph with CUDA_LAUNCH_BLOCKING=1 names the op)", m.pos));
   if (m.op_timing) m.add_op_times();
+  if (m.ledger.tests() > 0) m.ledger.count(m.pinned_verdicts, m.routing);
   ++m.pos;
   const int sampled = m.pinned->sampled;
   if (sampled < 0) throw std::runtime_error(fmt::format("GPU sampler: logit {} is not finite", -1 - sampled));
@@ -375,6 +536,7 @@ void GpuForward::set_op_timing(bool on) { impl_->op_timing = on; }
 const StepTimes& GpuForward::times() const { return impl_->times; }
 double GpuForward::sample_seconds() const { return impl_->sample_s; }
 int GpuForward::timed_steps() const { return impl_->timed_steps; }
+const StepTimes& GpuForward::routing() const { return impl_->routing; }
 void GpuForward::clear_times() {
   impl_->times.clear();
   impl_->sample_s = 0;

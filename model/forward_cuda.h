@@ -14,6 +14,11 @@
 // when it runs and cuts its work to it). With op timing on, the step runs op by op
 // with CUDA events between the ops, and NVTX ranges named after the ops for Nsight.
 //
+// With outlier routing in the plan, a routed matvec's vector is tested on the device
+// (once per vector, as on the CPU) and the verdict picks the int8 kernel or its f32
+// sibling: in the graph through an if/else node the test kernel's condition drives,
+// op by op through the host, which reads the verdict back.
+//
 // Plain C++ header: g++-compiled code (the CLI, the tests) includes it. Built only
 // with QMV_CUDA; the functions above GpuForward are plain host code and always built.
 #pragma once
@@ -95,6 +100,11 @@ class GpuForward {
   double sample_seconds() const;  // the sampler's share, not a StepPart
   int timed_steps() const;
   void clear_times();
+  // Outlier routing over every step so far (the op timing's steps too): per matvec
+  // part the int8 calls that could be routed (routable) and those the test sent to the
+  // f32 sibling (routed); calls[OutlierTest] counts the vectors tested. Empty when the
+  // plan routes nothing.
+  const StepTimes& routing() const;
 
   // As CpuForward: bytes one step reads at position `pos` (weights, one embedding row,
   // the KV cache up to pos), the weights alone, and the weights of one part.

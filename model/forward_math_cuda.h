@@ -133,6 +133,45 @@ QMV_HD float merge_scale(float part_max, float max) { return part_max == -INFINI
 QMV_HD float swiglu(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
 // ---------------------------------------------------------------------------------
+// The outlier test of outlier routing (kernels/outliers.h): max |x| > k * rms(x),
+// decided as max^2 * n > k^2 * sum x^2 in double, and a non-finite value always trips
+// it. One CTA of kOutlierThreads; thread t folds elements t, t + kOutlierThreads, ...
+// into a partial, the CTA merges the partials. Every square is exact in double, so
+// the verdict differs from the CPU's only where the sum's rounding (about n * 1e-16
+// relative) straddles the threshold.
+
+inline constexpr int kOutlierThreads = 256;
+
+struct OutlierPartial {
+  float peak = 0.0f;      // max |x| over the finite values
+  double sum_sq = 0.0;    // sum x^2
+  bool nonfinite = false;
+};
+
+QMV_HD void outlier_add(OutlierPartial& p, float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u) {  // all exponent bits: an infinity or a NaN
+    p.nonfinite = true;
+    return;
+  }
+  const float a = fabsf(v);
+  p.peak = a > p.peak ? a : p.peak;
+  p.sum_sq += static_cast<double>(v) * v;
+}
+
+QMV_HD void outlier_merge(OutlierPartial& into, const OutlierPartial& p) {
+  into.peak = p.peak > into.peak ? p.peak : into.peak;
+  into.sum_sq += p.sum_sq;
+  into.nonfinite = into.nonfinite || p.nonfinite;
+}
+
+QMV_HD bool outlier_trips(const OutlierPartial& p, std::int64_t n, double k) {
+  if (p.nonfinite) return true;
+  return static_cast<double>(p.peak) * static_cast<double>(p.peak) * static_cast<double>(n) > k * k * p.sum_sq;
+}
+
+// ---------------------------------------------------------------------------------
 // The sampler: greedy (argmax, the lowest index among equal maxima, as the CPU
 // sampler) or temperature sampling restricted by top-k and top-p, in one CTA of
 // kSampleThreads threads over the logits in device memory, so only the token goes

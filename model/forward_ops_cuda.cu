@@ -206,6 +206,32 @@ __global__ void swiglu_kernel(float* __restrict__ gate, const float* __restrict_
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) gate[i] = swiglu(gate[i], up[i]);
 }
 
+// One CTA: thread t folds elements t, t + kOutlierThreads, ...; warps then the CTA
+// merge the partials; thread 0 writes the verdict (and sets the graph's condition).
+__global__ void __launch_bounds__(kOutlierThreads)
+    outlier_test_kernel(const float* __restrict__ x, int n, double k, int* __restrict__ verdict,
+                        cudaGraphConditionalHandle conditional, bool set_conditional) {
+  __shared__ OutlierPartial warp_partials[kOutlierThreads / kWarp];
+  OutlierPartial p;
+  for (int i = threadIdx.x; i < n; i += kOutlierThreads) outlier_add(p, x[i]);
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+    OutlierPartial other;
+    other.peak = __shfl_xor_sync(0xffffffffu, p.peak, offset);
+    other.sum_sq = __shfl_xor_sync(0xffffffffu, p.sum_sq, offset);
+    other.nonfinite = __shfl_xor_sync(0xffffffffu, static_cast<int>(p.nonfinite), offset) != 0;
+    outlier_merge(p, other);
+  }
+  if (threadIdx.x % kWarp == 0) warp_partials[threadIdx.x / kWarp] = p;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  OutlierPartial total;
+  for (int w = 0; w < kOutlierThreads / kWarp; ++w) outlier_merge(total, warp_partials[w]);
+  const bool trips = outlier_trips(total, n, k);
+  *verdict = trips ? 1 : 0;
+  if (set_conditional) cudaGraphSetConditional(conditional, trips ? 1u : 0u);
+}
+
 // The device side of sample_tokens' team: each thread runs its own index.
 struct DeviceTeam {
   template <class Fn>
@@ -269,6 +295,13 @@ Status launch_swiglu(float* gate, const float* up, int n, void* stream) {
   const int threads = 256, ctas = (n + threads - 1) / threads;
   swiglu_kernel<<<ctas, threads, 0, as_stream(stream)>>>(gate, up, n);
   return launch_status("swiglu");
+}
+
+Status launch_outlier_test(const float* x, int n, double k, int* verdict, std::uint64_t conditional,
+                           bool set_conditional, void* stream) {
+  outlier_test_kernel<<<1, kOutlierThreads, 0, as_stream(stream)>>>(
+      x, n, k, verdict, static_cast<cudaGraphConditionalHandle>(conditional), set_conditional);
+  return launch_status("outlier_test");
 }
 
 Status launch_sample(const float* logits, int n, const SampleParams& params, DecodeState* state, void* stream) {

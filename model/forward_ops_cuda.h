@@ -6,6 +6,8 @@
 // Status naming the kernel. The arithmetic is model/forward_math_cuda.h.
 #pragma once
 
+#include <cstdint>
+
 #include "kernels/kernel.h"
 #include "model/forward_math_cuda.h"
 
@@ -53,6 +55,14 @@ Status launch_attention(const AttentionArgs& a, void* stream);
 
 // gate = silu(gate) * up, n values.
 Status launch_swiglu(float* gate, const float* up, int n, void* stream);
+
+// Outlier routing's test of the n-value vector x at k (forward_math_cuda.h): writes
+// 1 (trips: its int8 readers run their f32 siblings) or 0 to *verdict, and, with
+// `set_conditional`, sets the CUDA graph conditional handle `conditional` (a
+// cudaGraphConditionalHandle of the graph being captured) to the same value, so the
+// graph's if/else nodes pick the kernel on the device.
+Status launch_outlier_test(const float* x, int n, double k, int* verdict, std::uint64_t conditional,
+                           bool set_conditional, void* stream);
 
 // Samples from the n logits into state->sampled, then advances state->pos.
 Status launch_sample(const float* logits, int n, const SampleParams& params, DecodeState* state, void* stream);

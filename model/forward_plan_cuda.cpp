@@ -52,6 +52,20 @@ BoundMatvec bind_matvec(const std::vector<PlannedMatvec>& plan, const std::strin
     m.shape = s;
     m.w = t;
     m.part = part;
+    if (const KernelSpec* sib = p.outlier_kernel) {
+      const std::string routed = fmt::format("{} routes outlier vectors to {}", what, sib->name);
+      if (sib->backend != Backend::CUDA)
+        throw PlanError(fmt::format("{}, a {} kernel; the GPU decode runs CUDA kernels", routed, to_string(sib->backend)));
+      if (sib->act != ActFormat::F32)
+        throw PlanError(fmt::format("{}, which reads {} activations, not f32", routed, to_string(sib->act)));
+      if (sib->weight != w || !sib->supports(s))
+        throw PlanError(fmt::format("{}, which does not take {} {} (needs {})", routed, to_string(w), to_string(s),
+                                    sib->shape_rule));
+      if (sib->op == OpKind::FusedUpGate && op != "ffn_up_gate")
+        throw PlanError(fmt::format("{}, a {} kernel", routed, to_string(sib->op)));
+      m.outlier_kernel = sib;
+      m.outlier_k = p.outlier_k;
+    }
     return m;
   }
   throw PlanError(fmt::format("GPU plan: no kernel planned for {} ({} {}, '{}')", op, to_string(w), to_string(s),
@@ -68,12 +82,6 @@ BoundModel bind_gpu_plan(const ModelConfig& c, const ModelWeights& weights, cons
     throw ModelError(fmt::format("{}: rope_dim {} must be even and at most head_dim {}", c.name, c.rope_dim, c.head_dim));
   if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0)
     throw ModelError(fmt::format("{}: {} heads do not share {} KV heads evenly", c.name, c.n_head, c.n_head_kv));
-
-  for (const PlannedMatvec& p : plan)
-    if (p.outlier_kernel)
-      throw PlanError(fmt::format("plan: {} routes outlier vectors to {}; the GPU decode does not route them yet "
-                                  "(drop --route-outliers / [outliers] for --device cuda)",
-                                  p.op, p.outlier_kernel->name));
 
   BoundModel m;
   auto keep = [&m](const gguf::Tensor* t) {
@@ -129,6 +137,7 @@ BoundModel bind_gpu_plan(const ModelConfig& c, const ModelWeights& weights, cons
     if (!b.kernel) return;
     m.part_bytes[static_cast<int>(b.part)] += b.w->bytes + (b.w2 ? b.w2->bytes : 0);
     m.needs_q8_1 = m.needs_q8_1 || b.kernel->act == ActFormat::Q8_1;
+    m.routes_outliers = m.routes_outliers || b.outlier_kernel;
   };
   for (const BoundLayer& l : m.layers)
     for (const BoundMatvec* b : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) count(*b);
@@ -146,7 +155,7 @@ std::vector<std::size_t> weight_offsets(const BoundModel& m, std::size_t& total)
   return offsets;
 }
 
-ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1) {
+ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1, bool outlier_routing) {
   ScratchLayout l;
   auto take = [&l](std::size_t bytes) {
     const std::size_t at = l.bytes;
@@ -175,6 +184,10 @@ ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1) {
     l.act_q8_1_bytes = row_bytes(ActFormat::Q8_1, (longest + kQ8_1Block - 1) / kQ8_1Block * kQ8_1Block);
     l.act_q8_1 = take(l.act_q8_1_bytes);
   }
+  if (outlier_routing) {
+    l.outlier_slots = outlier_slots(c);
+    l.outlier_verdicts = take(l.outlier_slots * sizeof(int));
+  }
   l.state = take(sizeof(DecodeState));
   return l;
 }
@@ -200,6 +213,8 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
     o.kernel = b.kernel;
     o.shape = b.shape;
     o.part = b.part;
+    o.outlier_kernel = b.outlier_kernel;
+    o.outlier_k = b.outlier_k;
     o.w = address_of(b.w);
     o.w_bytes = b.w->bytes;
     if (b.w2) {
@@ -263,6 +278,8 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
   p.attn_partials = buf(layout.attn_partials);
   p.act_q8_1 = layout.act_q8_1_bytes ? base + layout.act_q8_1 : nullptr;
   p.act_q8_1_bytes = layout.act_q8_1_bytes;
+  p.outlier_verdicts = layout.outlier_slots ? reinterpret_cast<int*>(base + layout.outlier_verdicts) : nullptr;
+  p.outlier_slots = layout.outlier_slots;
   p.state = base + layout.state;
   return p;
 }
@@ -287,7 +304,8 @@ DeviceMemoryNeed device_memory_need(const ModelConfig& c, const ModelWeights& w,
   cuda::weight_offsets(m, weights);
   need.weights = weights;
   need.kv_cache = cuda::kv_cache_bytes(c, context);
-  need.scratch = cuda::scratch_layout(c, cuda::attention_splits(sm_count, c.n_head, context), m.needs_q8_1).bytes;
+  need.scratch =
+      cuda::scratch_layout(c, cuda::attention_splits(sm_count, c.n_head, context), m.needs_q8_1, m.routes_outliers).bytes;
   need.context = context;
   return need;
 }

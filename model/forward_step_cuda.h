@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct BoundMatvec {
   const gguf::Tensor* w = nullptr;
   const gguf::Tensor* w2 = nullptr;  // fused gate+up: the up matrix
   StepPart part = StepPart::AttnQ;
+  // Outlier routing: the f32-activation CUDA kernel that runs instead of `kernel` on a
+  // vector that trips the test at outlier_k (a plain sibling of a fused op runs once
+  // per matrix); null when this matvec is not routed.
+  const KernelSpec* outlier_kernel = nullptr;
+  double outlier_k = 0;
 };
 
 struct BoundLayer {
@@ -52,6 +58,42 @@ struct BoundModel {
   std::uint64_t weight_bytes = 0;
   std::array<std::uint64_t, static_cast<int>(StepPart::kCount)> part_bytes{};
   bool needs_q8_1 = false;  // some kernel reads Q8_1 activations
+  bool routes_outliers = false;  // some matvec has an outlier sibling
+};
+
+// Outlier tests one step can make: one per activation vector at most (four per layer:
+// the attention input, the attention output, the FFN input, the SwiGLU output; and
+// lm_head's input). Each has a verdict slot in the scratch.
+inline int outlier_slots(const ModelConfig& c) { return 4 * c.n_layers + 1; }
+
+// The outlier tests of one step, in order (a test's index is its verdict slot), with
+// the routed matvecs that read each test's vector; once the verdicts are known, the
+// counts they add up to. Both executors keep one, so the GPU's report is tested here.
+class OutlierLedger {
+ public:
+  void clear() { readers_.clear(); }
+  // A new test; its slot. Throws std::logic_error past `slots`.
+  int open(int slots) {
+    if (static_cast<int>(readers_.size()) >= slots)
+      throw std::logic_error("outlier test " + std::to_string(readers_.size() + 1) + " of a step, but " +
+                             std::to_string(slots) + " verdict slots");
+    readers_.emplace_back();
+    return static_cast<int>(readers_.size()) - 1;
+  }
+  void read(int slot, StepPart part) { readers_.at(slot).push_back(part); }
+  int tests() const { return static_cast<int>(readers_.size()); }
+  // Per reading part: routable += 1, routed += the verdict; calls[OutlierTest] += tests.
+  void count(const int* verdicts, StepTimes& into) const {
+    for (std::size_t slot = 0; slot < readers_.size(); ++slot)
+      for (StepPart part : readers_[slot]) {
+        ++into.routable[static_cast<int>(part)];
+        if (verdicts[slot]) ++into.routed[static_cast<int>(part)];
+      }
+    into.calls[static_cast<int>(StepPart::OutlierTest)] += static_cast<std::int64_t>(readers_.size());
+  }
+
+ private:
+  std::vector<std::vector<StepPart>> readers_;
 };
 
 // Binds every matvec of the model to its planned kernel, as CpuForward does (the
@@ -76,6 +118,8 @@ struct MatvecOp {
   std::size_t w_bytes = 0;
   const void* w2 = nullptr;
   std::size_t w2_bytes = 0;
+  const KernelSpec* outlier_kernel = nullptr;  // as BoundMatvec
+  double outlier_k = 0;
 };
 
 struct LayerOps {
@@ -90,11 +134,12 @@ struct LayerOps {
 // The scratch buffers of one step, as offsets into one allocation (256-byte aligned).
 struct ScratchLayout {
   std::size_t x = 0, xn = 0, q = 0, k = 0, v = 0, att = 0, att_out = 0, gate = 0, up = 0, ffn_out = 0, logits = 0,
-              rope_cos = 0, rope_sin = 0, attn_partials = 0, act_q8_1 = 0, state = 0;
+              rope_cos = 0, rope_sin = 0, attn_partials = 0, act_q8_1 = 0, outlier_verdicts = 0, state = 0;
   std::size_t act_q8_1_bytes = 0;  // 0 when no kernel reads Q8_1
+  int outlier_slots = 0;           // ints at outlier_verdicts; 0 without outlier routing
   std::size_t bytes = 0;           // the whole allocation
 };
-ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1);
+ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1, bool outlier_routing = false);
 
 // The KV cache: keys then values, each [layer][context][kv width] floats.
 std::size_t kv_cache_bytes(const ModelConfig& c, int context);
@@ -117,6 +162,8 @@ struct StepProgram {
         *rope_sin = nullptr, *attn_partials = nullptr;
   void* act_q8_1 = nullptr;
   std::size_t act_q8_1_bytes = 0;
+  int* outlier_verdicts = nullptr;  // one slot per outlier test of the step, in order
+  int outlier_slots = 0;
   void* state = nullptr;  // DecodeState
 };
 
@@ -132,7 +179,9 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
 // output projection -> residual + RMSNorm -> gate, up -> SwiGLU -> down; then the
 // last residual, the final norm, lm_head and the sampler. Each residual add is fused
 // into the norm that follows it. `prepare` names the activation vector the next
-// matvecs read; the executor quantizes it (once) for the kernels that want Q8_1.
+// matvecs read; the executor quantizes it (once) for the kernels that want Q8_1 and,
+// for a routed matvec, tests it (once) for outliers and runs the kernel the verdict
+// picks.
 template <class Exec>
 void decode_step(Exec& e, const StepProgram& p) {
   e.embed();  // x = token_embd[token]; the RoPE table of the position

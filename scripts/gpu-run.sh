@@ -15,7 +15,8 @@
 #
 #   scripts/gpu-run.sh decode   on the GPU machine: makes a Llama-2-7B-shaped Q4_K_M model
 #                               there and runs scripts/plan_sweep.py over the GPU variants
-#                               (results/<gpu>/decode-plans.csv, decode.csv).
+#                               (results/<gpu>/decode-plans.csv), then the auto plan and an
+#                               int8 plan with and without outlier routing (decode.csv).
 #
 # With the device tool: run `scripts/gpu-run.sh bundle` here, then
 #   run(command="scripts/gpu-run.sh device", carry=["build/gpu-bundle"])
@@ -133,8 +134,16 @@ decode_sweep() {
   [[ -s $model ]] || "$qmvlab" make-model --preset llama-2-7b --mix q4_K_m --out "$model"
   python3 scripts/plan_sweep.py --qmvlab "$qmvlab" --model "$model" --device cuda --plans gpu \
     --reference-plan 'q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32' --out "$results/decode-plans.csv"
-  "$qmvlab" decode --model "$model" --device cuda --prompt-tokens 1,450,4996,310,278,3303,338 -n 128 --ignore-eos \
+  local prompt=1,450,4996,310,278,3303,338
+  "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 --ignore-eos \
     --quiet --out "$results/decode.csv" | tee "$results/decode.log"
+  # An int8 plan without and with outlier routing: what the device-side test and the
+  # graph's if/else nodes cost per token (the routed calls are in the log).
+  local route
+  for route in "" "--route-outliers"; do
+    "$qmvlab" decode --model "$model" --device cuda --plan 'q4_K=q4_K.cuda.hw_dp4a,q6_K=q6_K.cuda.hw_dp4a' $route \
+      --prompt-tokens "$prompt" -n 128 --ignore-eos --quiet --out "$results/decode.csv" | tee -a "$results/decode.log"
+  done
   if [[ -n ${OUT:-} ]]; then
     mkdir -p "$OUT/${gpu:-unknown-gpu}"
     cp "$results"/decode*.csv "$results"/decode.log "$OUT/${gpu:-unknown-gpu}/"

@@ -249,6 +249,77 @@ TEST(GpuForwardDevice, GraphAndOpByOpStepsAreIdenticalAndTimed) {
   EXPECT_EQ(graph.times().total(), 0.0) << "no events without op timing";
 }
 
+// The Q8_1 plan with every int8 matvec routed at k to the f32 kernel the f32 plan runs.
+std::vector<PlannedMatvec> routed_plan(const std::vector<PlannedMatvec>& q8_plan, double k) {
+  auto plan = q8_plan;
+  for (PlannedMatvec& p : plan)
+    if (p.kernel->act == ActFormat::Q8_1) {
+      p.outlier_kernel = cuda_kernel_for(p, ActFormat::F32);
+      p.outlier_k = k;
+    }
+  return plan;
+}
+
+TEST(GpuForwardDevice, OutlierRoutingPicksTheKernelOnTheDeviceInGraphsAndOpByOp) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(testing::synthetic_model("llama", "q4_K_m"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  std::string missing;
+  const auto f32_plan = gpu_plan_for(cpu_plan, ActFormat::F32, missing);
+  ASSERT_FALSE(f32_plan.empty()) << missing;
+  const auto q8_plan = gpu_plan_for(cpu_plan, ActFormat::Q8_1, missing);
+  if (q8_plan.empty()) GTEST_SKIP() << "no CUDA Q8_1 kernel for " << missing;
+  const auto tokens = random_tokens(8, m.config.vocab_size, rng);
+  const int n = static_cast<int>(tokens.size());
+  auto logits_of = [](GpuForward& g) {
+    const auto l = g.logits();
+    return std::vector<float>(l.begin(), l.end());
+  };
+  // k = 0 sends every vector to the f32 siblings, a k no vector reaches sends none:
+  // the f32 and the Q8_1 plans' logits, bit for bit, from the graph and op by op.
+  for (const double k : {0.0, 1e9}) {
+    for (const bool graph : {true, false}) {
+      GpuForward routed(m.config, m.weights, routed_plan(q8_plan, k), options(n, graph));
+      GpuForward same(m.config, m.weights, k == 0 ? f32_plan : q8_plan, options(n, graph));
+      for (int t : tokens) {
+        EXPECT_EQ(routed.step(t), same.step(t));
+        EXPECT_EQ(logits_of(routed), logits_of(same)) << "k " << k << (graph ? " graph" : " op by op");
+      }
+      const StepTimes& r = routed.routing();
+      std::int64_t routable = 0, sent = 0;
+      for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+        routable += r.routable[i];
+        sent += r.routed[i];
+      }
+      EXPECT_GT(routable, 0);
+      EXPECT_EQ(sent, k == 0 ? routable : 0) << (graph ? "graph" : "op by op");
+    }
+  }
+  // Thresholds between: the graph's if/else nodes and the host's choice agree, call
+  // for call (the counts) and bit for bit (the logits).
+  for (const double k : {3.0, 4.0}) {
+    GpuForward graph(m.config, m.weights, routed_plan(q8_plan, k), options(n, true));
+    GpuForward eager(m.config, m.weights, routed_plan(q8_plan, k), options(n, false));
+    for (int t : tokens) {
+      EXPECT_EQ(graph.step(t), eager.step(t));
+      EXPECT_EQ(logits_of(graph), logits_of(eager)) << "k " << k;
+    }
+    EXPECT_EQ(graph.routing().routed, eager.routing().routed) << "k " << k;
+    EXPECT_EQ(graph.routing().routable, eager.routing().routable) << "k " << k;
+    const int tests = static_cast<int>(StepPart::OutlierTest);
+    EXPECT_EQ(graph.routing().calls[tests], eager.routing().calls[tests]);
+    std::int64_t routable = 0, sent = 0;
+    for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+      routable += graph.routing().routable[i];
+      sent += graph.routing().routed[i];
+    }
+    std::printf("routing at k %.1f: %lld of %lld int8 calls sent to the f32 siblings, %lld vectors tested\n", k,
+                static_cast<long long>(sent), static_cast<long long>(routable),
+                static_cast<long long>(graph.routing().calls[tests]));
+  }
+}
+
 TEST(GpuForwardDevice, ResetReplaysAndBoundsAreErrors) {
   REQUIRE_GPU();
   std::mt19937 rng(fresh_seed());

@@ -21,6 +21,7 @@
 #include <set>
 
 #include "harness/data.h"
+#include "kernels/outliers.h"
 #include "harness/cli_decode_cuda.h"
 #include "kernels/cuda/dequantize_value.h"
 #include "kernels/cuda/legacy_lane.h"
@@ -597,6 +598,63 @@ TEST(GpuOps, SwigluIsTheCpus) {
 }
 
 // ---------------------------------------------------------------------------------
+// Outlier routing's test: outlier_test_kernel's thread partials, the warp butterflies
+// (in their order: lane l merges lane l ^ offset into its own) and the CTA merge.
+
+bool replay_outlier_test(const float* x, int n, double k) {
+  std::array<std::array<OutlierPartial, 32>, kOutlierThreads / 32> lanes{};
+  for (int t = 0; t < kOutlierThreads; ++t)
+    for (int i = t; i < n; i += kOutlierThreads) outlier_add(lanes[t / 32][t % 32], x[i]);
+  OutlierPartial total;
+  for (auto& warp : lanes) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+      std::array<OutlierPartial, 32> next = warp;
+      for (int l = 0; l < 32; ++l) outlier_merge(next[l], warp[l ^ offset]);
+      warp = next;
+    }
+    outlier_merge(total, warp[0]);
+  }
+  return outlier_trips(total, n, k);
+}
+
+TEST(GpuOps, OutlierTestMakesTheCpuCriterionsDecision) {
+  std::mt19937 rng(fresh_seed());
+  int decided = 0, tripped = 0;
+  for (int n : {1, 5, 31, 256, 257, 1000, 4096, 11008}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> x = gaussian_vector(n, rng(), 1.0f);
+      // 0 to 4 channels at 2x to 60x the rms, then a k near the vector's own max/rms, so
+      // both verdicts come up and some land within a hair of the threshold.
+      const int outliers = std::min(n, static_cast<int>(rng() % 5));
+      for (int o = 0; o < outliers; ++o)
+        x[rng() % n] = (rng() % 2 ? 1.0f : -1.0f) * std::uniform_real_distribution<float>(2.0f, 60.0f)(rng);
+      const double ratio = peak_to_rms(x.data(), n);
+      for (double k : {0.0, 1.0, 8.0, ratio * 0.999, ratio * 1.001, std::sqrt(double(n)), 1e9}) {
+        const bool want = has_massive_activation_reference(x.data(), n, k);
+        EXPECT_EQ(replay_outlier_test(x.data(), n, k), want) << "n " << n << " k " << k << " max/rms " << ratio;
+        ++decided;
+        tripped += want;
+      }
+    }
+  }
+  EXPECT_GT(tripped, decided / 5);
+  EXPECT_LT(tripped, decided * 4 / 5);
+
+  // The edges kernels/outliers.h defines: nothing to lose, a non-finite value, the
+  // strict threshold of a one-hot vector (max/rms = sqrt(n) exactly for n = 4).
+  const std::vector<float> zeros(64, 0.0f), one_hot{0.0f, 3.0f, 0.0f, 0.0f};
+  EXPECT_FALSE(replay_outlier_test(zeros.data(), 64, 0.0));
+  EXPECT_FALSE(replay_outlier_test(one_hot.data(), 4, 2.0));
+  EXPECT_TRUE(replay_outlier_test(one_hot.data(), 4, 1.999));
+  for (float bad : {kNaN, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> v = gaussian_vector(300, rng(), 1.0f);
+    v[rng() % 300] = bad;
+    EXPECT_TRUE(replay_outlier_test(v.data(), 300, 1e9)) << bad;
+    EXPECT_EQ(replay_outlier_test(v.data(), 300, 1e9), has_massive_activation_reference(v.data(), 300, 1e9));
+  }
+}
+
+// ---------------------------------------------------------------------------------
 // The sampler.
 
 int replay_sample(const std::vector<float>& logits, const SampleParams& p, int position) {
@@ -811,6 +869,21 @@ class ReplayExec {
   ReplayExec(const ModelConfig& c, const StepProgram& p, int splits, SampleParams sample)
       : c_(c), p_(p), splits_(splits), sample_(sample) {}
   int quantizations = 0;
+  // Outlier routing: the step's tests and their readers, every test's vector and
+  // verdict, and every routable call with the kernel it ran.
+  OutlierLedger ledger;
+  struct Test {
+    std::vector<float> x;
+    double k;
+    bool verdict;
+  };
+  std::vector<Test> tests;
+  struct RoutedCall {
+    StepPart part;
+    int test;  // index into tests
+    const KernelSpec* ran;
+  };
+  std::vector<RoutedCall> routed_calls;
 
   DecodeState* state() { return static_cast<DecodeState*>(p_.state); }
   void embed() {
@@ -826,11 +899,26 @@ class ReplayExec {
     x_ = x;
     n_ = n;
     q8_1_ready_ = false;
+    test_slot_ = -1;
   }
   void matvec(const MatvecOp& m, float* y, float* y2 = nullptr) {
     ASSERT_EQ(m.shape.cols, n_) << m.kernel->name << ": the prepared vector is not the one it reads";
+    const KernelSpec* kernel = m.kernel;
+    if (m.outlier_kernel) {
+      // As GpuForward: one test per vector (and k), its verdict in the step's slot.
+      if (test_slot_ < 0 || test_k_ != m.outlier_k) {
+        test_slot_ = ledger.open(p_.outlier_slots);
+        test_k_ = m.outlier_k;
+        const bool trips = replay_outlier_test(x_, static_cast<int>(n_), m.outlier_k);
+        p_.outlier_verdicts[test_slot_] = trips ? 1 : 0;
+        tests.push_back({std::vector<float>(x_, x_ + n_), m.outlier_k, trips});
+      }
+      ledger.read(test_slot_, m.part);
+      if (p_.outlier_verdicts[test_slot_]) kernel = m.outlier_kernel;
+      routed_calls.push_back({m.part, static_cast<int>(tests.size()) - 1, kernel});
+    }
     std::vector<float> x(x_, x_ + n_);
-    if (m.kernel->act == ActFormat::Q8_1) {
+    if (kernel->act == ActFormat::Q8_1 || m.kernel->act == ActFormat::Q8_1) {
       if (!q8_1_ready_) {
         // The GPU quantizer gives quantize_row_q8_1's bytes.
         q8_1_.resize(row_bytes(ActFormat::Q8_1, n_));
@@ -838,10 +926,12 @@ class ReplayExec {
         q8_1_ready_ = true;
         ++quantizations;
       }
-      dequantize_row_q8_1(reinterpret_cast<const BlockQ8_1*>(q8_1_.data()), x.data(), n_);
+      // The int8 reader's activations; a routed f32 sibling reads the vector itself.
+      if (kernel->act == ActFormat::Q8_1)
+        dequantize_row_q8_1(reinterpret_cast<const BlockQ8_1*>(q8_1_.data()), x.data(), n_);
     }
-    run(m.kernel, m.w, m.shape, x.data(), y);
-    if (y2) run(m.kernel, m.w2, m.shape, x.data(), y2);
+    run(kernel, m.w, m.shape, x.data(), y);
+    if (y2) run(kernel, m.w2, m.shape, x.data(), y2);
   }
   void head_step(const LayerOps& l) {
     HeadStepArgs a;
@@ -913,6 +1003,8 @@ class ReplayExec {
   std::int64_t n_ = 0;
   std::vector<std::uint8_t> q8_1_;
   bool q8_1_ready_ = false;
+  int test_slot_ = -1;
+  double test_k_ = 0;
 };
 
 // The GPU step of a model and plan, in host memory.
@@ -920,7 +1012,7 @@ struct ReplayedGpu {
   ReplayedGpu(const LoadedModel& m, const std::vector<PlannedMatvec>& plan, int context, int splits,
               SampleParams sample = {})
       : bound(bind_gpu_plan(m.config, m.weights, plan)),
-        layout(scratch_layout(m.config, splits, bound.needs_q8_1)),
+        layout(scratch_layout(m.config, splits, bound.needs_q8_1, bound.routes_outliers)),
         scratch(layout.bytes / sizeof(double) + 1, 0.0),
         kv(kv_cache_bytes(m.config, context) / sizeof(float), kNaN),
         program(make_step_program(m.config, bound, context, [](const gguf::Tensor* t) -> const void* { return t->data; },
@@ -928,7 +1020,9 @@ struct ReplayedGpu {
         exec(m.config, program, splits, sample) {}
   int step(int token) {
     exec.state()->token = token;
+    exec.ledger.clear();
     decode_step(exec, program);
+    if (exec.ledger.tests() > 0) exec.ledger.count(program.outlier_verdicts, routing);
     return exec.state()->sampled;
   }
   std::vector<float> logits() const { return {program.logits, program.logits + program.vocab}; }
@@ -939,6 +1033,7 @@ struct ReplayedGpu {
   std::vector<float> kv;
   StepProgram program;
   ReplayExec exec;
+  StepTimes routing;  // as GpuForward::routing
 };
 
 // The legacy GPU kernels where one exists, stand-ins for the K-quants.
@@ -1031,6 +1126,104 @@ TEST(GpuStepReplay, Q8_1PlansQuantizeEachVectorOnceAndStayCloseToTheCpu) {
   EXPECT_GT(worst, 0.0);
   EXPECT_LT(worst, 1e-2);  // int8 activations cost accuracy, little on Gaussian data
   EXPECT_GE(agree, tokens - 2);
+}
+
+// Every matvec an int8 (Q8_1) stand-in routed at k to the f32 kernel gpu_f32_plan runs.
+std::vector<PlannedMatvec> routed_q8_1_plan(const std::vector<PlannedMatvec>& cpu, double k) {
+  auto plan = testing::gpu_plan(cpu, [](const PlannedMatvec& p) { return stand_in(p.weight, ActFormat::Q8_1); });
+  const auto f32 = gpu_f32_plan(cpu);
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    plan[i].outlier_kernel = f32[i].kernel;
+    plan[i].outlier_k = k;
+  }
+  return plan;
+}
+
+TEST(GpuStepReplay, OutlierRoutingRunsTheF32SiblingOnExactlyTheVectorsThatTrip) {
+  const LoadedModel m(testing::synthetic_model("llama", "q4_0"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  const auto q8_plan = testing::gpu_plan(cpu_plan, [](const PlannedMatvec& p) { return stand_in(p.weight, ActFormat::Q8_1); });
+  const int tokens = 5, per_step = outlier_slots(m.config);
+  std::mt19937 rng(fresh_seed());
+  std::vector<int> prompt;
+  for (int i = 0; i < tokens; ++i) prompt.push_back(std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng));
+
+  // k = 0 routes every (non-zero) vector: the f32 plan's step exactly. A k no vector
+  // reaches routes none: the Q8_1 plan's step exactly.
+  for (const double k : {0.0, 1e9}) {
+    ReplayedGpu routed(m, routed_q8_1_plan(cpu_plan, k), tokens, 2);
+    ReplayedGpu same(m, k == 0 ? gpu_f32_plan(cpu_plan) : q8_plan, tokens, 2);
+    ASSERT_TRUE(routed.bound.routes_outliers);
+    EXPECT_EQ(routed.layout.outlier_slots, per_step);
+    for (int t : prompt) {
+      routed.step(t);
+      same.step(t);
+      EXPECT_EQ(routed.logits(), same.logits()) << "k " << k;
+    }
+    const StepTimes& r = routed.routing;
+    EXPECT_EQ(r.calls[static_cast<int>(StepPart::OutlierTest)], tokens * per_step) << "one test per vector";
+    for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+      if (!is_matvec(static_cast<StepPart>(i)) || r.routable[i] == 0) continue;
+      EXPECT_EQ(r.routed[i], k == 0 ? r.routable[i] : 0) << to_string(static_cast<StepPart>(i)) << " k " << k;
+    }
+    EXPECT_EQ(r.routable[static_cast<int>(StepPart::AttnQ)], tokens * m.config.n_layers);
+    EXPECT_EQ(r.routable[static_cast<int>(StepPart::LmHead)], tokens);
+  }
+
+  // Thresholds between: each verdict is kernels/outliers.h's on that vector, each
+  // routed call ran the kernel its vector's verdict picks, and the counts add up.
+  std::int64_t mixed_steps = 0;
+  for (const double k : {2.0, 2.5, 3.0, 3.5, 4.5}) {
+    ReplayedGpu g(m, routed_q8_1_plan(cpu_plan, k), tokens, 2);
+    for (int t : prompt) g.step(t);
+    const auto& tests = g.exec.tests;
+    ASSERT_EQ(static_cast<int>(tests.size()), tokens * per_step);
+    int tripped = 0;
+    for (const auto& test : tests) {
+      EXPECT_EQ(test.verdict, has_massive_activation_reference(test.x.data(), static_cast<std::int64_t>(test.x.size()), k))
+          << "k " << k << " max/rms " << peak_to_rms(test.x.data(), static_cast<std::int64_t>(test.x.size()));
+      tripped += test.verdict;
+    }
+    std::int64_t routed_calls = 0;
+    for (const auto& call : g.exec.routed_calls) {
+      const bool trips = tests[call.test].verdict;
+      EXPECT_EQ(call.ran->act, trips ? ActFormat::F32 : ActFormat::Q8_1) << to_string(call.part) << " k " << k;
+      routed_calls += trips;
+    }
+    std::int64_t counted = 0, routable = 0;
+    for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+      counted += g.routing.routed[i];
+      routable += g.routing.routable[i];
+    }
+    EXPECT_EQ(counted, routed_calls);
+    EXPECT_EQ(routable, static_cast<std::int64_t>(g.exec.routed_calls.size()));
+    mixed_steps += tripped > 0 && tripped < static_cast<int>(tests.size());
+    std::printf("outlier routing at k %.1f: %d of %zu vectors tripped, %lld of %lld int8 calls routed\n", k, tripped,
+                tests.size(), static_cast<long long>(counted), static_cast<long long>(routable));
+  }
+  EXPECT_GT(mixed_steps, 0) << "no threshold gave both verdicts: the middle case was not exercised";
+}
+
+TEST(GpuPlan, OutlierSiblingsMustBeF32CudaKernelsForTheShape) {
+  const LoadedModel m(testing::synthetic_model("llama", "q4_0"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  auto expect_refused = [&](std::vector<PlannedMatvec> plan, const KernelSpec* sibling, const std::string& needle) {
+    for (auto& p : plan)
+      if (p.op == "ffn_down") p.outlier_kernel = sibling;
+    try {
+      bind_gpu_plan(m.config, m.weights, plan);
+      ADD_FAILURE() << "accepted a sibling that should fail with '" << needle << "'";
+    } catch (const PlanError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const auto plan = routed_q8_1_plan(cpu_plan, 8.0);
+  EXPECT_TRUE(bind_gpu_plan(m.config, m.weights, plan).routes_outliers);
+  expect_refused(plan, global_registry().find("q4_0.cpu.scalar"), "a cpu kernel");
+  expect_refused(plan, stand_in(WeightType::Q4_0, ActFormat::Q8_1), "reads q8_1 activations, not f32");
+  expect_refused(plan, stand_in(WeightType::Q8_0, ActFormat::F32), "does not take q4_0");
+  // Without routing no verdict slots are laid out.
+  EXPECT_EQ(scratch_layout(m.config, 2, true).outlier_slots, 0);
 }
 
 // ---------------------------------------------------------------------------------
