@@ -11,6 +11,7 @@
 
 #include "harness/machine.h"
 #include "kernels/registry.h"
+#include "tests/cli_run.h"
 
 namespace qmv {
 namespace {
@@ -73,6 +74,27 @@ TEST(Gate, ADeliberatelySlowedKernelFailsAndItsOriginalPasses) {
   const auto failures = gate_regressions(measured, baseline, 0.3);
   ASSERT_EQ(failures.size(), 1u);
   EXPECT_EQ(failures[0].rfind("test.q4_K.slowed ", 0), 0u) << failures[0];
+}
+
+TEST(Gate, AKernelBelowItsBaselineIsRetimedOnceAndStillFails) {
+  // A baseline no kernel can reach fails the first run and the confirming one; a
+  // baseline any kernel clears passes without a second run.
+  const std::string experiment = testing::tmp("gate-one.toml");
+  std::FILE* f = std::fopen(experiment.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("name = \"one\"\nkernels = [\"q4_K.cpu.avx2_f32\"]\nshapes = [\"16x4096\"]\nthreads = [1]\n"
+             "cache = [\"warm\"]\nrepetitions = 1\nmin_time = 0.001\ncheck = true\n",
+             f);
+  std::fclose(f);
+  for (const double baseline_ratio : {1000.0, 0.01}) {
+    const std::string baseline = testing::tmp(fmt::format("gate-baseline-{}.csv", baseline_ratio));
+    write_gate_baseline(baseline, {{"q4_K.cpu.avx2_f32", "q4_K.cpu.scalar", {16, 4096}, 1, baseline_ratio}});
+    const auto r = testing::qmvlab("gate " + experiment + " --baseline " + baseline + " --no-instructions --reps 3");
+    const bool impossible = baseline_ratio > 1;
+    EXPECT_EQ(r.code, impossible ? 1 : 0) << r.output;
+    EXPECT_EQ(r.output.find("re-timing the 1 kernel(s)") != std::string::npos, impossible) << r.output;
+    EXPECT_EQ(r.output.find("FAIL speed q4_K.cpu.avx2_f32") != std::string::npos, impossible) << r.output;
+  }
 }
 
 }  // namespace
