@@ -488,6 +488,9 @@ QMV_HD int sample_tokens(Team& team, SampleScratch& s, const float* logits, int 
     tree_reduce(team, s.mass, [](fixed_mass a, fixed_mass b) { return a + b; });
     MassSelect sel;
     sel.target = static_cast<fixed_mass>(static_cast<double>(p.top_p) * static_cast<double>(s.mass[0]));
+    // A top_p so small that the target rounds to 0 would keep no token at all (and
+    // leave the draw nothing to land on); the nucleus always holds the top token.
+    if (sel.target == 0) sel.target = 1;
     team.sync();
     for (int pass = 0; pass < 4; ++pass) {
       team.each([&](int t) {

@@ -689,7 +689,7 @@ Reference reference_kept(const std::vector<float>& logits, const SampleParams& p
     fixed_mass before = 0;
     keep = 0;
     for (int i : order) {
-      if (before >= target) break;
+      if (keep > 0 && before >= target) break;  // the nucleus holds at least the top token, as on the CPU
       before += fixed_weight(logits[i], max_logit, p.temperature);
       ++keep;
     }
@@ -754,7 +754,8 @@ TEST(GpuSampler, TemperatureTopKTopPDrawExactlyWhatTheRulesKeep) {
     float top_p;
   };
   const Case cases[] = {{0.7f, 0, 1.0f}, {1.0f, 40, 1.0f}, {0.8f, 0, 0.9f}, {1.3f, 50, 0.5f},
-                        {0.5f, 0, 0.999f}, {2.0f, 7, 0.3f}, {1.0f, 0, 0.0001f}};
+                        {0.5f, 0, 0.999f}, {2.0f, 7, 0.3f}, {1.0f, 0, 0.0001f},
+                        {1.0f, 0, 1e-20f}, {0.6f, 9, 1e-20f}};  // targets that round to no mass at all
   for (int n : {5, 700, 5000, 49152}) {
     for (bool ties : {false, true}) {
       auto logits = gaussian_vector(n, rng(), 2.0f);
@@ -797,7 +798,8 @@ TEST(GpuSampler, KeepsTheCpuSamplersTokensAtTiedThresholds) {
                         {{1, 2, 2, 2, 1, 2, 0, 2}, 0.7f, 2, 1.0f},
                         {few_values, 1.0f, 10, 1.0f},
                         {few_values, 1.0f, 0, 0.6f},
-                        {few_values, 1.3f, 12, 0.7f}};
+                        {few_values, 1.3f, 12, 0.7f},
+                        {few_values, 1.0f, 0, 1e-20f}};  // p * mass rounds to 0: the top token alone
   for (const Case& c : cases) {
     std::set<int> cpu_tokens, gpu_tokens;
     SampleParams p;
