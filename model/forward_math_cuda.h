@@ -171,6 +171,20 @@ QMV_HD bool outlier_trips(const OutlierPartial& p, std::int64_t n, double k) {
   return static_cast<double>(p.peak) * static_cast<double>(p.peak) * static_cast<double>(n) > k * k * p.sum_sq;
 }
 
+// In a captured CUDA graph every routed matvec is its own if/else node, and CUDA lets
+// one conditional handle drive one node only. So a test sets the handles of all the
+// nodes that read its vector: its row of the route table, in device memory, holds
+// their count (word 0) and the handles (cudaGraphConditionalHandle values) after it.
+inline constexpr int kRouteHandlesPerTest = 4;  // q, k, v read one vector: 3 at most
+inline constexpr int kRouteRowWords = 1 + kRouteHandlesPerTest;
+
+// Calls set(handle) for each handle of a route table row.
+template <class Set>
+QMV_HD void for_each_route_handle(const unsigned long long* row, Set&& set) {
+  const unsigned long long count = row[0] < kRouteHandlesPerTest ? row[0] : kRouteHandlesPerTest;
+  for (unsigned long long j = 0; j < count; ++j) set(row[1 + j]);
+}
+
 // ---------------------------------------------------------------------------------
 // The sampler: greedy (argmax, the lowest index among equal maxima, as the CPU
 // sampler) or temperature sampling restricted by top-k and top-p, in one CTA of
