@@ -59,9 +59,10 @@ struct GpuForward::Impl {
   cudaGraphExec_t graph_exec = nullptr;
   bool capturing = false;
 
-  // Outlier routing. In a captured graph each routed matvec is an if/else node: the
-  // test kernel sets the graph's condition, the node runs the f32 sibling or the int8
-  // kernel, with no trip to the host. Op by op, the host reads each verdict (one
+  // Outlier routing. In a captured graph each routed matvec is an if/else node with a
+  // conditional handle of its own (CUDA allows one node per handle): the test kernel
+  // sets the handles its route table row lists, the node runs the f32 sibling or the
+  // int8 kernel, with no trip to the host. Op by op, the host reads each verdict (one
   // synchronization per tested vector) and launches the kernel it picks.
   cudaStream_t branch_stream = nullptr;  // captures the if/else nodes' bodies
   // The bodies are captured after the step's capture ends (as CUDA's own examples
@@ -75,8 +76,7 @@ struct GpuForward::Impl {
     std::int64_t n;
   };
   std::vector<PendingBranch> pending_branches;
-  cudaGraphConditionalHandle route_condition = 0;
-  bool route_condition_made = false;
+  cuda::RouteTable route_table;  // the captured nodes' handles per test, copied to program.route_table
   cuda::OutlierLedger ledger;  // this step's tests and their readers
   StepTimes routing;  // routable / routed per part, calls[OutlierTest]: tests made
 
@@ -162,13 +162,16 @@ struct GpuForward::Impl {
     }
     const int slot = outlier_test(m.outlier_k);
     ledger.read(slot, m.part);
+    // Op by op, the verdict is read before anything else is queued, so with op timing
+    // the trip to the host counts as the test's time, not the quantizer's.
+    const bool trips = !capturing && host_verdict(slot);
     // Quantized outside the branches: the vector's other int8 readers share it.
     std::size_t unused = 0;
     activation(m.kernel->act, unused);
     if (capturing) {
-      routed_in_graph(m, y, y2);
+      routed_in_graph(m, slot, y, y2);
     } else {
-      run_matvec(host_verdict(slot) ? *m.outlier_kernel : *m.kernel, m, y, y2, stream);
+      run_matvec(trips ? *m.outlier_kernel : *m.kernel, m, y, y2, stream);
     }
   }
   // `kernel` on the matvec's weights, on stream `s`; a plain kernel standing in for a
@@ -201,10 +204,12 @@ struct GpuForward::Impl {
   int outlier_test(double k) {
     if (prepared.test_slot >= 0 && prepared.test_k == k) return prepared.test_slot;
     const int slot = ledger.open(program.outlier_slots);
-    if (capturing) make_route_condition();
+    // The row is filled as the nodes that read this vector are captured, and copied to
+    // the device before the graph first runs.
+    const unsigned long long* route_row = capturing ? program.route_table + slot * cuda::kRouteRowWords : nullptr;
     op(static_cast<int>(StepPart::OutlierTest), "outlier_test", [&] {
       return cuda::launch_outlier_test(prepared.x, static_cast<int>(prepared.n), k, program.outlier_verdicts + slot,
-                                       route_condition, capturing, stream);
+                                       route_row, stream);
     });
     prepared.test_slot = slot;
     prepared.test_k = k;
@@ -221,8 +226,7 @@ struct GpuForward::Impl {
     }
     return prepared.verdict != 0;
   }
-  void make_route_condition();
-  void routed_in_graph(const cuda::MatvecOp& m, float* y, float* y2);
+  void routed_in_graph(const cuda::MatvecOp& m, int slot, float* y, float* y2);
   void capture_branch(const PendingBranch& b);
 
   void head_step(const cuda::LayerOps& l) {
@@ -391,27 +395,23 @@ void GpuForward::Impl::add_op_times() {
   ++timed_steps;
 }
 
-void GpuForward::Impl::make_route_condition() {
-  if (route_condition_made) return;
+void GpuForward::Impl::routed_in_graph(const cuda::MatvecOp& m, int slot, float* y, float* y2) {
   cudaStreamCaptureStatus status;
   cudaGraph_t graph_being_captured = nullptr;
   check(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph_being_captured), "reading the capture's graph");
-  // No default value: every test sets the condition before the nodes that read it.
-  check(cudaGraphConditionalHandleCreate(&route_condition, graph_being_captured, 0, 0),
-        "creating the outlier routing's graph condition");
-  route_condition_made = true;
-}
-
-void GpuForward::Impl::routed_in_graph(const cuda::MatvecOp& m, float* y, float* y2) {
-  cudaStreamCaptureStatus status;
-  cudaGraph_t graph_being_captured = nullptr;
+  // This node's own handle; no default value: the test sets it before the node runs.
+  cudaGraphConditionalHandle condition = 0;
+  check(cudaGraphConditionalHandleCreate(&condition, graph_being_captured, 0, 0),
+        fmt::format("creating the outlier routing condition of {}", to_string(m.part)));
+  route_table.add(slot, condition);
+  // The dependencies last: their array is valid until the next call on the stream.
   const cudaGraphNode_t* deps = nullptr;
   std::size_t n_deps = 0;
-  check(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph_being_captured, &deps, nullptr, &n_deps),
-        "reading the capture's graph");
+  check(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, nullptr, &n_deps),
+        "reading the capture's dependencies");
   cudaGraphNodeParams params{};
   params.type = cudaGraphNodeTypeConditional;
-  params.conditional.handle = route_condition;
+  params.conditional.handle = condition;
   params.conditional.type = cudaGraphCondTypeIf;
   params.conditional.size = 2;  // body 0 when the vector trips the test, body 1 when not
   cudaGraphNode_t node;
@@ -445,9 +445,10 @@ void GpuForward::Impl::capture_branch(const PendingBranch& b) {
 
 
 void GpuForward::Impl::capture() {
+  pending_branches.clear();
+  route_table.reset(program.outlier_slots);
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "starting to capture the decode step");
   capturing = true;
-  pending_branches.clear();
   try {
     run_step_body();
   } catch (...) {
@@ -464,14 +465,19 @@ void GpuForward::Impl::capture() {
         "--no-cuda-graph runs the step op by op)");
   try {
     for (const PendingBranch& b : pending_branches) capture_branch(b);
+    pending_branches.clear();
+    if (program.route_table)
+      check(cudaMemcpy(program.route_table, route_table.words().data(),
+                       route_table.words().size() * sizeof(unsigned long long), cudaMemcpyHostToDevice),
+            "copying the outlier routing's graph conditions to the device");
+    check(cudaGraphInstantiate(&graph_exec, graph, 0), "instantiating the decode step's CUDA graph");
   } catch (...) {
+    cudaGetLastError();  // reported by the exception, not by the next launch
     cudaGraphDestroy(graph);
     graph = nullptr;
     pending_branches.clear();
     throw;
   }
-  pending_branches.clear();
-  check(cudaGraphInstantiate(&graph_exec, graph, 0), "instantiating the decode step's CUDA graph");
 }
 
 GpuForward::GpuForward(const ModelConfig& config, const ModelWeights& weights, const std::vector<PlannedMatvec>& plan,

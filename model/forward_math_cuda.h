@@ -171,6 +171,20 @@ QMV_HD bool outlier_trips(const OutlierPartial& p, std::int64_t n, double k) {
   return static_cast<double>(p.peak) * static_cast<double>(p.peak) * static_cast<double>(n) > k * k * p.sum_sq;
 }
 
+// In a captured CUDA graph every routed matvec is its own if/else node, and CUDA lets
+// one conditional handle drive one node only. So a test sets the handles of all the
+// nodes that read its vector: its row of the route table, in device memory, holds
+// their count (word 0) and the handles (cudaGraphConditionalHandle values) after it.
+inline constexpr int kRouteHandlesPerTest = 4;  // q, k, v read one vector: 3 at most
+inline constexpr int kRouteRowWords = 1 + kRouteHandlesPerTest;
+
+// Calls set(handle) for each handle of a route table row.
+template <class Set>
+QMV_HD void for_each_route_handle(const unsigned long long* row, Set&& set) {
+  const unsigned long long count = row[0] < kRouteHandlesPerTest ? row[0] : kRouteHandlesPerTest;
+  for (unsigned long long j = 0; j < count; ++j) set(row[1 + j]);
+}
+
 // ---------------------------------------------------------------------------------
 // The sampler: greedy (argmax, the lowest index among equal maxima, as the CPU
 // sampler) or temperature sampling restricted by top-k and top-p, in one CTA of
@@ -488,6 +502,9 @@ QMV_HD int sample_tokens(Team& team, SampleScratch& s, const float* logits, int 
     tree_reduce(team, s.mass, [](fixed_mass a, fixed_mass b) { return a + b; });
     MassSelect sel;
     sel.target = static_cast<fixed_mass>(static_cast<double>(p.top_p) * static_cast<double>(s.mass[0]));
+    // A top_p so small that the target rounds to 0 would keep no token at all (and
+    // leave the draw nothing to land on); the nucleus always holds the top token.
+    if (sel.target == 0) sel.target = 1;
     team.sync();
     for (int pass = 0; pass < 4; ++pass) {
       team.each([&](int t) {

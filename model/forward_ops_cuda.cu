@@ -207,10 +207,11 @@ __global__ void swiglu_kernel(float* __restrict__ gate, const float* __restrict_
 }
 
 // One CTA: thread t folds elements t, t + kOutlierThreads, ...; warps then the CTA
-// merge the partials; thread 0 writes the verdict (and sets the graph's condition).
+// merge the partials; thread 0 writes the verdict (and sets the conditions of the
+// graph nodes that read the vector).
 __global__ void __launch_bounds__(kOutlierThreads)
     outlier_test_kernel(const float* __restrict__ x, int n, double k, int* __restrict__ verdict,
-                        cudaGraphConditionalHandle conditional, bool set_conditional) {
+                        const unsigned long long* __restrict__ route_row) {
   __shared__ OutlierPartial warp_partials[kOutlierThreads / kWarp];
   OutlierPartial p;
   for (int i = threadIdx.x; i < n; i += kOutlierThreads) outlier_add(p, x[i]);
@@ -229,7 +230,8 @@ __global__ void __launch_bounds__(kOutlierThreads)
   for (int w = 0; w < kOutlierThreads / kWarp; ++w) outlier_merge(total, warp_partials[w]);
   const bool trips = outlier_trips(total, n, k);
   *verdict = trips ? 1 : 0;
-  if (set_conditional) cudaGraphSetConditional(conditional, trips ? 1u : 0u);
+  if (route_row)
+    for_each_route_handle(route_row, [&](cudaGraphConditionalHandle h) { cudaGraphSetConditional(h, trips ? 1u : 0u); });
 }
 
 // The device side of sample_tokens' team: each thread runs its own index.
@@ -297,10 +299,9 @@ Status launch_swiglu(float* gate, const float* up, int n, void* stream) {
   return launch_status("swiglu");
 }
 
-Status launch_outlier_test(const float* x, int n, double k, int* verdict, std::uint64_t conditional,
-                           bool set_conditional, void* stream) {
-  outlier_test_kernel<<<1, kOutlierThreads, 0, as_stream(stream)>>>(
-      x, n, k, verdict, static_cast<cudaGraphConditionalHandle>(conditional), set_conditional);
+Status launch_outlier_test(const float* x, int n, double k, int* verdict, const unsigned long long* route_row,
+                           void* stream) {
+  outlier_test_kernel<<<1, kOutlierThreads, 0, as_stream(stream)>>>(x, n, k, verdict, route_row);
   return launch_status("outlier_test");
 }
 

@@ -57,12 +57,13 @@ Status launch_attention(const AttentionArgs& a, void* stream);
 Status launch_swiglu(float* gate, const float* up, int n, void* stream);
 
 // Outlier routing's test of the n-value vector x at k (forward_math_cuda.h): writes
-// 1 (trips: its int8 readers run their f32 siblings) or 0 to *verdict, and, with
-// `set_conditional`, sets the CUDA graph conditional handle `conditional` (a
-// cudaGraphConditionalHandle of the graph being captured) to the same value, so the
-// graph's if/else nodes pick the kernel on the device.
-Status launch_outlier_test(const float* x, int n, double k, int* verdict, std::uint64_t conditional,
-                           bool set_conditional, void* stream);
+// 1 (trips: its int8 readers run their f32 siblings) or 0 to *verdict and, when
+// `route_row` (device memory, a row of the route table) is given, sets each
+// conditional handle of the row to the same value, so the captured graph's if/else
+// nodes pick the kernel on the device. Null outside a graph: setting a handle from a
+// kernel that no graph launched is undefined.
+Status launch_outlier_test(const float* x, int n, double k, int* verdict, const unsigned long long* route_row,
+                           void* stream);
 
 // Samples from the n logits into state->sampled, then advances state->pos.
 Status launch_sample(const float* logits, int n, const SampleParams& params, DecodeState* state, void* stream);

@@ -187,6 +187,7 @@ ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1, b
   if (outlier_routing) {
     l.outlier_slots = outlier_slots(c);
     l.outlier_verdicts = take(l.outlier_slots * sizeof(int));
+    l.route_table = take(static_cast<std::size_t>(l.outlier_slots) * kRouteRowWords * sizeof(unsigned long long));
   }
   l.state = take(sizeof(DecodeState));
   return l;
@@ -279,6 +280,7 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
   p.act_q8_1 = layout.act_q8_1_bytes ? base + layout.act_q8_1 : nullptr;
   p.act_q8_1_bytes = layout.act_q8_1_bytes;
   p.outlier_verdicts = layout.outlier_slots ? reinterpret_cast<int*>(base + layout.outlier_verdicts) : nullptr;
+  p.route_table = layout.outlier_slots ? reinterpret_cast<unsigned long long*>(base + layout.route_table) : nullptr;
   p.outlier_slots = layout.outlier_slots;
   p.state = base + layout.state;
   return p;

@@ -17,6 +17,7 @@
 #include "kernels/kernel.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "model/forward_math_cuda.h"
 #include "model/plan.h"
 
 namespace qmv::cuda {
@@ -96,6 +97,30 @@ class OutlierLedger {
   std::vector<std::vector<StepPart>> readers_;
 };
 
+// The route table of a captured step (see kRouteRowWords): row `slot` lists the
+// conditional handles of the if/else nodes that read test `slot`'s vector, one handle
+// per node. Built on the host while the step is captured, then copied to the device.
+class RouteTable {
+ public:
+  void reset(int slots) { words_.assign(static_cast<std::size_t>(slots) * kRouteRowWords, 0); }
+  // Adds one node's handle to test `slot`. Throws std::logic_error past the row.
+  void add(int slot, unsigned long long handle) {
+    if (slot < 0 || static_cast<std::size_t>(slot) >= words_.size() / kRouteRowWords)
+      throw std::logic_error("route table: test " + std::to_string(slot) + " has no row");
+    unsigned long long* r = words_.data() + static_cast<std::size_t>(slot) * kRouteRowWords;
+    if (r[0] >= static_cast<unsigned long long>(kRouteHandlesPerTest))
+      throw std::logic_error("route table: more than " + std::to_string(kRouteHandlesPerTest) +
+                             " routed matvecs read the vector of test " + std::to_string(slot));
+    r[1 + r[0]] = handle;
+    ++r[0];
+  }
+  const unsigned long long* row(int slot) const { return words_.data() + static_cast<std::size_t>(slot) * kRouteRowWords; }
+  const std::vector<unsigned long long>& words() const { return words_; }
+
+ private:
+  std::vector<unsigned long long> words_;
+};
+
 // Binds every matvec of the model to its planned kernel, as CpuForward does (the
 // fused gate+up op where the plan chose it). Throws PlanError naming the op when a
 // matvec has no entry, when a kernel is not a CUDA kernel, or when it wants an
@@ -134,9 +159,10 @@ struct LayerOps {
 // The scratch buffers of one step, as offsets into one allocation (256-byte aligned).
 struct ScratchLayout {
   std::size_t x = 0, xn = 0, q = 0, k = 0, v = 0, att = 0, att_out = 0, gate = 0, up = 0, ffn_out = 0, logits = 0,
-              rope_cos = 0, rope_sin = 0, attn_partials = 0, act_q8_1 = 0, outlier_verdicts = 0, state = 0;
+              rope_cos = 0, rope_sin = 0, attn_partials = 0, act_q8_1 = 0, outlier_verdicts = 0, route_table = 0,
+              state = 0;
   std::size_t act_q8_1_bytes = 0;  // 0 when no kernel reads Q8_1
-  int outlier_slots = 0;           // ints at outlier_verdicts; 0 without outlier routing
+  int outlier_slots = 0;           // ints at outlier_verdicts, rows at route_table; 0 without outlier routing
   std::size_t bytes = 0;           // the whole allocation
 };
 ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1, bool outlier_routing = false);
@@ -163,6 +189,7 @@ struct StepProgram {
   void* act_q8_1 = nullptr;
   std::size_t act_q8_1_bytes = 0;
   int* outlier_verdicts = nullptr;  // one slot per outlier test of the step, in order
+  unsigned long long* route_table = nullptr;  // outlier_slots rows of kRouteRowWords (RouteTable)
   int outlier_slots = 0;
   void* state = nullptr;  // DecodeState
 };

@@ -689,7 +689,7 @@ Reference reference_kept(const std::vector<float>& logits, const SampleParams& p
     fixed_mass before = 0;
     keep = 0;
     for (int i : order) {
-      if (before >= target) break;
+      if (keep > 0 && before >= target) break;  // the nucleus holds at least the top token, as on the CPU
       before += fixed_weight(logits[i], max_logit, p.temperature);
       ++keep;
     }
@@ -754,7 +754,8 @@ TEST(GpuSampler, TemperatureTopKTopPDrawExactlyWhatTheRulesKeep) {
     float top_p;
   };
   const Case cases[] = {{0.7f, 0, 1.0f}, {1.0f, 40, 1.0f}, {0.8f, 0, 0.9f}, {1.3f, 50, 0.5f},
-                        {0.5f, 0, 0.999f}, {2.0f, 7, 0.3f}, {1.0f, 0, 0.0001f}};
+                        {0.5f, 0, 0.999f}, {2.0f, 7, 0.3f}, {1.0f, 0, 0.0001f},
+                        {1.0f, 0, 1e-20f}, {0.6f, 9, 1e-20f}};  // targets that round to no mass at all
   for (int n : {5, 700, 5000, 49152}) {
     for (bool ties : {false, true}) {
       auto logits = gaussian_vector(n, rng(), 2.0f);
@@ -797,7 +798,8 @@ TEST(GpuSampler, KeepsTheCpuSamplersTokensAtTiedThresholds) {
                         {{1, 2, 2, 2, 1, 2, 0, 2}, 0.7f, 2, 1.0f},
                         {few_values, 1.0f, 10, 1.0f},
                         {few_values, 1.0f, 0, 0.6f},
-                        {few_values, 1.3f, 12, 0.7f}};
+                        {few_values, 1.3f, 12, 0.7f},
+                        {few_values, 1.0f, 0, 1e-20f}};  // p * mass rounds to 0: the top token alone
   for (const Case& c : cases) {
     std::set<int> cpu_tokens, gpu_tokens;
     SampleParams p;
@@ -882,8 +884,14 @@ class ReplayExec {
     StepPart part;
     int test;  // index into tests
     const KernelSpec* ran;
+    int slot;                  // its test's verdict slot in the step
+    unsigned long long node;   // the conditional handle its graph node would get
+    const KernelSpec *int8, *sibling;
   };
   std::vector<RoutedCall> routed_calls;
+  // As GpuForward's capture: one handle per routed call, listed in its test's row.
+  RouteTable route_table;
+  std::mt19937_64 handles{fresh_seed()};
 
   DecodeState* state() { return static_cast<DecodeState*>(p_.state); }
   void embed() {
@@ -914,8 +922,11 @@ class ReplayExec {
         tests.push_back({std::vector<float>(x_, x_ + n_), m.outlier_k, trips});
       }
       ledger.read(test_slot_, m.part);
+      const unsigned long long node = handles();
+      route_table.add(test_slot_, node);
       if (p_.outlier_verdicts[test_slot_]) kernel = m.outlier_kernel;
-      routed_calls.push_back({m.part, static_cast<int>(tests.size()) - 1, kernel});
+      routed_calls.push_back({m.part, static_cast<int>(tests.size()) - 1, kernel, test_slot_, node, m.kernel,
+                              m.outlier_kernel});
     }
     std::vector<float> x(x_, x_ + n_);
     if (kernel->act == ActFormat::Q8_1 || m.kernel->act == ActFormat::Q8_1) {
@@ -1021,9 +1032,32 @@ struct ReplayedGpu {
   int step(int token) {
     exec.state()->token = token;
     exec.ledger.clear();
+    exec.route_table.reset(program.outlier_slots);
+    const std::size_t first_call = exec.routed_calls.size();
     decode_step(exec, program);
     if (exec.ledger.tests() > 0) exec.ledger.count(program.outlier_verdicts, routing);
+    check_graph_routing(first_call);
     return exec.state()->sampled;
+  }
+  // What the captured graph would run: each test kernel sets the handles of its row
+  // (outlier_test_kernel's loop); every routed call's node must have a handle of its
+  // own, set once, by its own test, to the verdict that picks the kernel it ran.
+  void check_graph_routing(std::size_t first_call) {
+    std::map<unsigned long long, int> sets;
+    std::map<unsigned long long, unsigned> condition;
+    for (int slot = 0; slot < exec.ledger.tests(); ++slot)
+      for_each_route_handle(exec.route_table.row(slot), [&](unsigned long long h) {
+        ++sets[h];
+        condition[h] = program.outlier_verdicts[slot] ? 1u : 0u;
+      });
+    std::size_t nodes = 0;
+    for (std::size_t i = first_call; i < exec.routed_calls.size(); ++i, ++nodes) {
+      const auto& call = exec.routed_calls[i];
+      ASSERT_EQ(sets[call.node], 1) << to_string(call.part) << ": its node's condition is set once, by its test";
+      EXPECT_EQ(condition[call.node], static_cast<unsigned>(program.outlier_verdicts[call.slot])) << to_string(call.part);
+      EXPECT_EQ(call.ran, condition[call.node] ? call.sibling : call.int8) << to_string(call.part);
+    }
+    EXPECT_EQ(sets.size(), nodes) << "a handle no node reads";
   }
   std::vector<float> logits() const { return {program.logits, program.logits + program.vocab}; }
 
@@ -1204,6 +1238,37 @@ TEST(GpuStepReplay, OutlierRoutingRunsTheF32SiblingOnExactlyTheVectorsThatTrip) 
   EXPECT_GT(mixed_steps, 0) << "no threshold gave both verdicts: the middle case was not exercised";
 }
 
+// CUDA lets a conditional handle drive one graph node: a test sets the handle of each
+// node that reads its vector, whatever order the nodes of different tests come in.
+TEST(GpuStepReplay, RouteTableRowsHoldEachTestsOwnNodes) {
+  std::mt19937_64 rng(fresh_seed());
+  const int slots = 9;
+  RouteTable table;
+  table.reset(slots);
+  std::vector<std::vector<unsigned long long>> want(slots);
+  for (int node = 0; node < 2 * slots; ++node) {
+    int slot = static_cast<int>(rng() % slots);
+    while (want[slot].size() == static_cast<std::size_t>(kRouteHandlesPerTest)) slot = (slot + 1) % slots;
+    want[slot].push_back(rng());
+    table.add(slot, want[slot].back());
+  }
+  for (int slot = 0; slot < slots; ++slot) {
+    std::vector<unsigned long long> got;
+    for_each_route_handle(table.row(slot), [&](unsigned long long h) { got.push_back(h); });
+    EXPECT_EQ(got, want[slot]) << "slot " << slot;
+  }
+  const int full = static_cast<int>(rng() % slots);
+  while (want[full].size() < static_cast<std::size_t>(kRouteHandlesPerTest)) {
+    want[full].push_back(rng());
+    table.add(full, want[full].back());
+  }
+  EXPECT_THROW(table.add(full, rng()), std::logic_error);
+  EXPECT_THROW(table.add(slots, rng()), std::logic_error);
+  EXPECT_THROW(table.add(-1, rng()), std::logic_error);
+  table.reset(slots);  // a new capture starts from empty rows
+  for (int slot = 0; slot < slots; ++slot) EXPECT_EQ(table.row(slot)[0], 0u);
+}
+
 TEST(GpuPlan, OutlierSiblingsMustBeF32CudaKernelsForTheShape) {
   const LoadedModel m(testing::synthetic_model("llama", "q4_0"));
   const auto cpu_plan = testing::cpu_f32_plan(m.weights);
@@ -1298,8 +1363,8 @@ TEST(GpuMemory, NeedIsWeightsCacheAndScratchAndTheLayoutDoesNotOverlap) {
   EXPECT_EQ(need.kv_cache, 2ull * c.n_layers * context * c.n_head_kv * c.head_dim * sizeof(float));
   EXPECT_EQ(need.context, context);
   const int splits = attention_splits(132, c.n_head, context);
-  for (bool q8_1 : {false, true}) {
-    const ScratchLayout l = scratch_layout(c, splits, q8_1);
+  for (const auto& [q8_1, routing] : std::initializer_list<std::pair<bool, bool>>{{false, false}, {true, false}, {true, true}}) {
+    const ScratchLayout l = scratch_layout(c, splits, q8_1, routing);
     if (!q8_1) {
       EXPECT_EQ(need.scratch, l.bytes);
     }
@@ -1316,6 +1381,13 @@ TEST(GpuMemory, NeedIsWeightsCacheAndScratchAndTheLayoutDoesNotOverlap) {
       regions.push_back({l.act_q8_1, l.act_q8_1_bytes});
     } else {
       EXPECT_EQ(l.act_q8_1_bytes, 0u);
+    }
+    if (routing) {
+      EXPECT_EQ(l.outlier_slots, outlier_slots(c));
+      regions.push_back({l.outlier_verdicts, l.outlier_slots * sizeof(int)});
+      regions.push_back({l.route_table, std::size_t(l.outlier_slots) * kRouteRowWords * sizeof(unsigned long long)});
+    } else {
+      EXPECT_EQ(l.outlier_slots, 0);
     }
     std::sort(regions.begin(), regions.end());
     for (std::size_t i = 0; i < regions.size(); ++i) {
