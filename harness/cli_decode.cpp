@@ -125,7 +125,8 @@ std::vector<std::string> decode_header() {
           "model",         "model_file",        "arch",         "weights_bytes",   "plan",
           "plan_kernels",  "threads",           "prompt_tokens", "generated_tokens", "prompt_tok_s",
           "decode_tok_s",  "decode_ms_per_token", "bytes_per_token", "peak_gbps",     "roofline_tok_s",
-          "roofline_pct",  "temperature",       "seed",         "command"};
+          "roofline_pct",  "temperature",       "seed",         "device",          "cuda_graph",
+          "outlier_routed_calls", "outlier_int8_calls", "command"};
 }
 
 struct DecodeReport {
@@ -431,6 +432,11 @@ int DecodeCommand::run(const std::string& command_line) const {
   print_plan(planned);
   const StepTimes all_steps = add_counts(prompt_times, r.decode_times);
   print_routing(planned, all_steps, "over the prompt and decode");
+  std::int64_t routed_calls = 0, routable_calls = 0;
+  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+    routed_calls += all_steps.routed[i];
+    routable_calls += all_steps.routable[i];
+  }
 
   if (!o.json_out.empty()) {
     nlohmann::json j;
@@ -444,6 +450,7 @@ int DecodeCommand::run(const std::string& command_line) const {
     j["decode_steps"] = r.decode_steps;
     j["threads"] = o.threads;
     j["device"] = o.device;
+    if (backend == Backend::CUDA) j["cuda_graph"] = gpu.graph;
     j["plan"] = plan.describe();
     j["plan_kernels"] = plan_kernels(planned);
     j["bytes_per_token"] = r.bytes_per_token;
@@ -478,7 +485,10 @@ int DecodeCommand::run(const std::string& command_line) const {
                fmt::format("{:.0f}", r.bytes_per_token), fmt::format("{:.3f}", peak),
                fmt::format("{:.3f}", roofline_tok_s),
                fmt::format("{:.2f}", roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0),
-               fmt::format("{}", o.sampler.temperature), std::to_string(o.sampler.seed), ctx.command});
+               fmt::format("{}", o.sampler.temperature), std::to_string(o.sampler.seed), o.device,
+               backend == Backend::CUDA ? (gpu.graph ? "on" : "off") : "",
+               routes_outliers(planned) ? std::to_string(routed_calls) : "",
+               routes_outliers(planned) ? std::to_string(routable_calls) : "", ctx.command});
     fmt::print("appended a row to {}\n", csv.path());
   }
   return 0;

@@ -185,14 +185,15 @@ TEST(DecodeCli, JsonAndCsvRecordTheRun) {
     ASSERT_EQ(r.code, 0) << r.output;
   }
   std::ifstream in(csv);
-  std::string header, row;
+  std::string header, row, last;
   std::getline(in, header);
   int rows = 0;
-  while (std::getline(in, row)) ++rows;
+  for (; std::getline(in, row); ++rows) last = row;
   EXPECT_EQ(rows, 2);  // appended, one header
   for (const char* col : {"model", "plan", "threads", "decode_tok_s", "prompt_tok_s", "machine", "git_commit",
-                          "roofline_pct"})
+                          "roofline_pct", "device", "cuda_graph", "outlier_routed_calls"})
     EXPECT_NE(header.find(col), std::string::npos) << col;
+  EXPECT_NE(last.find(",cpu,,,,"), std::string::npos) << "a CPU run without routing: " << last;
 }
 
 TEST(DecodeCli, GreedyIsDeterministicAndSamplingFollowsTheSeed) {
