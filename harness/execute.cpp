@@ -84,10 +84,14 @@ class WeightCache {
         out = {e.buffer.get(), e.buffer.size()};
         return Status::Ok();
       }
-    // Replace the entry used longest ago, but never the one this call already holds.
+    // Replace the entry used longest ago, but never the one this call already holds
+    // (`keep` is null for the first matrix of a call, when nothing is held: an entry
+    // with no buffer yet is then as free as any other).
     Entry* victim = nullptr;
-    for (Entry& e : entries_)
-      if (e.buffer.get() != keep && (!victim || e.last_use < victim->last_use)) victim = &e;
+    for (Entry& e : entries_) {
+      if (keep && e.buffer.get() == keep) continue;
+      if (!victim || e.last_use < victim->last_use) victim = &e;
+    }
     victim->host = nullptr;
     if (auto st = victim->buffer.resize(bytes, kernel + " weights"); !st.ok()) return st;
     if (auto st = cuda::copy_to_device(victim->buffer.get(), host, bytes, stream, kernel + " weights"); !st.ok())
