@@ -58,6 +58,7 @@ struct GpuForward::Impl {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graph_exec = nullptr;
   bool capturing = false;
+  bool warmed_up = false;  // a step ran op by op: every kernel has launched once
 
   // Outlier routing. In a captured graph each routed matvec is an if/else node with a
   // conditional handle of its own (CUDA allows one node per handle): the test kernel
@@ -497,7 +498,9 @@ int GpuForward::step(int token) {
   if (m.pos >= m.context)
     throw ContextFull(fmt::format("context full: position {} needs a context longer than {} tokens", m.pos, m.context));
   m.pinned->token = token;
-  if (m.graph_mode()) {
+  // The first step runs op by op even with graphs on: the kernels' one-time setup
+  // (occupancy queries cached per device) then happens before, not inside, a capture.
+  if (m.graph_mode() && (m.graph_exec || m.warmed_up)) {
     if (!m.graph_exec) m.capture();
     nvtxRangePushA("decode_step (graph)");
     const cudaError_t err = cudaGraphLaunch(m.graph_exec, m.stream);
@@ -508,6 +511,7 @@ int GpuForward::step(int token) {
     m.events_used = 0;
     m.run_step_body();
     nvtxRangePop();
+    m.warmed_up = true;
   }
   check(cudaStreamSynchronize(m.stream),
         fmt::format("decode step at position {} (--no-cuda-graph with CUDA_LAUNCH_BLOCKING=1 names the op)", m.pos));

@@ -10,8 +10,9 @@
 // SwiGLU, and the sampler, so only the sampled token comes back to the host.
 //
 // The token and the position live in device memory, so one decode step is captured
-// once as a CUDA graph and replayed at every position (attention reads the position
-// when it runs and cuts its work to it). With op timing on, the step runs op by op
+// once as a CUDA graph (at the second step; the first runs op by op, so the kernels'
+// one-time setup is done outside the capture) and replayed at every position after
+// (attention reads the position when it runs and cuts its work to it). With op timing on, the step runs op by op
 // with CUDA events between the ops, and NVTX ranges named after the ops for Nsight.
 //
 // With outlier routing in the plan, a routed matvec's vector is tested on the device

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -37,6 +38,22 @@ inline Status launch_status(const char* kernel) {
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return Status::Ok();
   return Status::Error(std::string(kernel) + ": launch failed: " + cudaGetErrorString(err));
+}
+
+// What every run function checks before launching: pointer alignment for its vector
+// loads (a misaligned vector load faults the whole context; a message is better)
+// and sizes that fit the kernels' int indices.
+inline Status check_launch(const char* kernel, const MatVecArgs& a, std::size_t weight_align, std::size_t act_align) {
+  const auto misaligned = [](const void* p, std::size_t align) {
+    return reinterpret_cast<std::uintptr_t>(p) % align != 0;
+  };
+  if (misaligned(a.w, weight_align))
+    return Status::Error(std::string(kernel) + ": weights must be " + std::to_string(weight_align) + "-byte aligned");
+  if (misaligned(a.x, act_align))
+    return Status::Error(std::string(kernel) + ": activations must be " + std::to_string(act_align) + "-byte aligned");
+  if (a.shape.rows > INT_MAX || a.shape.cols > INT_MAX)
+    return Status::Error(std::string(kernel) + ": shape " + to_string(a.shape) + " is too large");
+  return Status::Ok();
 }
 
 }  // namespace qmv::cuda

@@ -139,22 +139,6 @@ __device__ __forceinline__ float block_sum_to_thread_0(float v, float* scratch) 
   return total;
 }
 
-// What every run function checks before launching: pointer alignment for its vector
-// loads (a misaligned vector load faults the whole context; a message is better)
-// and sizes that fit the kernels' int indices.
-inline Status check_launch(const char* kernel, const MatVecArgs& a, std::size_t weight_align, std::size_t act_align) {
-  const auto misaligned = [](const void* p, std::size_t align) {
-    return reinterpret_cast<std::uintptr_t>(p) % align != 0;
-  };
-  if (misaligned(a.w, weight_align))
-    return Status::Error(std::string(kernel) + ": weights must be " + std::to_string(weight_align) + "-byte aligned");
-  if (misaligned(a.x, act_align))
-    return Status::Error(std::string(kernel) + ": activations must be " + std::to_string(act_align) + "-byte aligned");
-  if (a.shape.rows > INT_MAX || a.shape.cols > INT_MAX)
-    return Status::Error(std::string(kernel) + ": shape " + to_string(a.shape) + " is too large");
-  return Status::Ok();
-}
-
 // How many blocks of `Kernel` (launched with `threads` threads, no dynamic shared
 // memory) the current device holds at once, or 0 when that cannot be queried.
 // Looked up once per device: the occupancy query costs more than a launch.

@@ -13,8 +13,7 @@ constexpr const char* kName = "q5_K.cuda.legacy";
 qmv::Status run(const qmv::MatVecArgs& a) {
   using namespace qmv::cuda;
   using namespace qmv::cuda::q5q6;
-  launch_warp_per_row<Q5KLegacyRow>(a, warp_per_row_grid(a.shape.rows));
-  return launch_status(kName);
+  return launch_warp_per_row<Q5KLegacyRow>(a, warp_per_row_grid(a.shape.rows), kName);
 }
 
 }  // namespace

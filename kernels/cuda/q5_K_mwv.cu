@@ -15,8 +15,7 @@ template <int kWarps>
 qmv::Status run(const qmv::MatVecArgs& a) {
   using namespace qmv::cuda;
   using namespace qmv::cuda::q5q6;
-  launch_multi_warp_row<Q5KMwvRow<kWarps>>(a);
-  return launch_status(kName<kWarps>);
+  return launch_multi_warp_row<Q5KMwvRow<kWarps>>(a, kName<kWarps>);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/q5_K_q6_K_common.h"
@@ -54,30 +55,51 @@ __global__ void __launch_bounds__(Row::kWarpsPerRow * kLanes, 1024 / (Row::kWarp
   }
 }
 
-// The launches; the caller's run() then ends with launch_status(its name).
+// The alignment the row functions' loads need: Q5_K's 176-byte blocks are read in
+// 32-bit words, Q6_K's 210-byte blocks (2-aligned inside a row) in 16-bit ones; f32
+// activations as 16-byte vectors, Q8_1 blocks as 32-bit words.
 template <class Row>
-void launch_warp_per_row(const MatVecArgs& a, int grid) {
+constexpr std::size_t weight_alignment() {
+  return Row::kBlockBytes % 4 == 0 ? 4 : 2;
+}
+template <class Row>
+constexpr std::size_t activation_alignment() {
+  return std::is_same_v<typename Row::Act, float> ? 16 : 4;
+}
+
+// The launches, checked first (a misaligned load would fault the whole context) and
+// followed by launch_status(name).
+template <class Row>
+Status launch_warp_per_row(const MatVecArgs& a, int grid, const char* name) {
+  if (Status s = check_launch(name, a, weight_alignment<Row>(), activation_alignment<Row>()); !s.ok()) return s;
   warp_per_row_kernel<Row><<<grid, kRowWarpsPerBlock * kLanes, 0, stream_of(a)>>>(
       static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y, a.shape.rows,
       a.shape.cols / kSuperBlock);
+  return launch_status(name);
 }
 
 template <class Row>
-void launch_multi_warp_row(const MatVecArgs& a) {
+Status launch_multi_warp_row(const MatVecArgs& a, const char* name) {
+  if (Status s = check_launch(name, a, weight_alignment<Row>(), activation_alignment<Row>()); !s.ok()) return s;
   multi_warp_row_kernel<Row><<<static_cast<unsigned>(a.shape.rows), Row::kWarpsPerRow * kLanes, 0, stream_of(a)>>>(
       static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y,
       a.shape.cols / kSuperBlock);
+  return launch_status(name);
 }
 
 // Thread blocks of one kernel that the current device keeps resident at once (SMs x
 // blocks per SM at the kernel's register and thread use), asked once per device and
-// kept. 0 when the runtime cannot say (the launch then reports the error).
+// kept. 0 when the runtime cannot say (the caller then falls back to a grid that
+// covers every row).
 class ResidentBlocks {
  public:
   template <class Kernel>
   int get(Kernel kernel, int threads) {
     int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      cudaGetLastError();  // leave no error behind for launch_status to report
+      return 0;
+    }
     const bool cacheable = device >= 0 && device < kMaxDevices;
     if (cacheable) {
       const int known = per_device_[device].load(std::memory_order_relaxed);
@@ -85,8 +107,10 @@ class ResidentBlocks {
     }
     int sms = 0, per_sm = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess)
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess) {
+      cudaGetLastError();
       return 0;
+    }
     const int blocks = sms * per_sm;
     if (cacheable && blocks > 0) per_device_[device].store(blocks, std::memory_order_relaxed);
     return blocks;

@@ -13,8 +13,7 @@ constexpr const char* kName = "q6_K.cuda.dp4a";
 qmv::Status run(const qmv::MatVecArgs& a) {
   using namespace qmv::cuda;
   using namespace qmv::cuda::q5q6;
-  launch_warp_per_row<Q6KDp4aRow>(a, warp_per_row_grid(a.shape.rows));
-  return launch_status(kName);
+  return launch_warp_per_row<Q6KDp4aRow>(a, warp_per_row_grid(a.shape.rows), kName);
 }
 
 }  // namespace

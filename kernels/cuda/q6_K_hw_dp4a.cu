@@ -18,8 +18,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
   static ResidentBlocks resident;
   const int blocks = resident.get(warp_per_row_kernel<Q6KHalfWarpRow>, kRowWarpsPerBlock * kLanes);
   const int grid = balanced_warp_per_row_grid(a.shape.rows, blocks);
-  launch_warp_per_row<Q6KHalfWarpRow>(a, grid);
-  return launch_status(kName);
+  return launch_warp_per_row<Q6KHalfWarpRow>(a, grid, kName);
 }
 
 }  // namespace

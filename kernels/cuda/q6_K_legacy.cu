@@ -11,8 +11,7 @@ constexpr const char* kName = "q6_K.cuda.legacy";
 qmv::Status run(const qmv::MatVecArgs& a) {
   using namespace qmv::cuda;
   using namespace qmv::cuda::q5q6;
-  launch_warp_per_row<Q6KLegacyRow>(a, warp_per_row_grid(a.shape.rows));
-  return launch_status(kName);
+  return launch_warp_per_row<Q6KLegacyRow>(a, warp_per_row_grid(a.shape.rows), kName);
 }
 
 }  // namespace
