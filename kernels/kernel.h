@@ -73,6 +73,24 @@ struct MatVecArgs {
   void* stream = nullptr;   // CUDA: cudaStream_t to launch on
 };
 
+// A model's matvec (or fused pair): outputs of shape.rows floats each.
+inline MatVecArgs matvec_args(Shape s, const void* w, std::size_t w_bytes, const void* x, std::size_t x_bytes, float* y,
+                              const void* w2 = nullptr, std::size_t w2_bytes = 0, float* y2 = nullptr) {
+  MatVecArgs a;
+  a.shape = s;
+  a.w = w;
+  a.w_bytes = w_bytes;
+  a.x = x;
+  a.x_bytes = x_bytes;
+  a.y = y;
+  a.y_len = static_cast<std::size_t>(s.rows);
+  a.w2 = w2;
+  a.w2_bytes = w2_bytes;
+  a.y2 = y2;
+  a.y2_len = y2 ? a.y_len : 0;
+  return a;
+}
+
 struct KernelSpec {
   std::string name;  // weights.backend.variant[.params], e.g. "q4_K.cpu.avx2_raw"
   OpKind op = OpKind::MatVec;

@@ -221,17 +221,9 @@ const void* CpuForward::activation(ActFormat f, std::size_t& bytes) {
 
 void CpuForward::invoke_kernel(const KernelSpec& kernel, const Matvec& m, const void* w, std::size_t w_bytes,
                                const void* w2, std::size_t w2_bytes, float* y, float* y2) {
-  MatVecArgs a;
-  a.shape = m.shape;
-  a.w = w;
-  a.w_bytes = w_bytes;
-  a.x = activation(kernel.act, a.x_bytes);
-  a.y = y;
-  a.y_len = static_cast<std::size_t>(m.shape.rows);
-  a.w2 = w2;
-  a.w2_bytes = w2_bytes;
-  a.y2 = y2;
-  a.y2_len = y2 ? a.y_len : 0;
+  std::size_t x_bytes = 0;
+  const void* x = activation(kernel.act, x_bytes);
+  MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, y, w2, w2_bytes, y2);
   a.threads = threads_;
   const Status st = invoke(kernel, a);
   if (!st.ok()) throw std::runtime_error(fmt::format("{} ({}): {}", to_string(m.part), kernel.name, st.error));

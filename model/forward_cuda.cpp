@@ -180,17 +180,9 @@ struct GpuForward::Impl {
   void run_matvec(const KernelSpec& kernel, const cuda::MatvecOp& m, float* y, float* y2, cudaStream_t s) {
     auto launch = [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, float* out,
                       float* out2) {
-      MatVecArgs a;
-      a.shape = m.shape;
-      a.w = w;
-      a.w_bytes = w_bytes;
-      a.x = activation(kernel.act, a.x_bytes);
-      a.y = out;
-      a.y_len = static_cast<std::size_t>(m.shape.rows);
-      a.w2 = w2;
-      a.w2_bytes = w2_bytes;
-      a.y2 = out2;
-      a.y2_len = out2 ? a.y_len : 0;
+      std::size_t x_bytes = 0;
+      const void* x = activation(kernel.act, x_bytes);
+      MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, out, w2, w2_bytes, out2);
       a.stream = s;
       op(static_cast<int>(m.part), kernel.name.c_str(), [&] { return invoke(kernel, a); });
     };
