@@ -79,7 +79,7 @@ int gate_instructions(const std::vector<const KernelSpec*>& kernels, const std::
   }
   const std::vector<Shape> shapes = parse_shapes(shape_text);
   if (shapes.size() != 1) throw std::runtime_error("--instructions-shape takes one shape");
-  // Valgrind does not decode AVX-512: those kernels are left to the timed half.
+  // Valgrind cannot decode 512-bit AVX instructions: those kernels are left to the timed half.
   const std::uint32_t avx512 = CpuFeature::AVX512F | CpuFeature::AVX512BW | CpuFeature::AVX512VL |
                                CpuFeature::AVX512VNNI;
   std::vector<InstructionPoint> points;

@@ -1,7 +1,7 @@
 // The deterministic half of the performance gate: a CPU kernel's executed
 // instructions per weight byte, counted by valgrind's callgrind. Unlike a time, the
 // count does not move with the load of a shared machine, so a small tolerance holds.
-// Valgrind does not decode AVX-512: under it the CPU reports no AVX-512 and those
+// Valgrind cannot decode 512-bit AVX instructions: under it the CPU reports none and those
 // kernels are unavailable, which leaves them to the timed half of the gate.
 #pragma once
 
