@@ -223,41 +223,11 @@ struct GpuForward::Impl {
   void capture_branch(const PendingBranch& b);
 
   void head_step(const cuda::LayerOps& l) {
-    cuda::HeadStepArgs a;
-    a.q = program.q;
-    a.k = program.k;
-    a.v = program.v;
-    a.bq = l.bq;
-    a.bk = l.bk;
-    a.bv = l.bv;
-    a.q_norm = l.q_norm;
-    a.k_norm = l.k_norm;
-    a.rope_cos = program.rope_cos;
-    a.rope_sin = program.rope_sin;
-    a.k_cache = l.k_cache;
-    a.v_cache = l.v_cache;
-    a.state = state();
-    a.n_head = c.n_head;
-    a.n_head_kv = c.n_head_kv;
-    a.head_dim = c.head_dim;
-    a.rope_dim = c.rope_dim;
-    a.interleaved = c.rope == RopeStyle::Interleaved;
-    a.eps = c.rms_eps;
+    const cuda::HeadStepArgs a = cuda::head_step_args(c, program, l);
     op(static_cast<int>(StepPart::QkNormRope), "head_step", [&] { return cuda::launch_head_step(a, stream); });
   }
   void attention(const cuda::LayerOps& l) {
-    cuda::AttentionArgs a;
-    a.q = program.q;
-    a.k_cache = l.k_cache;
-    a.v_cache = l.v_cache;
-    a.partials = program.attn_partials;
-    a.out = program.att;
-    a.state = state();
-    a.n_head = c.n_head;
-    a.n_head_kv = c.n_head_kv;
-    a.head_dim = c.head_dim;
-    a.n_splits = attn_splits;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // as the CPU
+    const cuda::AttentionArgs a = cuda::attention_args(c, program, l, attn_splits);
     op(static_cast<int>(StepPart::Attention), "attention", [&] { return cuda::launch_attention(a, stream); });
   }
   void swiglu(float* gate, const float* up, int n) {

@@ -286,6 +286,46 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
   return p;
 }
 
+HeadStepArgs head_step_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l) {
+  HeadStepArgs a;
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.bq = l.bq;
+  a.bk = l.bk;
+  a.bv = l.bv;
+  a.q_norm = l.q_norm;
+  a.k_norm = l.k_norm;
+  a.rope_cos = p.rope_cos;
+  a.rope_sin = p.rope_sin;
+  a.k_cache = l.k_cache;
+  a.v_cache = l.v_cache;
+  a.state = static_cast<const DecodeState*>(p.state);
+  a.n_head = c.n_head;
+  a.n_head_kv = c.n_head_kv;
+  a.head_dim = c.head_dim;
+  a.rope_dim = c.rope_dim;
+  a.interleaved = c.rope == RopeStyle::Interleaved;
+  a.eps = c.rms_eps;
+  return a;
+}
+
+AttentionArgs attention_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l, int attn_splits) {
+  AttentionArgs a;
+  a.q = p.q;
+  a.k_cache = l.k_cache;
+  a.v_cache = l.v_cache;
+  a.partials = p.attn_partials;
+  a.out = p.att;
+  a.state = static_cast<const DecodeState*>(p.state);
+  a.n_head = c.n_head;
+  a.n_head_kv = c.n_head_kv;
+  a.head_dim = c.head_dim;
+  a.n_splits = attn_splits;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // as the CPU
+  return a;
+}
+
 }  // namespace cuda
 
 namespace {

@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/forward_math_cuda.h"
+#include "model/forward_ops_cuda.h"
 #include "model/plan.h"
 
 namespace qmv::cuda {
@@ -199,6 +200,11 @@ struct StepProgram {
 StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int context,
                               const std::function<const void*(const gguf::Tensor*)>& address_of,
                               const ScratchLayout& layout, void* scratch, void* kv_cache);
+
+// The arguments of a layer's per-head step and attention over `p`'s buffers (both
+// executors launch or replay them with these).
+HeadStepArgs head_step_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l);
+AttentionArgs attention_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l, int attn_splits);
 
 // ---------------------------------------------------------------------------------
 // The decode step, top to bottom, as CpuForward::step: embedding lookup; per layer

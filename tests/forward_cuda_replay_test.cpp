@@ -944,44 +944,8 @@ class ReplayExec {
     run(kernel, m.w, m.shape, x.data(), y);
     if (y2) run(kernel, m.w2, m.shape, x.data(), y2);
   }
-  void head_step(const LayerOps& l) {
-    HeadStepArgs a;
-    a.q = p_.q;
-    a.k = p_.k;
-    a.v = p_.v;
-    a.bq = l.bq;
-    a.bk = l.bk;
-    a.bv = l.bv;
-    a.q_norm = l.q_norm;
-    a.k_norm = l.k_norm;
-    a.rope_cos = p_.rope_cos;
-    a.rope_sin = p_.rope_sin;
-    a.k_cache = l.k_cache;
-    a.v_cache = l.v_cache;
-    a.state = state();
-    a.n_head = c_.n_head;
-    a.n_head_kv = c_.n_head_kv;
-    a.head_dim = c_.head_dim;
-    a.rope_dim = c_.rope_dim;
-    a.interleaved = c_.rope == RopeStyle::Interleaved;
-    a.eps = c_.rms_eps;
-    replay_head_step(a);
-  }
-  void attention(const LayerOps& l) {
-    AttentionArgs a;
-    a.q = p_.q;
-    a.k_cache = l.k_cache;
-    a.v_cache = l.v_cache;
-    a.partials = p_.attn_partials;
-    a.out = p_.att;
-    a.state = state();
-    a.n_head = c_.n_head;
-    a.n_head_kv = c_.n_head_kv;
-    a.head_dim = c_.head_dim;
-    a.n_splits = splits_;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
-    replay_attention(a);
-  }
+  void head_step(const LayerOps& l) { replay_head_step(head_step_args(c_, p_, l)); }
+  void attention(const LayerOps& l) { replay_attention(attention_args(c_, p_, l, splits_)); }
   void swiglu(float* gate, const float* up, int n) {
     for (int i = 0; i < n; ++i) gate[i] = cuda::swiglu(gate[i], up[i]);
   }
