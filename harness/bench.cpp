@@ -332,7 +332,7 @@ double median(std::vector<double> v) {
 
 BenchRow make_gpu_row(const GpuPoint& g, const BenchConfig& cfg) {
   const GpuPeakResult& peak = gpu_peak();
-  BenchRow r = make_row(g.pt, g.matvec_s, cfg, {{g.pt.threads, peak.best_gbps}});
+  BenchRow r = make_row(g.pt, g.matvec_s, cfg, {{g.pt.threads, peak.roofline_gbps()}});
   const cuda::DeviceInfo& dev = cuda::current_device();
   r.launches_per_rep = g.launches;
   r.quant_median_us = median(g.quant_s) * 1e6;

@@ -145,7 +145,10 @@ void print_peak_table(const std::vector<PeakRow>& rows) {
   std::vector<std::vector<std::string>> t;
   for (const auto& r : rows) {
     const bool gpu = r.device != "cpu";
-    t.push_back({gpu ? r.device : "cpu", gpu ? "device-to-device copy" : fmt::format("read, {} thread{}", r.threads, r.threads == 1 ? "" : "s"),
+    const std::string measure = r.device == "cuda-read" ? "streaming read"
+                                : gpu                    ? "device-to-device copy"
+                                    : fmt::format("read, {} thread{}", r.threads, r.threads == 1 ? "" : "s");
+    t.push_back({gpu ? r.device : "cpu", measure,
                  fmt::format("{:.2f}", r.gbps_best), fmt::format("{:.2f}", r.gbps_median),
                  r.datasheet_gbps > 0 ? fmt::format("{:.2f}", r.datasheet_gbps) : "-",
                  fmt::format("{:.0f}", static_cast<double>(r.buffer_bytes) / (1 << 20)), std::to_string(r.repetitions)});
@@ -194,7 +197,8 @@ std::string describe_gpu_peak(const GpuPeakResult& p) {
 // CPU read peaks per thread count; with `gpu`, also the GPU's copy peak where there is
 // a device (printed, and a CSV row of device "cuda").
 std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
-                                    const std::string& out, bool append, bool gpu = false) {
+                                    const std::string& out, bool append, bool gpu = false,
+                                    std::string* gpu_not_measured = nullptr) {
   const bool gpu_columns = gpu && machine_info().gpu != "none";
   std::unique_ptr<CsvWriter> csv;
   if (!out.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out), peak_header(gpu_columns), append);
@@ -213,11 +217,23 @@ std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, c
     const GpuPeakResult g = measure_gpu_copy_bandwidth(reps);
     if (!g.measured) {
       fmt::print("GPU peak: not measured: {}\n", g.why_not);
+      if (gpu_not_measured) *gpu_not_measured = g.why_not;
     } else {
       fmt::print("{}\n", describe_gpu_peak(g));
       PeakRow row{0, static_cast<std::int64_t>(g.bytes), g.repetitions, g.best_gbps, g.median_gbps, "cuda",
                   g.datasheet_gbps};
       if (csv) csv->write(peak_fields(*ctx, row, gpu_columns));
+      if (g.read_measured) {
+        fmt::print("GPU read peak ({}): {:.1f} GB/s (best of {}, median {:.1f}), {:.1f}% of the datasheet; "
+                   "fastest loop: {}\n",
+                   machine_info().gpu, g.read_best_gbps, g.repetitions, g.read_median_gbps,
+                   g.datasheet_gbps > 0 ? 100 * g.read_best_gbps / g.datasheet_gbps : 0.0, g.read_loop);
+        PeakRow read{0, static_cast<std::int64_t>(g.read_bytes), g.repetitions, g.read_best_gbps, g.read_median_gbps,
+                     "cuda-read", g.datasheet_gbps};
+        if (csv) csv->write(peak_fields(*ctx, read, gpu_columns));
+      } else {
+        fmt::print("GPU read peak: {}\n", g.read_loop);
+      }
     }
     std::fflush(stdout);
   }
@@ -360,8 +376,8 @@ int run_cli(int argc, char** argv) {
   // peak
   auto* peak = app.add_subcommand(
       "peak", "Measure the machine's memory bandwidth: a STREAM-like read per thread count, and with a CUDA "
-              "device a device-to-device copy next to the datasheet figure");
-  std::string peak_threads = "1,all", peak_out;
+              "device a streaming read and a device-to-device copy next to the datasheet figure");
+  std::string peak_threads = "1,all", peak_out, peak_device = "all";
   int peak_reps = 7;
   bool peak_append = false;
   peak->add_option("--threads", peak_threads, "Thread counts, e.g. 1,2 or all")->capture_default_str();
@@ -369,6 +385,10 @@ int run_cli(int argc, char** argv) {
       ->capture_default_str();
   peak->add_option("--out", peak_out, "Write a CSV ({machine} expands to this machine's name)");
   peak->add_flag("--append", peak_append, "Append to --out instead of replacing it");
+  peak->add_option("--device", peak_device,
+                   "cpu, cuda (the GPU alone: exits 1 when there is no device to measure) or all")
+      ->check(CLI::IsMember({"cpu", "cuda", "all"}))
+      ->capture_default_str();
 
   // gguf
   auto* gguf_cmd = app.add_subcommand("gguf", "Validate a GGUF file and print its metadata and tensors");
@@ -507,6 +527,14 @@ int run_cli(int argc, char** argv) {
       });
       if (csv) fmt::print("wrote {}\n", csv->path());
       fmt::print("check: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
+      // Asked only for CUDA kernels and none could run (no device, say): a run that
+      // checked nothing must not pass as a run that checked everything.
+      const bool only_cuda = std::all_of(kernels.begin(), kernels.end(),
+                                         [](const KernelSpec* k) { return k->backend == Backend::CUDA; });
+      if (only_cuda && passed + failed == 0) {
+        fmt::print(stderr, "check: no CUDA kernel ran ({} skipped): nothing was checked\n", skipped);
+        return 1;
+      }
       return failed ? 1 : 0;
     }
 
@@ -573,8 +601,14 @@ int run_cli(int argc, char** argv) {
 
     if (*peak) {
       const RunContext ctx = current_context(cmd);
-      measure_peaks(parse_threads(peak_threads), peak_reps, &ctx, peak_out, peak_append, true);
+      const auto cpu_threads = peak_device == "cuda" ? std::vector<int>{} : parse_threads(peak_threads);
+      std::string gpu_not_measured;
+      measure_peaks(cpu_threads, peak_reps, &ctx, peak_out, peak_append, peak_device != "cpu", &gpu_not_measured);
       if (!peak_out.empty()) fmt::print("wrote {}\n", expand_machine(peak_out));
+      if (peak_device == "cuda" && !gpu_not_measured.empty()) {
+        fmt::print(stderr, "peak: the GPU was not measured: {}\n", gpu_not_measured);
+        return 1;
+      }
       return 0;
     }
 

@@ -123,11 +123,11 @@ std::vector<float> cuda_logits(const LoadedModel&, const std::vector<PlannedMatv
 
 #endif
 
-// The roofline's bandwidth: the harness's device-to-device copy peak (0 without a
+// The roofline's bandwidth: the harness's GPU read peak (the copy where the read could not run; 0 without a
 // device, so no roofline).
 double cuda_read_bandwidth_gbps() {
   const GpuPeakResult& peak = gpu_peak();
-  return peak.measured ? peak.best_gbps : 0.0;
+  return peak.measured ? peak.roofline_gbps() : 0.0;
 }
 
 std::string describe_cuda_run(const CudaDecodeRun& r) {

@@ -102,6 +102,19 @@ GpuPeakResult measure_gpu_copy_bandwidth(int repetitions) {
   r.repetitions = static_cast<int>(g.size());
   r.best_gbps = g.back();
   r.median_gbps = g[g.size() / 2];
+  // The read buffer may be twice the copy's: one buffer instead of two.
+  const cuda::ReadBandwidth rd = cuda::measure_read_bandwidth(2 * bytes, repetitions);
+  if (rd.error.empty() && !rd.gbps.empty()) {
+    std::vector<double> rg = rd.gbps;
+    std::sort(rg.begin(), rg.end());
+    r.read_measured = true;
+    r.read_bytes = rd.buffer_bytes;
+    r.read_best_gbps = rg.back();
+    r.read_median_gbps = rg[rg.size() / 2];
+    r.read_loop = rd.loop;
+  } else {
+    r.read_loop = "not measured: " + rd.error;
+  }
 #else
   (void)repetitions;
   r.why_not = "this qmvlab was built without CUDA (QMV_CUDA=OFF)";

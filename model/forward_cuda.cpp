@@ -128,7 +128,8 @@ struct GpuForward::Impl {
   // The executor decode_step runs, in its order.
   void embed() {
     op(static_cast<int>(StepPart::Embed), cuda::kDequantizeRowName, [&] {
-      return cuda::dequantize_row_at(program.embd_type, program.token_embd, &state()->token, program.x, c.n_embd,
+      return cuda::dequantize_row_at(program.embd_type, program.token_embd, c.vocab_size, &state()->token, program.x,
+                                     c.n_embd,
                                      stream);
     });
     op(static_cast<int>(StepPart::Embed), "rope_table", [&] {
@@ -171,9 +172,13 @@ struct GpuForward::Impl {
     activation(m.kernel->act, unused);
     if (capturing) {
       routed_in_graph(m, slot, y, y2);
-    } else {
-      run_matvec(trips ? *m.outlier_kernel : *m.kernel, m, y, y2, stream);
+      return;
     }
+    // The op-by-op step before a capture launches every kernel the graph may run, so
+    // none does its one-time setup inside the capture: the branch this vector did not
+    // take runs first, and the one it took then overwrites its output.
+    if (!warmed_up && graph_mode()) run_matvec(trips ? *m.kernel : *m.outlier_kernel, m, y, y2, stream);
+    run_matvec(trips ? *m.outlier_kernel : *m.kernel, m, y, y2, stream);
   }
   // `kernel` on the matvec's weights, on stream `s`; a plain kernel standing in for a
   // fused op runs once per matrix.

@@ -453,6 +453,7 @@ QMV_HD int sample_tokens(Team& team, SampleScratch& s, const float* logits, int 
   KeepRule rule;
   rule.max_logit = s.best[0].value;
   rule.temperature = p.temperature;
+  const int top_token = s.best[0].index;
   team.sync();  // every thread has read s.best[0] and s.bad[0]
 
   // Top-k: the k-th largest key, and how many of its ties to keep.
@@ -555,6 +556,12 @@ QMV_HD int sample_tokens(Team& team, SampleScratch& s, const float* logits, int 
   const fixed_mass total = s.total;
   fixed_mass r = static_cast<fixed_mass>(uniform01(p.seed, static_cast<std::uint64_t>(position)) * static_cast<double>(total));
   if (r >= total) r = total - 1;  // u * total rounded up to total
+  // The pick starts as the top token, so a draw that no chunk claims (a kept mass that
+  // rounded to nothing) returns the most likely token, never the previous step's pick.
+  team.each([&](int t) {
+    if (t == 0) s.pick = top_token;
+  });
+  team.sync();
   team.each([&](int t) {
     const fixed_mass begin = s.mass[t];
     const fixed_mass end = t + 1 < kSampleThreads ? s.mass[t + 1] : total;

@@ -264,13 +264,15 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 Status launch_rope_table(const DecodeState* state, float* cos_table, float* sin_table, int rope_dim, float freq_base,
                          void* stream) {
-  rope_table_kernel<<<1, 128, 0, as_stream(stream)>>>(state, cos_table, sin_table, rope_dim, freq_base);
-  return launch_status("rope_table");
+  return launch_checked("rope_table", [&] {
+    rope_table_kernel<<<1, 128, 0, as_stream(stream)>>>(state, cos_table, sin_table, rope_dim, freq_base);
+  });
 }
 
 Status launch_rms_norm(float* x, const float* delta, const float* weight, float* y, int n, float eps, void* stream) {
-  rms_norm_kernel<<<1, kNormThreads, 0, as_stream(stream)>>>(x, delta, weight, y, n, eps);
-  return launch_status("rms_norm");
+  return launch_checked("rms_norm", [&] {
+    rms_norm_kernel<<<1, kNormThreads, 0, as_stream(stream)>>>(x, delta, weight, y, n, eps);
+  });
 }
 
 Status launch_head_step(const HeadStepArgs& a, void* stream) {
@@ -279,35 +281,43 @@ Status launch_head_step(const HeadStepArgs& a, void* stream) {
                          std::to_string(a.rope_dim) + " outside what the kernel holds (head_dim <= " +
                          std::to_string(kMaxHeadDim) + ")");
   const int tasks = head_tasks(a.n_head, a.n_head_kv);
-  head_step_kernel<<<(tasks + kHeadWarpsPerCta - 1) / kHeadWarpsPerCta, kHeadWarpsPerCta * kWarp, 0,
-                     as_stream(stream)>>>(a);
-  return launch_status("head_step");
+  return launch_checked("head_step", [&] {
+    head_step_kernel<<<(tasks + kHeadWarpsPerCta - 1) / kHeadWarpsPerCta, kHeadWarpsPerCta * kWarp, 0,
+                       as_stream(stream)>>>(a);
+  });
 }
 
 Status launch_attention(const AttentionArgs& a, void* stream) {
   if (a.head_dim > kMaxHeadDim)
     return Status::Error("attention: head_dim " + std::to_string(a.head_dim) + " above " + std::to_string(kMaxHeadDim));
-  attention_partial_kernel<<<dim3(a.n_head, a.n_splits), kAttnWarps * kWarp, 0, as_stream(stream)>>>(a);
-  if (Status st = launch_status("attention_partial"); !st.ok()) return st;
-  attention_merge_kernel<<<a.n_head, kAttnWarps * kWarp, 0, as_stream(stream)>>>(a);
-  return launch_status("attention_merge");
+  if (Status st = launch_checked("attention_partial", [&] {
+        attention_partial_kernel<<<dim3(a.n_head, a.n_splits), kAttnWarps * kWarp, 0, as_stream(stream)>>>(a);
+      });
+      !st.ok())
+    return st;
+  return launch_checked("attention_merge", [&] {
+    attention_merge_kernel<<<a.n_head, kAttnWarps * kWarp, 0, as_stream(stream)>>>(a);
+  });
 }
 
 Status launch_swiglu(float* gate, const float* up, int n, void* stream) {
   const int threads = 256, ctas = (n + threads - 1) / threads;
-  swiglu_kernel<<<ctas, threads, 0, as_stream(stream)>>>(gate, up, n);
-  return launch_status("swiglu");
+  return launch_checked("swiglu", [&] {
+    swiglu_kernel<<<ctas, threads, 0, as_stream(stream)>>>(gate, up, n);
+  });
 }
 
 Status launch_outlier_test(const float* x, int n, double k, int* verdict, const unsigned long long* route_row,
                            void* stream) {
-  outlier_test_kernel<<<1, kOutlierThreads, 0, as_stream(stream)>>>(x, n, k, verdict, route_row);
-  return launch_status("outlier_test");
+  return launch_checked("outlier_test", [&] {
+    outlier_test_kernel<<<1, kOutlierThreads, 0, as_stream(stream)>>>(x, n, k, verdict, route_row);
+  });
 }
 
 Status launch_sample(const float* logits, int n, const SampleParams& params, DecodeState* state, void* stream) {
-  sample_kernel<<<1, kSampleThreads, 0, as_stream(stream)>>>(logits, n, params, state);
-  return launch_status("sample");
+  return launch_checked("sample", [&] {
+    sample_kernel<<<1, kSampleThreads, 0, as_stream(stream)>>>(logits, n, params, state);
+  });
 }
 
 }  // namespace qmv::cuda

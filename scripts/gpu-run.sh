@@ -1,36 +1,45 @@
 #!/usr/bin/env bash
-# The GPU run, in two halves.
+# The GPU run: build a bundle here, run its steps on a machine with a CUDA device.
 #
-#   scripts/gpu-run.sh bundle   here, on the build machine: builds qmvlab and qmv_tests
-#                               for sm_90 (H100/H200) and copies them, with every shared
-#                               library they link except the C library's own, into
-#                               build/gpu-bundle/ (bin/, lib/).
-#   scripts/gpu-run.sh device   on the GPU machine (nvcc and CMake but none of our Debian
-#                               libraries, no network): from the bundle, qmvlab list, the
-#                               GPU peak, the check of every CUDA kernel, the GPU tests and
-#                               a cold bench of the CUDA kernels on the FFN shapes
-#                               4096x14336 and 14336x4096; CSVs and logs go to
-#                               results/<gpu>/ and, where the device tool set OUT, to
-#                               $OUT/<gpu>/ so they come back.
+#   scripts/gpu-run.sh bundle          on the build machine: qmvlab and qmv_tests for sm_90
+#                                      (H100/H200) with every shared library they link except
+#                                      the C library's own, in build/gpu-bundle/{bin,lib}, and
+#                                      build/gpu-bundle/requires (the driver and glibc the
+#                                      bundle needs).
+#   scripts/gpu-run.sh device [STEP..] on the GPU machine (a CUDA driver, no network, none of
+#                                      our Debian libraries): the steps below, in order.
 #
-#   scripts/gpu-run.sh decode   on the GPU machine: makes a Llama-2-7B-shaped Q4_K_M model
-#                               there and runs scripts/plan_sweep.py over the GPU variants
-#                               (results/<gpu>/decode-plans.csv), then the auto plan and an
-#                               int8 plan with and without outlier routing (decode.csv).
+# Steps (default: probe list peak check tests bench):
+#   probe     GPU name, driver, glibc; stops at once, in one line, where the bundle cannot run
+#   list      the registered kernels; fails when no CUDA kernel is available
+#   peak      the CPU read peak, the GPU device-to-device copy and the GPU read peak
+#   check     every CUDA kernel against the reference, default shapes plus 128256x4096
+#             (hw_dp4a's grid-stride path); fails when it checked no CUDA kernel
+#   tests     the device tests of qmv_tests (not the CPU replays); fails when none ran
+#   bench     cold bench of every CUDA kernel on the Llama-2-7B and Llama-3-8B shapes
+#   ffn       cold bench of every CUDA kernel on the FFN shapes 4096x14336, 14336x4096 only
+#   profile   Nsight Compute counters of the Q4_K/Q6_K kernels on the FFN shapes (ncu)
+#   accuracy  the accuracy study with the GPU rows
+#   decode    a Llama-2-7B-shaped Q4_K_M model made there; the plan sweep over the GPU
+#             variants; the auto plan and an int8 plan with and without outlier routing
+#   realmodel the greedy text of models/*.gguf (or QMV_REAL_MODEL) on the GPU and the CPU
 #
-# With the device tool: run `scripts/gpu-run.sh bundle` here, then
-#   run(command="scripts/gpu-run.sh device", carry=["build/gpu-bundle"])
-# (the bundle is about 45 MiB of the 64 MiB a call may carry).
+# Each step writes its log and CSV into results/<gpu>/ as it ends; where OUT is set (the
+# device tool's output folder) that folder is also packed into $OUT/<gpu>.tar.gz after
+# every step, so a call stopped at its time limit keeps what finished. The run fails
+# (exit 1) when any step failed or ran nothing, naming them.
 #
 # Environment: QMV_CUDA_ARCHS (default 90), QMV_GPU_BUILD_DIR (default build/gpu),
-# QMV_GPU_BUNDLE (default build/gpu-bundle), QMV_GPU_CHECK_SHAPES (default "default"),
-# QMV_GPU_BENCH_SHAPES (default 4096x14336,14336x4096).
+# QMV_GPU_BUNDLE (default build/gpu-bundle), QMV_GPU_RESULTS (default results/<gpu>),
+# QMV_GPU_STEP_TIMEOUT (seconds per step, default 420), QMV_GPU_MODEL (the decode model,
+# made when missing), QMV_REAL_MODEL (the realmodel step's GGUF).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir=${QMV_GPU_BUILD_DIR:-build/gpu}
 bundle=${QMV_GPU_BUNDLE:-build/gpu-bundle}
-max_bundle_mib=60
+# The device tool carries 64 MiB: the bundle and the working tree together.
+max_carry_mib=62
 
 bundle() {
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON -DQMV_CUDA=ON \
@@ -39,6 +48,7 @@ bundle() {
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   cp "$build_dir/qmvlab" "$build_dir/tests/qmv_tests" "$bundle/bin/"
+  strip --strip-unneeded "$bundle/bin/qmvlab" "$bundle/bin/qmv_tests"
   # Every library the loader resolves, except the C library's family (the GPU
   # machine's own is newer, and mixing loaders breaks) and the CUDA driver (it must be
   # the machine's own).
@@ -49,12 +59,25 @@ bundle() {
         *) cp -L "$lib" "$bundle/lib/" ;;
       esac
     done
-  local mib
+  # What the machine must have: the newest glibc symbol version any bundled file asks
+  # for, and the driver the bundled CUDA runtime needs (CUDA 13 runtimes: driver 580).
+  local glibc cudart_major driver=0
+  glibc=$(objdump -T "$bundle"/bin/* "$bundle"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' |
+    sort -uV | tail -1)
+  cudart_major=$(cd "$bundle/lib" && ls libcudart.so.* 2>/dev/null | head -1 | sed -E 's/libcudart\.so\.([0-9]+).*/\1/')
+  case "$cudart_major" in
+    13) driver=580 ;;
+    12) driver=525 ;;
+  esac
+  printf 'glibc %s\ndriver %s\n' "${glibc:-0}" "$driver" >"$bundle/requires"
+  local mib tree_mib
   mib=$(du -sm "$bundle" | cut -f1)
-  echo "bundle: $bundle, $mib MiB:"
+  tree_mib=$(( $( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -cm --files0-from=- 2>/dev/null |
+    tail -1 | cut -f1) ))
+  echo "bundle: $bundle, $mib MiB (needs glibc >= ${glibc:-?}, driver >= $driver); the tree: $tree_mib MiB"
   ls -l "$bundle/bin" "$bundle/lib"
-  if ((mib > max_bundle_mib)); then
-    echo "gpu-run.sh: the bundle ($mib MiB) leaves too little of the device tool's 64 MiB for the tree" >&2
+  if ((mib + tree_mib > max_carry_mib)); then
+    echo "gpu-run.sh: the bundle ($mib MiB) and the tree ($tree_mib MiB) exceed the $max_carry_mib MiB a device call carries" >&2
     exit 1
   fi
   # The binaries must start from the bundle alone (the loader finds nothing missing).
@@ -65,16 +88,193 @@ bundle() {
   fi
 }
 
-# Runs a step, its output to the terminal and to $results/<name>.log, and its time.
-step() {
+# ---------------------------------------------------------------------------------
+# On the device
+
+gpu_name() {
+  local g
+  g=$({ nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true; } | head -1 |
+    tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
+  echo "${g:-unknown-gpu}"
+}
+
+# Packs results/<gpu>/ into $OUT after each step (the device tool returns at most 8
+# files, so one archive), written under another name and renamed.
+save() {
+  [[ -n ${OUT:-} ]] || return 0
+  tar -czf "$OUT/.partial.tar.gz" -C "$(dirname "$results")" "$(basename "$results")" &&
+    mv "$OUT/.partial.tar.gz" "$OUT/$gpu.tar.gz"
+}
+
+# Runs a step's command with a time limit, its output to the terminal and to
+# results/<gpu>/<name>.log; records a failure under the step's name.
+run_step() {
   local name=$1
   shift
   echo
   echo "== $name: $*"
   local start=$SECONDS status=0
-  "$@" 2>&1 | tee "$results/$name.log" || status=$?
+  timeout --signal=INT --kill-after=20 "${QMV_GPU_STEP_TIMEOUT:-420}" "$@" 2>&1 | tee "$results/$name.log" ||
+    status=${PIPESTATUS[0]}
   echo "== $name: exit $status after $((SECONDS - start)) s"
-  ((status == 0)) || failed+=("$name")
+  ((status == 0)) || failed+=("$name (exit $status)")
+  save
+  return 0
+}
+
+# Fails the step `name` when `pattern` (an extended regex) has no match in its log.
+require_in_log() {
+  local name=$1 pattern=$2 why=$3
+  if ! grep -Eq "$pattern" "$results/$name.log"; then
+    echo "gpu-run.sh: $name: $why"
+    failed+=("$name ($why)")
+  fi
+}
+
+version_at_least() {  # version_at_least HAVE NEED
+  [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" == "$2" ]]
+}
+
+step_probe() {
+  {
+    echo "machine: $(uname -srm), $(nproc) cores"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem \
+      --format=csv 2>&1 || true
+  } | tee "$results/probe.log"
+  local driver glibc need_glibc need_driver
+  driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 | cut -d. -f1 || true)
+  glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+  need_glibc=$(awk '$1 == "glibc" {print $2}' "$bundle/requires" 2>/dev/null || echo 0)
+  need_driver=$(awk '$1 == "driver" {print $2}' "$bundle/requires" 2>/dev/null || echo 0)
+  echo "driver ${driver:-none}, glibc ${glibc:-unknown}; the bundle needs driver >= $need_driver, glibc >= $need_glibc" |
+    tee -a "$results/probe.log"
+  if [[ -z $driver ]]; then
+    echo "gpu-run.sh: no CUDA device: nvidia-smi finds no GPU here, so nothing on the GPU can run" | tee -a "$results/probe.log"
+    save
+    exit 1
+  fi
+  if ((driver < need_driver)); then
+    echo "gpu-run.sh: the bundle cannot run here: its CUDA runtime needs driver >= $need_driver, this machine has $driver" |
+      tee -a "$results/probe.log"
+    save
+    exit 1
+  fi
+  if [[ -n $glibc ]] && ! version_at_least "$glibc" "$need_glibc"; then
+    echo "gpu-run.sh: the bundle cannot run here: its libraries need glibc >= $need_glibc, this machine has $glibc" |
+      tee -a "$results/probe.log"
+    save
+    exit 1
+  fi
+  save
+}
+
+step_list() {
+  run_step list "$qmvlab" list --kernels '*.cuda.*'
+  require_in_log list '\| +yes +\|' "no CUDA kernel is available on this device"
+}
+
+step_peak() {
+  run_step peak "$qmvlab" peak --threads all --out "$results/peak.csv"
+  require_in_log peak 'GPU read peak' "the GPU peak was not measured"
+}
+
+step_check() {
+  run_step check "$qmvlab" check --kernels '*.cuda.*' --shapes default,128256x4096 --out "$results/check.csv"
+  require_in_log check 'check: [1-9][0-9]* passed' "no CUDA kernel passed a check"
+}
+
+step_tests() {
+  # The device tests only: the CPU replays of the CUDA arithmetic run in CI.
+  run_step tests "$tests" \
+    --gtest_filter='Cuda.*:CudaExecute.*:CudaDeathTest.*:CudaBench.*:CudaQuantize.*:GpuForwardDevice.*'
+  require_in_log tests '\[  PASSED  \] [1-9]' "no device test passed"
+  if grep -q '\[  SKIPPED \]' "$results/tests.log"; then
+    echo "gpu-run.sh: tests: device tests skipped on a machine with a device:"
+    grep '\[  SKIPPED \]' "$results/tests.log"
+    failed+=("tests (skipped on a device)")
+  fi
+}
+
+step_bench() {
+  run_step bench "$qmvlab" bench --kernels '*.cuda.*' --shapes llama-2-7b,llama-3-8b --min-time 0.05 \
+    --out "$results/bench.csv"
+  require_in_log bench 'GB/s' "no kernel was timed"
+}
+
+step_ffn() {
+  run_step ffn "$qmvlab" bench --kernels '*.cuda.*' --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
+    --out "$results/bench-ffn.csv"
+  require_in_log ffn 'GB/s' "no kernel was timed"
+}
+
+step_profile() {
+  local ncu
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1 || true)
+  if [[ -z $ncu ]]; then
+    echo "gpu-run.sh: profile: no ncu on this machine" | tee "$results/profile.log"
+    failed+=("profile (no ncu)")
+    return 0
+  fi
+  # One launch of each kernel per shape, caches flushed between replays (cold).
+  local metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+  metrics+=,l1tex__throughput.avg.pct_of_peak_sustained_active,lts__throughput.avg.pct_of_peak_sustained_elapsed
+  metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active
+  metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size
+  metrics+=,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio
+  run_step profile "$ncu" --csv --metrics "$metrics" --cache-control all --clock-control none \
+    "$qmvlab" check --kernels "${QMV_PROFILE_KERNELS:-q4_K.cuda.*,q6_K.cuda.*}" --shapes 4096x14336,14336x4096 \
+    --seed 7
+  require_in_log profile 'dram__throughput' "ncu read no counter"
+}
+
+step_accuracy() {
+  run_step accuracy "$qmvlab" accuracy --kernels '*.cuda.*' --out "$results/accuracy.csv"
+}
+
+step_decode() {
+  local model=${QMV_GPU_MODEL:-/tmp/qmv-models/llama-2-7b-q4_K_m.gguf}
+  mkdir -p "$(dirname "$model")"
+  [[ -s $model ]] || run_step make-model "$qmvlab" make-model --preset llama-2-7b --mix q4_K_m --out "$model"
+  run_step plan-sweep python3 scripts/plan_sweep.py --qmvlab "$qmvlab" --model "$model" --device cuda --plans gpu \
+    --reference-plan 'q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32' --out "$results/decode-plans.csv" \
+    --log "$results/plan-sweep-commands.log"
+  require_in_log plan-sweep 'tok/s' "no plan decoded"
+  local prompt=1,450,4996,310,278,3303,338
+  run_step decode "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 --ignore-eos \
+    --quiet --out "$results/decode.csv"
+  # An int8 plan without and with outlier routing: what the device-side test and the
+  # graph's if/else nodes cost per token (the routed calls are in the log).
+  run_step decode-int8 "$qmvlab" decode --model "$model" --device cuda \
+    --plan 'q4_K=q4_K.cuda.hw_dp4a,q6_K=q6_K.cuda.hw_dp4a' --prompt-tokens "$prompt" -n 128 --ignore-eos --quiet \
+    --out "$results/decode.csv"
+  run_step decode-routed "$qmvlab" decode --model "$model" --device cuda \
+    --plan 'q4_K=q4_K.cuda.hw_dp4a,q6_K=q6_K.cuda.hw_dp4a' --route-outliers --prompt-tokens "$prompt" -n 128 \
+    --ignore-eos --quiet --out "$results/decode.csv"
+}
+
+step_realmodel() {
+  local model=${QMV_REAL_MODEL:-}
+  [[ -n $model ]] || model=$(ls models/*.gguf 2>/dev/null | head -1 || true)
+  if [[ -z $model || ! -s $model ]]; then
+    echo "gpu-run.sh: realmodel: no model file (QMV_REAL_MODEL or models/*.gguf)" | tee "$results/realmodel.log"
+    failed+=("realmodel (no model)")
+    return 0
+  fi
+  local common=(decode --model "$model" --prompt "The capital of France is" -n 48 --quiet)
+  run_step realmodel-gpu "$qmvlab" "${common[@]}" --device cuda --json "$results/realmodel-gpu.json"
+  run_step realmodel-cpu "$qmvlab" "${common[@]}" --device cpu --json "$results/realmodel-cpu.json"
+  if [[ -s $results/realmodel-gpu.json && -s $results/realmodel-cpu.json ]]; then
+    python3 - "$results/realmodel-cpu.json" "$results/realmodel-gpu.json" <<'EOF' | tee "$results/realmodel.log"
+import json, sys
+cpu, gpu = (json.load(open(p)) for p in sys.argv[1:3])
+a, b = cpu["generated_tokens"], gpu["generated_tokens"]
+same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+print(f"greedy tokens: {same} of {len(a)} identical before the first difference")
+print("cpu:", repr(cpu.get("text", "")))
+print("gpu:", repr(gpu.get("text", "")))
+EOF
+  fi
+  save
 }
 
 device() {
@@ -82,80 +282,39 @@ device() {
     echo "gpu-run.sh: no $bundle/bin/qmvlab: run 'scripts/gpu-run.sh bundle' on the build machine and carry $bundle" >&2
     exit 1
   fi
-  export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  local qmvlab=$PWD/$bundle/bin/qmvlab tests=$PWD/$bundle/bin/qmv_tests gpu
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem --format=csv ||
-    echo "nvidia-smi: not available"
-  # results/<gpu>/: the GPU's name as qmvlab names machines (lower case, dashes).
-  gpu=$({ nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true; } | head -1 |
-    tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
-  gpu=${gpu:-unknown-gpu}
-  results=results/$gpu
+  bundle=$(cd "$bundle" && pwd)
+  export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  qmvlab=$bundle/bin/qmvlab
+  tests=$bundle/bin/qmv_tests
+  gpu=$(gpu_name)
+  results=${QMV_GPU_RESULTS:-results/$gpu}
   mkdir -p "$results"
   failed=()
-
-  step list "$qmvlab" list
-  step peak "$qmvlab" peak --threads all --out "$results/peak.csv"
-  if "$qmvlab" list --kernels '*.cuda.*' >/dev/null 2>&1; then
-    step check "$qmvlab" check --kernels '*.cuda.*' --shapes "${QMV_GPU_CHECK_SHAPES:-default}" --out "$results/check.csv"
-  else
-    echo "no CUDA kernel is registered in this qmvlab: no check or bench of kernels"
-  fi
-  step gpu-tests "$tests" --gtest_filter='Cuda*:*Cuda*:Gpu*' --gtest_brief=1
-  if "$qmvlab" list --kernels '*.cuda.*' >/dev/null 2>&1; then
-    step bench "$qmvlab" bench --kernels '*.cuda.*' --shapes "${QMV_GPU_BENCH_SHAPES:-4096x14336,14336x4096}" \
-      --threads 1 --out "$results/bench.csv"
-  fi
-
-  if [[ -n ${OUT:-} ]]; then
-    mkdir -p "$OUT/$gpu"
-    cp "$results"/*.csv "$results"/*.log "$OUT/$gpu/" 2>/dev/null || true
-  fi
+  local steps=("$@")
+  ((${#steps[@]})) || steps=(probe list peak check tests bench)
+  [[ ${steps[0]} == probe ]] || step_probe
+  local s
+  for s in "${steps[@]}"; do
+    case "$s" in
+      probe | list | peak | check | tests | bench | ffn | profile | accuracy | decode | realmodel) "step_$s" ;;
+      *) echo "gpu-run.sh: unknown step '$s'" >&2; exit 2 ;;
+    esac
+  done
+  save
   echo
   ls -l "$results"
   if ((${#failed[@]})); then
-    echo "gpu-run.sh: failed: ${failed[*]}"
+    echo "gpu-run.sh: FAILED: ${failed[*]}"
     exit 1
   fi
-  echo "gpu-run.sh: every step passed"
-}
-
-# The GPU decode on the device: a Llama-2-7B-shaped Q4_K_M model made there (no model
-# file travels), then the plan sweep over the GPU variants (tokens/s with and without
-# CUDA graphs, logits NMSE and top-1 agreement against the CPU's f32-activation plan).
-decode_sweep() {
-  [[ -x $bundle/bin/qmvlab ]] || { echo "gpu-run.sh: no $bundle/bin/qmvlab (run bundle here, carry it)" >&2; exit 1; }
-  export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  local qmvlab=$PWD/$bundle/bin/qmvlab gpu model=${QMV_GPU_MODEL:-/tmp/qmv-models/llama-2-7b-q4_K_m.gguf}
-  gpu=$({ nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true; } | head -1 |
-    tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
-  results=results/${gpu:-unknown-gpu}
-  mkdir -p "$results" "$(dirname "$model")"
-  [[ -s $model ]] || "$qmvlab" make-model --preset llama-2-7b --mix q4_K_m --out "$model"
-  python3 scripts/plan_sweep.py --qmvlab "$qmvlab" --model "$model" --device cuda --plans gpu \
-    --reference-plan 'q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32' --out "$results/decode-plans.csv"
-  local prompt=1,450,4996,310,278,3303,338
-  "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 --ignore-eos \
-    --quiet --out "$results/decode.csv" | tee "$results/decode.log"
-  # An int8 plan without and with outlier routing: what the device-side test and the
-  # graph's if/else nodes cost per token (the routed calls are in the log).
-  local route
-  for route in "" "--route-outliers"; do
-    "$qmvlab" decode --model "$model" --device cuda --plan 'q4_K=q4_K.cuda.hw_dp4a,q6_K=q6_K.cuda.hw_dp4a' $route \
-      --prompt-tokens "$prompt" -n 128 --ignore-eos --quiet --out "$results/decode.csv" | tee -a "$results/decode.log"
-  done
-  if [[ -n ${OUT:-} ]]; then
-    mkdir -p "$OUT/${gpu:-unknown-gpu}"
-    cp "$results"/decode*.csv "$results"/decode.log "$OUT/${gpu:-unknown-gpu}/"
-  fi
+  echo "gpu-run.sh: every step passed: ${steps[*]}"
 }
 
 case "${1:-}" in
   bundle) bundle ;;
-  device) device ;;
-  decode) decode_sweep ;;
+  device) shift; device "$@" ;;
   *)
-    echo "usage: scripts/gpu-run.sh bundle|device|decode (see the comment at the top)" >&2
+    echo "usage: scripts/gpu-run.sh bundle | device [STEP...] (see the comment at the top)" >&2
     exit 2
     ;;
 esac

@@ -85,13 +85,22 @@ def compare_logits(ref_path, path):
     return nmses[-1], nmses[len(nmses) // 2], same / pos
 
 
-def run(cmd, log):
+class PlanFailed(Exception):
+    pass
+
+
+def run(cmd, log, must=True):
+    """Runs cmd, its output into the log. A failure stops the sweep when `must` (the
+    reference), else raises PlanFailed so the sweep goes on with the next plan."""
     print("$ " + " ".join(cmd), flush=True)
     res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log.write("$ " + " ".join(cmd) + "\n" + res.stdout + "\n")
+    log.write("$ " + " ".join(cmd) + "\n" + res.stdout + f"\n(exit {res.returncode})\n")
+    log.flush()
     if res.returncode != 0:
         print(res.stdout[-3000:], file=sys.stderr)
-        fail(f"exit {res.returncode}: {' '.join(cmd)}")
+        if must:
+            fail(f"exit {res.returncode}: {' '.join(cmd)}")
+        raise PlanFailed(f"exit {res.returncode}: {res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ''}")
     return res.stdout
 
 
@@ -108,6 +117,7 @@ def main():
     ap.add_argument("--logit-positions", type=int, default=16, help="positions whose logits are compared")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--out", required=True, help="CSV written (one row per plan and graph setting)")
+    ap.add_argument("--log", help="every command and its output (default: a file in a temporary folder)")
     args = ap.parse_args()
     if not os.path.isfile(args.model):
         fail(f"{args.model}: no such model file")
@@ -116,7 +126,7 @@ def main():
         fail("no plans to sweep")
 
     work = tempfile.mkdtemp(prefix="plan-sweep-")
-    log = open(os.path.join(work, "sweep.log"), "w")
+    log = open(args.log or os.path.join(work, "sweep.log"), "w")
     common = ["--model", args.model, "--threads", str(args.threads)]
     # The reference: its greedy tokens fix the positions every plan's logits are taken at.
     ref_json = os.path.join(work, "ref.json")
@@ -137,10 +147,15 @@ def main():
     with open(args.out, "w", newline="") as f:
         out = csv.DictWriter(f, fieldnames=fields)
         out.writeheader()
+        failed = []
         for i, plan in enumerate(plans):
             npy = os.path.join(work, f"plan{i}.npy")
-            run([args.qmvlab, "logits", *common, "--device", args.device, "--plan", plan, "--tokens", tokens,
-                 "--out", npy], log)
+            try:
+                run([args.qmvlab, "logits", *common, "--device", args.device, "--plan", plan, "--tokens", tokens,
+                     "--out", npy], log, must=False)
+            except PlanFailed as e:
+                failed.append(f"{plan} (logits: {e})")
+                continue
             worst, median, top1 = compare_logits(ref_npy, npy)
             graph_settings = [True, False] if args.device == "cuda" else [False]
             for graph in graph_settings:
@@ -149,7 +164,11 @@ def main():
                        args.prompt_tokens, "-n", str(args.n), "--ignore-eos", "--quiet", "--json", js]
                 if args.device == "cuda" and not graph:
                     cmd.append("--no-cuda-graph")
-                run(cmd, log)
+                try:
+                    run(cmd, log, must=False)
+                except PlanFailed as e:
+                    failed.append(f"{plan} graph={int(graph)} ({e})")
+                    continue
                 with open(js) as jf:
                     d = json.load(jf)
                 row = {"plan": plan, "device": args.device, "cuda_graph": int(graph),
@@ -165,6 +184,9 @@ def main():
                       f"roofline, logits NMSE {row['logits_nmse_max']} (worst), top-1 {row['top1_agreement']}",
                       flush=True)
     print(f"wrote {args.out} (log: {log.name})")
+    if failed:
+        print(f"plan_sweep.py: {len(failed)} failed: " + "; ".join(failed), file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

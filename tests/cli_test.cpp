@@ -107,6 +107,40 @@ TEST(Cli, CheckWritesCsvThatReportReads) {
   EXPECT_NE(rep.output.find("q6_K.cpu.scalar_q8k"), std::string::npos);
 }
 
+// Asked for CUDA kernels alone, a check that could run none (no device, or a build
+// without CUDA) fails in one line instead of passing with everything skipped; with a
+// device the kernel is checked.
+TEST(Cli, CheckOfCudaKernelsThatCannotRunFails) {
+  const CliRun r = qmvlab("check --kernels q4_K.cuda.legacy --shapes 3x256");
+  if (r.output.find("unknown kernel") != std::string::npos) {
+    EXPECT_EQ(r.code, 2) << r.output;  // built without CUDA: no such kernel
+    return;
+  }
+  if (r.output.find("SKIP") != std::string::npos) {
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("check: no CUDA kernel ran (1 skipped): nothing was checked"), std::string::npos)
+        << r.output;
+  } else {
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("1 passed, 0 failed"), std::string::npos) << r.output;
+  }
+}
+
+// `peak --device cuda` measures the GPU alone: exit 1 with the reason where there is no
+// device, the read and copy peaks where there is one.
+TEST(Cli, GpuPeakWithoutADeviceFails) {
+  const CliRun r = qmvlab("peak --device cuda --reps 1");
+  EXPECT_EQ(r.output.find("peak read bandwidth"), std::string::npos) << "no CPU peak asked for:\n" << r.output;
+  if (r.output.find("GPU peak: not measured") != std::string::npos) {
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("peak: the GPU was not measured:"), std::string::npos) << r.output;
+  } else {
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("GPU read peak ("), std::string::npos) << r.output;
+  }
+  expect_error("peak --device tpu", "--device");
+}
+
 TEST(Cli, BenchAndPeakWriteCsvsWithShareOfPeak) {
   const std::string out = tmp("bench.csv");
   const CliRun r = qmvlab("bench --kernels q4_K.cpu.scalar,q6_K.cpu.scalar_q8k --shapes 8x512 --threads 1 "

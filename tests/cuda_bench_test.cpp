@@ -301,6 +301,24 @@ TEST(CudaBench, CopyPeakIsBelowTheDatasheet) {
   EXPECT_GE(p.bytes, 4 * dev.l2_bytes);
 }
 
+// The read-only peak: below the datasheet, above the copy's share of it that a copy's
+// write traffic costs, past the L2, and the winning loop named.
+TEST(CudaBench, ReadPeakIsBelowTheDatasheetAndAboveHalfTheCopy) {
+  const cuda::DeviceInfo& dev = cuda::current_device();
+  if (!dev.present) GTEST_SKIP() << dev.why_absent;
+  const GpuPeakResult p = measure_gpu_copy_bandwidth(3);
+  ASSERT_TRUE(p.measured) << p.why_not;
+  ASSERT_TRUE(p.read_measured) << p.read_loop;
+  std::printf("read peak %.1f GB/s (%s), copy %.1f GB/s, datasheet %.1f GB/s\n", p.read_best_gbps,
+              p.read_loop.c_str(), p.best_gbps, p.datasheet_gbps);
+  EXPECT_LE(p.read_median_gbps, p.read_best_gbps);
+  EXPECT_LT(p.read_best_gbps, p.datasheet_gbps * 1.05) << "a read cannot beat the memory's datasheet";
+  EXPECT_GT(p.read_best_gbps, p.best_gbps * 0.5) << "reading alone moves fewer bytes than a copy's reads";
+  EXPECT_GE(p.read_bytes, 4 * dev.l2_bytes);
+  EXPECT_FALSE(p.read_loop.empty());
+  EXPECT_EQ(p.roofline_gbps(), p.read_best_gbps);
+}
+
 #endif
 
 }  // namespace

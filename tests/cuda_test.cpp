@@ -172,6 +172,25 @@ TEST(Cuda, CheckRunsCudaKernelsAndCatchesUnwrittenRows) {
   for (const auto& r : run_check({&idle}, shapes, cfg)) EXPECT_FALSE(r.passed()) << to_string(r.shape);
 }
 
+// A vocabulary-sized matrix: more rows than the grid-stride kernels launch warps for
+// (hw_dp4a caps its grid at a few waves of resident blocks), so their row loops wrap.
+TEST(Cuda, GridStrideKernelsPassOnAVocabularySizedMatrix) {
+  SKIP_WITHOUT_DEVICE();
+  std::vector<const KernelSpec*> kernels;
+  for (const char* name : {"q4_K.cuda.hw_dp4a", "q6_K.cuda.hw_dp4a", "q6_K.cuda.dp4a", "q4_K.cuda.mwv.w3"})
+    if (const KernelSpec* k = global_registry().find(name)) kernels.push_back(k);
+  ASSERT_FALSE(kernels.empty());
+  CheckConfig cfg;
+  cfg.seed = fresh_seed("grid stride");
+  int passed = 0;
+  for (const auto& r : run_check(kernels, {{128256, 4096}}, cfg)) {
+    EXPECT_TRUE(r.skipped.empty()) << r.spec->name << ": " << r.skipped;
+    EXPECT_TRUE(r.passed()) << r.spec->name << ": " << (r.cases.empty() ? "" : r.cases[0].failure);
+    passed += r.passed();
+  }
+  EXPECT_EQ(passed, static_cast<int>(kernels.size()));
+}
+
 // Weights are uploaded once per matrix and reused, but never stale: the same bytes keep
 // their device copy; the same host buffer rewritten in place is uploaded again.
 TEST(Cuda, WeightCacheReusesUploadsButNeverServesStaleBytes) {

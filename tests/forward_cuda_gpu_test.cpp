@@ -101,14 +101,17 @@ TEST(GpuForwardDevice, DequantizerIsDequantizeRowBitForBit) {
     ASSERT_EQ(cudaMalloc(&drow, sizeof(int)), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&dy, s.cols * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dm, m.data(), m.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    for (int row : {0, 3}) {
+    // Rows 0 and 3, and indices outside the matrix, which read its first and last rows.
+    for (int row : {0, 3, -7, 5, 1 << 30}) {
       ASSERT_EQ(cudaMemcpy(drow, &row, sizeof row, cudaMemcpyHostToDevice), cudaSuccess);
       ASSERT_EQ(cuda::poison_device_floats(dy, s.cols), "");
-      const Status st = cuda::dequantize_row_at(t, dm, drow, dy, s.cols, nullptr);
+      const Status st = cuda::dequantize_row_at(t, dm, s.rows, drow, dy, s.cols, nullptr);
       ASSERT_TRUE(st.ok()) << st.error;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << to_string(t) << " row index " << row;
       std::vector<float> got(s.cols), want(s.cols);
       ASSERT_EQ(cudaMemcpy(got.data(), dy, s.cols * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-      dequantize_row(t, m.data() + row * row_bytes(t, s.cols), want.data(), s.cols);
+      const std::int64_t read = row < 0 ? 0 : std::min<std::int64_t>(row, s.rows - 1);
+      dequantize_row(t, m.data() + read * row_bytes(t, s.cols), want.data(), s.cols);
       EXPECT_EQ(std::memcmp(got.data(), want.data(), s.cols * sizeof(float)), 0) << to_string(t) << " row " << row;
     }
     cudaFree(dm);
@@ -203,15 +206,21 @@ TEST(GpuForwardDevice, GreedyGenerationIsTheCpus) {
       gpu_next = gpu.step(t);
     }
     int cpu_next = greedy.sample(logits);
+    int compared = 0;
     for (int i = 0; i < n; ++i) {
       std::vector<float> sorted(logits.begin(), logits.end());
       std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
       if (sorted[0] - sorted[1] <= 1e-4f * std::fabs(sorted[0])) break;  // a near tie may go either way
       ASSERT_EQ(gpu_next, cpu_next) << arch << " token " << i;
+      ++compared;
       logits = cpu.step(cpu_next);
       cpu_next = greedy.sample(logits);
       gpu_next = gpu.step(gpu_next);
     }
+    // A near tie at the first token would leave nothing compared: the tokens before a
+    // tie are the test, so there must be some.
+    std::printf("%s: %d greedy tokens identical before the end or a near tie\n", arch, compared);
+    EXPECT_GE(compared, 4) << arch << ": a near tie came before enough tokens were compared";
   }
 }
 
@@ -317,6 +326,94 @@ TEST(GpuForwardDevice, OutlierRoutingPicksTheKernelOnTheDeviceInGraphsAndOpByOp)
     std::printf("routing at k %.1f: %lld of %lld int8 calls sent to the f32 siblings, %lld vectors tested\n", k,
                 static_cast<long long>(sent), static_cast<long long>(routable),
                 static_cast<long long>(graph.routing().calls[tests]));
+    // Mixed: some vectors trip and some do not, so both bodies of the if/else nodes ran.
+    EXPECT_GT(sent, 0) << "k " << k << ": no vector tripped";
+    EXPECT_LT(sent, routable) << "k " << k << ": every vector tripped";
+  }
+}
+
+// The tuned variants, not only the baselines, inside the decode step: op by op, in a
+// CUDA graph, and (the int8 ones) as the int8 body of a routing if/else node whose f32
+// body is a multi-warp kernel. Each family runs the Q4_K tensors of a Q4_K_M model, and
+// its Q6_K sibling where one exists.
+struct KernelFamily {
+  const char* q4_K;
+  const char* q6_K;  // nullptr: the first CUDA kernel of the activation format
+  ActFormat act;
+};
+const KernelFamily kFamilies[] = {
+    {"vectorized", nullptr, ActFormat::F32}, {"wide", nullptr, ActFormat::F32},
+    {"coalesced", nullptr, ActFormat::F32},  {"chunked", nullptr, ActFormat::F32},
+    {"mwv.w2", "mwv.w2", ActFormat::F32},    {"mwv.w3", "mwv.w3", ActFormat::F32},
+    {"mwv.w4", "mwv.w4", ActFormat::F32},    {"dp4a", "dp4a", ActFormat::Q8_1},
+    {"hw_dp4a", "hw_dp4a", ActFormat::Q8_1}, {"mwv_dp4a.w2", nullptr, ActFormat::Q8_1},
+    {"mwv_dp4a.w3", nullptr, ActFormat::Q8_1}, {"mwv_dp4a.w4", nullptr, ActFormat::Q8_1},
+};
+
+std::vector<PlannedMatvec> family_plan(const std::vector<PlannedMatvec>& cpu, const KernelFamily& f) {
+  return testing::gpu_plan(cpu, [&](const PlannedMatvec& p) -> const KernelSpec* {
+    if (p.weight == WeightType::Q4_K) return global_registry().find(std::string("q4_K.cuda.") + f.q4_K);
+    if (p.weight == WeightType::Q6_K && f.q6_K) return global_registry().find(std::string("q6_K.cuda.") + f.q6_K);
+    const KernelSpec* k = cuda_kernel_for(p, f.act);
+    return k ? k : cuda_kernel_for(p, ActFormat::F32);
+  });
+}
+
+TEST(GpuForwardDevice, TunedKernelsRunInAStepAGraphAndAConditionalNode) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(testing::synthetic_model("llama", "q4_K_m"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  const auto tokens = random_tokens(8, m.config.vocab_size, rng);
+  const int n = static_cast<int>(tokens.size());
+  auto logits_of = [](GpuForward& g) {
+    const auto l = g.logits();
+    return std::vector<float>(l.begin(), l.end());
+  };
+  const KernelSpec* f32_sibling = global_registry().find("q4_K.cuda.mwv.w3");
+  ASSERT_NE(f32_sibling, nullptr);
+  for (const KernelFamily& f : kFamilies) {
+    const auto plan = family_plan(cpu_plan, f);
+    ASSERT_EQ(plan.size(), cpu_plan.size()) << f.q4_K << ": an entry has no kernel";
+    const bool ran_family = std::any_of(plan.begin(), plan.end(), [&](const PlannedMatvec& p) {
+      return p.kernel->name == std::string("q4_K.cuda.") + f.q4_K;
+    });
+    ASSERT_TRUE(ran_family) << f.q4_K << ": the model has no Q4_K matvec";
+    CpuForward cpu(m.config, m.weights, cpu_plan, 1, n);
+    GpuForward graph(m.config, m.weights, plan, options(n, true));
+    GpuForward eager(m.config, m.weights, plan, options(n, false));
+    double worst = 0;
+    int agree = 0;
+    for (int t : tokens) {
+      const auto ref = cpu.step(t);
+      const int a = graph.step(t), b = eager.step(t);
+      EXPECT_EQ(a, b) << f.q4_K;
+      const auto la = logits_of(graph);
+      EXPECT_EQ(la, logits_of(eager)) << f.q4_K << ": graph and op by op differ";
+      worst = std::max(worst, nmse(la, {ref.begin(), ref.end()}));
+      agree += a == testing::argmax(ref.data(), m.config.vocab_size);
+    }
+    std::printf("%s: worst logits NMSE %.3g against the CPU, top-1 %d/%d\n", f.q4_K, worst, agree, n);
+    if (f.act == ActFormat::F32) {
+      EXPECT_LT(worst, 1e-8) << f.q4_K;
+    } else {
+      EXPECT_LT(worst, 1e-2) << f.q4_K;
+      EXPECT_GE(agree, n - 2) << f.q4_K;
+      // The int8 kernel as the body of a conditional node, its f32 sibling the other.
+      auto routed = plan;
+      for (PlannedMatvec& p : routed)
+        if (p.weight == WeightType::Q4_K) {
+          p.outlier_kernel = f32_sibling;
+          p.outlier_k = 3.0;
+        }
+      GpuForward rg(m.config, m.weights, routed, options(n, true));
+      GpuForward re(m.config, m.weights, routed, options(n, false));
+      for (int t : tokens) {
+        EXPECT_EQ(rg.step(t), re.step(t)) << f.q4_K;
+        EXPECT_EQ(logits_of(rg), logits_of(re)) << f.q4_K << " routed: graph and op by op differ";
+      }
+      EXPECT_EQ(rg.routing().routed, re.routing().routed) << f.q4_K;
+    }
   }
 }
 

@@ -69,9 +69,12 @@ TEST(GpuDequantize, EveryTypeReplaysDequantizeRowBitForBit) {
       const Shape s{9, cols};
       const auto matrix = random_quantized_matrix(t, s, seed + static_cast<int>(t) * 131 + cols);
       const std::size_t rb = row_bytes(t, cols);
-      for (int token : {0, 4, 8}) {
+      // Tokens past either end of the matrix read its first or last row (the device
+      // clamps the index it reads from memory).
+      for (int token : {0, 4, 8, -3, 9, 1 << 30}) {
+        const std::int64_t want_row = token < 0 ? 0 : token > 8 ? 8 : token;
         std::vector<float> ref(cols);
-        dequantize_row(t, matrix.data() + token * rb, ref.data(), cols);
+        dequantize_row(t, matrix.data() + want_row * rb, ref.data(), cols);
         // The launch: dequantize_ctas(n) CTAs of kDequantizeThreads, one value a thread.
         std::vector<float> got(cols, kNaN);
         std::vector<int> writes(cols, 0);
@@ -79,7 +82,7 @@ TEST(GpuDequantize, EveryTypeReplaysDequantizeRowBitForBit) {
           for (int th = 0; th < kDequantizeThreads; ++th) {
             const std::int64_t i = cta * kDequantizeThreads + th;
             if (i >= cols) continue;
-            const std::uint8_t* row = matrix.data() + static_cast<std::size_t>(token) * rb;
+            const std::uint8_t* row = matrix.data() + static_cast<std::size_t>(clamped_row(token, s.rows)) * rb;
             got[i] = dequantize_row_value(t, row, i);
             ++writes[i];
           }

@@ -44,6 +44,21 @@ png = os.path.join(work, "plans.png")
 subprocess.run([sys.executable, plot, out, "--plans", "-o", png], check=True, stdout=subprocess.DEVNULL)
 assert os.path.getsize(png) > 10000, png
 
+# A plan that fails (an unknown kernel) is named, the sweep goes on with the next and
+# exits 1 at the end; the log keeps every command and its output.
+broken = "q4_K=q4_K.cpu.no_such_kernel"
+log = os.path.join(work, "commands.log")
+out2 = os.path.join(work, "plans-with-a-broken-one.csv")
+res = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model, "--device", "cpu",
+                      "--plans", f"{broken};{f32}", "--reference-plan", reference, "--prompt-tokens", "1,7,42",
+                      "-n", "4", "--logit-positions", "3", "--threads", "1", "--out", out2, "--log", log],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
+assert "1 failed: " + broken in res.stderr, res.stderr
+assert [r["plan"] for r in csv.DictReader(open(out2))] == [f32], open(out2).read()
+logged = open(log).read()
+assert "no_such_kernel" in logged and "(exit 2)" in logged, logged[-2000:]
+
 # Errors: a missing model is one line and exit 2.
 bad = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model + ".missing",
                       "--reference-plan", reference, "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

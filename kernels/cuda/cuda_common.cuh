@@ -40,6 +40,27 @@ inline Status launch_status(const char* kernel) {
   return Status::Error(std::string(kernel) + ": launch failed: " + cudaGetErrorString(err));
 }
 
+// Before a launch: clears an error an earlier call left behind (a failed allocation,
+// say), so launch_status afterwards reports this launch's own. A sticky error (a device
+// fault that broke the context) cannot be cleared; it is reported as the earlier
+// failure it is, without launching, rather than blamed on this kernel.
+inline Status clear_earlier_error(const char* kernel) {
+  const cudaError_t earlier = cudaGetLastError();
+  if (earlier == cudaSuccess) return Status::Ok();
+  if (cudaPeekAtLastError() == cudaSuccess) return Status::Ok();
+  return Status::Error(std::string(kernel) + ": not launched: the CUDA context had already failed: " +
+                       cudaGetErrorString(earlier));
+}
+
+// One or more <<<>>> launches in `launch`, with the error state cleared before and read
+// after: the Status names `kernel` only for what its own launch did.
+template <class Launch>
+Status launch_checked(const char* kernel, Launch&& launch) {
+  if (Status s = clear_earlier_error(kernel); !s.ok()) return s;
+  launch();
+  return launch_status(kernel);
+}
+
 // What every run function checks before launching: pointer alignment for its vector
 // loads (a misaligned vector load faults the whole context; a message is better)
 // and sizes that fit the kernels' int indices.

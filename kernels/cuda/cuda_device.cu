@@ -16,10 +16,44 @@ __global__ void fill_nan(float* out, std::size_t n) {
     out[i] = nan;
 }
 
+// Reads n 16-byte words, kInFlight loads in flight per thread, through the same
+// read-only, no-L1-allocate path the GEMV kernels stream their weights with. The XOR of
+// everything read is compared with `never` (a value the fill pattern cannot give), so
+// the loads stay and nothing is written.
+template <int kInFlight>
+__global__ void __launch_bounds__(256) read_stream(const uint4* __restrict__ p, std::size_t n, unsigned never,
+                                                   unsigned* __restrict__ sink) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  unsigned acc = 0;
+  const auto load = [](const uint4* q) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(__cvta_generic_to_global(q)));
+    return v;
+  };
+  for (; i + (kInFlight - 1) * stride < n; i += kInFlight * stride) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) v[u] = load(p + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 v = load(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == never) *sink = acc;
+}
+
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
+// A failed call's Status; the runtime's error state is cleared (where the error is not
+// sticky), so the next launch's check does not report this failure again as its own.
 Status error_of(cudaError_t err, const std::string& what) {
   if (err == cudaSuccess) return Status::Ok();
+  cudaGetLastError();
   return Status::Error(what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
 }
 
@@ -74,6 +108,7 @@ std::string poison_device_floats(float* device_ptr, std::size_t n, void* stream)
   if (!device_ptr) return "poison_device_floats: null device pointer";
   const int threads = 256;
   const int blocks = static_cast<int>(std::min<std::size_t>((n + threads - 1) / threads, 4096));
+  cudaGetLastError();  // an earlier call's error is not this launch's
   fill_nan<<<blocks, threads, 0, as_stream(stream)>>>(device_ptr, n);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? std::string() : std::string("fill_nan: ") + cudaGetErrorString(err);
@@ -181,6 +216,7 @@ Stream::~Stream() {
 Status synchronize(void* stream, const std::string& kernel) {
   const cudaError_t err = cudaStreamSynchronize(as_stream(stream));
   if (err == cudaSuccess) return Status::Ok();
+  cudaGetLastError();
   return Status::Error(kernel + ": failed on the device after its launch: " + cudaGetErrorName(err) + ": " +
                        cudaGetErrorString(err));
 }
@@ -212,9 +248,11 @@ Status EventTimer::stop(void* stream) {
 
 Status EventTimer::elapsed_ms(double& ms, const std::string& kernel) {
   if (!status_.ok()) return status_;
-  if (const cudaError_t err = cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)); err != cudaSuccess)
+  if (const cudaError_t err = cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)); err != cudaSuccess) {
+    cudaGetLastError();
     return Status::Error(kernel + ": failed on the device while timed: " + cudaGetErrorName(err) + ": " +
                          cudaGetErrorString(err));
+  }
   float f = 0;
   if (auto st = error_of(cudaEventElapsedTime(&f, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)),
                          "cudaEventElapsedTime");
@@ -262,6 +300,72 @@ CopyBandwidth measure_copy_bandwidth(std::size_t buffer_bytes, int repetitions) 
   if (!st.ok()) {
     out.error = st.error;
     out.gbps.clear();
+  }
+  return out;
+}
+
+ReadBandwidth measure_read_bandwidth(std::size_t buffer_bytes, int repetitions) {
+  ReadBandwidth out;
+  buffer_bytes = buffer_bytes / 16 * 16;
+  out.buffer_bytes = buffer_bytes;
+  const std::string what = "GPU read peak";
+  const DeviceInfo& dev = current_device();
+  DeviceBuffer src, sink;
+  Stream stream;
+  EventTimer timer;
+  Status st = src.resize(buffer_bytes, "the read peak's buffer");
+  if (st.ok()) st = sink.resize(sizeof(unsigned), "the read peak's sink");
+  // 0x5a in every byte: the XOR of the words read is 0 or 0x5a5a5a5a, never 1.
+  if (st.ok()) st = error_of(cudaMemset(src.get(), 0x5a, buffer_bytes), "cudaMemset");
+  if (st.ok()) st = stream.status();
+  if (!st.ok()) {
+    out.error = st.error;
+    return out;
+  }
+  const auto* words = static_cast<const uint4*>(src.get());
+  auto* sink_word = static_cast<unsigned*>(sink.get());
+  const std::size_t n = buffer_bytes / 16;
+  struct Loop {
+    int in_flight, blocks_per_sm;
+    void (*kernel)(const uint4*, std::size_t, unsigned, unsigned*);
+  };
+  const Loop loops[] = {{4, 8, read_stream<4>}, {8, 4, read_stream<8>}, {8, 8, read_stream<8>}, {16, 4, read_stream<16>}};
+  auto timed_passes = [&](const Loop& l, int passes, double& ms) {
+    const unsigned blocks = static_cast<unsigned>(std::max(1, dev.sm_count) * l.blocks_per_sm);
+    Status s = timer.start(stream.get());
+    for (int p = 0; s.ok() && p < passes; ++p) {
+      cudaGetLastError();  // an earlier call's error is not this launch's
+      l.kernel<<<blocks, 256, 0, as_stream(stream.get())>>>(words, n, 1u, sink_word);
+      s = error_of(cudaGetLastError(), what);
+    }
+    if (s.ok()) s = timer.stop(stream.get());
+    if (s.ok()) s = timer.elapsed_ms(ms, what);
+    return s;
+  };
+  double best = 0;
+  for (const Loop& l : loops) {
+    // A warm-up pass sizes the repetitions: ~20 ms of reading each.
+    double ms = 0;
+    if (st = timed_passes(l, 1, ms); !st.ok()) break;
+    const int passes = std::clamp(static_cast<int>(20.0 / std::max(ms, 1e-3)), 1, 1000);
+    std::vector<double> gbps;
+    for (int r = 0; st.ok() && r < repetitions; ++r) {
+      st = timed_passes(l, passes, ms);
+      if (st.ok()) gbps.push_back(static_cast<double>(buffer_bytes) * passes / (ms * 1e-3) / 1e9);
+    }
+    if (!st.ok()) break;
+    const double loop_best = *std::max_element(gbps.begin(), gbps.end());
+    if (loop_best > best) {
+      best = loop_best;
+      out.gbps = gbps;
+      out.loop = "16-byte loads, " + std::to_string(l.in_flight) + " in flight per thread, " +
+                 std::to_string(l.blocks_per_sm) + " blocks of 256 per SM";
+    }
+  }
+  if (!st.ok()) {
+    out.error = st.error;
+    out.gbps.clear();
+    out.loop.clear();
   }
   return out;
 }

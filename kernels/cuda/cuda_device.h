@@ -144,6 +144,19 @@ struct CopyBandwidth {
 };
 CopyBandwidth measure_copy_bandwidth(std::size_t buffer_bytes, int repetitions);
 
+// The read-only peak: a streaming read of `buffer_bytes` with no writes, the traffic of
+// a GEMV (which reads its weights once and writes almost nothing). A small family of
+// read loops (16-byte loads, 4 to 16 of them in flight per thread, 2 to 8 blocks per
+// SM) each runs `repetitions` times; `gbps` holds the winning loop's figures and
+// `loop` names it. Bytes read only.
+struct ReadBandwidth {
+  std::size_t buffer_bytes = 0;
+  std::string loop;
+  std::vector<double> gbps;
+  std::string error;
+};
+ReadBandwidth measure_read_bandwidth(std::size_t buffer_bytes, int repetitions);
+
 // Free device memory now (0 when it cannot be read).
 std::size_t free_device_memory();
 

@@ -142,4 +142,12 @@ QMV_HD float dequantize_row_value(WeightType type, const std::uint8_t* row, std:
 inline constexpr int kDequantizeThreads = 256;
 QMV_HD std::int64_t dequantize_ctas(std::int64_t n) { return (n + kDequantizeThreads - 1) / kDequantizeThreads; }
 
+// The row the dequantizer reads for a row index from device memory: clamped into the
+// matrix, so a corrupt index (a token no check saw) reads a real row instead of memory
+// past the matrix. The host refuses such tokens before they reach the device.
+QMV_HD std::int64_t clamped_row(int row_index, std::int64_t rows) {
+  if (row_index < 0) return 0;
+  return row_index < rows ? row_index : rows - 1;
+}
+
 }  // namespace qmv::cuda

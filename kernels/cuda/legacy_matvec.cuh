@@ -34,18 +34,20 @@ __global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
 // The run() of a block-type variant: args already validated by invoke().
 template <class Block>
 Status launch_legacy_matvec(const MatVecArgs& a, const char* name) {
-  legacy_matvec_kernel<Block><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp, 0,
-                                stream_of(a)>>>(static_cast<const Block*>(a.w), static_cast<const float*>(a.x), a.y,
-                                                a.shape.rows, a.shape.cols / kLegacyBlock);
-  return launch_status(name);
+  return launch_checked(name, [&] {
+    legacy_matvec_kernel<Block><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp, 0,
+                                  stream_of(a)>>>(static_cast<const Block*>(a.w), static_cast<const float*>(a.x), a.y,
+                                                  a.shape.rows, a.shape.cols / kLegacyBlock);
+  });
 }
 
 template <class Value, WeightType Type>
 Status launch_float_matvec(const MatVecArgs& a, const char* name) {
-  float_matvec_kernel<Value, Type><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp, 0,
-                                     stream_of(a)>>>(static_cast<const Value*>(a.w), static_cast<const float*>(a.x),
-                                                     a.y, a.shape.rows, a.shape.cols);
-  return launch_status(name);
+  return launch_checked(name, [&] {
+    float_matvec_kernel<Value, Type><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp, 0,
+                                       stream_of(a)>>>(static_cast<const Value*>(a.w), static_cast<const float*>(a.x),
+                                                       a.y, a.shape.rows, a.shape.cols);
+  });
 }
 
 }  // namespace

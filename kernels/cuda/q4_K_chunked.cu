@@ -33,9 +33,10 @@ __global__ void __launch_bounds__(chunked::kThreads)
 Status run(const MatVecArgs& a) {
   if (Status s = check_launch(kName, a, 2, 16); !s.ok()) return s;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
-  chunked_kernel<<<static_cast<unsigned>(chunked::grid(a.shape.rows)), chunked::kThreads, 0, stream_of(a)>>>(
-      static_cast<const std::uint8_t*>(a.w), static_cast<const float*>(a.x), a.y, static_cast<int>(a.shape.rows), nb);
-  return launch_status(kName);
+  return launch_checked(kName, [&] {
+    chunked_kernel<<<static_cast<unsigned>(chunked::grid(a.shape.rows)), chunked::kThreads, 0, stream_of(a)>>>(
+        static_cast<const std::uint8_t*>(a.w), static_cast<const float*>(a.x), a.y, static_cast<int>(a.shape.rows), nb);
+  });
 }
 
 }  // namespace

@@ -21,9 +21,10 @@ __global__ void __launch_bounds__(coalesced::kThreads)
 Status run(const MatVecArgs& a) {
   if (Status s = check_launch(kName, a, 4, 4); !s.ok()) return s;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
-  coalesced_kernel<<<static_cast<unsigned>(coalesced::grid(a.shape.rows)), coalesced::kThreads, 0, stream_of(a)>>>(
-      static_cast<const std::uint32_t*>(a.w), static_cast<const float*>(a.x), a.y, nb);
-  return launch_status(kName);
+  return launch_checked(kName, [&] {
+    coalesced_kernel<<<static_cast<unsigned>(coalesced::grid(a.shape.rows)), coalesced::kThreads, 0, stream_of(a)>>>(
+        static_cast<const std::uint32_t*>(a.w), static_cast<const float*>(a.x), a.y, nb);
+  });
 }
 
 }  // namespace

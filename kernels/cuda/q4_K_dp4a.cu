@@ -24,10 +24,11 @@ __global__ void __launch_bounds__(dp4a::kThreads)
 Status run(const MatVecArgs& a) {
   if (Status s = check_launch(kName, a, 16, 4); !s.ok()) return s;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
-  dp4a_kernel<<<static_cast<unsigned>(dp4a::grid(a.shape.rows)), dp4a::kThreads, 0, stream_of(a)>>>(
-      static_cast<const std::uint32_t*>(a.w), static_cast<const std::uint32_t*>(a.x), a.y,
-      static_cast<int>(a.shape.rows), nb);
-  return launch_status(kName);
+  return launch_checked(kName, [&] {
+    dp4a_kernel<<<static_cast<unsigned>(dp4a::grid(a.shape.rows)), dp4a::kThreads, 0, stream_of(a)>>>(
+        static_cast<const std::uint32_t*>(a.w), static_cast<const std::uint32_t*>(a.x), a.y,
+        static_cast<int>(a.shape.rows), nb);
+  });
 }
 
 }  // namespace

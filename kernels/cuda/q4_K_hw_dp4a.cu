@@ -34,10 +34,11 @@ Status run(const MatVecArgs& a) {
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
   const std::int64_t resident = resident_blocks<hw_dp4a_kernel>(hw_dp4a::kThreads);
   const std::int64_t cap = resident > 0 ? kMaxWaves * resident : hw_dp4a::grid(a.shape.rows, INT_MAX);
-  hw_dp4a_kernel<<<static_cast<unsigned>(hw_dp4a::grid(a.shape.rows, cap)), hw_dp4a::kThreads, 0, stream_of(a)>>>(
-      static_cast<const std::uint32_t*>(a.w), static_cast<const std::uint32_t*>(a.x), a.y,
-      static_cast<int>(a.shape.rows), nb);
-  return launch_status(kName);
+  return launch_checked(kName, [&] {
+    hw_dp4a_kernel<<<static_cast<unsigned>(hw_dp4a::grid(a.shape.rows, cap)), hw_dp4a::kThreads, 0, stream_of(a)>>>(
+        static_cast<const std::uint32_t*>(a.w), static_cast<const std::uint32_t*>(a.x), a.y,
+        static_cast<int>(a.shape.rows), nb);
+  });
 }
 
 }  // namespace

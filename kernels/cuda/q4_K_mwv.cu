@@ -23,9 +23,10 @@ template <int kWarps>
 Status run(const MatVecArgs& a, const char* name) {
   if (Status s = check_launch(name, a, 4, 16); !s.ok()) return s;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
-  mwv_kernel<kWarps><<<static_cast<unsigned>(mwv::grid(a.shape.rows)), kWarps * kWarp, 0, stream_of(a)>>>(
-      static_cast<const std::uint32_t*>(a.w), static_cast<const float*>(a.x), a.y, nb);
-  return launch_status(name);
+  return launch_checked(name, [&] {
+    mwv_kernel<kWarps><<<static_cast<unsigned>(mwv::grid(a.shape.rows)), kWarps * kWarp, 0, stream_of(a)>>>(
+        static_cast<const std::uint32_t*>(a.w), static_cast<const float*>(a.x), a.y, nb);
+  });
 }
 
 constexpr const char* kNameW2 = "q4_K.cuda.mwv.w2";

@@ -24,9 +24,10 @@ template <int kWarps>
 Status run(const MatVecArgs& a, const char* name) {
   if (Status s = check_launch(name, a, 4, 4); !s.ok()) return s;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
-  mwv_dp4a_kernel<kWarps><<<static_cast<unsigned>(mwv_dp4a::grid(a.shape.rows)), kWarps * kWarp, 0, stream_of(a)>>>(
-      static_cast<const std::uint32_t*>(a.w), static_cast<const std::uint32_t*>(a.x), a.y, nb);
-  return launch_status(name);
+  return launch_checked(name, [&] {
+    mwv_dp4a_kernel<kWarps><<<static_cast<unsigned>(mwv_dp4a::grid(a.shape.rows)), kWarps * kWarp, 0, stream_of(a)>>>(
+        static_cast<const std::uint32_t*>(a.w), static_cast<const std::uint32_t*>(a.x), a.y, nb);
+  });
 }
 
 constexpr const char* kNameW2 = "q4_K.cuda.mwv_dp4a.w2";

@@ -27,9 +27,10 @@ Status run(const MatVecArgs& a) {
   if (Status s = check_launch(kName, a, 2, 16); !s.ok()) return s;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
   const std::size_t shared_bytes = static_cast<std::size_t>(a.shape.cols) * sizeof(float);
-  tiled_kernel<<<static_cast<unsigned>(tiled::grid(a.shape.rows)), tiled::kThreads, shared_bytes, stream_of(a)>>>(
-      static_cast<const std::uint8_t*>(a.w), static_cast<const float*>(a.x), a.y, static_cast<int>(a.shape.rows), nb);
-  return launch_status(kName);
+  return launch_checked(kName, [&] {
+    tiled_kernel<<<static_cast<unsigned>(tiled::grid(a.shape.rows)), tiled::kThreads, shared_bytes, stream_of(a)>>>(
+        static_cast<const std::uint8_t*>(a.w), static_cast<const float*>(a.x), a.y, static_cast<int>(a.shape.rows), nb);
+  });
 }
 
 constexpr KernelRecord record() {

@@ -23,9 +23,10 @@ __global__ void __launch_bounds__(vectorized::kThreads, 8)
 Status run(const MatVecArgs& a) {
   if (Status s = check_launch(kName, a, 16, 16); !s.ok()) return s;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
-  vectorized_kernel<<<static_cast<unsigned>(vectorized::grid(a.shape.rows)), vectorized::kThreads, 0, stream_of(a)>>>(
-      static_cast<const std::uint32_t*>(a.w), static_cast<const float*>(a.x), a.y, static_cast<int>(a.shape.rows), nb);
-  return launch_status(kName);
+  return launch_checked(kName, [&] {
+    vectorized_kernel<<<static_cast<unsigned>(vectorized::grid(a.shape.rows)), vectorized::kThreads, 0, stream_of(a)>>>(
+        static_cast<const std::uint32_t*>(a.w), static_cast<const float*>(a.x), a.y, static_cast<int>(a.shape.rows), nb);
+  });
 }
 
 }  // namespace

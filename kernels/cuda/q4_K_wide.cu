@@ -22,9 +22,10 @@ __global__ void __launch_bounds__(wide::kThreads)
 Status run(const MatVecArgs& a) {
   if (Status s = check_launch(kName, a, 2, 4); !s.ok()) return s;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
-  wide_kernel<<<static_cast<unsigned>(wide::grid(a.shape.rows)), wide::kThreads, 0, stream_of(a)>>>(
-      static_cast<const std::uint8_t*>(a.w), static_cast<const float*>(a.x), a.y, nb);
-  return launch_status(kName);
+  return launch_checked(kName, [&] {
+    wide_kernel<<<static_cast<unsigned>(wide::grid(a.shape.rows)), wide::kThreads, 0, stream_of(a)>>>(
+        static_cast<const std::uint8_t*>(a.w), static_cast<const float*>(a.x), a.y, nb);
+  });
 }
 
 }  // namespace

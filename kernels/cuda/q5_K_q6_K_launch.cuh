@@ -68,23 +68,25 @@ constexpr std::size_t activation_alignment() {
 }
 
 // The launches, checked first (a misaligned load would fault the whole context) and
-// followed by launch_status(name).
+// reported through launch_checked(name).
 template <class Row>
 Status launch_warp_per_row(const MatVecArgs& a, int grid, const char* name) {
   if (Status s = check_launch(name, a, weight_alignment<Row>(), activation_alignment<Row>()); !s.ok()) return s;
-  warp_per_row_kernel<Row><<<grid, kRowWarpsPerBlock * kLanes, 0, stream_of(a)>>>(
-      static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y, a.shape.rows,
-      a.shape.cols / kSuperBlock);
-  return launch_status(name);
+  return launch_checked(name, [&] {
+    warp_per_row_kernel<Row><<<grid, kRowWarpsPerBlock * kLanes, 0, stream_of(a)>>>(
+        static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y, a.shape.rows,
+        a.shape.cols / kSuperBlock);
+  });
 }
 
 template <class Row>
 Status launch_multi_warp_row(const MatVecArgs& a, const char* name) {
   if (Status s = check_launch(name, a, weight_alignment<Row>(), activation_alignment<Row>()); !s.ok()) return s;
-  multi_warp_row_kernel<Row><<<static_cast<unsigned>(a.shape.rows), Row::kWarpsPerRow * kLanes, 0, stream_of(a)>>>(
-      static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y,
-      a.shape.cols / kSuperBlock);
-  return launch_status(name);
+  return launch_checked(name, [&] {
+    multi_warp_row_kernel<Row><<<static_cast<unsigned>(a.shape.rows), Row::kWarpsPerRow * kLanes, 0, stream_of(a)>>>(
+        static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y,
+        a.shape.cols / kSuperBlock);
+  });
 }
 
 // Thread blocks of one kernel that the current device keeps resident at once (SMs x

@@ -53,9 +53,10 @@ Status quantize_q8_1(const float* x, BlockQ8_1* y, std::int64_t n, void* stream)
                          " is not a positive multiple of 32");
   const std::int64_t n_blocks = n / kQ8_1Block;
   const std::int64_t ctas = std::min<std::int64_t>((n_blocks + kWarpsPerCta - 1) / kWarpsPerCta, kMaxCtas);
-  quantize_q8_1_kernel<<<static_cast<unsigned>(ctas), kWarpsPerCta * kWarp, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, y, n_blocks);
-  return launch_status(kQuantizeQ8_1Name);
+  return launch_checked(kQuantizeQ8_1Name, [&] {
+    quantize_q8_1_kernel<<<static_cast<unsigned>(ctas), kWarpsPerCta * kWarp, 0, static_cast<cudaStream_t>(stream)>>>(
+        x, y, n_blocks);
+  });
 }
 
 }  // namespace qmv::cuda
