@@ -15,8 +15,10 @@
 #include "harness/machine.h"
 #include "harness/peak.h"
 #ifdef QMV_HAVE_CUDA
+#include "kernels/availability.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/quantize_q8_1.h"
+#include "kernels/cpu_tiling.h"
 #endif
 
 namespace qmv {

@@ -27,12 +27,14 @@
 #include "harness/peak.h"
 #include "harness/shapes.h"
 #include "harness/table.h"
+#include "kernels/availability.h"
 #include "kernels/cpu_features.h"
 #include "kernels/registry.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/plan.h"
 #include "model/tokenizer.h"
+#include "kernels/cpu_tiling.h"
 
 namespace qmv {
 namespace {
@@ -624,7 +626,7 @@ int run_cli(int argc, char** argv) {
       KernelPlan plan = load_plan(plan_file);
       if (!plan_rules.empty()) plan.merge(KernelPlan::parse_rules(plan_rules));
       if (plan_route->count() > 0) route_outliers_option(plan, plan_route_k);
-      const auto bench = plan_bench.empty() ? std::vector<BenchRow>{} : read_bench_csv(plan_bench);
+      const auto bench = plan_bench.empty() ? std::vector<KernelSpeed>{} : kernel_speeds(read_bench_csv(plan_bench));
       const auto planned = resolve_plan(plan, w, plan_threads, bench);
       fmt::print("model {} ({}), plan {}, {} thread(s)\n\n", c.name, c.arch, plan.describe(), plan_threads);
       print_plan(planned);

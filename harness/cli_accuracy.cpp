@@ -16,6 +16,7 @@
 #include "harness/machine.h"
 #include "harness/shapes.h"
 #include "harness/table.h"
+#include "kernels/availability.h"
 #include "kernels/registry.h"
 
 namespace qmv {

@@ -327,7 +327,7 @@ int DecodeCommand::run(const std::string& command_line) const {
 
   // Every choice is checked here, before anything runs.
   const KernelPlan plan = plan_with_routing(o.plan, o.route, o.route_k);
-  const auto bench = o.bench_csv.empty() ? std::vector<BenchRow>{} : read_bench_csv(o.bench_csv);
+  const auto bench = o.bench_csv.empty() ? std::vector<KernelSpeed>{} : kernel_speeds(read_bench_csv(o.bench_csv));
   const Backend backend = o.device == "cuda" ? Backend::CUDA : Backend::CPU;
   const auto planned = resolve_plan(plan, m.weights, o.threads, bench, backend);
   const int context = o.context ? o.context : needed;

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/plan.h"
+
 namespace qmv {
 
 // Where and how a row was produced; repeated on every row so a row stands alone.
@@ -96,6 +98,9 @@ std::vector<std::string> peak_header(bool gpu_columns = false);
 // check results (harness/experiment.h writes and reads them).
 std::vector<std::string> sweep_header();
 std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bool gpu_columns = false);
+
+// The speeds a plan's `auto` chooses by, from bench rows.
+std::vector<KernelSpeed> kernel_speeds(const std::vector<BenchRow>& rows);
 
 enum class CsvKind { Bench, Check, Peak, Sweep, Unknown };
 // Which of our files this is, from its header. Throws if it cannot be read.

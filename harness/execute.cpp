@@ -8,6 +8,7 @@
 
 #include "harness/machine.h"
 #ifdef QMV_HAVE_CUDA
+#include "kernels/availability.h"
 #include "kernels/cuda/cuda_device.h"
 #endif
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "harness/machine.h"
+#include "kernels/availability.h"
 
 namespace qmv {
 namespace {

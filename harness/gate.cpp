@@ -10,6 +10,7 @@
 #include "harness/csv.h"
 #include "harness/fccp.h"
 #include "harness/machine.h"
+#include "kernels/availability.h"
 #include "kernels/registry.h"
 
 namespace qmv {

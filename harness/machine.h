@@ -23,14 +23,6 @@ struct MachineInfo {
 // Computed once per process.
 const MachineInfo& machine_info();
 
-// Whether `spec` can run here, and if not, why (missing CPU features, no CUDA device,
-// an SM below the kernel's minimum, a binary built without CUDA).
-struct Availability {
-  bool available = false;
-  std::string reason;
-};
-Availability availability(const KernelSpec& spec);
-
 // Replaces "{machine}" in a path with the machine slug.
 std::string expand_machine(std::string path);
 

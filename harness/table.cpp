@@ -24,4 +24,29 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
   for (const auto& r : rows) line(r);
 }
 
+void print_plan(const std::vector<PlannedMatvec>& planned) {
+  // In forward-pass order, whatever order the layers introduced the entries in.
+  auto op_index = [](const std::string& op) {
+    return std::find_if(std::begin(kMatvecOps), std::end(kMatvecOps), [&](const char* o) { return op == o; }) -
+           std::begin(kMatvecOps);
+  };
+  std::vector<PlannedMatvec> sorted = planned;
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const PlannedMatvec& a, const PlannedMatvec& b) {
+    return op_index(a.op) < op_index(b.op);
+  });
+  const bool routed = std::any_of(sorted.begin(), sorted.end(), [](const PlannedMatvec& p) { return p.outlier_kernel; });
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : sorted) {
+    rows.push_back({p.op, std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
+                    p.kernel->name, p.why});
+    if (routed)
+      rows.back().push_back(p.outlier_kernel ? fmt::format("{} if max|x| > {:g} rms ({})", p.outlier_kernel->name,
+                                                           p.outlier_k, p.outlier_why)
+                                             : "- (reads f32)");
+  }
+  std::vector<std::string> header = {"op", "weights", "shape", "matvecs", "kernel", "why"};
+  if (routed) header.push_back("on outlier vectors");
+  print_table(header, rows);
+}
+
 }  // namespace qmv

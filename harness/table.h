@@ -4,9 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "model/plan.h"
+
 namespace qmv {
 
 // Prints a markdown table with aligned columns; every row has header.size() cells.
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+
+// Prints a resolved plan as a table, in forward-pass order: op, weights, shape,
+// matvecs, kernel, why, and with outlier routing the kernel outlier vectors go to.
+void print_plan(const std::vector<PlannedMatvec>& planned);
 
 }  // namespace qmv

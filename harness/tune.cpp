@@ -10,6 +10,7 @@
 #include "harness/check.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
+#include "kernels/availability.h"
 #include "kernels/registry.h"
 
 namespace qmv {

@@ -1,4 +1,5 @@
 #include "registry.h"
+#include "kernels/cpu_tiling.h"
 
 #include <fnmatch.h>
 #include <fmt/format.h>

@@ -9,8 +9,7 @@
 #include <map>
 #include <optional>
 
-#include "harness/machine.h"
-#include "harness/table.h"
+#include "kernels/availability.h"
 #include "kernels/registry.h"
 
 namespace qmv {
@@ -226,11 +225,11 @@ bool runnable(const KernelSpec& k, OpKind op, WeightType w, Shape s, Backend bac
 
 // The bench row nearest in shape (log distance of rows and cols) for each kernel of
 // the op kind; its median GB/s goes to `gbps`.
-const KernelSpec* fastest_in_bench(const std::vector<BenchRow>& bench, OpKind op, WeightType w, Shape s,
+const KernelSpec* fastest_in_bench(const std::vector<KernelSpeed>& bench, OpKind op, WeightType w, Shape s,
                                    int threads, Backend backend, double& gbps, ActFilter act = {}) {
   const KernelSpec* best = nullptr;
   double best_gbps = 0, best_dist = 0;
-  for (const BenchRow& r : bench) {
+  for (const KernelSpeed& r : bench) {
     if ((backend == Backend::CPU && r.threads != threads) || r.weight_type != to_string(w)) continue;
     const KernelSpec* k = global_registry().find(r.kernel);
     if (!k || !runnable(*k, op, w, s, backend, act)) continue;
@@ -265,7 +264,7 @@ const KernelSpec* first_fused(WeightType w, Shape s, Backend backend, ActFilter 
 }
 
 const KernelSpec* auto_matvec(const std::string& op, WeightType w, Shape s, int threads,
-                              const std::vector<BenchRow>& bench, Backend backend, std::string& why,
+                              const std::vector<KernelSpeed>& bench, Backend backend, std::string& why,
                               ActFilter act = {}) {
   double gbps = 0;
   if (const KernelSpec* k = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, backend, gbps, act)) {
@@ -289,7 +288,7 @@ const KernelSpec* auto_matvec(const std::string& op, WeightType w, Shape s, int 
 
 // A fused kernel for gate+up when one runs here and, given bench rows, moves bytes
 // at least as fast as the best plain kernel; nullptr keeps the pair separate.
-const KernelSpec* auto_fused(WeightType w, Shape s, int threads, const std::vector<BenchRow>& bench,
+const KernelSpec* auto_fused(WeightType w, Shape s, int threads, const std::vector<KernelSpeed>& bench,
                              Backend backend, std::string& why, ActFilter act = {}) {
   double fused_gbps = 0, single_gbps = 0;
   const KernelSpec* fused = fastest_in_bench(bench, OpKind::FusedUpGate, w, s, threads, backend, fused_gbps, act);
@@ -338,7 +337,7 @@ Shape matrix_shape(const gguf::Tensor* t) {
 }  // namespace
 
 const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op, const KernelSpec& kernel, Shape s,
-                                  int threads, const std::vector<BenchRow>& bench, std::string& why) {
+                                  int threads, const std::vector<KernelSpeed>& bench, std::string& why) {
   const WeightType w = kernel.weight;
   const std::string named = plan.lookup_outlier_kernel(w);
   if (!named.empty()) {
@@ -359,7 +358,7 @@ const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op,
 }
 
 std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
-                                        const std::vector<BenchRow>& bench, Backend backend) {
+                                        const std::vector<KernelSpeed>& bench, Backend backend) {
   std::vector<PlannedMatvec> out;
   // Adds one matvec to its (op, type, shape) entry, resolving the entry the first time.
   auto add = [&](const std::string& op, OpKind kind, WeightType w, Shape s, const KernelSpec* chosen,
@@ -428,31 +427,6 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
         p.outlier_k = routing.k;
       }
   return out;
-}
-
-void print_plan(const std::vector<PlannedMatvec>& planned) {
-  // In forward-pass order, whatever order the layers introduced the entries in.
-  auto op_index = [](const std::string& op) {
-    return std::find_if(std::begin(kMatvecOps), std::end(kMatvecOps), [&](const char* o) { return op == o; }) -
-           std::begin(kMatvecOps);
-  };
-  std::vector<PlannedMatvec> sorted = planned;
-  std::stable_sort(sorted.begin(), sorted.end(), [&](const PlannedMatvec& a, const PlannedMatvec& b) {
-    return op_index(a.op) < op_index(b.op);
-  });
-  const bool routed = std::any_of(sorted.begin(), sorted.end(), [](const PlannedMatvec& p) { return p.outlier_kernel; });
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& p : sorted) {
-    rows.push_back({p.op, std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
-                    p.kernel->name, p.why});
-    if (routed)
-      rows.back().push_back(p.outlier_kernel ? fmt::format("{} if max|x| > {:g} rms ({})", p.outlier_kernel->name,
-                                                           p.outlier_k, p.outlier_why)
-                                             : "- (reads f32)");
-  }
-  std::vector<std::string> header = {"op", "weights", "shape", "matvecs", "kernel", "why"};
-  if (routed) header.push_back("on outlier vectors");
-  print_table(header, rows);
 }
 
 void route_outliers_option(KernelPlan& plan, const std::string& k_text) {

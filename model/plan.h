@@ -36,7 +36,6 @@
 #include <utility>
 #include <vector>
 
-#include "harness/csv.h"
 #include "kernels/kernel.h"
 #include "kernels/outliers.h"
 #include "model/config.h"
@@ -99,6 +98,15 @@ class KernelPlan {
   std::map<std::string, std::string> outlier_kernels_;  // weight type or "*" -> kernel
 };
 
+// A kernel's measured speed at one shape, what `auto` picks the fastest kernel by: the
+// fields of a bench CSV row that a plan reads (the harness reads the CSV).
+struct KernelSpeed {
+  std::string kernel, weight_type;
+  std::int64_t rows = 0, cols = 0;
+  int threads = 0;
+  double gbps_median = 0;
+};
+
 struct PlannedMatvec {
   std::string op;
   WeightType weight;
@@ -115,10 +123,11 @@ struct PlannedMatvec {
 };
 
 // Resolves the plan for every matvec of the model (layers with the same op, type and
-// shape share one entry) with kernels of `backend`. `bench` may be empty. Throws
+// shape share one entry) with kernels of `backend`. `bench` (measured speeds, see
+// kernel_speeds in harness/csv.h) may be empty. Throws
 // PlanError naming the op, the weight type and the kernel when a choice cannot run.
 std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
-                                        const std::vector<BenchRow>& bench = {}, Backend backend = Backend::CPU);
+                                        const std::vector<KernelSpeed>& bench = {}, Backend backend = Backend::CPU);
 
 // The f32-activation sibling of `kernel` for a matvec of `op` on shape `s` (the
 // kernel's weight type): the plan's outliers rule for the weight type when it names
@@ -127,11 +136,8 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
 // where auto would fuse, else a plain one). `why` says which. Throws PlanError when
 // none can run.
 const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op, const KernelSpec& kernel, Shape s,
-                                  int threads, const std::vector<BenchRow>& bench, std::string& why);
+                                  int threads, const std::vector<KernelSpeed>& bench, std::string& why);
 
-// Prints the resolved plan as a table: op, weights, shape, matvecs, kernel, why, and
-// with outlier routing the kernel outlier vectors go to.
-void print_plan(const std::vector<PlannedMatvec>& planned);
 // Loads a plan given as "auto", a TOML file (an existing path or a name ending in
 // .toml), or OP.TYPE=KERNEL rules.
 KernelPlan load_plan(const std::string& spec);

@@ -15,6 +15,7 @@
 
 #include "harness/data.h"
 #include "harness/machine.h"
+#include "kernels/availability.h"
 #include "model/forward.h"
 #include "model/sampler.h"
 #include "tests/forward_cuda_testing.h"

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "harness/machine.h"
+#include "kernels/availability.h"
 #include "kernels/registry.h"
 #include "tests/cli_run.h"
 

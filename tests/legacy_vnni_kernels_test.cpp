@@ -16,6 +16,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/registry.h"
+#include "kernels/cpu_tiling.h"
 
 namespace qmv {
 namespace {

@@ -1,3 +1,4 @@
+#include "kernels/availability.h"
 #include "model/plan.h"
 
 #include <gtest/gtest.h>
@@ -73,7 +74,7 @@ TEST(KernelPlan, AutoTakesTheFirstAvailableKernelInTheDefaultOrder) {
 
 TEST(KernelPlan, FusedGateUpIsChosenNamedOrTurnedOff) {
   const TinyQ4K m;
-  auto ops = [&](const KernelPlan& plan, const std::vector<BenchRow>& bench = {}) {
+  auto ops = [&](const KernelPlan& plan, const std::vector<KernelSpeed>& bench = {}) {
     std::set<std::string> s;
     for (const auto& p : resolve_plan(plan, m.weights, 1, bench)) s.insert(p.op);
     return s;
@@ -96,7 +97,7 @@ TEST(KernelPlan, FusedGateUpIsChosenNamedOrTurnedOff) {
 
   // With a bench CSV, fusion must be at least as fast as the best single kernel.
   auto row = [](const std::string& kernel, double gbps) {
-    BenchRow r;
+    KernelSpeed r;
     r.kernel = kernel;
     r.weight_type = "q4_K";
     r.rows = 512;
@@ -147,7 +148,7 @@ TEST(KernelPlan, MostSpecificRuleWins) {
 TEST(KernelPlan, AutoPicksTheFastestAtTheNearestBenchShape) {
   const TinyQ4K m;
   auto row = [](const char* kernel, std::int64_t rows, std::int64_t cols, double gbps) {
-    BenchRow r;
+    KernelSpeed r;
     r.kernel = kernel;
     r.weight_type = "q4_K";
     r.rows = rows;
@@ -157,7 +158,7 @@ TEST(KernelPlan, AutoPicksTheFastestAtTheNearestBenchShape) {
     return r;
   };
   // At 512x256 the scalar reference is made "fastest"; far away another kernel is.
-  const std::vector<BenchRow> bench = {row("q4_K.cpu.scalar", 512, 256, 9.0), row("q4_K.cpu.avx2_raw", 512, 256, 3.0),
+  const std::vector<KernelSpeed> bench = {row("q4_K.cpu.scalar", 512, 256, 9.0), row("q4_K.cpu.avx2_raw", 512, 256, 3.0),
                                        row("q4_K.cpu.avx2_raw", 32000, 4096, 50.0)};
   for (const auto& p : resolve_plan(KernelPlan{}, m.weights, 1, bench)) {
     if (p.op == "ffn_up") {

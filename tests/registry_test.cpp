@@ -4,8 +4,10 @@
 #include <vector>
 
 #include "harness/machine.h"
+#include "kernels/availability.h"
 #include "kernels/cpu_features.h"
 #include "kernels/registry.h"
+#include "kernels/cpu_tiling.h"
 
 namespace qmv {
 namespace {

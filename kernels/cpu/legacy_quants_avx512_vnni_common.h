@@ -44,6 +44,7 @@
 #include <cstdint>
 
 #include "kernel.h"
+#include "kernels/cpu_tiling.h"
 
 namespace qmv::legacy_vnni {
 namespace {

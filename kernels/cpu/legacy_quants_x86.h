@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernel.h"
+#include "kernels/cpu_tiling.h"
 
 namespace qmv::legacy_x86 {
 namespace {

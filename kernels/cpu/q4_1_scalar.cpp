@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "kernel.h"
+#include "kernels/cpu_tiling.h"
 
 namespace {
 

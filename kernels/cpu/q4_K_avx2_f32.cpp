@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernel.h"
+#include "kernels/cpu_tiling.h"
 
 namespace {
 

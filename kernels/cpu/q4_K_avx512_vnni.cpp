@@ -8,6 +8,7 @@
 // the prefetch this kernel measured 12-17% slower (one thread, cold, interleaved runs:
 // 4096x4096 1069 vs 919 us, 14336x4096 3684 vs 3158, 4096x14336 3810 vs 3412).
 #include "q4_K_avx512_vnni_common.h"
+#include "kernels/cpu_tiling.h"
 
 namespace {
 

@@ -15,6 +15,7 @@
 // Rows left over (n % 4, and tiles or calls with fewer than four rows) take the
 // one-row path.
 #include "q4_K_avx512_vnni_common.h"
+#include "kernels/cpu_tiling.h"
 
 namespace {
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernel.h"
+#include "kernels/cpu_tiling.h"
 
 namespace qmv::q4k_vnni {
 namespace {

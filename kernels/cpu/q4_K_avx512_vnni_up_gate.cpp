@@ -12,6 +12,7 @@
 // 4265-4486 vs 4527-4801, 4096x14336 4201-4391 vs 4051-4367; and four streams keep
 // the register pressure low.
 #include "q4_K_avx512_vnni_common.h"
+#include "kernels/cpu_tiling.h"
 
 namespace {
 

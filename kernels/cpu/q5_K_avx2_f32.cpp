@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernel.h"
+#include "kernels/cpu_tiling.h"
 
 namespace {
 

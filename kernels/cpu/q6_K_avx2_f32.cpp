@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernel.h"
+#include "kernels/cpu_tiling.h"
 
 namespace {
 
