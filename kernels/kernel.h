@@ -1,6 +1,6 @@
 // The plugin interface: a kernel variant describes itself in one KernelSpec and
 // registers it with QMV_REGISTER_KERNEL, once, in its own source file. The check,
-// the benchmarks and (later) the model runner find it through the registry.
+// the benchmarks and the model runner find it through the registry.
 #pragma once
 
 #include <cstddef>

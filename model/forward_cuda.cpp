@@ -28,8 +28,6 @@ void check(cudaError_t err, const std::string& what) {
 // The sampler is part of the GPU step but not a StepPart: its time is kept apart.
 constexpr int kSampleOp = -1;
 
-// The GPU Q8_1 quantizer's name in errors and NVTX ranges (as the quantizer names itself).
-
 std::string op_label(int part) { return part == kSampleOp ? "sample" : std::string(to_string(static_cast<StepPart>(part))); }
 
 }  // namespace
