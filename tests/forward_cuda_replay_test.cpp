@@ -22,7 +22,7 @@
 
 #include "harness/data.h"
 #include "kernels/outliers.h"
-#include "harness/cli_decode_cuda.h"
+#include "harness/cli/decode_cuda.h"
 #include "kernels/cuda/dequantize_value.h"
 #include "kernels/cuda/legacy_lane.h"
 #include "model/forward.h"

@@ -31,7 +31,7 @@ def layer_of(path):
         return 1
     if path.startswith("model/"):
         return 2
-    if path.startswith("harness/cli") or path == "harness/main.cpp":
+    if path.startswith("harness/cli/"):
         return 4
     if path.startswith("harness/"):
         return 3
@@ -119,7 +119,7 @@ def self_test():
             "kernels/formats/formats.h": "\n",
             "model/plan.h": '#include "kernels/kernel.h"\n#include "harness/csv.h"\n',
             "harness/csv.h": '#include "model/plan.h"\n',
-            "harness/cli.cpp": '#include "harness/csv.h"\n',
+            "harness/cli/run.cpp": '#include "harness/csv.h"\n',
             "CMakeLists.txt": "add_library(qmv_model STATIC model/plan.cpp harness/csv.cpp)\n"
                               "target_link_libraries(qmv_model PUBLIC qmv_kernels_api qmv_harness)\n",
         }.items():

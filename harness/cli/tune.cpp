@@ -1,4 +1,4 @@
-#include "harness/cli_tune.h"
+#include "harness/cli/tune.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "harness/cli_make_model.h"
+#include "harness/cli/make_model.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "harness/cli_accuracy.h"
+#include "harness/cli/accuracy.h"
 
 #include <fmt/format.h>
 

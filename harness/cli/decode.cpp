@@ -1,4 +1,4 @@
-#include "harness/cli_decode.h"
+#include "harness/cli/decode.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "harness/cli_decode_cuda.h"
+#include "harness/cli/decode_cuda.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/peak.h"

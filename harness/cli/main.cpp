@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "harness/cli.h"
+#include "harness/cli/cli.h"
 #include "kernels/registry.h"
 
 int main(int argc, char** argv) {

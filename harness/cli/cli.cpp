@@ -1,4 +1,4 @@
-#include "harness/cli.h"
+#include "harness/cli/cli.h"
 
 #include <fmt/format.h>
 
@@ -15,13 +15,13 @@
 
 #include "harness/bench.h"
 #include "harness/check.h"
-#include "harness/cli_accuracy.h"
-#include "harness/cli_compare.h"
-#include "harness/cli_decode.h"
-#include "harness/cli_gate.h"
-#include "harness/cli_make_model.h"
-#include "harness/cli_tune.h"
-#include "harness/cli_sweep.h"
+#include "harness/cli/accuracy.h"
+#include "harness/cli/compare.h"
+#include "harness/cli/decode.h"
+#include "harness/cli/gate.h"
+#include "harness/cli/make_model.h"
+#include "harness/cli/tune.h"
+#include "harness/cli/sweep.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/peak.h"

@@ -1,4 +1,4 @@
-#include "harness/cli_sweep.h"
+#include "harness/cli/sweep.h"
 
 #include <fmt/format.h>
 

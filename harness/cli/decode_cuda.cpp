@@ -1,4 +1,4 @@
-#include "harness/cli_decode_cuda.h"
+#include "harness/cli/decode_cuda.h"
 
 #include <fmt/format.h>
 

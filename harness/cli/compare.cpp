@@ -1,4 +1,4 @@
-#include "harness/cli_compare.h"
+#include "harness/cli/compare.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "harness/cli_gate.h"
+#include "harness/cli/gate.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // The GPU side of `qmvlab decode --device cuda` and `qmvlab logits --device cuda`:
 // the generate loop on GpuForward, timed as the CPU decode is, its per-op breakdown
-// and its report lines. harness/cli_decode.cpp parses the options and prints the rest
+// and its report lines. harness/cli/decode.cpp parses the options and prints the rest
 // of the report (roofline, plan, JSON, CSV) as for the CPU.
 #pragma once
 
