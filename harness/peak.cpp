@@ -77,7 +77,7 @@ std::size_t gpu_cold_bytes(std::size_t l2_bytes) {
   return std::max<std::size_t>(4 * l2_bytes, std::size_t(64) << 20);
 }
 
-GpuPeakResult measure_gpu_copy_bandwidth(int repetitions) {
+GpuPeakResult measure_gpu_peaks(int repetitions) {
   GpuPeakResult r;
 #ifdef QMV_HAVE_CUDA
   const cuda::DeviceInfo& dev = cuda::current_device();
@@ -123,7 +123,7 @@ GpuPeakResult measure_gpu_copy_bandwidth(int repetitions) {
 }
 
 const GpuPeakResult& gpu_peak() {
-  static const GpuPeakResult peak = measure_gpu_copy_bandwidth(7);
+  static const GpuPeakResult peak = measure_gpu_peaks(7);
   return peak;
 }
 

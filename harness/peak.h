@@ -42,7 +42,7 @@ struct GpuPeakResult {
   // The roofline of a GEMV: the read peak, or the copy where the read could not run.
   double roofline_gbps() const { return read_measured ? read_best_gbps : best_gbps; }
 };
-GpuPeakResult measure_gpu_copy_bandwidth(int repetitions = 7);
+GpuPeakResult measure_gpu_peaks(int repetitions = 7);
 // The same, measured on first use and kept for the process (roofline_gbps() is the
 // bench's and the decode's roofline).
 const GpuPeakResult& gpu_peak();

@@ -291,7 +291,7 @@ TEST(CudaBench, EventTimesAgreeWithTheHostClock) {
 TEST(CudaBench, CopyPeakIsBelowTheDatasheet) {
   const cuda::DeviceInfo& dev = cuda::current_device();
   if (!dev.present) GTEST_SKIP() << dev.why_absent;
-  const GpuPeakResult p = measure_gpu_copy_bandwidth(3);
+  const GpuPeakResult p = measure_gpu_peaks(3);
   ASSERT_TRUE(p.measured) << p.why_not;
   EXPECT_EQ(p.repetitions, 3);
   EXPECT_LE(p.median_gbps, p.best_gbps);
@@ -306,7 +306,7 @@ TEST(CudaBench, CopyPeakIsBelowTheDatasheet) {
 TEST(CudaBench, ReadPeakIsBelowTheDatasheetAndAboveHalfTheCopy) {
   const cuda::DeviceInfo& dev = cuda::current_device();
   if (!dev.present) GTEST_SKIP() << dev.why_absent;
-  const GpuPeakResult p = measure_gpu_copy_bandwidth(3);
+  const GpuPeakResult p = measure_gpu_peaks(3);
   ASSERT_TRUE(p.measured) << p.why_not;
   ASSERT_TRUE(p.read_measured) << p.read_loop;
   std::printf("read peak %.1f GB/s (%s), copy %.1f GB/s, datasheet %.1f GB/s\n", p.read_best_gbps,

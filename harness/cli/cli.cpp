@@ -216,7 +216,7 @@ std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, c
     peaks[t] = p.best_gbps;
   }
   if (gpu) {
-    const GpuPeakResult g = measure_gpu_copy_bandwidth(reps);
+    const GpuPeakResult g = measure_gpu_peaks(reps);
     if (!g.measured) {
       fmt::print("GPU peak: not measured: {}\n", g.why_not);
       if (gpu_not_measured) *gpu_not_measured = g.why_not;

@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include "kernels/cuda/cuda_common.cuh"
+
 #include <algorithm>
 #include <utility>
 
@@ -108,10 +110,8 @@ std::string poison_device_floats(float* device_ptr, std::size_t n, void* stream)
   if (!device_ptr) return "poison_device_floats: null device pointer";
   const int threads = 256;
   const int blocks = static_cast<int>(std::min<std::size_t>((n + threads - 1) / threads, 4096));
-  cudaGetLastError();  // an earlier call's error is not this launch's
-  fill_nan<<<blocks, threads, 0, as_stream(stream)>>>(device_ptr, n);
-  const cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? std::string() : std::string("fill_nan: ") + cudaGetErrorString(err);
+  const Status st = launch_checked("fill_nan", [&] { fill_nan<<<blocks, threads, 0, as_stream(stream)>>>(device_ptr, n); });
+  return st.ok() ? std::string() : st.error;
 }
 
 // ---------------------------------------------------------------------------------
@@ -334,9 +334,8 @@ ReadBandwidth measure_read_bandwidth(std::size_t buffer_bytes, int repetitions) 
     const unsigned blocks = static_cast<unsigned>(std::max(1, dev.sm_count) * l.blocks_per_sm);
     Status s = timer.start(stream.get());
     for (int p = 0; s.ok() && p < passes; ++p) {
-      cudaGetLastError();  // an earlier call's error is not this launch's
-      l.kernel<<<blocks, 256, 0, as_stream(stream.get())>>>(words, n, 1u, sink_word);
-      s = error_of(cudaGetLastError(), what);
+      s = launch_checked("read_stream",
+                         [&] { l.kernel<<<blocks, 256, 0, as_stream(stream.get())>>>(words, n, 1u, sink_word); });
     }
     if (s.ok()) s = timer.stop(stream.get());
     if (s.ok()) s = timer.elapsed_ms(ms, what);
