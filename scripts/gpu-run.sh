@@ -175,7 +175,7 @@ step_list() {
 
 step_peak() {
   run_step peak "$qmvlab" peak --threads all --out "$results/peak.csv"
-  require_in_log peak 'GPU read peak' "the GPU peak was not measured"
+  require_in_log peak 'GPU read peak \(' "the GPU read peak was not measured"
 }
 
 step_check() {

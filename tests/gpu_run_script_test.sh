@@ -48,6 +48,11 @@ grep -q "FAILED: .*list (no CUDA kernel is available on this device)" "$work/log
 grep -q "check (exit 1)" "$work/log" || fail "unusable GPU: check not failed: $(tail -5 "$work/log")"
 [[ -s $work/results/check.log && -s $work/results/list.log ]] || fail "step logs not written as the steps ended"
 
+# The peak step wants the read peak measured, not the line saying it was not.
+code=$(PATH=$work/fake:$PATH run peak)
+[[ $code == 1 ]] || fail "unusable GPU: peak: exit $code, want 1"
+grep -q "peak (the GPU read peak was not measured)" "$work/log" || fail "unusable GPU: peak not failed: $(tail -5 "$work/log")"
+
 # 3. A driver older than the bundle's CUDA runtime needs: one line, nothing runs.
 code=$(FAKE_DRIVER=535.54 PATH=$work/fake:$PATH run list)
 [[ $code == 1 ]] || fail "old driver: exit $code, want 1"
@@ -56,4 +61,4 @@ grep -q "needs driver >= 580, this machine has 535" "$work/log" || fail "old dri
 # 4. An unknown step is a usage error.
 code=$(PATH=$work/fake:$PATH run frobnicate)
 [[ $code == 2 ]] || fail "unknown step: exit $code, want 2"
-echo "gpu-run.sh fails loudly without a usable GPU: 4 cases passed"
+echo "gpu-run.sh fails loudly without a usable GPU: 5 cases passed"
