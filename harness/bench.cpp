@@ -16,9 +16,9 @@
 #include "harness/peak.h"
 #ifdef QMV_HAVE_CUDA
 #include "kernels/availability.h"
+#include "kernels/cpu_tiling.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/quantize_q8_1.h"
-#include "kernels/cpu_tiling.h"
 #endif
 
 namespace qmv {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
-#include "kernels/registry.h"
 #include "kernels/cpu_tiling.h"
+#include "kernels/registry.h"
 
 namespace qmv {
 namespace {

@@ -6,8 +6,8 @@
 #include "harness/machine.h"
 #include "kernels/availability.h"
 #include "kernels/cpu_features.h"
-#include "kernels/registry.h"
 #include "kernels/cpu_tiling.h"
+#include "kernels/registry.h"
 
 namespace qmv {
 namespace {

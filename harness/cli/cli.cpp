@@ -20,8 +20,8 @@
 #include "harness/cli/decode.h"
 #include "harness/cli/gate.h"
 #include "harness/cli/make_model.h"
-#include "harness/cli/tune.h"
 #include "harness/cli/sweep.h"
+#include "harness/cli/tune.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
@@ -29,12 +29,12 @@
 #include "harness/table.h"
 #include "kernels/availability.h"
 #include "kernels/cpu_features.h"
+#include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/plan.h"
 #include "model/tokenizer.h"
-#include "kernels/cpu_tiling.h"
 
 namespace qmv {
 namespace {
