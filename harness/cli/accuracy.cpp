@@ -1,4 +1,8 @@
-#include "harness/cli/accuracy.h"
+// `qmvlab accuracy`: every kernel's end-to-end NMSE on Gaussian activations and on
+// activations with outlier channels, with and without outlier routing, as a CSV and
+// tables; `--cost`: what routing costs (the outlier test against the matvec it
+// guards, the f32 sibling against the int8 kernel, false positives on Gaussian
+// vectors). See harness/accuracy.h.
 
 #include <fmt/format.h>
 
@@ -12,6 +16,8 @@
 #include <stdexcept>
 
 #include "harness/accuracy.h"
+#include "harness/cli/command.h"
+#include "harness/cli/options.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/shapes.h"
@@ -20,6 +26,22 @@
 #include "kernels/registry.h"
 
 namespace qmv {
+
+namespace {
+
+class AccuracyCommand : public Command {
+ public:
+  explicit AccuracyCommand(CLI::App& app);
+  ~AccuracyCommand() override;
+  bool chosen() const override;
+  int run(const std::string& command_line) override;
+
+ private:
+  struct Options;
+  std::unique_ptr<Options> o_;
+};
+
+}  // namespace
 
 struct AccuracyCommand::Options {
   CLI::App* cmd = nullptr;
@@ -276,19 +298,12 @@ AccuracyCommand::~AccuracyCommand() = default;
 
 bool AccuracyCommand::chosen() const { return o_->cmd->parsed(); }
 
-int AccuracyCommand::run(const std::string& command_line) const {
+int AccuracyCommand::run(const std::string& command_line) {
   Options o = *o_;
-  const auto selected = global_registry().select(o.kernels);
-  if (selected.empty()) {
-    std::string known;
-    for (const auto& k : global_registry().all()) known += (known.empty() ? "" : ", ") + k.name;
-    throw std::invalid_argument(fmt::format("accuracy: no kernel matches '{}' (known: {})", o.kernels, known));
-  }
-  const std::vector<Shape> shapes = parse_shapes(o.shapes.empty() ? (o.cost ? kCostShapes : kAccuracyShapes) : o.shapes);
-  for (Shape s : shapes)
-    if (std::none_of(selected.begin(), selected.end(), [&](const KernelSpec* k) { return k->supports(s); }))
-      throw std::invalid_argument(fmt::format("accuracy: shape {} is not supported by any selected kernel ({} needs {})",
-                                              to_string(s), selected.front()->name, selected.front()->shape_rule));
+  const auto selected = select_kernels(o.kernels);
+  const std::vector<Shape> shapes =
+      shapes_or_throw(o.shapes.empty() ? (o.cost ? kCostShapes : kAccuracyShapes) : o.shapes);
+  require_supported(selected, shapes);
   o.config.seed = o.seed ? o.seed : std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
   if (o.cost) return run_cost({o.kernels, o.out, o.append, o.reps, o.fp_vectors, o.config}, selected, shapes, command_line);
 
@@ -363,5 +378,7 @@ int AccuracyCommand::run(const std::string& command_line) const {
   if (csv) fmt::print("\nwrote {}\n", csv->path());
   return 0;
 }
+
+std::unique_ptr<Command> accuracy_command(CLI::App& app) { return std::make_unique<AccuracyCommand>(app); }
 
 }  // namespace qmv

@@ -1,10 +1,28 @@
-#include "harness/cli/compare.h"
+// `qmvlab compare A.csv B.csv`: two results CSVs side by side, the ratio per matched
+// row and their geometric mean.
 
 #include <string>
 
+#include "harness/cli/command.h"
 #include "harness/compare.h"
 
 namespace qmv {
+
+namespace {
+
+class CompareCommand : public Command {
+ public:
+  explicit CompareCommand(CLI::App& app);
+  ~CompareCommand() override;
+  bool chosen() const override;
+  int run(const std::string& command_line) override;
+
+ private:
+  struct Options;
+  std::unique_ptr<Options> o_;
+};
+
+}  // namespace
 
 struct CompareCommand::Options {
   CLI::App* cmd = nullptr;
@@ -32,7 +50,7 @@ CompareCommand::~CompareCommand() = default;
 
 bool CompareCommand::chosen() const { return o_->cmd->parsed(); }
 
-int CompareCommand::run() const {
+int CompareCommand::run(const std::string&) {
   const CompareBy by = parse_compare_by(o_->by);
   const Metric metric = parse_metric(o_->metric);
   const ResultsFile a = read_results_csv(o_->a);
@@ -40,5 +58,7 @@ int CompareCommand::run() const {
   print_comparison(a, b, compare_results(a, b, by, metric));
   return 0;
 }
+
+std::unique_ptr<Command> compare_command(CLI::App& app) { return std::make_unique<CompareCommand>(app); }
 
 }  // namespace qmv

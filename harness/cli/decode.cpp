@@ -1,4 +1,6 @@
-#include "harness/cli/decode.h"
+// `qmvlab decode` (generate text with a kernel plan, report tokens/s, the per-op time
+// breakdown and the roofline) and `qmvlab logits` (the logits at every position of a
+// token sequence, for comparison with the reference forward pass).
 
 #include <fmt/format.h>
 
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "harness/cli/command.h"
 #include "harness/cli/decode_cuda.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
@@ -24,6 +27,22 @@
 #include "model/tokenizer.h"
 
 namespace qmv {
+
+namespace {
+
+class DecodeCommand : public Command {
+ public:
+  explicit DecodeCommand(CLI::App& app);
+  ~DecodeCommand() override;
+  bool chosen() const override;
+  int run(const std::string& command_line) override;
+
+ private:
+  struct Options;
+  std::unique_ptr<Options> o_;
+};
+
+}  // namespace
 
 struct DecodeCommand::Options {
   CLI::App* decode = nullptr;
@@ -270,7 +289,7 @@ DecodeCommand::~DecodeCommand() = default;
 
 bool DecodeCommand::chosen() const { return o_->decode->parsed() || o_->logits->parsed(); }
 
-int DecodeCommand::run(const std::string& command_line) const {
+int DecodeCommand::run(const std::string& command_line) {
   const Options& o = *o_;
   if (o.logits->parsed()) {
     const LoadedModel m(o.l_model);
@@ -493,5 +512,7 @@ int DecodeCommand::run(const std::string& command_line) const {
   }
   return 0;
 }
+
+std::unique_ptr<Command> decode_command(CLI::App& app) { return std::make_unique<DecodeCommand>(app); }
 
 }  // namespace qmv

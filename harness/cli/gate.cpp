@@ -1,4 +1,6 @@
-#include "harness/cli/gate.h"
+// `qmvlab gate EXP.toml`: the regression gate. Correctness: every available kernel
+// of the experiment passes the check on its shapes. Performance: every kernel's speed
+// as a ratio to its type's scalar reference, timed interleaved, against a baseline.
 
 #include <fmt/format.h>
 
@@ -8,6 +10,7 @@
 #include <unistd.h>
 
 #include "harness/check.h"
+#include "harness/cli/command.h"
 #include "harness/experiment.h"
 #include "harness/gate.h"
 #include "harness/instructions.h"
@@ -18,6 +21,22 @@
 #include "kernels/registry.h"
 
 namespace qmv {
+
+namespace {
+
+class GateCommand : public Command {
+ public:
+  explicit GateCommand(CLI::App& app);
+  ~GateCommand() override;
+  bool chosen() const override;
+  int run(const std::string& command_line) override;
+
+ private:
+  struct Options;
+  std::unique_ptr<Options> o_;
+};
+
+}  // namespace
 
 struct GateCommand::Options {
   CLI::App* cmd = nullptr;
@@ -123,7 +142,7 @@ int gate_instructions(const std::vector<const KernelSpec*>& kernels, const std::
 
 }  // namespace
 
-int GateCommand::run() const {
+int GateCommand::run(const std::string&) {
   const Options& o = *o_;
   if (o.child->parsed()) {
     if (!running_under_valgrind()) throw std::runtime_error("gate-callgrind-child runs under valgrind only");
@@ -205,5 +224,7 @@ int GateCommand::run() const {
   fmt::print("speed: {} regression(s) beyond {:.0f}% against {}\n", regressions.size(), 100 * o.tolerance, path);
   return failed || !regressions.empty() ? 1 : 0;
 }
+
+std::unique_ptr<Command> gate_command(CLI::App& app) { return std::make_unique<GateCommand>(app); }
 
 }  // namespace qmv

@@ -1,11 +1,13 @@
-#include "harness/cli/make_model.h"
-
+// `qmvlab make-model`: writes a synthetic GGUF model (model/synthetic.h).
 #include <fmt/format.h>
 
 #include <chrono>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <map>
+
+#include "harness/cli/command.h"
+#include "model/synthetic.h"
 
 namespace qmv {
 namespace {
@@ -64,10 +66,31 @@ void print_plan(const SyntheticPlan& plan) {
   for (const auto& line : plan.fallbacks()) fmt::print("fallback: {}\n", line);
 }
 
-}  // namespace
+struct MakeModelArgs {
+  SyntheticSpec spec;
+  std::string out;
+  bool tied = false, untied = false;
+  bool dry_run = false;
+};
 
-CLI::App* add_make_model_command(CLI::App& app, MakeModelArgs& args) {
-  auto* sub = app.add_subcommand("make-model",
+// Prints the plan, writes the file with progress, returns 0. Bad input throws
+// (SyntheticError, gguf::WriterError) with a one-line message.
+int run_make_model(const MakeModelArgs& args);
+
+class MakeModelCommand : public Command {
+ public:
+  explicit MakeModelCommand(CLI::App& app);
+  bool chosen() const override { return cmd_->parsed(); }
+  int run(const std::string&) override { return run_make_model(args_); }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  MakeModelArgs args_;
+};
+
+MakeModelCommand::MakeModelCommand(CLI::App& app) {
+  MakeModelArgs& args = args_;
+  auto* sub = cmd_ = app.add_subcommand("make-model",
                                  "Write a synthetic GGUF model: a preset's shapes, a weight mix, seeded random "
                                  "weights and a small BPE tokenizer");
   sub->add_option("--preset", args.spec.preset, "Size preset (listed below)")->required();
@@ -84,7 +107,6 @@ CLI::App* add_make_model_command(CLI::App& app, MakeModelArgs& args) {
   sub->add_option("--seed", args.spec.seed, "Seed of the weights")->capture_default_str();
   sub->add_flag("--dry-run", args.dry_run, "Print the plan and the file size, write nothing");
   sub->footer(std::function<std::string()>(presets_help));  // built only when --help asks
-  return sub;
 }
 
 int run_make_model(const MakeModelArgs& args) {
@@ -124,5 +146,9 @@ int run_make_model(const MakeModelArgs& args) {
   fmt::print("wrote {}: {} bytes ({}) in {:.1f} s\n", args.out, r.file_bytes, mib(r.file_bytes), s);
   return 0;
 }
+
+}  // namespace
+
+std::unique_ptr<Command> make_model_command(CLI::App& app) { return std::make_unique<MakeModelCommand>(app); }
 
 }  // namespace qmv

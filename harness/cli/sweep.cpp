@@ -1,3 +1,5 @@
+// `qmvlab sweep` (run an experiment file, one CSV row per point, resumable and
+// shardable) and `qmvlab merge` (join shard CSVs into one).
 #include "harness/cli/sweep.h"
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 
 #include "harness/bench.h"
 #include "harness/check.h"
+#include "harness/cli/command.h"
 #include "harness/csv.h"
 #include "harness/experiment.h"
 #include "harness/machine.h"
@@ -19,6 +22,22 @@
 #include "harness/table.h"
 
 namespace qmv {
+
+namespace {
+
+class SweepCommand : public Command {
+ public:
+  explicit SweepCommand(CLI::App& app);
+  ~SweepCommand() override;
+  bool chosen() const override;
+  int run(const std::string& command_line) override;
+
+ private:
+  struct Options;
+  std::unique_ptr<Options> o_;
+};
+
+}  // namespace
 
 struct SweepCommand::Options {
   CLI::App* sweep = nullptr;
@@ -111,7 +130,7 @@ SweepCommand::~SweepCommand() = default;
 
 bool SweepCommand::chosen() const { return o_->sweep->parsed() || o_->merge->parsed(); }
 
-int SweepCommand::run(const std::string& command_line) const {
+int SweepCommand::run(const std::string& command_line) {
   const Options& o = *o_;
   if (o.merge->parsed()) return run_merge(o.merge_out, o.merge_in);
 
@@ -299,5 +318,7 @@ void print_sweep_report(const std::string& path) {
                "NMSE kernel", "NMSE e2e", "reason"},
               rows);
 }
+
+std::unique_ptr<Command> sweep_command(CLI::App& app) { return std::make_unique<SweepCommand>(app); }
 
 }  // namespace qmv

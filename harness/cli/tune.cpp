@@ -1,4 +1,5 @@
-#include "harness/cli/tune.h"
+// `qmvlab tune`: the fastest kernel plan for a model within an accuracy budget, and
+// its decode speed against the default plan, measured in the same run.
 
 #include <fmt/format.h>
 
@@ -7,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "harness/cli/command.h"
 #include "harness/machine.h"
 #include "harness/table.h"
 #include "harness/tune.h"
@@ -15,6 +17,22 @@
 #include "model/gguf.h"
 
 namespace qmv {
+
+namespace {
+
+class TuneCommand : public Command {
+ public:
+  explicit TuneCommand(CLI::App& app);
+  ~TuneCommand() override;
+  bool chosen() const override;
+  int run(const std::string& command_line) override;
+
+ private:
+  struct Options;
+  std::unique_ptr<Options> o_;
+};
+
+}  // namespace
 
 struct TuneCommand::Options {
   CLI::App* cmd = nullptr;
@@ -81,7 +99,7 @@ TuneCommand::~TuneCommand() = default;
 
 bool TuneCommand::chosen() const { return o_->cmd->parsed(); }
 
-int TuneCommand::run() const {
+int TuneCommand::run(const std::string&) {
   const Options& o = *o_;
   const LoadedModel m(o.model);
   const ModelConfig& c = m.config;
@@ -127,5 +145,7 @@ int TuneCommand::run() const {
              o.config.threads, o.decode_tokens, o.rounds, a, b, b / a);
   return 0;
 }
+
+std::unique_ptr<Command> tune_command(CLI::App& app) { return std::make_unique<TuneCommand>(app); }
 
 }  // namespace qmv

@@ -1,0 +1,122 @@
+// `qmvlab bench`: kernels timed, GB/s as a share of the peak measured in the same run.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "harness/bench.h"
+#include "harness/cli/command.h"
+#include "harness/cli/options.h"
+#include "harness/cli/peak.h"
+#include "harness/cli/tables.h"
+#include "harness/csv.h"
+#include "harness/machine.h"
+
+namespace qmv {
+namespace {
+
+class BenchCommand : public Command {
+ public:
+  explicit BenchCommand(CLI::App& app) {
+    cmd_ = app.add_subcommand(
+        "bench", "Time kernels, GB/s as a share of the measured peak (CPU: Google Benchmark, real time; CUDA: events "
+                 "around many launches, NVTX ranges named after the kernels, one host thread)");
+    cmd_->add_option("--kernels", kernels_, "Comma-separated globs of kernel names")->capture_default_str();
+    cmd_->add_option("--shapes", shapes_, "ROWSxCOLS list or preset")->capture_default_str();
+    cmd_->add_option("--threads", threads_, "Thread counts, e.g. 1,2 or all")->capture_default_str();
+    cmd_->add_flag("--warm", config_.warm,
+                   "Reuse one weight copy (warm caches) instead of rotating copies past the LLC / GPU L2");
+    cmd_->add_flag("--no-interleave", no_interleave_,
+                   "Run each point's repetitions back to back instead of interleaving all points");
+    cmd_->add_option("--reps", config_.repetitions, "Repetitions per point (min/median/max over them)")
+        ->check(CLI::Range(1, 1000))->capture_default_str();
+    cmd_->add_option("--min-time", config_.min_time_s, "Minimum seconds per repetition")
+        ->check(CLI::Range(0.001, 60.0))->capture_default_str();
+    cmd_->add_option("--peak-reps", peak_reps_, "Repetitions of the peak bandwidth read")
+        ->check(CLI::Range(1, 100))->capture_default_str();
+    add_tiling_options(cmd_, tiling_);
+    cmd_->add_option("--out", out_, "Write a CSV of results ({machine} expands to this machine's name)");
+    cmd_->add_flag("--append", append_, "Append to --out instead of replacing it");
+  }
+
+  bool chosen() const override { return cmd_->parsed(); }
+
+  int run(const std::string& command_line) override {
+    set_cpu_tiling(tiling_);
+    const auto kernels = select_kernels(kernels_);
+    const auto shapes = shapes_or_throw(shapes_);
+    require_supported(kernels, shapes);
+    BenchConfig& cfg = config_;
+    cfg.threads = parse_threads(threads_);
+    cfg.interleave = !no_interleave_;
+    const RunContext ctx = current_context(command_line);
+    // Selecting a CUDA kernel adds the GPU columns (empty on CPU rows), whether or not
+    // a device is here, so the file's columns follow from the command alone.
+    const auto any_of_backend = [&](Backend b) {
+      return std::any_of(kernels.begin(), kernels.end(), [b](const KernelSpec* k) { return k->backend == b; });
+    };
+    const bool gpu_columns = any_of_backend(Backend::CUDA);
+    std::unique_ptr<CsvWriter> csv;
+    if (!out_.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out_), bench_header(gpu_columns), append_);
+    // The CPU roofline, when CPU kernels are timed (the GPU's is measured by the bench).
+    const auto peaks = any_of_backend(Backend::CPU) ? measure_peaks(cfg.threads, peak_reps_, nullptr, "", false)
+                                                    : std::map<int, double>{};
+    fmt::print("timing {} kernel(s) x {} shape(s) x {} thread count(s), {} cache, {} reps{}\n", kernels.size(),
+               shapes.size(), cfg.threads.size(), cfg.warm ? "warm" : "cold", cfg.repetitions,
+               cfg.interleave ? ", interleaved" : "");
+    std::fflush(stdout);
+    const auto started = std::chrono::steady_clock::now();
+    const BenchOutcome res = run_bench(
+        kernels, shapes, cfg, peaks,
+        [&](const BenchRow& r, int done, int total) {
+          print_progress(r, done, total);
+          if (csv) csv->write(bench_fields(ctx, r, gpu_columns));
+        },
+        [&](int runs_done, int runs_total) {
+          // With interleaving, points finish together at the end: report rounds meanwhile.
+          const int per_round = runs_total / cfg.repetitions;
+          if (!cfg.interleave || runs_done % per_round != 0 || runs_done == runs_total) return;
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          fmt::print("repetition round {}/{} done, {:.0f} s elapsed, about {:.0f} s to go\n", runs_done / per_round,
+                     cfg.repetitions, s, s * (runs_total - runs_done) / runs_done);
+          std::fflush(stdout);
+        });
+    for (const auto& s : res.skipped) fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
+    fmt::print("\n");
+    print_bench_table(res.rows);
+    if (csv) fmt::print("\nwrote {}\n", csv->path());
+    return res.rows.empty() ? 1 : 0;
+  }
+
+ private:
+  static void print_progress(const BenchRow& r, int done, int total) {
+    if (r.gpu_name.empty()) {
+      fmt::print("[{}/{}] {} {}x{} threads={}: median {:.1f} us, {:.2f} GB/s = {:.1f}% of {:.2f} GB/s peak\n", done,
+                 total, r.kernel, r.rows, r.cols, r.threads, r.time_median_us, r.gbps_median, r.peak_pct, r.peak_gbps);
+    } else {
+      fmt::print("[{}/{}] {} {}x{} on {}: median {:.2f} us ({} launches per rep), {:.1f} GB/s = {:.1f}% of the "
+                 "{:.1f} GB/s copy peak, {:.1f}% of the {:.1f} GB/s datasheet{}\n",
+                 done, total, r.kernel, r.rows, r.cols, r.gpu_name, r.time_median_us, r.launches_per_rep,
+                 r.gbps_median, r.peak_pct, r.peak_gbps, r.datasheet_pct, r.datasheet_gbps,
+                 r.time_with_quant_median_us > 0
+                     ? fmt::format("; with the on-GPU Q8_1 quantization {:.2f} us (quantizer alone {:.2f} us)",
+                                   r.time_with_quant_median_us, r.quant_median_us)
+                     : std::string());
+    }
+    std::fflush(stdout);
+  }
+
+  CLI::App* cmd_ = nullptr;
+  std::string kernels_ = "*", shapes_ = "llama-2-7b", threads_ = "1,all", out_;
+  BenchConfig config_;
+  bool append_ = false, no_interleave_ = false;
+  int peak_reps_ = 5;
+  CpuTiling tiling_ = cpu_tiling();
+};
+
+}  // namespace
+
+std::unique_ptr<Command> bench_command(CLI::App& app) { return std::make_unique<BenchCommand>(app); }
+
+}  // namespace qmv

@@ -1,0 +1,109 @@
+#include "harness/cli/peak.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "harness/cli/command.h"
+#include "harness/cli/options.h"
+#include "harness/machine.h"
+#include "harness/peak.h"
+
+namespace qmv {
+namespace {
+
+// The GPU's copy bandwidth next to its datasheet figure.
+std::string describe_gpu_peak(const GpuPeakResult& p) {
+  return fmt::format("GPU peak ({}): device-to-device copy {:.1f} GB/s (read + write; best of {}, median {:.1f}), "
+                     "{:.1f}% of the datasheet {:.1f} GB/s",
+                     machine_info().gpu, p.best_gbps, p.repetitions, p.median_gbps,
+                     p.datasheet_gbps > 0 ? 100 * p.best_gbps / p.datasheet_gbps : 0.0, p.datasheet_gbps);
+}
+
+class PeakCommand : public Command {
+ public:
+  explicit PeakCommand(CLI::App& app) {
+    cmd_ = app.add_subcommand(
+        "peak", "Measure the machine's memory bandwidth: a STREAM-like read per thread count, and with a CUDA "
+                "device a streaming read and a device-to-device copy next to the datasheet figure");
+    cmd_->add_option("--threads", threads_, "Thread counts, e.g. 1,2 or all")->capture_default_str();
+    cmd_->add_option("--reps", reps_, "Repetitions (the best is the peak)")->check(CLI::Range(1, 100))
+        ->capture_default_str();
+    cmd_->add_option("--out", out_, "Write a CSV ({machine} expands to this machine's name)");
+    cmd_->add_flag("--append", append_, "Append to --out instead of replacing it");
+    cmd_->add_option("--device", device_,
+                     "cpu, cuda (the GPU alone: exits 1 when there is no device to measure) or all")
+        ->check(CLI::IsMember({"cpu", "cuda", "all"}))
+        ->capture_default_str();
+  }
+
+  bool chosen() const override { return cmd_->parsed(); }
+
+  int run(const std::string& command_line) override {
+    const RunContext ctx = current_context(command_line);
+    const auto cpu_threads = device_ == "cuda" ? std::vector<int>{} : parse_threads(threads_);
+    std::string gpu_not_measured;
+    measure_peaks(cpu_threads, reps_, &ctx, out_, append_, device_ != "cpu", &gpu_not_measured);
+    if (!out_.empty()) fmt::print("wrote {}\n", expand_machine(out_));
+    if (device_ == "cuda" && !gpu_not_measured.empty()) {
+      fmt::print(stderr, "peak: the GPU was not measured: {}\n", gpu_not_measured);
+      return 1;
+    }
+    return 0;
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string threads_ = "1,all", out_, device_ = "all";
+  int reps_ = 7;
+  bool append_ = false;
+};
+
+}  // namespace
+
+std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
+                                    const std::string& out, bool append, bool gpu, std::string* gpu_not_measured) {
+  const bool gpu_columns = gpu && machine_info().gpu != "none";
+  std::unique_ptr<CsvWriter> csv;
+  if (!out.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out), peak_header(gpu_columns), append);
+  std::map<int, double> peaks;
+  for (int t : threads) {
+    const PeakResult p = measure_read_bandwidth(t, reps);
+    PeakRow row{t, static_cast<std::int64_t>(p.bytes), p.repetitions, p.best_gbps, p.median_gbps};
+    fmt::print("peak read bandwidth, {} thread{}: {:.2f} GB/s (best of {}, median {:.2f})\n", t,
+               t == 1 ? "" : "s", p.best_gbps, p.repetitions, p.median_gbps);
+    std::fflush(stdout);
+    if (csv) csv->write(peak_fields(*ctx, row, gpu_columns));
+    peaks[t] = p.best_gbps;
+  }
+  if (gpu) {
+    const GpuPeakResult g = measure_gpu_peaks(reps);
+    if (!g.measured) {
+      fmt::print("GPU peak: not measured: {}\n", g.why_not);
+      if (gpu_not_measured) *gpu_not_measured = g.why_not;
+    } else {
+      fmt::print("{}\n", describe_gpu_peak(g));
+      PeakRow row{0, static_cast<std::int64_t>(g.bytes), g.repetitions, g.best_gbps, g.median_gbps, "cuda",
+                  g.datasheet_gbps};
+      if (csv) csv->write(peak_fields(*ctx, row, gpu_columns));
+      if (g.read_measured) {
+        fmt::print("GPU read peak ({}): {:.1f} GB/s (best of {}, median {:.1f}), {:.1f}% of the datasheet; "
+                   "fastest loop: {}\n",
+                   machine_info().gpu, g.read_best_gbps, g.repetitions, g.read_median_gbps,
+                   g.datasheet_gbps > 0 ? 100 * g.read_best_gbps / g.datasheet_gbps : 0.0, g.read_loop);
+        PeakRow read{0, static_cast<std::int64_t>(g.read_bytes), g.repetitions, g.read_best_gbps, g.read_median_gbps,
+                     "cuda-read", g.datasheet_gbps};
+        if (csv) csv->write(peak_fields(*ctx, read, gpu_columns));
+      } else {
+        fmt::print("GPU read peak: {}\n", g.read_loop);
+      }
+    }
+    std::fflush(stdout);
+  }
+  return peaks;
+}
+
+std::unique_ptr<Command> peak_command(CLI::App& app) { return std::make_unique<PeakCommand>(app); }
+
+}  // namespace qmv

@@ -1,0 +1,20 @@
+// `qmvlab peak`, and the peak measurement `qmvlab bench` starts with.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/csv.h"
+
+namespace qmv {
+
+// CPU read peaks per thread count (printed, best GB/s returned per thread count);
+// with `gpu`, also the GPU's copy and streaming-read peaks where there is a device.
+// With `out` (and `ctx`), one CSV row per measurement. When the GPU was asked for and
+// could not be measured, `gpu_not_measured` (if given) gets the reason.
+std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
+                                    const std::string& out, bool append, bool gpu = false,
+                                    std::string* gpu_not_measured = nullptr);
+
+}  // namespace qmv
