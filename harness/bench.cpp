@@ -145,8 +145,8 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   // Buffers shared by all points: one weight arena per type, one prepared activation
   // per (format, cols), outputs of the largest row count.
   // A run over every kernel holds an arena for each of the eleven weight types: their
-  // cold size is capped so that together they stay within half the RAM (on the 23 GiB
-  // VM that still leaves each above twice the last-level cache).
+  // cold size is capped so that together they stay within half the RAM (with a couple
+  // of GiB of RAM per weight type, each still stays far above the last-level cache).
   std::map<WeightType, std::size_t> arena_need;
   for (const Point& pt : points) arena_need[pt.spec->weight] = 0;
   std::size_t cold_bytes = cold_buffer_bytes();

@@ -21,9 +21,11 @@
 
 namespace qmv {
 
-// The default threshold: Gaussian vectors of 2048..14336 values reached max/rms of
-// at most 5.75..6.17 in 20000 draws each (a false positive needs a |z| > 8 draw, about
-// 1e-15 per value), while 1 to 4 channels at 10x the rms of the rest read 9.2..10.
+// The default threshold: above what Gaussian vectors of model widths reach (a false
+// positive needs a |z| > 8 draw, about 1e-15 per value), below what 1 to 4 channels at
+// 10x the rms of the rest read. The peak-to-rms figures: fp_max_peak_to_rms in
+// results/intel-xeon-2c/outlier-cost.csv, peak_to_rms_median in
+// results/intel-xeon-2c/accuracy.csv.
 inline constexpr double kDefaultOutlierK = 8.0;
 
 // The decision, exactly as the reference below makes it, at the cost of one float

@@ -7,7 +7,7 @@
 # The build is tuned for this CPU (GGML_NATIVE: AVX-512, VNNI, ... where there are some),
 # as a user building llama.cpp here would get, except for AMX: ggml's AMX matmul
 # crashes (SIGSEGV in ggml_backend_amx_mul_mat) on CPUs that have it, so it is compiled
-# out. Takes about 10 minutes on 2 cores.
+# out. The build compiles llama.cpp, so it takes minutes.
 # LLAMA_CPP_PYTHON_VERSION pins a version (default: the one this project compared with);
 # CMAKE_ARGS replaces the build options.
 set -euo pipefail

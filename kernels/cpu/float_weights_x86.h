@@ -17,9 +17,9 @@ namespace qmv::float_x86 {
 namespace {
 
 // How far ahead the weight stream is prefetched, in bytes (one prefetch per cache
-// line). Measured on the 2-core Xeon VM, one thread, cold, 4096x4096, median us for
-// f32 / f16 / bf16: none 5430 / 3448 / 2960, 2 KiB 4653 / 2836 / 2691, 4 KiB 4914 /
-// 3028 / 2948, 8 KiB 5103 / 3178 / 3133. At 2 KiB f32 reads at ~94% of the peak.
+// line): the hardware prefetchers alone leave one stream below the read peak. 2 KiB
+// was the best distance tried for all three types; farther ahead gave part of the
+// gain back. The kernels' share of the peak: results/intel-xeon-2c/default.csv.
 inline constexpr std::uintptr_t kPrefetchBytes = 2048;
 
 // Load8: eight weights from w as floats. Load1: one.

@@ -26,11 +26,11 @@
 //
 // Cost: a Q4_1 group is about 22 instructions, most of them 512-bit, and port 5 is
 // the busiest (the permutes, of which vpermt2w costs two slots, the fp16 conversions,
-// the extract): in L2 the one-row kernel reads 19-24 GB/s on one core, against about
-// 17 GB/s of DRAM read. Folding two groups' dots to two lanes per block before the
-// scaling (half the scale instructions per block, for an unpack and an add) measured
-// no faster in L2 (576x1536 8% faster, 1536x576 6% slower: its partial last step
-// costs more), so the step stays one group. The kernels are therefore close to
+// the extract): even in L2 the one-row kernel reads only a little faster than one
+// core's DRAM read rate. Folding two groups' dots to two lanes per block before the
+// scaling (half the scale instructions per block, for an unpack and an add) was no
+// faster in L2 (faster on some shapes, slower on others: its partial last step costs
+// more), so the step stays one group. The kernels are therefore close to
 // compute-bound on one core; what lifts them to the read peak is memory-level
 // parallelism (four prefetched streams, run_four_rows).
 //
@@ -327,10 +327,9 @@ __attribute__((always_inline)) inline void accumulate(const Decoded& w, const XR
 }
 
 // How far ahead of the group being read each weight stream is prefetched (into L1),
-// in bytes; the hardware prefetchers of the 2-core Xeon VM leave a stream well below
-// the read bandwidth (see q4_K_avx512_vnni_common.h). Measured with the four-row
-// Q4_1 kernel, 1 thread, cold, 49152x576, % of the read peak in one interleaved run:
-// 512 B 80%, 1024 B 83%; in another: 1024 B 78%, 1536 B 76%, 2048 B 73%.
+// in bytes; the hardware prefetchers leave a stream well below the read bandwidth
+// (see q4_K_avx512_vnni_common.h). 1024 B was the best distance tried with the
+// four-row Q4_1 kernel on short rows; farther ahead lost steadily.
 inline constexpr int kPrefetchBytes = 1024;
 
 template <class Format>
@@ -384,16 +383,15 @@ Status run_one_row(const MatVecArgs& a) {
 
 // The kernel that takes four rows at a time: a tile of n rows is cut into four
 // contiguous quarters and step k takes row k of each, so each of the four weight
-// streams walks consecutive rows and the streams lie in different pages (the reasons
-// and measurements: q4_K_avx512_vnni_4row.cpp). Rows left over take the one-row path.
+// streams walks consecutive rows and the streams lie in different pages (the reasons:
+// q4_K_avx512_vnni_4row.cpp). Rows left over take the one-row path.
 //
 // The rows of small models are short (576 columns: 360 bytes of Q4_1), so a quarter
 // of a 64-row tile is only a few KB and the first kPrefetchBytes of each quarter
 // would be read unprefetched: the tile's start prefetches them. Quarter 0 needs none,
-// as the previous tile's last stream runs on into it. Measured on the 2-core Xeon VM,
-// cold, interleaved (Q4_1 / Q8_0 % of the read peak, 1 thread, 49152x576): 68 / 91%
-// without, 83 / 97% with; 1536x576: 68 / 91% -> 85 / 98%. Two or eight streams
-// instead of four measured slower for Q4_1 (74% and 65% at 49152x576).
+// as the previous tile's last stream runs on into it. On short rows this start
+// prefetch brings the cold kernels much closer to the read peak, most for Q4_1. Two or
+// eight streams instead of four were slower for Q4_1.
 template <class Format>
 Status run_four_rows(const MatVecArgs& a) {
   const std::int64_t nb = a.shape.cols / kLegacyBlock;

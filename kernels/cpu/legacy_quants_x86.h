@@ -17,9 +17,8 @@ namespace qmv::legacy_x86 {
 namespace {
 
 // How far ahead of the block being read the weight stream is prefetched, in bytes.
-// The hardware prefetchers of the 2-core Xeon VM leave a single stream far below the
-// read bandwidth (see q4_K_avx2_f32.cpp); one prefetch per block is cheap next to the
-// decode.
+// The hardware prefetchers leave a single stream far below the read bandwidth (see
+// q4_K_avx2_f32.cpp); one prefetch per block is cheap next to the decode.
 inline constexpr std::uintptr_t kPrefetchBytes = 4096;
 
 inline void prefetch_ahead(const void* block) {

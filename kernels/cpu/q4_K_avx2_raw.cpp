@@ -20,10 +20,8 @@
 
 namespace {
 
-// In super-blocks (144 bytes). Measured on the 2-core Xeon VM, one thread, cold,
-// median of two runs, 4096x4096 / 4096x14336 (us): none 1406 / 4979, 4: 1220 / 4430,
-// 8: 994 / 3507, 16: 976 / 3464, 32: 967 / 3672 (other jobs shared the machine; noise
-// ~5%).
+// In super-blocks (144 bytes), for the reason given in q4_K_avx2_f32.cpp; 8 to 32
+// blocks ahead are close, and 16 is among the best.
 constexpr int kPrefetchBlocks = 16;
 
 // vpshufb controls that turn the eight scale bytes (in both halves' low qword) into

@@ -4,9 +4,8 @@
 // vpackssdw + vpdpwssd, the mins from the bsums (q4_K_avx512_vnni_common.h). The
 // activation is re-ordered once per call to match the nibble layout and stays in L1.
 // The weight stream is prefetched like that of q4_K.cpu.avx2_raw, so the two differ
-// only in the instruction set; q4_K.cpu.avx512_vnni_4row adds the row sharing. Without
-// the prefetch this kernel measured 12-17% slower (one thread, cold, interleaved runs:
-// 4096x4096 1069 vs 919 us, 14336x4096 3684 vs 3158, 4096x14336 3810 vs 3412).
+// only in the instruction set; q4_K.cpu.avx512_vnni_4row adds the row sharing. The
+// prefetch pays here too: without it the kernel is clearly slower on cold weights.
 #include "q4_K_avx512_vnni_common.h"
 #include "kernels/cpu_tiling.h"
 

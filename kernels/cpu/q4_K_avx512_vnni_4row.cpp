@@ -1,17 +1,17 @@
 // Q4_K weights x Q8_K activations, AVX-512 VNNI, four rows at a time: each 64-byte
 // activation vector is loaded once per super-block and fed to the vpdpbusd of four
 // rows, whose next super-blocks are prefetched in software (kPrefetchBlocks ahead).
-// The math per row is that of q4_K.cpu.avx512_vnni (q4_K_avx512_vnni_common.h).
+// The math per row is that of q4_K.cpu.avx512_vnni (q4_K_avx512_vnni_common.h); what
+// the row sharing gains over it: results/intel-xeon-2c/default.csv.
 //
 // Which four rows: a tile of n rows is cut into four contiguous quarters of q = n/4
 // rows, and step k takes row k of each quarter. Each of the four weight streams then
 // walks consecutive rows (one long sequential stream, and its prefetch simply runs on
-// into the stream's next row), and the four streams lie in different pages. Taking
-// four adjacent rows instead puts the four streams in the same few pages, and measured
-// slower on one thread, cold (us, adjacent vs quarters): 4096x4096 870 vs 670,
-// 16384x1024 908 vs 795, 1024x16384 660 vs 619; the longer the rows, the less it
-// matters. (Our reading, not measured: the hardware prefetcher follows streams within
-// a 4 KiB page and keeps more requests in flight for four far-apart streams.)
+// into the stream's next row), and the four streams lie in different pages. Four
+// adjacent rows instead put the four streams in the same few pages, which is slower on
+// cold weights, the more so the shorter the rows. (A likely reason, not verified: the
+// hardware prefetcher follows streams within a 4 KiB page and keeps more requests in
+// flight for four far-apart streams.)
 // Rows left over (n % 4, and tiles or calls with fewer than four rows) take the
 // one-row path.
 #include "q4_K_avx512_vnni_common.h"

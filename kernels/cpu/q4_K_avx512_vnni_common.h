@@ -116,12 +116,9 @@ inline float finish(const RowAcc& r) {
 }
 
 // Software prefetch distance of the weight streams, in super-blocks (144 bytes) ahead
-// of the one being read, into L1 (_MM_HINT_T0). Measured with q4_K.cpu.avx512_vnni_4row
-// on the 2-core Xeon (Sapphire Rapids) VM, one thread, cold, best of four runs, us for
-// 4096x4096 / 14336x4096 / 4096x14336: none 712 / 2456 / 2152; 4: 632 / 2237 / 1916;
-// 8: 632 / 2201 / 1883; 12: 647 / 2249 / 1963; 16: 630 / 2177 / 1885; 24: 643 / 2247 /
-// 1975; 16 with _MM_HINT_T1 (into L2): 655 / 2267 / 2044. So: prefetching is worth
-// 10-15%, 4..16 are within noise of each other, T0 beats T1.
+// of the one being read, into L1 (_MM_HINT_T0). With four streams the prefetch still
+// pays on cold weights; distances of 4 to 16 blocks are within noise of each other, and
+// prefetching into L1 beats prefetching into L2 (_MM_HINT_T1).
 inline constexpr int kPrefetchBlocks = 8;
 
 // NR rows (weights w[i], nb super-blocks each) against the prepared activation: every

@@ -5,12 +5,11 @@
 // every 64-byte activation vector is loaded once per super-block for four weight
 // streams, each prefetched in software. Both outputs are written in the one parallel
 // region (one parallel_row_tiles call). The math per row is that of
-// q4_K.cpu.avx512_vnni (q4_K_avx512_vnni_common.h).
+// q4_K.cpu.avx512_vnni (q4_K_avx512_vnni_common.h); the fused kernel against the plain
+// ones: results/intel-xeon-2c/fused-up-gate.csv.
 //
-// Two rows per matrix (four streams) rather than four (eight streams, NR = 8): one
-// thread, cold, three runs each, us: 4096x4096 1185-1292 vs 1320-1411, 14336x4096
-// 4265-4486 vs 4527-4801, 4096x14336 4201-4391 vs 4051-4367; and four streams keep
-// the register pressure low.
+// Two rows per matrix (four streams) rather than four (eight streams, NR = 8): eight
+// streams were no faster on the FFN shapes, and four keep the register pressure low.
 #include "q4_K_avx512_vnni_common.h"
 #include "kernels/cpu_tiling.h"
 

@@ -15,12 +15,10 @@
 
 namespace {
 
-// Software prefetch distance in super-blocks, per row, into L1. Measured on the
-// development machine (Sapphire Rapids VM, cold weights, one thread, 4096x4096, p25
-// of 48 calls against 14.4-14.9 GB/s for a plain read): no prefetch 8.1 GB/s; 4
-// blocks ahead without the wrap to row r+4 10.3 GB/s; with it 4 blocks 12.4, 8
-// blocks 12.3-13.0, 12-16 blocks 12.2-12.6. On 4096x14336, 8 blocks: 15-15.9 GB/s,
-// the plain read's rate. L2 (T1) instead of L1: no clear difference.
+// Software prefetch distance in super-blocks, per row, into L1 (into L2 made no clear
+// difference). Without it the four streams stay well below a plain read on cold
+// weights; the wrap to row r+4 past a row's end matters as much as the distance, and
+// 4 to 16 blocks ahead are close, 8 the best.
 constexpr std::int64_t kPrefetchBlocks = 8;
 
 // NR (1..4) consecutive rows starting at w (stride n_blocks) into y[0..NR).
