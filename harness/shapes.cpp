@@ -6,11 +6,18 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "model/ops.h"
+
 namespace qmv {
 
 const std::vector<std::string>& model_op_tags() {
-  static const std::vector<std::string> tags = {"attn_q",   "attn_k", "attn_v",  "attn_out",
-                                                "ffn_gate", "ffn_up", "ffn_down", "lm_head"};
+  // The model's matrices: every matvec op but the fused one, which reads two of them.
+  static const std::vector<std::string> tags = [] {
+    std::vector<std::string> v;
+    for (Op op : matvec_ops())
+      if (op != Op::FfnUpGate) v.emplace_back(to_string(op));
+    return v;
+  }();
   return tags;
 }
 
@@ -44,14 +51,15 @@ struct ModelDims {
 std::vector<TaggedShape> model_shapes(const ModelDims& d) {
   const std::int64_t q = d.heads * d.head_dim, kv = d.kv_heads * d.head_dim;
   std::vector<TaggedShape> out;
-  add_tagged(out, {q, d.width}, "attn_q");
-  add_tagged(out, {kv, d.width}, "attn_k");
-  add_tagged(out, {kv, d.width}, "attn_v");
-  add_tagged(out, {d.width, q}, "attn_out");
-  add_tagged(out, {d.ffn, d.width}, "ffn_gate");
-  add_tagged(out, {d.ffn, d.width}, "ffn_up");
-  add_tagged(out, {d.width, d.ffn}, "ffn_down");
-  add_tagged(out, {d.vocab, d.width}, "lm_head");
+  const auto tag = [&](Shape s, Op op) { add_tagged(out, s, std::string(to_string(op))); };
+  tag({q, d.width}, Op::AttnQ);
+  tag({kv, d.width}, Op::AttnK);
+  tag({kv, d.width}, Op::AttnV);
+  tag({d.width, q}, Op::AttnOut);
+  tag({d.ffn, d.width}, Op::FfnGate);
+  tag({d.ffn, d.width}, Op::FfnUp);
+  tag({d.width, d.ffn}, Op::FfnDown);
+  tag({d.vocab, d.width}, Op::LmHead);
   return out;
 }
 

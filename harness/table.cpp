@@ -27,8 +27,8 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
 void print_plan(const std::vector<PlannedMatvec>& planned) {
   // In forward-pass order, whatever order the layers introduced the entries in.
   auto op_index = [](const std::string& op) {
-    return std::find_if(std::begin(kMatvecOps), std::end(kMatvecOps), [&](const char* o) { return op == o; }) -
-           std::begin(kMatvecOps);
+    const std::optional<Op> o = parse_op(op);
+    return o ? static_cast<int>(*o) : kOpCount;
   };
   std::vector<PlannedMatvec> sorted = planned;
   std::stable_sort(sorted.begin(), sorted.end(), [&](const PlannedMatvec& a, const PlannedMatvec& b) {

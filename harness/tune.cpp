@@ -170,7 +170,8 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
       "# on {} ({}), commit {}. Use with `qmvlab decode --plan FILE`.\n",
       model_name, config.threads, config.budget_nmse, machine_info().machine, machine_info().cpu_model,
       machine_info().git_commit);
-  for (const char* op : kMatvecOps) {
+  for (Op matvec : matvec_ops()) {
+    const std::string op(to_string(matvec));
     std::string lines;
     for (auto& [key, c] : rule) {
       if (key.first != op) continue;

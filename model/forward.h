@@ -10,10 +10,8 @@
 // (kernels/outliers.h). Each vector is tested once, by its first routed reader, and
 // the verdict serves every matvec that reads it (q, k, v; gate and up).
 //
-// Reads top to bottom like a single-file runner: embedding lookup, then per layer
-// RMSNorm -> q,k,v (+bias, +per-head q/k norm) -> RoPE -> causal GQA attention over
-// the cache -> output projection -> residual, RMSNorm -> SwiGLU FFN -> residual; then
-// the final norm and lm_head.
+// The order of ops is model/step.h's decode_step, which the GPU runs too; this file
+// says what each op does on the CPU.
 #pragma once
 
 #include <array>
@@ -25,26 +23,20 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/ops.h"
 #include "model/plan.h"
+#include "model/step.h"
 
 namespace qmv {
 
-// Where decode time goes, in the order the breakdown prints.
-enum class StepPart {
-  Embed, Norm, ActQuant, OutlierTest, AttnQ, AttnK, AttnV, QkNormRope, Attention, AttnOut, FfnGate, FfnUp,
-  FfnUpGate, Swiglu, FfnDown, LmHead, kCount
-};
-std::string_view to_string(StepPart p);
-// True for the parts that are matvecs (the plan's ops).
-bool is_matvec(StepPart p);
-
+// Where decode time goes, per op of model/ops.h (the order the breakdown prints).
 struct StepTimes {
-  std::array<double, static_cast<int>(StepPart::kCount)> seconds{};
-  std::array<std::int64_t, static_cast<int>(StepPart::kCount)> calls{};
+  std::array<double, static_cast<int>(Op::kCount)> seconds{};
+  std::array<std::int64_t, static_cast<int>(Op::kCount)> calls{};
   // Per matvec part, with outlier routing: the calls that could be routed (an int8
   // kernel with an f32 sibling) and those that were.
-  std::array<std::int64_t, static_cast<int>(StepPart::kCount)> routable{};
-  std::array<std::int64_t, static_cast<int>(StepPart::kCount)> routed{};
+  std::array<std::int64_t, static_cast<int>(Op::kCount)> routable{};
+  std::array<std::int64_t, static_cast<int>(Op::kCount)> routed{};
   void clear() { *this = {}; }
   double total() const;
 };
@@ -75,29 +67,11 @@ class CpuForward {
   // Bytes one decode step must read from memory at position `pos`: every weight a
   // matvec reads, one embedding row, and the KV cache up to pos (the roofline).
   std::uint64_t bytes_per_token(int pos) const;
-  std::uint64_t weight_bytes() const { return weight_bytes_; }
-  // Weight bytes the matvecs of one part read per step (0 for other parts).
-  std::uint64_t part_weight_bytes(StepPart p) const { return part_bytes_[static_cast<int>(p)]; }
+  std::uint64_t weight_bytes() const { return bound_.weight_bytes; }
+  // Weight bytes the matvecs of one op read per step (0 for other ops).
+  std::uint64_t part_weight_bytes(Op p) const { return bound_.part_bytes[static_cast<int>(p)]; }
 
  private:
-  struct Matvec {
-    const KernelSpec* kernel = nullptr;
-    Shape shape;
-    const void* w = nullptr;
-    std::size_t w_bytes = 0;
-    const void* w2 = nullptr;  // fused: the second matrix (up, when w is gate)
-    std::size_t w2_bytes = 0;
-    StepPart part = StepPart::AttnQ;
-    // Outlier routing: the f32 sibling (a plain kernel runs once per matrix of a fused
-    // op) and its threshold; nullptr when the matvec is not routed.
-    const KernelSpec* outlier_kernel = nullptr;
-    double outlier_k = 0;
-  };
-  struct Layer {
-    const float *attn_norm, *ffn_norm, *bq, *bk, *bv, *q_norm, *k_norm;
-    Matvec q, k, v, o, gate, up, up_gate, down;
-    bool fused = false;
-  };
   // One activation vector, prepared lazily in each format a reader asks for.
   struct Prepared {
     const float* x = nullptr;
@@ -111,36 +85,37 @@ class CpuForward {
   };
 
   ModelConfig c_;
-  const ModelWeights& weights_;
   int threads_;
   int context_;
   int pos_ = 0;
-  std::vector<Layer> layers_;
-  Matvec lm_head_;
-  WeightType embd_type_;
-  std::size_t embd_row_bytes_ = 0;
-  const float* output_norm_ = nullptr;
-  std::uint64_t weight_bytes_ = 0;
-  std::array<std::uint64_t, static_cast<int>(StepPart::kCount)> part_bytes_{};
-
-  // Activations of one step.
+  int token_ = 0;
+  BoundModel bound_;
+  std::vector<float> kv_cache_;  // keys then values, [layer][position][kv width] each
+  // Activations of one step (the program points into them).
   std::vector<float> x_, xn_, q_, k_, v_, att_, att_out_, gate_, up_, ffn_out_, logits_, scores_;
-  std::vector<float> rope_cos_, rope_sin_, inv_freq_;
-  std::vector<float> k_cache_, v_cache_;  // [layer][position][kv width]
+  std::vector<float> rope_cos_, rope_sin_;
+  StepProgram program_;
   Prepared prepared_;
   StepTimes times_;
 
-  Matvec bind(const std::vector<PlannedMatvec>& plan, const std::string& op, const gguf::Tensor* t,
-              StepPart part) const;
+  // The ops of decode_step on the CPU (model/step.h calls them in order).
+  template <class Exec>
+  friend void decode_step(Exec& e, const StepProgram& p);
+  void embed();
+  void rms_norm(float* x, const float* residual, const float* weight, float* y, int n);
   void prepare(const float* x, std::int64_t n);
+  void matvec(const MatvecOp& m, float* y, float* y2 = nullptr);
+  void head_step(const LayerOps& l);
+  void attention(const LayerOps& l);
+  void swiglu(float* gate, const float* up, int n);
+  void sample(const float*, int) {}  // the caller samples from step()'s logits
+
   const void* activation(ActFormat f, std::size_t& bytes);
-  void matvec(const Matvec& m, float* y, float* y2 = nullptr);
   // Whether the prepared vector trips the outlier test at k (tested once per k).
   bool has_outliers(double k);
-  void invoke_kernel(const KernelSpec& kernel, const Matvec& m, const void* w, std::size_t w_bytes, const void* w2,
-                     std::size_t w2_bytes, float* y, float* y2);
-  void attention(int layer);
   void rope(float* v, int n_heads) const;
+  template <class Fn>
+  void timed(Op op, Fn&& fn);
 };
 
 }  // namespace qmv

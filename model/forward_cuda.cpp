@@ -1,4 +1,4 @@
-// GpuForward: the decode step of model/forward_step_cuda.h run on a CUDA device.
+// GpuForward: the decode step of model/gpu_program.h run on a CUDA device.
 // Host code (compiled by g++ against the CUDA runtime); the kernels are
 // model/forward_ops_cuda.cu, the registered matvecs and the Q8_1 quantizer.
 #include "model/forward_cuda.h"
@@ -15,7 +15,7 @@
 #include "kernels/cuda/dequantize_row.h"
 #include "kernels/cuda/quantize_q8_1.h"
 #include "model/forward_ops_cuda.h"
-#include "model/forward_step_cuda.h"
+#include "model/gpu_program.h"
 
 namespace qmv {
 namespace {
@@ -25,17 +25,17 @@ void check(cudaError_t err, const std::string& what) {
   if (err != cudaSuccess) throw std::runtime_error(fmt::format("GPU: {}: {}", what, cudaGetErrorString(err)));
 }
 
-// The sampler is part of the GPU step but not a StepPart: its time is kept apart.
+// The sampler is part of the GPU step but not a Op: its time is kept apart.
 constexpr int kSampleOp = -1;
 
-std::string op_label(int part) { return part == kSampleOp ? "sample" : std::string(to_string(static_cast<StepPart>(part))); }
+std::string op_label(int part) { return part == kSampleOp ? "sample" : std::string(to_string(static_cast<Op>(part))); }
 
 }  // namespace
 
 struct GpuForward::Impl {
   ModelConfig c;
   GpuForwardOptions opt;
-  cuda::BoundModel bound;
+  BoundModel bound;
   cuda::SampleParams sample_params;
   int context = 0, attn_splits = 1, pos = 0;
   std::string device_name;
@@ -69,7 +69,7 @@ struct GpuForward::Impl {
   struct PendingBranch {
     cudaGraph_t body;
     const KernelSpec* kernel;
-    cuda::MatvecOp m;
+    MatvecOp m;
     float *y, *y2;
     const float* x;  // the prepared vector (its Q8_1 form is in the buffer when the body runs)
     std::int64_t n;
@@ -80,7 +80,7 @@ struct GpuForward::Impl {
   StepTimes routing;  // routable / routed per part, calls[OutlierTest]: tests made
 
   cuda::ScratchLayout layout;
-  cuda::StepProgram program;
+  StepProgram program;
 
   // Op timing: an event before every op of the step and one after the last.
   bool op_timing = false;
@@ -125,17 +125,17 @@ struct GpuForward::Impl {
 
   // The executor decode_step runs, in its order.
   void embed() {
-    op(static_cast<int>(StepPart::Embed), cuda::kDequantizeRowName, [&] {
+    op(static_cast<int>(Op::Embed), cuda::kDequantizeRowName, [&] {
       return cuda::dequantize_row_at(program.embd_type, program.token_embd, c.vocab_size, &state()->token, program.x,
                                      c.n_embd,
                                      stream);
     });
-    op(static_cast<int>(StepPart::Embed), "rope_table", [&] {
+    op(static_cast<int>(Op::Embed), "rope_table", [&] {
       return cuda::launch_rope_table(state(), program.rope_cos, program.rope_sin, c.rope_dim, c.rope_freq_base, stream);
     });
   }
   void rms_norm(float* x, const float* delta, const float* weight, float* y, int n) {
-    op(static_cast<int>(StepPart::Norm), "rms_norm",
+    op(static_cast<int>(Op::Norm), "rms_norm",
        [&] { return cuda::launch_rms_norm(x, delta, weight, y, n, c.rms_eps, stream); });
   }
   void prepare(const float* x, std::int64_t n) {
@@ -148,14 +148,14 @@ struct GpuForward::Impl {
     if (f == ActFormat::F32) return prepared.x;
     // Q8_1: bind_gpu_plan let no other format through.
     if (!prepared.q8_1_ready) {
-      op(static_cast<int>(StepPart::ActQuant), cuda::kQuantizeQ8_1Name, [&] {
+      op(static_cast<int>(Op::ActQuant), cuda::kQuantizeQ8_1Name, [&] {
         return cuda::quantize_q8_1(prepared.x, static_cast<BlockQ8_1*>(program.act_q8_1), prepared.n, stream);
       });
       prepared.q8_1_ready = true;
     }
     return program.act_q8_1;
   }
-  void matvec(const cuda::MatvecOp& m, float* y, float* y2 = nullptr) {
+  void matvec(const MatvecOp& m, float* y, float* y2 = nullptr) {
     if (!m.outlier_kernel) {
       run_matvec(*m.kernel, m, y, y2, stream);
       return;
@@ -180,7 +180,7 @@ struct GpuForward::Impl {
   }
   // `kernel` on the matvec's weights, on stream `s`; a plain kernel standing in for a
   // fused op runs once per matrix.
-  void run_matvec(const KernelSpec& kernel, const cuda::MatvecOp& m, float* y, float* y2, cudaStream_t s) {
+  void run_matvec(const KernelSpec& kernel, const MatvecOp& m, float* y, float* y2, cudaStream_t s) {
     auto launch = [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, float* out,
                       float* out2) {
       std::size_t x_bytes = 0;
@@ -189,12 +189,7 @@ struct GpuForward::Impl {
       a.stream = s;
       op(static_cast<int>(m.part), kernel.name.c_str(), [&] { return invoke(kernel, a); });
     };
-    if (m.w2 && kernel.op == OpKind::MatVec) {
-      launch(m.w, m.w_bytes, nullptr, 0, y, nullptr);
-      launch(m.w2, m.w2_bytes, nullptr, 0, y2, nullptr);
-    } else {
-      launch(m.w, m.w_bytes, m.w2, m.w2_bytes, y, y2);
-    }
+    for_each_invocation(kernel, m, y, y2, launch);
   }
   // The prepared vector's outlier test at k, launched once per vector; its slot.
   int outlier_test(double k) {
@@ -203,7 +198,7 @@ struct GpuForward::Impl {
     // The row is filled as the nodes that read this vector are captured, and copied to
     // the device before the graph first runs.
     const unsigned long long* route_row = capturing ? program.route_table + slot * cuda::kRouteRowWords : nullptr;
-    op(static_cast<int>(StepPart::OutlierTest), "outlier_test", [&] {
+    op(static_cast<int>(Op::OutlierTest), "outlier_test", [&] {
       return cuda::launch_outlier_test(prepared.x, static_cast<int>(prepared.n), k, program.outlier_verdicts + slot,
                                        route_row, stream);
     });
@@ -222,19 +217,19 @@ struct GpuForward::Impl {
     }
     return prepared.verdict != 0;
   }
-  void routed_in_graph(const cuda::MatvecOp& m, int slot, float* y, float* y2);
+  void routed_in_graph(const MatvecOp& m, int slot, float* y, float* y2);
   void capture_branch(const PendingBranch& b);
 
-  void head_step(const cuda::LayerOps& l) {
+  void head_step(const LayerOps& l) {
     const cuda::HeadStepArgs a = cuda::head_step_args(c, program, l);
-    op(static_cast<int>(StepPart::QkNormRope), "head_step", [&] { return cuda::launch_head_step(a, stream); });
+    op(static_cast<int>(Op::QkNormRope), "head_step", [&] { return cuda::launch_head_step(a, stream); });
   }
-  void attention(const cuda::LayerOps& l) {
+  void attention(const LayerOps& l) {
     const cuda::AttentionArgs a = cuda::attention_args(c, program, l, attn_splits);
-    op(static_cast<int>(StepPart::Attention), "attention", [&] { return cuda::launch_attention(a, stream); });
+    op(static_cast<int>(Op::Attention), "attention", [&] { return cuda::launch_attention(a, stream); });
   }
   void swiglu(float* gate, const float* up, int n) {
-    op(static_cast<int>(StepPart::Swiglu), "swiglu", [&] { return cuda::launch_swiglu(gate, up, n, stream); });
+    op(static_cast<int>(Op::Swiglu), "swiglu", [&] { return cuda::launch_swiglu(gate, up, n, stream); });
   }
   void sample(const float* logits, int n) {
     op(kSampleOp, "sample", [&] { return cuda::launch_sample(logits, n, sample_params, state(), stream); });
@@ -245,7 +240,7 @@ struct GpuForward::Impl {
     ledger.clear();
     check(cudaMemcpyAsync(&state()->token, &pinned->token, sizeof(int), cudaMemcpyHostToDevice, stream),
           "copying the token to the device");
-    cuda::decode_step(*this, program);
+    decode_step(*this, program);
     if (op_timing) record_boundary(kSampleOp);  // closes the last op
     if (ledger.tests() > 0)
       check(cudaMemcpyAsync(pinned_verdicts, program.outlier_verdicts, ledger.tests() * sizeof(int),
@@ -324,7 +319,7 @@ void GpuForward::Impl::init(const ModelWeights& weights, const std::vector<Plann
   layout = cuda::scratch_layout(c, attn_splits, bound.needs_q8_1, bound.routes_outliers);
   check(cudaMalloc(&scratch_mem, layout.bytes), fmt::format("allocating {} bytes of scratch", layout.bytes));
   check(cudaMemset(scratch_mem, 0, layout.bytes), "clearing the scratch");  // the position starts at 0
-  const std::size_t kv_bytes = cuda::kv_cache_bytes(c, context);
+  const std::size_t kv_bytes = kv_cache_bytes(c, context);
   check(cudaMalloc(&kv_mem, kv_bytes), fmt::format("allocating {} bytes of KV cache", kv_bytes));
   check(cudaMemset(kv_mem, 0, kv_bytes), "clearing the KV cache");
   program = cuda::make_step_program(c, bound, context, [&](const gguf::Tensor* t) { return address.at(t); }, layout,
@@ -361,7 +356,7 @@ void GpuForward::Impl::add_op_times() {
   ++timed_steps;
 }
 
-void GpuForward::Impl::routed_in_graph(const cuda::MatvecOp& m, int slot, float* y, float* y2) {
+void GpuForward::Impl::routed_in_graph(const MatvecOp& m, int slot, float* y, float* y2) {
   cudaStreamCaptureStatus status;
   cudaGraph_t graph_being_captured = nullptr;
   check(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph_being_captured), "reading the capture's graph");
@@ -524,7 +519,7 @@ std::uint64_t GpuForward::bytes_per_token(int pos) const {
   return impl_->bound.weight_bytes + 2ull * c.n_layers * static_cast<std::uint64_t>(pos + 1) * kv_width * sizeof(float);
 }
 std::uint64_t GpuForward::weight_bytes() const { return impl_->bound.weight_bytes; }
-std::uint64_t GpuForward::part_weight_bytes(StepPart p) const { return impl_->bound.part_bytes[static_cast<int>(p)]; }
+std::uint64_t GpuForward::part_weight_bytes(Op p) const { return impl_->bound.part_bytes[static_cast<int>(p)]; }
 const DeviceMemoryNeed& GpuForward::memory() const { return impl_->need; }
 const std::string& GpuForward::device_name() const { return impl_->device_name; }
 double GpuForward::upload_seconds() const { return impl_->upload_s; }

@@ -98,7 +98,7 @@ class GpuForward {
   // not as a graph); off: the graph again, when the options enabled it.
   void set_op_timing(bool on);
   const StepTimes& times() const;
-  double sample_seconds() const;  // the sampler's share, not a StepPart
+  double sample_seconds() const;  // the sampler's share, not a Op
   int timed_steps() const;
   void clear_times();
   // Outlier routing over every step so far (the op timing's steps too): per matvec
@@ -111,7 +111,7 @@ class GpuForward {
   // the KV cache up to pos), the weights alone, and the weights of one part.
   std::uint64_t bytes_per_token(int pos) const;
   std::uint64_t weight_bytes() const;
-  std::uint64_t part_weight_bytes(StepPart p) const;
+  std::uint64_t part_weight_bytes(Op p) const;
 
   const DeviceMemoryNeed& memory() const;
   const std::string& device_name() const;

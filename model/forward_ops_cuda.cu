@@ -1,12 +1,12 @@
 // The GPU decode step's own kernels. Their per-thread arithmetic is in
-// model/forward_math_cuda.h, which the CPU tests replay; this file holds the launch
+// model/gpu_math.h, which the CPU tests replay; this file holds the launch
 // geometry, the shared memory and the warp / CTA reductions.
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include "kernels/cuda/cuda_common.cuh"
-#include "model/forward_math_cuda.h"
+#include "model/gpu_math.h"
 #include "model/forward_ops_cuda.h"
 
 namespace qmv::cuda {

@@ -3,13 +3,13 @@
 // the g++-compiled GpuForward can call them. Each launches on `stream` (a
 // cudaStream_t), reads the token and position from the DecodeState in device memory
 // (so one captured CUDA graph serves every step), checks the launch and returns a
-// Status naming the kernel. The arithmetic is model/forward_math_cuda.h.
+// Status naming the kernel. The arithmetic is model/gpu_math.h.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/kernel.h"
-#include "model/forward_math_cuda.h"
+#include "model/gpu_math.h"
 
 namespace qmv::cuda {
 
@@ -56,7 +56,7 @@ Status launch_attention(const AttentionArgs& a, void* stream);
 // gate = silu(gate) * up, n values.
 Status launch_swiglu(float* gate, const float* up, int n, void* stream);
 
-// Outlier routing's test of the n-value vector x at k (forward_math_cuda.h): writes
+// Outlier routing's test of the n-value vector x at k (gpu_math.h): writes
 // 1 (trips: its int8 readers run their f32 siblings) or 0 to *verdict and, when
 // `route_row` (device memory, a row of the route table) is given, sets each
 // conditional handle of the row to the same value, so the captured graph's if/else

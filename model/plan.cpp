@@ -16,8 +16,8 @@ namespace qmv {
 namespace {
 
 bool known_op(const std::string& op) {
-  return op == "*" || std::any_of(std::begin(kMatvecOps), std::end(kMatvecOps),
-                                  [&](const char* o) { return op == o; });
+  const std::optional<Op> o = parse_op(op);
+  return op == "*" || (o && is_matvec(*o));
 }
 
 std::string canonical_type(const std::string& type, const std::string& where) {
@@ -57,7 +57,7 @@ void set_outlier_key(KernelPlan& plan, const std::string& key, const std::string
 
 std::string op_list() {
   std::string s;
-  for (const char* o : kMatvecOps) s += (s.empty() ? "" : ", ") + std::string(o);
+  for (Op o : matvec_ops()) s += (s.empty() ? "" : ", ") + std::string(to_string(o));
   return s;
 }
 

@@ -39,14 +39,13 @@
 #include "kernels/kernel.h"
 #include "kernels/outliers.h"
 #include "model/config.h"
+#include "model/ops.h"
 
 namespace qmv {
 
-// The matvec ops of the forward pass, by their plan names.
-// `ffn_up_gate` is the fused op that computes gate and up from one read of the
-// activation; where it runs, ffn_gate and ffn_up do not.
-inline constexpr const char* kMatvecOps[] = {"attn_q", "attn_k",   "attn_v",   "attn_out", "ffn_up_gate",
-                                             "ffn_gate", "ffn_up", "ffn_down", "lm_head"};
+// A plan names the matvec ops of model/ops.h ("attn_q", ..., "lm_head"). `ffn_up_gate`
+// is the fused op that computes gate and up from one read of the activation; where it
+// runs, ffn_gate and ffn_up do not.
 // The plan value that turns fusion off: `ffn_up_gate=none`.
 inline constexpr const char* kNoKernel = "none";
 // Variant suffixes `auto` tries in order when it has no bench CSV: the fastest family

@@ -26,7 +26,7 @@
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/dequantize_row.h"
 #include "model/forward_cuda.h"
-#include "model/forward_math_cuda.h"
+#include "model/gpu_math.h"
 #endif
 
 namespace qmv {
@@ -248,9 +248,9 @@ TEST(GpuForwardDevice, GraphAndOpByOpStepsAreIdenticalAndTimed) {
     EXPECT_EQ(std::memcmp(va.data(), lb.data(), va.size() * sizeof(float)), 0) << "graph and op by op differ";
   }
   const StepTimes& times = timed.times();
-  for (StepPart p : {StepPart::Embed, StepPart::Norm, StepPart::AttnQ, StepPart::AttnK, StepPart::AttnV,
-                     StepPart::QkNormRope, StepPart::Attention, StepPart::AttnOut, StepPart::FfnGate, StepPart::FfnUp,
-                     StepPart::Swiglu, StepPart::FfnDown, StepPart::LmHead}) {
+  for (Op p : {Op::Embed, Op::Norm, Op::AttnQ, Op::AttnK, Op::AttnV,
+                     Op::QkNormRope, Op::Attention, Op::AttnOut, Op::FfnGate, Op::FfnUp,
+                     Op::Swiglu, Op::FfnDown, Op::LmHead}) {
     EXPECT_GT(times.calls[static_cast<int>(p)], 0) << to_string(p);
     EXPECT_GT(times.seconds[static_cast<int>(p)], 0.0) << to_string(p);
   }
@@ -298,7 +298,7 @@ TEST(GpuForwardDevice, OutlierRoutingPicksTheKernelOnTheDeviceInGraphsAndOpByOp)
       }
       const StepTimes& r = routed.routing();
       std::int64_t routable = 0, sent = 0;
-      for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+      for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
         routable += r.routable[i];
         sent += r.routed[i];
       }
@@ -317,10 +317,10 @@ TEST(GpuForwardDevice, OutlierRoutingPicksTheKernelOnTheDeviceInGraphsAndOpByOp)
     }
     EXPECT_EQ(graph.routing().routed, eager.routing().routed) << "k " << k;
     EXPECT_EQ(graph.routing().routable, eager.routing().routable) << "k " << k;
-    const int tests = static_cast<int>(StepPart::OutlierTest);
+    const int tests = static_cast<int>(Op::OutlierTest);
     EXPECT_EQ(graph.routing().calls[tests], eager.routing().calls[tests]);
     std::int64_t routable = 0, sent = 0;
-    for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+    for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
       routable += graph.routing().routable[i];
       sent += graph.routing().routed[i];
     }

@@ -27,9 +27,9 @@
 #include "kernels/cuda/legacy_lane.h"
 #include "model/forward.h"
 #include "model/forward_cuda.h"
-#include "model/forward_math_cuda.h"
+#include "model/gpu_math.h"
 #include "model/forward_ops_cuda.h"
-#include "model/forward_step_cuda.h"
+#include "model/gpu_program.h"
 #include "model/sampler.h"
 #include "tests/forward_cuda_testing.h"
 
@@ -884,7 +884,7 @@ class ReplayExec {
   };
   std::vector<Test> tests;
   struct RoutedCall {
-    StepPart part;
+    Op part;
     int test;  // index into tests
     const KernelSpec* ran;
     int slot;                  // its test's verdict slot in the step
@@ -1162,13 +1162,13 @@ TEST(GpuStepReplay, OutlierRoutingRunsTheF32SiblingOnExactlyTheVectorsThatTrip) 
       EXPECT_EQ(routed.logits(), same.logits()) << "k " << k;
     }
     const StepTimes& r = routed.routing;
-    EXPECT_EQ(r.calls[static_cast<int>(StepPart::OutlierTest)], tokens * per_step) << "one test per vector";
-    for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
-      if (!is_matvec(static_cast<StepPart>(i)) || r.routable[i] == 0) continue;
-      EXPECT_EQ(r.routed[i], k == 0 ? r.routable[i] : 0) << to_string(static_cast<StepPart>(i)) << " k " << k;
+    EXPECT_EQ(r.calls[static_cast<int>(Op::OutlierTest)], tokens * per_step) << "one test per vector";
+    for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
+      if (!is_matvec(static_cast<Op>(i)) || r.routable[i] == 0) continue;
+      EXPECT_EQ(r.routed[i], k == 0 ? r.routable[i] : 0) << to_string(static_cast<Op>(i)) << " k " << k;
     }
-    EXPECT_EQ(r.routable[static_cast<int>(StepPart::AttnQ)], tokens * m.config.n_layers);
-    EXPECT_EQ(r.routable[static_cast<int>(StepPart::LmHead)], tokens);
+    EXPECT_EQ(r.routable[static_cast<int>(Op::AttnQ)], tokens * m.config.n_layers);
+    EXPECT_EQ(r.routable[static_cast<int>(Op::LmHead)], tokens);
   }
 
   // Thresholds between: each verdict is kernels/outliers.h's on that vector, each
@@ -1192,7 +1192,7 @@ TEST(GpuStepReplay, OutlierRoutingRunsTheF32SiblingOnExactlyTheVectorsThatTrip) 
       routed_calls += trips;
     }
     std::int64_t counted = 0, routable = 0;
-    for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+    for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
       counted += g.routing.routed[i];
       routable += g.routing.routable[i];
     }
@@ -1305,8 +1305,8 @@ TEST(GpuPlan, WeightBytesAndTensorsAreCountedAsOnTheCpu) {
       const CpuForward cpu(m.config, m.weights, cpu_plan, 1, 4);
       const BoundModel b = bind_gpu_plan(m.config, m.weights, gpu_f32_plan(cpu_plan));
       EXPECT_EQ(b.weight_bytes, cpu.weight_bytes()) << arch << " tied " << tied;
-      for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i)
-        EXPECT_EQ(b.part_bytes[i], cpu.part_weight_bytes(static_cast<StepPart>(i))) << arch << " " << i;
+      for (int i = 0; i < static_cast<int>(Op::kCount); ++i)
+        EXPECT_EQ(b.part_bytes[i], cpu.part_weight_bytes(static_cast<Op>(i))) << arch << " " << i;
       // Every tensor of the file is read by the step, and uploaded once.
       std::uint64_t file_bytes = 0;
       for (const auto& t : m.file.tensors()) file_bytes += t.bytes;

@@ -104,10 +104,10 @@ bool any_int8(const std::vector<PlannedMatvec>& planned) {
   return std::any_of(planned.begin(), planned.end(), [](const PlannedMatvec& p) { return p.kernel->act != ActFormat::F32; });
 }
 
-constexpr StepPart kMatvecParts[] = {StepPart::AttnQ,     StepPart::AttnK,  StepPart::AttnV,
-                                     StepPart::AttnOut,   StepPart::FfnGate, StepPart::FfnUp,
-                                     StepPart::FfnUpGate, StepPart::FfnDown, StepPart::LmHead};
-int idx(StepPart p) { return static_cast<int>(p); }
+constexpr Op kMatvecParts[] = {Op::AttnQ,     Op::AttnK,  Op::AttnV,
+                                     Op::AttnOut,   Op::FfnGate, Op::FfnUp,
+                                     Op::FfnUpGate, Op::FfnDown, Op::LmHead};
+int idx(Op p) { return static_cast<int>(p); }
 
 TEST(ForwardRouting, TrippingEveryVectorGivesTheF32SiblingsLogits) {
   std::mt19937 rng(fresh_seed());
@@ -133,16 +133,16 @@ TEST(ForwardRouting, TrippingEveryVectorGivesTheF32SiblingsLogits) {
     EXPECT_GT(loss, 1e-9) << mix;
     EXPECT_LT(loss, 1e-2) << mix;
     // Every int8 call routed, nothing quantized.
-    for (StepPart part : kMatvecParts) {
+    for (Op part : kMatvecParts) {
       const int i = idx(part);
       EXPECT_EQ(all_routed.times.routed[i], all_routed.times.routable[i]) << to_string(part);
       EXPECT_EQ(all_routed.times.routable[i], all_routed.times.calls[i]) << to_string(part);
       EXPECT_EQ(plain.times.routable[i], 0) << to_string(part);
     }
-    EXPECT_EQ(all_routed.times.calls[idx(StepPart::ActQuant)], 0) << mix;
+    EXPECT_EQ(all_routed.times.calls[idx(Op::ActQuant)], 0) << mix;
     // One test per vector that int8 kernels read: per layer the attention input, the
     // attention output, the FFN input and the SwiGLU output; then the final norm.
-    EXPECT_EQ(all_routed.times.calls[idx(StepPart::OutlierTest)],
+    EXPECT_EQ(all_routed.times.calls[idx(Op::OutlierTest)],
               static_cast<std::int64_t>(tokens.size()) * (4 * m.config.n_layers + 1))
         << mix;
   }
@@ -157,7 +157,7 @@ TEST(ForwardRouting, AKNoVectorReachesChangesNothing) {
   // max|x| <= sqrt(n) rms: k = 1e6 cannot trip a vector of fewer than 10^12 values.
   const Decoded never = run(m, routed_plan(m, "auto", 1e6), tokens), plain = run(m, int8, tokens);
   EXPECT_EQ(never.logits, plain.logits);
-  for (StepPart part : kMatvecParts) {
+  for (Op part : kMatvecParts) {
     const int i = idx(part);
     EXPECT_EQ(never.times.routed[i], 0) << to_string(part);
     EXPECT_EQ(never.times.routable[i], never.times.calls[i]) << to_string(part);
@@ -203,17 +203,17 @@ TEST(ForwardRouting, RoutedCountsFollowTheVectors) {
 
   const Decoded r = run(m, routed_plan(m, "auto", k), tokens);
   // q, k and v read one vector, tested once: the same verdict for the three.
-  for (StepPart part : {StepPart::AttnQ, StepPart::AttnK, StepPart::AttnV}) {
+  for (Op part : {Op::AttnQ, Op::AttnK, Op::AttnV}) {
     EXPECT_EQ(r.times.routed[idx(part)], expected) << to_string(part) << " at k = " << k;
     EXPECT_EQ(r.times.routable[idx(part)], static_cast<std::int64_t>(tokens.size())) << to_string(part);
   }
   // Gate and up share a vector too (or run as one fused call).
-  EXPECT_EQ(r.times.routed[idx(StepPart::FfnGate)], r.times.routed[idx(StepPart::FfnUp)]);
+  EXPECT_EQ(r.times.routed[idx(Op::FfnGate)], r.times.routed[idx(Op::FfnUp)]);
   // Larger k routes no more calls anywhere.
-  std::array<std::int64_t, static_cast<int>(StepPart::kCount)> previous{};
+  std::array<std::int64_t, static_cast<int>(Op::kCount)> previous{};
   for (const double kk : {0.0, 1.5, 2.5, 3.5, 5.0, 8.0}) {
     const Decoded s = run(m, routed_plan(m, "auto", kk), tokens);
-    for (StepPart part : kMatvecParts) {
+    for (Op part : kMatvecParts) {
       if (kk > 0) {
         EXPECT_LE(s.times.routed[idx(part)], previous[idx(part)]) << to_string(part) << " at k = " << kk;
       }

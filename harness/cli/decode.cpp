@@ -175,9 +175,9 @@ void print_routing(const std::vector<PlannedMatvec>& planned, const StepTimes& t
   double k = 0;
   std::vector<std::vector<std::string>> rows;
   std::int64_t routable = 0, routed = 0;
-  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
     if (t.routable[i] == 0) continue;
-    const std::string op(to_string(static_cast<StepPart>(i)));
+    const std::string op(to_string(static_cast<Op>(i)));
     std::string siblings;
     for (const auto& p : planned)
       if (p.op == op && p.outlier_kernel && siblings.find(p.outlier_kernel->name) == std::string::npos) {
@@ -192,7 +192,7 @@ void print_routing(const std::vector<PlannedMatvec>& planned, const StepTimes& t
   if (rows.empty()) return;
   fmt::print("\noutlier routing {}: {} of {} int8-activation matvec calls ran their f32 sibling ({:.2f}%), "
              "on vectors with max|x| > {:g} rms ({} vectors tested):\n",
-             when, routed, routable, 100.0 * routed / routable, k, t.calls[static_cast<int>(StepPart::OutlierTest)]);
+             when, routed, routable, 100.0 * routed / routable, k, t.calls[static_cast<int>(Op::OutlierTest)]);
   print_table({"op", "int8 calls", "routed", "share", "f32 sibling"}, rows);
 }
 
@@ -210,8 +210,8 @@ void print_breakdown(const CpuForward& fwd, const StepTimes& t, int steps) {
   if (steps <= 0) return;
   const double total = t.total();
   std::vector<std::vector<std::string>> rows;
-  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
-    const auto part = static_cast<StepPart>(i);
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
+    const auto part = static_cast<Op>(i);
     if (t.calls[i] == 0) continue;
     const double ms = 1e3 * t.seconds[i] / steps;
     const std::uint64_t bytes = fwd.part_weight_bytes(part);
@@ -452,7 +452,7 @@ int DecodeCommand::run(const std::string& command_line) {
   const StepTimes all_steps = add_counts(prompt_times, r.decode_times);
   print_routing(planned, all_steps, "over the prompt and decode");
   std::int64_t routed_calls = 0, routable_calls = 0;
-  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
     routed_calls += all_steps.routed[i];
     routable_calls += all_steps.routable[i];
   }
@@ -478,13 +478,13 @@ int DecodeCommand::run(const std::string& command_line) {
     if (routes_outliers(planned)) {
       nlohmann::json routing;
       routing["k"] = plan.outlier_routing().k;
-      for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
+      for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
         if (all_steps.routable[i] == 0) continue;
-        const std::string op(to_string(static_cast<StepPart>(i)));
+        const std::string op(to_string(static_cast<Op>(i)));
         routing["int8_calls"][op] = all_steps.routable[i];
         routing["routed"][op] = all_steps.routed[i];
       }
-      routing["vectors_tested"] = all_steps.calls[static_cast<int>(StepPart::OutlierTest)];
+      routing["vectors_tested"] = all_steps.calls[static_cast<int>(Op::OutlierTest)];
       j["outlier_routing"] = routing;
     }
     std::ofstream f(o.json_out);

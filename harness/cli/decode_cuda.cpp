@@ -52,7 +52,7 @@ CudaDecodeRun run_cuda_decode(const LoadedModel& m, const std::vector<PlannedMat
   r.graph = fwd.graph_enabled();
   r.attention_splits = fwd.attention_splits();
   r.weight_bytes = fwd.weight_bytes();
-  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) r.part_bytes[i] = fwd.part_weight_bytes(static_cast<StepPart>(i));
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) r.part_bytes[i] = fwd.part_weight_bytes(static_cast<Op>(i));
 
   // Prompt: every prompt token; the last step's sample is the first new token. (The
   // first step also captures the graph.)
@@ -147,8 +147,8 @@ void print_cuda_breakdown(const CudaDecodeRun& r) {
   }
   const double total = r.op_times.total() + r.sample_s;
   std::vector<std::vector<std::string>> rows;
-  for (int i = 0; i < static_cast<int>(StepPart::kCount); ++i) {
-    const auto part = static_cast<StepPart>(i);
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
+    const auto part = static_cast<Op>(i);
     if (r.op_times.calls[i] == 0) continue;
     const double ms = 1e3 * r.op_times.seconds[i] / steps;
     rows.push_back({std::string(to_string(part)), fmt::format("{:.1f}", double(r.op_times.calls[i]) / steps),

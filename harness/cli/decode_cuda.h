@@ -38,7 +38,7 @@ struct CudaDecodeRun {
   // Outlier routing over the prompt and the timed decode (GpuForward::routing).
   StepTimes routing;
   std::uint64_t weight_bytes = 0;
-  std::array<std::uint64_t, static_cast<int>(StepPart::kCount)> part_bytes{};
+  std::array<std::uint64_t, static_cast<int>(Op::kCount)> part_bytes{};
   std::string device;
   DeviceMemoryNeed memory;
   double upload_s = 0;

@@ -1,0 +1,27 @@
+#include "model/ops.h"
+
+namespace qmv {
+
+static_assert([] {
+  for (int i = 0; i < kOpCount; ++i)
+    if (static_cast<int>(kOps[i].op) != i) return false;
+  return true;
+}(), "kOps rows are in enum order");
+
+std::optional<Op> parse_op(std::string_view name) {
+  for (const OpInfo& o : kOps)
+    if (o.name == name) return o.op;
+  return std::nullopt;
+}
+
+const std::vector<Op>& matvec_ops() {
+  static const std::vector<Op> ops = [] {
+    std::vector<Op> v;
+    for (const OpInfo& o : kOps)
+      if (o.matvec) v.push_back(o.op);
+    return v;
+  }();
+  return ops;
+}
+
+}  // namespace qmv
