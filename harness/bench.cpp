@@ -14,9 +14,9 @@
 #include "harness/data.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
-#ifdef QMV_HAVE_CUDA
 #include "kernels/availability.h"
 #include "kernels/cpu_tiling.h"
+#ifdef QMV_HAVE_CUDA
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/quantize_q8_1.h"
 #endif

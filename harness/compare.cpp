@@ -9,11 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <tuple>
 
+#include "harness/csv.h"
 #include "harness/table.h"
+#include "kernels/former_names.h"
 
 namespace qmv {
 namespace {
@@ -24,7 +27,7 @@ T parse_number(const std::string& text, const std::string& path, unsigned line, 
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc() || ptr != end)
-    throw CompareError(fmt::format("{}: line {}: column {}: '{}' is not a number", path, line, column, text));
+    throw CompareError(fmt::format("{}: line {}: column {}: '{}' is not a number", path, line, column, one_line(text)));
   return v;
 }
 
@@ -120,8 +123,9 @@ ResultsFile read_results_csv(const std::string& path) {
   }
   ResultsFile f;
   f.path = path;
+  std::optional<io::CSVReader<16, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>>> reader;
   try {
-    io::CSVReader<16, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
+    auto& in = reader.emplace(path);
     in.read_header(io::ignore_extra_column | io::ignore_missing_column, "kernel", "weight_type",
                    "backend", "rows", "cols", "threads", "cache", "time_median_us", "gbps_median",
                    "peak_pct", "status", "machine", "cpu_model", "gpu", "git_commit", "op");
@@ -138,6 +142,7 @@ ResultsFile read_results_csv(const std::string& path) {
     std::string kernel, weight, backend, rows, cols, threads, cache, time, gbps, pct, status;
     std::string machine, cpu_model, gpu, commit, op;
     bool first = true;
+    std::set<std::string> renamed;  // former kernel names the file uses
     while (in.read_row(kernel, weight, backend, rows, cols, threads, cache, time, gbps, pct, status,
                        machine, cpu_model, gpu, commit, op)) {
       const unsigned line = in.get_file_line();
@@ -150,7 +155,10 @@ ResultsFile read_results_csv(const std::string& path) {
         first = false;
       }
       ResultRow r;
-      r.kernel = kernel, r.op = op, r.weight_type = weight, r.backend = backend, r.cache = cache;
+      // Rows written before the kernels were renamed match their kernels' current names.
+      const std::string_view current = current_kernel_name(kernel);
+      if (current != kernel) renamed.emplace(kernel);
+      r.kernel = std::string(current), r.op = op, r.weight_type = weight, r.backend = backend, r.cache = cache;
       r.rows = parse_number<std::int64_t>(rows, path, line, "rows");
       r.cols = parse_number<std::int64_t>(cols, path, line, "cols");
       r.threads = parse_number<int>(threads, path, line, "threads");
@@ -160,8 +168,12 @@ ResultsFile read_results_csv(const std::string& path) {
       if (r.kernel.empty()) throw CompareError(fmt::format("{}: line {}: empty kernel name", path, line));
       f.rows.push_back(std::move(r));
     }
+    if (!renamed.empty())
+      fmt::print(stderr, "compare: note: {} names {} kernel(s) by their former names (e.g. '{}' is now '{}'); "
+                         "they are compared under their current names\n",
+                 path, renamed.size(), *renamed.begin(), current_kernel_name(*renamed.begin()));
   } catch (const io::error::base& e) {
-    throw CompareError(fmt::format("{}: not a readable results CSV: {}", path, e.what()));
+    throw CompareError(csv_read_error(path, reader ? reader->get_file_line() : 0, e));
   }
   return f;
 }

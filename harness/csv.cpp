@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
-#include <type_traits>
+#include <tuple>
+#include <utility>
 
 #include "harness/machine.h"
 
@@ -27,6 +30,24 @@ std::string csv_escape(std::string_view field) {
     out += c;
   }
   return out + "\"";
+}
+
+std::string one_line(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -111,23 +132,6 @@ std::vector<std::string> gpu_bench_fields(const BenchRow& r) {
           std::to_string(r.gpu_l2_bytes)};
 }
 
-// A number from an optional column: empty reads as 0; anything else must parse whole.
-template <class T>
-T optional_number(const std::string& text, const std::string& path, const char* column) {
-  if (text.empty()) return T{};
-  try {
-    std::size_t used = 0;
-    T v{};
-    if constexpr (std::is_floating_point_v<T>)
-      v = static_cast<T>(std::stod(text, &used));
-    else
-      v = static_cast<T>(std::stoll(text, &used));
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw std::runtime_error(fmt::format("{}: column {}: '{}' is not a number", path, column, text));
-}
-
 }  // namespace
 
 std::vector<std::string> bench_header(bool gpu_columns) {
@@ -190,141 +194,214 @@ std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bo
   return before_command(std::move(f), {r.device, r.datasheet_gbps > 0 ? num(r.datasheet_gbps) : std::string()});
 }
 
+std::string csv_read_error(const std::string& path, unsigned line, const std::exception& error) {
+  namespace err = io::error;
+  const std::string at = line > 0 ? fmt::format("{}: line {}", path, line) : path;
+  if (dynamic_cast<const err::can_not_open_file*>(&error)) return fmt::format("{}: cannot open", path);
+  if (dynamic_cast<const err::header_missing*>(&error)) return fmt::format("{}: empty file (no header line)", path);
+  if (const auto* e = dynamic_cast<const err::missing_column_in_header*>(&error))
+    return fmt::format("{}: the header has no column '{}'", at, one_line(e->column_name));
+  if (const auto* e = dynamic_cast<const err::duplicated_column_in_header*>(&error))
+    return fmt::format("{}: column '{}' appears twice in the header", at, one_line(e->column_name));
+  if (const auto* e = dynamic_cast<const err::extra_column_in_header*>(&error))
+    return fmt::format("{}: unexpected column '{}' in the header", at, one_line(e->column_name));
+  if (dynamic_cast<const err::too_few_columns*>(&error))
+    return fmt::format("{}: fewer fields than the header has columns", at);
+  if (dynamic_cast<const err::too_many_columns*>(&error))
+    return fmt::format("{}: more fields than the header has columns", at);
+  if (dynamic_cast<const err::escaped_string_not_closed*>(&error))
+    return fmt::format("{}: a quoted field is not closed on its line", at);
+  if (dynamic_cast<const err::line_length_limit_exceeded*>(&error))
+    return fmt::format("{}: line longer than the reader's limit of 16 MiB", at);
+  return fmt::format("{}: {}", at, error.what());
+}
+
+template <class T>
+T csv_number(std::string_view text, const std::string& path, unsigned line, std::string_view column) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (!text.empty() && ec == std::errc() && ptr == end) return v;
+  throw std::runtime_error(fmt::format("{}: line {}: column {}: '{}' is {}", path, line, column, one_line(text),
+                                       ec == std::errc::result_out_of_range ? "out of range" : "not a number"));
+}
+template int csv_number<int>(std::string_view, const std::string&, unsigned, std::string_view);
+template std::int64_t csv_number<std::int64_t>(std::string_view, const std::string&, unsigned, std::string_view);
+template std::uint64_t csv_number<std::uint64_t>(std::string_view, const std::string&, unsigned, std::string_view);
+template double csv_number<double>(std::string_view, const std::string&, unsigned, std::string_view);
+
 namespace {
 
-template <class Fn>
-auto guarded(const std::string& path, Fn fn) {
-  if (!std::filesystem::is_regular_file(path))
-    throw std::runtime_error(fmt::format("{}: no such file", path));
+template <std::size_t N>
+using CsvIn = io::CSVReader<N, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>>;
+
+// One row of a file being read: its fields as text, by column name.
+struct Row {
+  const std::string& path;
+  const char* const* names;
+  const std::string* fields;
+  std::size_t count;
+  unsigned line = 0;
+
+  const std::string& operator[](std::string_view column) const {
+    for (std::size_t i = 0; i < count; ++i)
+      if (column == names[i]) return fields[i];
+    throw std::logic_error(fmt::format("CSV reader asks for column '{}' it did not name", column));
+  }
+  // Empty reads as 0, as the GPU columns of a CPU row and a sweep's untimed points are.
+  template <class T>
+  T number(std::string_view column) const {
+    const std::string& text = (*this)[column];
+    return text.empty() ? T{} : csv_number<T>(text, path, line, column);
+  }
+};
+
+// Reads the columns `names` of `path` (the first `required` of them must be in the
+// header, the rest may be missing and read as ""), handing each row to `each`.
+template <std::size_t N, class Fn>
+void read_rows(const std::string& path, const char* kind, const std::array<const char*, N>& names,
+               std::size_t required, Fn each) {
+  if (!std::filesystem::is_regular_file(path)) throw std::runtime_error(fmt::format("{}: no such file", path));
+  std::optional<CsvIn<N>> in;
+  std::array<std::string, N> fields;
+  Row row{path, names.data(), fields.data(), N, 0};
   try {
-    return fn();
+    in.emplace(path);
+    std::apply([&](auto... n) { in->read_header(io::ignore_extra_column | io::ignore_missing_column, n...); },
+               names);
+    std::string missing;
+    for (std::size_t i = 0; i < required; ++i)
+      if (!in->has_column(names[i])) missing += (missing.empty() ? "" : ", ") + std::string(names[i]);
+    if (!missing.empty())
+      throw std::runtime_error(
+          fmt::format("{}: not a {} CSV: the header has no column(s) {}", path, kind, missing));
+    while (std::apply([&](auto&... f) { return in->read_row(f...); }, fields)) {
+      row.line = in->get_file_line();
+      each(std::as_const(row));
+    }
   } catch (const io::error::base& e) {
-    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
-  }
-}
-
-// Whether the file's header holds all of `columns` (our column names need no quoting).
-bool has_columns(const std::string& path, const std::vector<std::string>& columns) {
-  std::ifstream in(path);
-  std::string first;
-  std::getline(in, first);
-  std::vector<std::string> names;
-  for (std::size_t start = 0; start <= first.size();) {
-    const std::size_t end = std::min(first.find(',', start), first.size());
-    names.push_back(first.substr(start, end - start));
-    start = end + 1;
-  }
-  for (const auto& c : columns)
-    if (std::find(names.begin(), names.end(), c) == names.end()) return false;
-  return true;
-}
-
-// The CUDA columns, where the file has them, into rows read in file order.
-void read_gpu_bench_columns(const std::string& path, std::vector<BenchRow>& rows) {
-  if (!has_columns(path, kGpuBenchColumns)) return;
-  io::CSVReader<13, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
-  in.read_header(io::ignore_extra_column, "launches_per_rep", "quant_median_us", "time_with_quant_median_us",
-                 "datasheet_gbps", "datasheet_pct", "rotation_bytes", "gpu_name", "gpu_sm_count", "gpu_driver",
-                 "gpu_sm_clock_mhz", "gpu_mem_clock_mhz", "gpu_bus_bits", "gpu_l2_bytes");
-  std::array<std::string, 13> f;
-  for (BenchRow& r : rows) {
-    if (!in.read_row(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12])) break;
-    r.launches_per_rep = optional_number<std::int64_t>(f[0], path, "launches_per_rep");
-    r.quant_median_us = optional_number<double>(f[1], path, "quant_median_us");
-    r.time_with_quant_median_us = optional_number<double>(f[2], path, "time_with_quant_median_us");
-    r.datasheet_gbps = optional_number<double>(f[3], path, "datasheet_gbps");
-    r.datasheet_pct = optional_number<double>(f[4], path, "datasheet_pct");
-    r.rotation_bytes = optional_number<std::int64_t>(f[5], path, "rotation_bytes");
-    r.gpu_name = f[6];
-    r.gpu_sm_count = optional_number<int>(f[7], path, "gpu_sm_count");
-    r.gpu_driver = f[8];
-    r.gpu_sm_clock_mhz = optional_number<int>(f[9], path, "gpu_sm_clock_mhz");
-    r.gpu_mem_clock_mhz = optional_number<int>(f[10], path, "gpu_mem_clock_mhz");
-    r.gpu_bus_bits = optional_number<int>(f[11], path, "gpu_bus_bits");
-    r.gpu_l2_bytes = optional_number<std::int64_t>(f[12], path, "gpu_l2_bytes");
+    throw std::runtime_error(csv_read_error(path, in ? in->get_file_line() : 0, e));
   }
 }
 
 }  // namespace
 
 CsvKind detect_csv_kind(const std::string& path) {
-  return guarded(path, [&] {
-    std::ifstream in(path);
-    std::string first;
-    if (!std::getline(in, first)) throw std::runtime_error(fmt::format("{}: empty file", path));
-    if (first == join(bench_header(false)) || first == join(bench_header(true))) return CsvKind::Bench;
-    if (first == join(check_header())) return CsvKind::Check;
-    if (first == join(peak_header(false)) || first == join(peak_header(true))) return CsvKind::Peak;
-    if (first == join(sweep_header())) return CsvKind::Sweep;
-    return CsvKind::Unknown;
-  });
+  if (!std::filesystem::is_regular_file(path)) throw std::runtime_error(fmt::format("{}: no such file", path));
+  std::ifstream in(path);
+  std::string first;
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));
+  if (!std::getline(in, first)) throw std::runtime_error(fmt::format("{}: empty file", path));
+  if (first == join(bench_header(false)) || first == join(bench_header(true))) return CsvKind::Bench;
+  if (first == join(check_header())) return CsvKind::Check;
+  if (first == join(peak_header(false)) || first == join(peak_header(true))) return CsvKind::Peak;
+  if (first == join(sweep_header())) return CsvKind::Sweep;
+  return CsvKind::Unknown;
 }
 
 std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
-  return guarded(path, [&] {
-    io::CSVReader<27, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
-    in.read_header(io::ignore_extra_column, "machine", "cpu_model", "gpu", "compiler",
-                   "git_commit", "kernel", "op", "weight_type", "act_format", "backend", "rows",
-                   "cols", "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions", "time_min_us", "time_median_us",
-                   "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
-                   "peak_pct", "gflops", "command");
-    std::vector<BenchRow> rows;
-    RunContext c;
+  // The CPU columns, then the optional GPU ones (as kGpuBenchColumns).
+  static constexpr std::array<const char*, 40> kNames = {
+      "machine", "cpu_model", "gpu", "compiler", "git_commit", "kernel", "op", "weight_type", "act_format",
+      "backend", "rows", "cols", "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions",
+      "time_min_us", "time_median_us", "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
+      "peak_pct", "gflops", "command",
+      "launches_per_rep", "quant_median_us", "time_with_quant_median_us", "datasheet_gbps", "datasheet_pct",
+      "rotation_bytes", "gpu_name", "gpu_sm_count", "gpu_driver", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz",
+      "gpu_bus_bits", "gpu_l2_bytes"};
+  std::vector<BenchRow> rows;
+  read_rows(path, "bench", kNames, 27, [&](const Row& f) {
+    if (ctx && rows.empty())
+      *ctx = {f["machine"], f["cpu_model"], f["gpu"], f["compiler"], f["git_commit"], f["command"]};
     BenchRow r;
-    while (in.read_row(c.machine, c.cpu_model, c.gpu, c.compiler, c.git_commit, r.kernel, r.op,
-                       r.weight_type, r.act_format, r.backend, r.rows, r.cols, r.threads, r.cache,
-                       r.tile_rows, r.min_parallel_rows, r.repetitions, r.time_min_us, r.time_median_us, r.time_max_us,
-                       r.bytes_per_call, r.gbps_median, r.gbps_best, r.peak_gbps, r.peak_pct,
-                       r.gflops, c.command)) {
-      if (ctx && rows.empty()) *ctx = c;
-      rows.push_back(r);
-    }
-    read_gpu_bench_columns(path, rows);
-    return rows;
+    r.kernel = f["kernel"];
+    r.op = f["op"];
+    r.weight_type = f["weight_type"];
+    r.act_format = f["act_format"];
+    r.backend = f["backend"];
+    r.rows = f.number<std::int64_t>("rows");
+    r.cols = f.number<std::int64_t>("cols");
+    r.threads = f.number<int>("threads");
+    r.cache = f["cache"];
+    r.tile_rows = f.number<std::int64_t>("tile_rows");
+    r.min_parallel_rows = f.number<std::int64_t>("min_parallel_rows");
+    r.repetitions = f.number<int>("repetitions");
+    r.time_min_us = f.number<double>("time_min_us");
+    r.time_median_us = f.number<double>("time_median_us");
+    r.time_max_us = f.number<double>("time_max_us");
+    r.bytes_per_call = f.number<std::int64_t>("bytes_per_call");
+    r.gbps_median = f.number<double>("gbps_median");
+    r.gbps_best = f.number<double>("gbps_best");
+    r.peak_gbps = f.number<double>("peak_gbps");
+    r.peak_pct = f.number<double>("peak_pct");
+    r.gflops = f.number<double>("gflops");
+    r.launches_per_rep = f.number<std::int64_t>("launches_per_rep");
+    r.quant_median_us = f.number<double>("quant_median_us");
+    r.time_with_quant_median_us = f.number<double>("time_with_quant_median_us");
+    r.datasheet_gbps = f.number<double>("datasheet_gbps");
+    r.datasheet_pct = f.number<double>("datasheet_pct");
+    r.rotation_bytes = f.number<std::int64_t>("rotation_bytes");
+    r.gpu_name = f["gpu_name"];
+    r.gpu_sm_count = f.number<int>("gpu_sm_count");
+    r.gpu_driver = f["gpu_driver"];
+    r.gpu_sm_clock_mhz = f.number<int>("gpu_sm_clock_mhz");
+    r.gpu_mem_clock_mhz = f.number<int>("gpu_mem_clock_mhz");
+    r.gpu_bus_bits = f.number<int>("gpu_bus_bits");
+    r.gpu_l2_bytes = f.number<std::int64_t>("gpu_l2_bytes");
+    rows.push_back(std::move(r));
   });
+  return rows;
 }
 
 std::vector<CheckRow> read_check_csv(const std::string& path) {
-  return guarded(path, [&] {
-    io::CSVReader<19, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
-    in.read_header(io::ignore_extra_column, "kernel", "weight_type", "act_format", "backend",
-                   "rows", "cols", "threads", "activation", "seed", "nmse_kernel",
-                   "max_abs_kernel", "max_rel_kernel", "nmse_e2e", "max_abs_e2e",
-                   "tol_nmse_kernel", "tol_max_rel_kernel", "tol_nmse_e2e", "passed", "failure");
-    std::vector<CheckRow> rows;
+  static constexpr std::array<const char*, 19> kNames = {
+      "kernel", "weight_type", "act_format", "backend", "rows", "cols", "threads", "activation", "seed",
+      "nmse_kernel", "max_abs_kernel", "max_rel_kernel", "nmse_e2e", "max_abs_e2e", "tol_nmse_kernel",
+      "tol_max_rel_kernel", "tol_nmse_e2e", "passed", "failure"};
+  std::vector<CheckRow> rows;
+  read_rows(path, "check", kNames, kNames.size(), [&](const Row& f) {
     CheckRow r;
-    int passed = 0;
-    while (in.read_row(r.kernel, r.weight_type, r.act_format, r.backend, r.rows, r.cols, r.threads,
-                       r.activation, r.seed, r.nmse_kernel, r.max_abs_kernel, r.max_rel_kernel,
-                       r.nmse_e2e, r.max_abs_e2e, r.tol_nmse_kernel, r.tol_max_rel_kernel,
-                       r.tol_nmse_e2e, passed, r.failure)) {
-      r.passed = passed != 0;
-      rows.push_back(r);
-    }
-    return rows;
+    r.kernel = f["kernel"];
+    r.weight_type = f["weight_type"];
+    r.act_format = f["act_format"];
+    r.backend = f["backend"];
+    r.rows = f.number<std::int64_t>("rows");
+    r.cols = f.number<std::int64_t>("cols");
+    r.threads = f.number<int>("threads");
+    r.activation = f["activation"];
+    r.seed = f.number<std::uint64_t>("seed");
+    r.nmse_kernel = f.number<double>("nmse_kernel");
+    r.max_abs_kernel = f.number<double>("max_abs_kernel");
+    r.max_rel_kernel = f.number<double>("max_rel_kernel");
+    r.nmse_e2e = f.number<double>("nmse_e2e");
+    r.max_abs_e2e = f.number<double>("max_abs_e2e");
+    r.tol_nmse_kernel = f.number<double>("tol_nmse_kernel");
+    r.tol_max_rel_kernel = f.number<double>("tol_max_rel_kernel");
+    r.tol_nmse_e2e = f.number<double>("tol_nmse_e2e");
+    r.passed = f.number<int>("passed") != 0;
+    r.failure = f["failure"];
+    rows.push_back(std::move(r));
   });
+  return rows;
 }
 
 std::vector<PeakRow> read_peak_csv(const std::string& path) {
-  return guarded(path, [&] {
-    io::CSVReader<5, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
-    in.read_header(io::ignore_extra_column, "threads", "buffer_bytes", "repetitions", "gbps_best",
-                   "gbps_median");
-    std::vector<PeakRow> rows;
+  // The CPU columns, then the optional GPU ones (as kGpuPeakColumns).
+  static constexpr std::array<const char*, 7> kNames = {"threads",     "buffer_bytes", "repetitions", "gbps_best",
+                                                        "gbps_median", "device",       "datasheet_gbps"};
+  std::vector<PeakRow> rows;
+  read_rows(path, "peak", kNames, 5, [&](const Row& f) {
     PeakRow r;
-    while (in.read_row(r.threads, r.buffer_bytes, r.repetitions, r.gbps_best, r.gbps_median))
-      rows.push_back(r);
-    if (!has_columns(path, kGpuPeakColumns)) return rows;
-    io::CSVReader<2, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> gpu(path);
-    gpu.read_header(io::ignore_extra_column, "device", "datasheet_gbps");
-    std::string device, datasheet;
-    for (PeakRow& row : rows) {
-      if (!gpu.read_row(device, datasheet)) break;
-      row.device = device.empty() ? "cpu" : device;
-      row.datasheet_gbps = optional_number<double>(datasheet, path, "datasheet_gbps");
-    }
-    return rows;
+    r.threads = f.number<int>("threads");
+    r.buffer_bytes = f.number<std::int64_t>("buffer_bytes");
+    r.repetitions = f.number<int>("repetitions");
+    r.gbps_best = f.number<double>("gbps_best");
+    r.gbps_median = f.number<double>("gbps_median");
+    if (!f["device"].empty()) r.device = f["device"];
+    r.datasheet_gbps = f.number<double>("datasheet_gbps");
+    rows.push_back(std::move(r));
   });
+  return rows;
 }
 
 std::vector<KernelSpeed> kernel_speeds(const std::vector<BenchRow>& rows) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -70,6 +71,10 @@ struct PeakRow {
 // Quotes a field when it holds a comma, quote or newline (RFC 4180).
 std::string csv_escape(std::string_view field);
 
+// Text from an input file for a one-line message: control characters as escapes
+// ("\n", "\x01").
+std::string one_line(std::string_view text);
+
 // Writes one header and rows, flushing each row so an interrupted run leaves a valid
 // file. With append, an existing file must have the same header. Creates parent
 // directories. Throws std::runtime_error with the path on any failure.
@@ -107,10 +112,23 @@ enum class CsvKind { Bench, Check, Peak, Sweep, Unknown };
 CsvKind detect_csv_kind(const std::string& path);
 
 // Readers (context columns are read back into `ctx` from the first row when given).
-// Throw std::runtime_error naming the file and the problem (missing column, bad number).
-// The GPU columns are optional: a file without them reads with them zero / "cpu".
+// Throw std::runtime_error naming the file and the problem (missing column, bad number),
+// with the line and the column where one is at fault. Numbers must parse whole; an empty
+// number field reads as 0. The GPU columns are optional: a file without them reads with
+// them zero / "cpu".
 std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx = nullptr);
 std::vector<CheckRow> read_check_csv(const std::string& path);
 std::vector<PeakRow> read_peak_csv(const std::string& path);
+
+// For every reader of results CSVs (these, sweeps, compare): one line naming the file,
+// and the line where the reader stopped, for an exception fast-cpp-csv-parser threw
+// (its own messages leave the line of a header fault at -1). `line` is the reader's
+// get_file_line() (0: nothing read yet).
+std::string csv_read_error(const std::string& path, unsigned line, const std::exception& error);
+// A number field read whole ("12", "-3", "1.5e-3", "inf"; no sign '+', no spaces):
+// T is int, std::int64_t, std::uint64_t or double. Throws std::runtime_error
+// "<path>: line <line>: column <column>: '<text>' is not a number" (or out of range).
+template <class T>
+T csv_number(std::string_view text, const std::string& path, unsigned line, std::string_view column);
 
 }  // namespace qmv

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "harness/machine.h"
-#ifdef QMV_HAVE_CUDA
 #include "kernels/availability.h"
+#ifdef QMV_HAVE_CUDA
 #include "kernels/cuda/cuda_device.h"
 #endif
 

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -160,9 +161,11 @@ Experiment parse_experiment(std::string_view text, const std::string& source, co
     e.repetitions = static_cast<int>(*n->value<std::int64_t>());
   }
   if (const toml::node* n = r.get("min_time", false)) {
-    if (!n->is_number() || *n->value<double>() < 0.001 || *n->value<double>() > 60)
+    // An integer a double cannot hold exactly has no value<double>(); nan fails both tests.
+    const auto s = n->value<double>();
+    if (!n->is_number() || !s || !(*s >= 0.001 && *s <= 60))
       r.fail("min_time", "expected seconds per repetition, from 0.001 to 60");
-    e.min_time_s = *n->value<double>();
+    e.min_time_s = *s;
   }
   if (const toml::node* n = r.get("check", false)) {
     if (!n->is_boolean()) r.fail("check", "expected true or false");
@@ -316,27 +319,28 @@ CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial) {
   if (first != expected)
     throw std::runtime_error(fmt::format("{}: not a sweep CSV of this qmvlab (its header differs)", path));
   if (dropped_partial) *dropped_partial = false;
-  if (!text.empty() && text.back() != '\n') {
+  if (text.size() == first.size()) text += '\n';  // the header alone, complete: no rows yet
+  if (text.back() != '\n') {
     // An interrupted write leaves a last line without its newline.
     text.erase(text.rfind('\n') + 1);
     if (dropped_partial) *dropped_partial = true;
   }
+  std::optional<io::CSVReader<kSweepColumns, io::trim_chars<>, io::double_quote_escape<',', '"'>>> reader;
   try {
-    io::CSVReader<kSweepColumns, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(
-        path, text.data(), text.data() + text.size());
+    auto& in = reader.emplace(path, text.data(), text.data() + text.size());
     read_header_of(in, t.header, std::make_index_sequence<kSweepColumns>());
     std::array<std::string, kSweepColumns> a;
-    while (read_row_into(in, a, std::make_index_sequence<kSweepColumns>()))
+    const std::size_t rows = t.column("rows"), cols = t.column("cols"), threads = t.column("threads");
+    while (read_row_into(in, a, std::make_index_sequence<kSweepColumns>())) {
+      // What key() and merging read: the point's shape and thread count, whole numbers.
+      const unsigned line = in.get_file_line();
+      (void)csv_number<std::int64_t>(a[rows], path, line, "rows");
+      (void)csv_number<std::int64_t>(a[cols], path, line, "cols");
+      (void)csv_number<int>(a[threads], path, line, "threads");
       t.rows.emplace_back(a.begin(), a.end());
-  } catch (const io::error::base& e) {
-    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
-  }
-  for (std::size_t i = 0; i < t.rows.size(); ++i) {
-    try {
-      (void)t.key(i);
-    } catch (const std::exception&) {
-      throw std::runtime_error(fmt::format("{}: row {} has no valid rows/cols/threads", path, i + 2));
     }
+  } catch (const io::error::base& e) {
+    throw std::runtime_error(csv_read_error(path, reader ? reader->get_file_line() : 0, e));
   }
   return t;
 }

@@ -15,9 +15,10 @@
 
 namespace qmv {
 
-// A bad experiment file: the message names the file, the key and the line.
+// A bad experiment file: the message names the file, the key and the line, on one
+// line (control characters quoted from the file are escaped).
 struct ExperimentError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit ExperimentError(const std::string& what) : std::runtime_error(one_line(what)) {}
 };
 
 struct Experiment {

@@ -16,7 +16,7 @@
 namespace qmv {
 
 const KernelSpec* gate_reference(const KernelSpec& k) {
-  return global_registry().find(fmt::format("{}.cpu.scalar", to_string(k.weight)));
+  return scalar_reference(k.weight);
 }
 
 std::vector<GateRatio> measure_gate_ratios(const std::vector<const KernelSpec*>& kernels,

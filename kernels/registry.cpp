@@ -1,5 +1,6 @@
 #include "registry.h"
 #include "kernels/cpu_tiling.h"
+#include "kernels/former_names.h"
 
 #include <fnmatch.h>
 #include <fmt/format.h>
@@ -106,6 +107,16 @@ Status Registry::add(KernelSpec spec) {
 const KernelSpec* Registry::find(std::string_view name) const {
   for (const auto& k : specs_)
     if (k.name == name) return &k;
+  const std::string_view current = current_kernel_name(name);
+  if (current == name) return nullptr;
+  note_former_name(name, current);
+  return find(current);
+}
+
+const KernelSpec* scalar_reference(WeightType w) {
+  for (const char* variant : {"scalar_f32", "scalar"})
+    for (const KernelSpec& k : global_registry().all())
+      if (k.name == fmt::format("{}.cpu.{}", to_string(w), variant)) return &k;
   return nullptr;
 }
 
@@ -124,8 +135,32 @@ bool glob_match_any(std::string_view globs, std::string_view name) {
 
 std::vector<const KernelSpec*> Registry::select(std::string_view globs) const {
   std::vector<const KernelSpec*> out;
-  for (const auto& k : specs_)
-    if (glob_match_any(globs, k.name)) out.push_back(&k);
+  std::size_t start = 0;
+  while (start <= globs.size()) {
+    std::size_t end = globs.find(',', start);
+    if (end == std::string_view::npos) end = globs.size();
+    const std::string_view pattern = globs.substr(start, end - start);
+    start = end + 1;
+    std::vector<const KernelSpec*> matched;
+    for (const auto& k : specs_)
+      if (glob_match_any(pattern, k.name)) matched.push_back(&k);
+    // A pattern written with the former names (and matching no current one) selects
+    // the kernels they name now.
+    if (matched.empty()) {
+      std::string currents;
+      for (const FormerName& f : former_kernel_names())
+        if (glob_match_any(pattern, f.former))
+          for (const auto& k : specs_)
+            if (k.name == f.current) {
+              matched.push_back(&k);
+              currents += (currents.empty() ? "" : ",") + k.name;
+            }
+      if (!matched.empty()) note_former_name(pattern, currents);
+    }
+    for (const KernelSpec* k : matched)
+      if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  }
+  std::sort(out.begin(), out.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
   return out;
 }
 

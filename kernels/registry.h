@@ -27,6 +27,10 @@ Registry& global_registry();
 // Problems met while registering (duplicate names...): main() refuses to start on any.
 const std::vector<std::string>& registry_startup_errors();
 
+// The weight type's scalar CPU kernel on f32 activations (`<type>.cpu.scalar_f32`,
+// `<type>.cpu.scalar` for float weights): the reference others are measured against.
+const KernelSpec* scalar_reference(WeightType w);
+
 // True when `name` matches any of the comma-separated shell globs.
 bool glob_match_any(std::string_view globs, std::string_view name);
 

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include "kernels/availability.h"
 #include "kernels/registry.h"
@@ -29,6 +31,21 @@ std::string canonical_type(const std::string& type, const std::string& where) {
 
 // The plan's name for the outlier-routing settings: a TOML table and a rule prefix.
 constexpr const char* kOutliers = "outliers";
+
+// A message about plan text on one line: control characters quoted from it escaped.
+std::string one_line(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 // One `outliers.KEY = VALUE` setting given as text (rules) or as a TOML value.
 void set_outlier_key(KernelPlan& plan, const std::string& key, const std::string& value, const std::string& where) {
@@ -98,7 +115,7 @@ std::string KernelPlan::lookup_outlier_kernel(WeightType type) const {
   return "";
 }
 
-KernelPlan KernelPlan::parse_rules(const std::string& rules) {
+KernelPlan KernelPlan::parse_rules(const std::string& rules) try {
   KernelPlan plan;
   std::size_t start = 0;
   while (start <= rules.size()) {
@@ -136,48 +153,67 @@ KernelPlan KernelPlan::parse_rules(const std::string& rules) {
     plan.set(op.empty() ? "*" : op, type.empty() ? "*" : type, kernel);
   }
   return plan;
+} catch (const PlanError& e) {
+  throw PlanError(one_line(e.what()));
 }
 
 KernelPlan KernelPlan::load_toml(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw PlanError(fmt::format("{}: cannot open", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_toml(text.str(), path);
+}
+
+KernelPlan KernelPlan::parse_toml(std::string_view text, const std::string& source) {
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    throw PlanError(fmt::format("{}: {} (line {})", path, e.description(), e.source().begin.line));
+    throw PlanError(one_line(fmt::format("{}: {} (line {})", source, e.description(), e.source().begin.line)));
   }
+  // Every error names the file and the line of the value at fault.
+  const auto fail = [&](const toml::node& at, const std::string& what) {
+    throw PlanError(one_line(fmt::format("{}: {} (line {})", source, what, at.source().begin.line)));
+  };
   KernelPlan plan;
   for (const auto& [section, node] : root) {
     const std::string op = section == "default" ? "*" : std::string(section.str());
     if (op == kOutliers) {
       const toml::table* t = node.as_table();
-      if (!t) throw PlanError(fmt::format("{}: [outliers] must be a table (route, k, TYPE = \"KERNEL\")", path));
+      if (!t) fail(node, "[outliers] must be a table (route, k, TYPE = \"KERNEL\")");
       for (const auto& [key, value] : *t) {
         const std::string name(key.str());
-        std::string text;
+        std::string setting;
         if (name == "route") {
-          if (!value.is_boolean()) throw PlanError(fmt::format("{}: outliers.route must be true or false", path));
-          text = *value.value<bool>() ? "true" : "false";
+          if (!value.is_boolean()) fail(value, "outliers.route must be true or false");
+          setting = *value.value<bool>() ? "true" : "false";
         } else if (name == "k") {
-          if (!value.is_number()) throw PlanError(fmt::format("{}: outliers.k must be a number >= 0", path));
-          text = fmt::format("{}", *value.value<double>());
+          // An integer too large for a double to hold exactly has no value<double>().
+          if (!value.is_number()) fail(value, "outliers.k must be a number >= 0");
+          setting = value.is_integer() ? fmt::format("{}", *value.value<std::int64_t>())
+                                       : fmt::format("{}", *value.value<double>());
         } else {
-          if (!value.is_string())
-            throw PlanError(fmt::format("{}: outliers.{} must be a kernel name string", path, name));
-          text = *value.value<std::string>();
+          if (!value.is_string()) fail(value, fmt::format("outliers.{} must be a kernel name string", name));
+          setting = *value.value<std::string>();
         }
-        set_outlier_key(plan, name, text, path);
+        try {
+          set_outlier_key(plan, name, setting, "plan");
+        } catch (const PlanError& e) {
+          fail(value, e.what());
+        }
       }
       continue;
     }
     const toml::table* t = node.as_table();
-    if (!t) throw PlanError(fmt::format("{}: [{}] must be a table of TYPE = \"KERNEL\"", path, section.str()));
+    if (!t) fail(node, fmt::format("[{}] must be a table of TYPE = \"KERNEL\"", section.str()));
     for (const auto& [type, value] : *t) {
       const auto kernel = value.value<std::string>();
-      if (!kernel) throw PlanError(fmt::format("{}: {}.{} must be a kernel name string", path, section.str(), type.str()));
+      if (!value.is_string()) fail(value, fmt::format("{}.{} must be a kernel name string", section.str(), type.str()));
       try {
         plan.set(op, std::string(type.str()), *kernel);
       } catch (const PlanError& e) {
-        throw PlanError(fmt::format("{}: {}", path, e.what()));
+        fail(value, e.what());
       }
     }
   }
@@ -430,7 +466,7 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
 }
 
 void route_outliers_option(KernelPlan& plan, const std::string& k_text) {
-  if (!k_text.empty()) set_outlier_key(plan, "k", k_text, "--route-outliers");
+  if (!k_text.empty()) set_outlier_key(plan, "k", one_line(k_text), "--route-outliers");
   plan.set_outlier_routing(true);
 }
 

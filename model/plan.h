@@ -1,13 +1,13 @@
 // The kernel plan: which registered kernel drives each matvec of the forward pass.
 //
 // A plan is a list of rules "op + weight type -> kernel", from the command line
-// (`ffn_down.q6_K=q6_K.cpu.avx2_raw,*=auto`) or a TOML file:
+// (`ffn_down.q6_K=q6_K.cpu.avx2_q8k,*=auto`) or a TOML file:
 //
 //   [default]                        # every op
-//   q4_K = "q4_K.cpu.avx512_vnni_4row"
+//   q4_K = "q4_K.cpu.avx512vnni_4row_q8k"
 //   "*" = "auto"
 //   [ffn_down]
-//   q6_K = "q6_K.cpu.avx2_raw"
+//   q6_K = "q6_K.cpu.avx2_q8k"
 //
 // The most specific rule wins: (op, type), then (op, any type), then (any op, type),
 // then (any, any); with no rule at all a matvec is `auto`. The fused `ffn_up_gate`
@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -48,13 +49,17 @@ namespace qmv {
 // runs, ffn_gate and ffn_up do not.
 // The plan value that turns fusion off: `ffn_up_gate=none`.
 inline constexpr const char* kNoKernel = "none";
-// Variant suffixes `auto` tries in order when it has no bench CSV: the fastest family
-// measured on x86 (README, "CPU kernels") first, the references last.
-inline constexpr const char* kAutoOrder[] = {"avx512_vnni_4row", "avx512_vnni", "avx2_raw",
-                                             "avx2_f32", "scalar_q8k", "scalar"};
+// Variant suffixes `auto` tries in order when it has no bench CSV: per weight type, the
+// family that is fastest on x86 first (see results/intel-xeon-2c/default.csv), the
+// references last. A suffix a type lacks is skipped.
+inline constexpr const char* kAutoOrder[] = {"avx512vnni_4row_q8k", "avx512vnni_4row_q8_1", "avx512vnni_q8k",
+                                             "avx512vnni_q8_1",     "avx2_q8k",             "avx2_f32",
+                                             "avx2",                "scalar_q8k",           "scalar_f32",
+                                             "scalar"};
 // The same for CUDA kernels (`--device cuda`): the K-quant family's multi-warp
-// f32-activation variants, the DP4A ones, then the simple kernels every type has.
-inline constexpr const char* kAutoOrderCuda[] = {"mwv.w3", "mwv.w2", "mwv.w4", "hw_dp4a", "dp4a", "legacy"};
+// f32-activation variants, the DP4A ones, then the warp-per-row kernels every type has.
+inline constexpr const char* kAutoOrderCuda[] = {"multiwarp_f32.w3", "multiwarp_f32.w2", "multiwarp_f32.w4",
+                                                 "halfwarp_dp4a_q8_1", "dp4a_q8_1", "warp_row_f32", "warp_row"};
 
 struct PlanError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -72,6 +77,8 @@ class KernelPlan {
   // ("ffn_down=k" is ffn_down for any type, "q6_K=k" any op for q6_K).
   static KernelPlan parse_rules(const std::string& rules);
   static KernelPlan load_toml(const std::string& path);
+  // The TOML text of a plan; `source` names it in errors, which give the line too.
+  static KernelPlan parse_toml(std::string_view text, const std::string& source);
   // Adds or replaces one rule (op and type "*" for any).
   void set(const std::string& op, const std::string& type, const std::string& kernel);
   // The rules of `later` override this plan's (command-line rules after a file).

@@ -14,7 +14,7 @@
 #   list      the registered kernels; fails when no CUDA kernel is available
 #   peak      the CPU read peak, the GPU device-to-device copy and the GPU read peak
 #   check     every CUDA kernel against the reference, default shapes plus 128256x4096
-#             (hw_dp4a's grid-stride path); fails when it checked no CUDA kernel
+#             (halfwarp_dp4a's grid-stride path); fails when it checked no CUDA kernel
 #   tests     the device tests of qmv_tests (not the CPU replays); fails when none ran
 #   bench     cold bench of every CUDA kernel on the Llama-2-7B and Llama-3-8B shapes
 #   ffn       cold bench of every CUDA kernel on the FFN shapes 4096x14336, 14336x4096 only
@@ -24,9 +24,9 @@
 #             variants; the auto plan and an int8 plan with and without outlier routing
 #   realmodel the greedy text of models/*.gguf (or QMV_REAL_MODEL) on the GPU and the CPU
 #
-# Each step writes its log and CSV into results/<gpu>/ as it ends; where OUT is set (the
-# device tool's output folder) that folder is also packed into $OUT/<gpu>.tar.gz after
-# every step, so a call stopped at its time limit keeps what finished. The run fails
+# Each step writes its log and CSV into results/<gpu>/ as it ends; where OUT is set (a
+# folder a remote runner copies back) that folder is also packed into $OUT/<gpu>.tar.gz
+# after every step, so a run stopped at a time limit keeps what finished. The run fails
 # (exit 1) when any step failed or ran nothing, naming them.
 #
 # Environment: QMV_CUDA_ARCHS (default 90), QMV_GPU_BUILD_DIR (default build/gpu),
@@ -38,7 +38,8 @@ cd "$(dirname "$0")/.."
 
 build_dir=${QMV_GPU_BUILD_DIR:-build/gpu}
 bundle=${QMV_GPU_BUNDLE:-build/gpu-bundle}
-# The device tool carries 64 MiB: the bundle and the working tree together.
+# What a remote runner may carry to the GPU machine (64 MiB for the runner this was
+# written for): the bundle and the working tree together.
 max_carry_mib=62
 
 bundle() {
@@ -98,8 +99,8 @@ gpu_name() {
   echo "${g:-unknown-gpu}"
 }
 
-# Packs results/<gpu>/ into $OUT after each step (the device tool returns at most 8
-# files, so one archive), written under another name and renamed.
+# Packs results/<gpu>/ into $OUT after each step (one archive: runners may copy back
+# only a few files), written under another name and renamed.
 save() {
   [[ -n ${OUT:-} ]] || return 0
   tar -czf "$OUT/.partial.tar.gz" -C "$(dirname "$results")" "$(basename "$results")" &&
@@ -245,10 +246,10 @@ step_decode() {
   # An int8 plan without and with outlier routing: what the device-side test and the
   # graph's if/else nodes cost per token (the routed calls are in the log).
   run_step decode-int8 "$qmvlab" decode --model "$model" --device cuda \
-    --plan 'q4_K=q4_K.cuda.hw_dp4a,q6_K=q6_K.cuda.hw_dp4a' --prompt-tokens "$prompt" -n 128 --ignore-eos --quiet \
+    --plan 'q4_K=q4_K.cuda.halfwarp_dp4a_q8_1,q6_K=q6_K.cuda.halfwarp_dp4a_q8_1' --prompt-tokens "$prompt" -n 128 --ignore-eos --quiet \
     --out "$results/decode.csv"
   run_step decode-routed "$qmvlab" decode --model "$model" --device cuda \
-    --plan 'q4_K=q4_K.cuda.hw_dp4a,q6_K=q6_K.cuda.hw_dp4a' --route-outliers --prompt-tokens "$prompt" -n 128 \
+    --plan 'q4_K=q4_K.cuda.halfwarp_dp4a_q8_1,q6_K=q6_K.cuda.halfwarp_dp4a_q8_1' --route-outliers --prompt-tokens "$prompt" -n 128 \
     --ignore-eos --quiet --out "$results/decode.csv"
 }
 

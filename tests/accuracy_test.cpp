@@ -33,7 +33,7 @@ std::uint64_t fresh_seed() {
 TEST(Accuracy, OutliersCostInt8ActivationsAndRoutingRecoversTheF32Figure) {
   // The integer reference kernels, so the test runs on any x86 CPU.
   const std::vector<const KernelSpec*> kernels = {global_registry().find("q4_K.cpu.scalar_q8k"),
-                                                  global_registry().find("q4_K.cpu.scalar")};
+                                                  global_registry().find("q4_K.cpu.scalar_f32")};
   ASSERT_NE(kernels[0], nullptr);
   ASSERT_NE(kernels[1], nullptr);
   AccuracyConfig cfg;
@@ -49,8 +49,8 @@ TEST(Accuracy, OutliersCostInt8ActivationsAndRoutingRecoversTheF32Figure) {
   for (const auto& r : out.results) by[r.spec->name + " " + to_string(r.outlier_case)] = &r;
   const AccuracyResult& int8_g = *by.at("q4_K.cpu.scalar_q8k gaussian");
   const AccuracyResult& int8_o = *by.at("q4_K.cpu.scalar_q8k 2ch@50x");
-  const AccuracyResult& f32_g = *by.at("q4_K.cpu.scalar gaussian");
-  const AccuracyResult& f32_o = *by.at("q4_K.cpu.scalar 2ch@50x");
+  const AccuracyResult& f32_g = *by.at("q4_K.cpu.scalar_f32 gaussian");
+  const AccuracyResult& f32_o = *by.at("q4_K.cpu.scalar_f32 2ch@50x");
   ASSERT_EQ(int8_o.nmse.size(), 3u);
 
   // Int8: ~5e-5 on Gaussian vectors (the check's figure), several times that with two
@@ -100,11 +100,11 @@ std::vector<std::string> csv_fields(const std::string& line) {
 TEST(AccuracyCli, WritesTheTableAndACsvRowPerKernelShapeAndCase) {
   const std::string csv = tmp("accuracy.csv");
   std::filesystem::remove(csv);
-  const CliRun r = qmvlab(fmt::format("accuracy --kernels 'q4_K.cpu.scalar_q8k,q4_K.cpu.scalar' --shapes 32x512,16x768 "
+  const CliRun r = qmvlab(fmt::format("accuracy --kernels 'q4_K.cpu.scalar_q8k,q4_K.cpu.scalar_f32' --shapes 32x512,16x768 "
                                       "--channels 1,3 --scales 20,40 --trials 2 --seed {} --out {}",
                                       fresh_seed(), csv));
   ASSERT_EQ(r.code, 0) << r.output;
-  for (const char* text : {"trial 2/2 done", "[1] q4_K.cpu.scalar ", "gaussian", "3ch@40x", "| q4_K.cpu.scalar_q8k ",
+  for (const char* text : {"trial 2/2 done", "[1] q4_K.cpu.scalar_f32 ", "gaussian", "3ch@40x", "| q4_K.cpu.scalar_q8k ",
                            "with outlier routing at k = 8", "wrote "})
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   std::ifstream in(csv);
@@ -133,7 +133,7 @@ TEST(AccuracyCli, WritesTheTableAndACsvRowPerKernelShapeAndCase) {
 }
 
 TEST(AccuracyCli, CostModeTimesTheTestAndCountsFalsePositives) {
-  const CliRun r = qmvlab("accuracy --cost --kernels 'q4_K.cpu.scalar_q8k,q4_K.cpu.scalar' --shapes 64x2048 --reps 3 "
+  const CliRun r = qmvlab("accuracy --cost --kernels 'q4_K.cpu.scalar_q8k,q4_K.cpu.scalar_f32' --shapes 64x2048 --reps 3 "
                           "--fp-vectors 64 --threads 1");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* text : {"0 of 64 Gaussian vectors tripped", "| q4_K.cpu.scalar_q8k ", "test / kernel",
@@ -143,12 +143,12 @@ TEST(AccuracyCli, CostModeTimesTheTestAndCountsFalsePositives) {
 
 TEST(AccuracyCli, BadInputIsOneClearLine) {
   expect_error("accuracy --kernels 'nope*'", "no kernel matches 'nope*'");
-  expect_error("accuracy --kernels q4_K.cpu.scalar --shapes 8x100", "shape 8x100 is not supported");
-  expect_error("accuracy --kernels q4_K.cpu.scalar --shapes 8x256 --channels 0", "--channels: '0' is not");
-  expect_error("accuracy --kernels q4_K.cpu.scalar --shapes 8x256 --channels 1.5", "--channels: '1.5' is not");
-  expect_error("accuracy --kernels q4_K.cpu.scalar --shapes 8x256 --scales ten", "--scales: 'ten' is not");
-  expect_error("accuracy --kernels q4_0.cpu.scalar --shapes 8x32 --channels 40", "40 outlier channels do not fit");
-  expect_error("accuracy --cost --kernels q4_K.cpu.scalar --shapes 8x256", "no available int8-activation kernel");
+  expect_error("accuracy --kernels q4_K.cpu.scalar_f32 --shapes 8x100", "shape 8x100 is not supported");
+  expect_error("accuracy --kernels q4_K.cpu.scalar_f32 --shapes 8x256 --channels 0", "--channels: '0' is not");
+  expect_error("accuracy --kernels q4_K.cpu.scalar_f32 --shapes 8x256 --channels 1.5", "--channels: '1.5' is not");
+  expect_error("accuracy --kernels q4_K.cpu.scalar_f32 --shapes 8x256 --scales ten", "--scales: 'ten' is not");
+  expect_error("accuracy --kernels q4_0.cpu.scalar_f32 --shapes 8x32 --channels 40", "40 outlier channels do not fit");
+  expect_error("accuracy --cost --kernels q4_K.cpu.scalar_f32 --shapes 8x256", "no available int8-activation kernel");
   const CliRun help = qmvlab("accuracy --help");
   EXPECT_EQ(help.code, 0);
   for (const char* option : {"--kernels", "--shapes", "--channels", "--scales", "--trials", "--k", "--out", "--cost"})

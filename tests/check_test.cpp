@@ -68,8 +68,8 @@ TEST(Check, ReferenceKernelsPassOnAwkwardShapes) {
 
 TEST(Check, LegacyAndFloatKernelsPassOnOddCols) {
   const auto kernels = global_registry().select("q?_0.cpu.*,q?_1.cpu.*,f16.cpu.*,bf16.cpu.*,f32.cpu.*");
-  // Five legacy types x {scalar, avx2_f32, avx512_vnni, avx512_vnni_4row}, three float
-  // types x {scalar, avx2_f32}.
+  // Five legacy types x {scalar_f32, avx2_f32, avx512vnni_q8_1, avx512vnni_4row_q8_1},
+  // three float types x {scalar, avx2}.
   ASSERT_EQ(kernels.size(), 26u);
   const auto shapes = parse_shapes("odd-cols");
   const auto results = run_check(kernels, shapes, fresh_config());
@@ -92,7 +92,7 @@ TEST(Check, LegacyAndFloatKernelsPassOnOddCols) {
 TEST(Check, OutliersCostInt8ActivationsAccuracy) {
   // The end-to-end error of an int8-activation kernel grows with outlier channels; with
   // f32 activations it stays at float rounding. This is what the check reports.
-  const auto results = run_check({global_registry().find("q4_K.cpu.scalar"),
+  const auto results = run_check({global_registry().find("q4_K.cpu.scalar_f32"),
                                   global_registry().find("q4_K.cpu.scalar_q8k")},
                                  {{64, 4096}}, fresh_config());
   ASSERT_EQ(results.size(), 2u);
@@ -136,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.kernel).substr(10); });
 
 TEST(Check, UnsupportedShapeIsSkippedWithReason) {
-  const auto results = run_check({global_registry().find("q4_K.cpu.scalar")}, {{4, 100}}, fresh_config());
+  const auto results = run_check({global_registry().find("q4_K.cpu.scalar_f32")}, {{4, 100}}, fresh_config());
   ASSERT_EQ(results.size(), 1u);
   EXPECT_FALSE(results[0].passed());
   EXPECT_NE(results[0].skipped.find("cols % 256 == 0"), std::string::npos);

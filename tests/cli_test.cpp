@@ -37,7 +37,7 @@ TEST(Cli, UnsupportedShape) {
   expect_error("check --kernels 'q4_K.*' --shapes 3x100", "shape 3x100 is not supported by any selected kernel");
 }
 TEST(Cli, MalformedShape) { expect_error("check --shapes 4096by4096", "bad shape '4096by4096'"); }
-TEST(Cli, BadThreads) { expect_error("bench --kernels q4_K.cpu.scalar --threads 0", "bad thread count '0'"); }
+TEST(Cli, BadThreads) { expect_error("bench --kernels q4_K.cpu.scalar_f32 --threads 0", "bad thread count '0'"); }
 TEST(Cli, UnknownOption) { EXPECT_EQ(qmvlab("check --frobnicate").code, 2); }
 TEST(Cli, UnreadableReport) {
   expect_error("report " + tmp("nope.csv"), "nope.csv: no such file");
@@ -66,15 +66,15 @@ TEST(Cli, PlanResolvesOrRefusesNamingTheOp) {
   const std::string model = tmp("tiny-q4k.gguf");
   std::ofstream(model, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                                static_cast<std::streamsize>(bytes.size()));
-  const CliRun ok = qmvlab("plan --model " + model + " --rules ffn_down=q4_K.cpu.scalar");
+  const CliRun ok = qmvlab("plan --model " + model + " --rules ffn_down=q4_K.cpu.scalar_f32");
   ASSERT_EQ(ok.code, 0) << ok.output;
   const std::size_t row = ok.output.find("| ffn_down ");
   ASSERT_NE(row, std::string::npos) << ok.output;
   const std::string line = ok.output.substr(row, ok.output.find('\n', row) - row);
-  for (const char* cell : {"| q4_K ", "| 256x512 ", "| 2 ", "| q4_K.cpu.scalar ", "| plan "})
+  for (const char* cell : {"| q4_K ", "| 256x512 ", "| 2 ", "| q4_K.cpu.scalar_f32 ", "| plan "})
     EXPECT_NE(line.find(cell), std::string::npos) << cell << " in " << line;
-  expect_error("plan --model " + model + " --rules ffn_up=q6_K.cpu.scalar",
-               "ffn_up (q4_K 512x256) cannot use q6_K.cpu.scalar: it reads q6_K weights");
+  expect_error("plan --model " + model + " --rules ffn_up=q6_K.cpu.scalar_f32",
+               "ffn_up (q4_K 512x256) cannot use q6_K.cpu.scalar_f32: it reads q6_K weights");
   expect_error("plan --model " + model + " --rules ffn_sideways=auto", "'ffn_sideways' in rule 'ffn_sideways=auto' is neither an op");
   expect_error("plan --model " + model + " --rules attn.q4_K=auto", "unknown op 'attn'");
   expect_error("plan --model " + std::string(QMV_SOURCE_DIR) + "/tests/gguf_corpus/valid.gguf",
@@ -82,17 +82,28 @@ TEST(Cli, PlanResolvesOrRefusesNamingTheOp) {
 }
 
 TEST(Cli, UnwritableOutput) {
-  expect_error("check --kernels q4_K.cpu.scalar --shapes 1x256 --out /proc/qmvlab/x.csv", "/proc/qmvlab/x.csv");
+  expect_error("check --kernels q4_K.cpu.scalar_f32 --shapes 1x256 --out /proc/qmvlab/x.csv", "/proc/qmvlab/x.csv");
 }
 
 TEST(Cli, ListShowsEveryReferenceKernelAvailable) {
   const CliRun r = qmvlab("list");
   ASSERT_EQ(r.code, 0) << r.output;
-  for (const char* k : {"q4_K.cpu.scalar ", "q5_K.cpu.scalar ", "q6_K.cpu.scalar ", "q4_K.cpu.scalar_q8k",
+  for (const char* k : {"q4_K.cpu.scalar_f32 ", "q5_K.cpu.scalar_f32 ", "q6_K.cpu.scalar_f32 ", "q4_K.cpu.scalar_q8k",
                         "q5_K.cpu.scalar_q8k", "q6_K.cpu.scalar_q8k"})
     EXPECT_NE(r.output.find(k), std::string::npos) << k;
   EXPECT_EQ(r.output.find("test."), std::string::npos) << "test-only kernels leaked into qmvlab";
   EXPECT_EQ(qmvlab("list --shapes").code, 0);
+}
+
+TEST(Cli, AFormerKernelNameRunsTheKernelWithOneNote) {
+  const CliRun r = qmvlab("check --kernels q4_K.cpu.scalar,q6_K.cpu.scalar --shapes 3x256");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("PASS q4_K.cpu.scalar_f32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("PASS q6_K.cpu.scalar_f32"), std::string::npos) << r.output;
+  const std::string note = "kernel 'q4_K.cpu.scalar' is now named 'q4_K.cpu.scalar_f32'";
+  const auto at = r.output.find(note);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(note, at + 1), std::string::npos) << "the note is printed once: " << r.output;
 }
 
 TEST(Cli, CheckWritesCsvThatReportReads) {
@@ -111,7 +122,7 @@ TEST(Cli, CheckWritesCsvThatReportReads) {
 // without CUDA) fails in one line instead of passing with everything skipped; with a
 // device the kernel is checked.
 TEST(Cli, CheckOfCudaKernelsThatCannotRunFails) {
-  const CliRun r = qmvlab("check --kernels q4_K.cuda.legacy --shapes 3x256");
+  const CliRun r = qmvlab("check --kernels q4_K.cuda.warp_row_f32 --shapes 3x256");
   if (r.output.find("unknown kernel") != std::string::npos) {
     EXPECT_EQ(r.code, 2) << r.output;  // built without CUDA: no such kernel
     return;
@@ -143,7 +154,7 @@ TEST(Cli, GpuPeakWithoutADeviceFails) {
 
 TEST(Cli, BenchAndPeakWriteCsvsWithShareOfPeak) {
   const std::string out = tmp("bench.csv");
-  const CliRun r = qmvlab("bench --kernels q4_K.cpu.scalar,q6_K.cpu.scalar_q8k --shapes 8x512 --threads 1 "
+  const CliRun r = qmvlab("bench --kernels q4_K.cpu.scalar_f32,q6_K.cpu.scalar_q8k --shapes 8x512 --threads 1 "
                        "--warm --reps 2 --min-time 0.01 --peak-reps 1 --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("% of peak"), std::string::npos) << r.output;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/csv.h"
+#include "kernels/former_names.h"
 #include "tests/cli_run.h"
 
 namespace qmv {
@@ -75,7 +76,7 @@ struct Pair {
 // A and B share most keys; each also has rows of its own.
 Pair random_pair() {
   Pair p;
-  const std::vector<std::string> kernels = {"q4_K.cpu.avx2_raw", "q6_K.cpu.avx512_vnni_4row", "q8_0.cpu.avx2_f32"};
+  const std::vector<std::string> kernels = {"q4_K.cpu.avx2_q8k", "q6_K.cpu.avx512vnni_4row_q8k", "q8_0.cpu.avx2_f32"};
   const std::vector<std::pair<int, int>> shapes = {{4096, 4096}, {1536, 576}, {32000, 4096}};
   for (const auto& k : kernels)
     for (auto [r, c] : shapes)
@@ -84,8 +85,8 @@ Pair random_pair() {
         p.a.push_back(x), p.b.push_back(y);
         p.common[{k, r, c, t}] = {x, y};
       }
-  p.a.push_back(random_row("q5_K.cpu.scalar", 256, 256, 1));  // only in A
-  p.b.push_back(random_row("q4_K.cpu.avx2_raw", 4096, 4096, 4));  // only in B
+  p.a.push_back(random_row("q5_K.cpu.scalar_f32", 256, 256, 1));  // only in A
+  p.b.push_back(random_row("q4_K.cpu.avx2_q8k", 4096, 4096, 4));  // only in B
   p.b.push_back(random_row("q3_K.cpu.scalar", 512, 256, 2));      // only in B
   std::shuffle(p.b.begin(), p.b.end(), rng());
   return p;
@@ -113,6 +114,23 @@ TEST(ResultsCompare, ByKernelGbpsRatiosAndGeomean) {
   EXPECT_NEAR(c.geomean, geomean_by_product(expected), 1e-12 * c.geomean);
 }
 
+// A results file written before the kernels were renamed compares with a new one.
+TEST(ResultsCompare, FormerKernelNamesMatchTheirCurrentNames) {
+  std::vector<BenchRow> before, after;
+  for (const FormerName& f : former_kernel_names()) {
+    before.push_back(random_row(std::string(f.former), 4096, 4096, 1));
+    after.push_back(random_row(std::string(f.current), 4096, 4096, 1));
+  }
+  write_bench(tmp("cmp_former.csv"), before, "machine-a");
+  write_bench(tmp("cmp_current.csv"), after, "machine-a");
+  const ResultsFile a = read_results_csv(tmp("cmp_former.csv")), b = read_results_csv(tmp("cmp_current.csv"));
+  const Comparison c = compare_results(a, b, CompareBy::Kernel, Metric::Gbps);
+  ASSERT_EQ(c.matched.size(), before.size());
+  EXPECT_EQ(c.unmatched_a, 0);
+  EXPECT_EQ(c.unmatched_b, 0);
+  for (const auto& m : c.matched) EXPECT_EQ(current_kernel_name(m.a.kernel), m.a.kernel);
+}
+
 TEST(ResultsCompare, TimeRatioIsAOverBAndPeakPctBOverA) {
   const Pair p = random_pair();
   write_bench(tmp("cmp_ta.csv"), p.a, "m");
@@ -137,15 +155,15 @@ TEST(ResultsCompare, ByShapeTakesTheFastestKernelOfEachSide) {
   const std::vector<std::pair<int, int>> shapes = {{4096, 4096}, {14336, 4096}, {576, 1536}};
   std::vector<BenchRow> a, b;
   for (auto [r, c] : shapes) {
-    for (const char* k : {"q4_K.cpu.scalar", "q4_K.cpu.avx2_raw", "q4_K.cpu.avx512_vnni_4row"})
+    for (const char* k : {"q4_K.cpu.scalar_f32", "q4_K.cpu.avx2_q8k", "q4_K.cpu.avx512vnni_4row_q8k"})
       for (int t : {1, 2}) a.push_back(random_row(k, r, c, t));
-    for (const char* k : {"q4_K.cuda.mwv.w2", "q4_K.cuda.mwv.w4", "q4_K.cuda.hw_dp4a"}) b.push_back(random_row(k, r, c, 0));
-    a.push_back(random_row("q6_K.cpu.avx2_raw", r, c, 2));  // another weight type: its own match
-    b.push_back(random_row("q6_K.cuda.hw_dp4a", r, c, 0));
+    for (const char* k : {"q4_K.cuda.multiwarp_f32.w2", "q4_K.cuda.multiwarp_f32.w4", "q4_K.cuda.halfwarp_dp4a_q8_1"}) b.push_back(random_row(k, r, c, 0));
+    a.push_back(random_row("q6_K.cpu.avx2_q8k", r, c, 2));  // another weight type: its own match
+    b.push_back(random_row("q6_K.cuda.halfwarp_dp4a_q8_1", r, c, 0));
   }
-  b.push_back(random_row("q4_K.cuda.mwv.w2", 8, 256, 0));  // shape only in B
+  b.push_back(random_row("q4_K.cuda.multiwarp_f32.w2", 8, 256, 0));  // shape only in B
   // A fused pair reads two matrices: never the best plain matvec of its shape.
-  BenchRow fused = random_row("q4_K.cpu.avx512_vnni_up_gate", 4096, 4096, 2);
+  BenchRow fused = random_row("q4_K.cpu.avx512vnni_up_gate_q8k", 4096, 4096, 2);
   fused.op = "fused_up_gate";
   fused.gbps_median = 1000;
   a.push_back(fused);
@@ -177,9 +195,9 @@ TEST(ResultsCompare, ByShapeTakesTheFastestKernelOfEachSide) {
 }
 
 TEST(ResultsCompare, RepeatedKeyKeepsTheFastestRow) {
-  std::vector<BenchRow> a = {random_row("q4_K.cpu.avx2_raw", 4096, 4096, 2), random_row("q4_K.cpu.avx2_raw", 4096, 4096, 2)};
+  std::vector<BenchRow> a = {random_row("q4_K.cpu.avx2_q8k", 4096, 4096, 2), random_row("q4_K.cpu.avx2_q8k", 4096, 4096, 2)};
   a[0].tile_rows = 16, a[1].tile_rows = 64;
-  std::vector<BenchRow> b = {random_row("q4_K.cpu.avx2_raw", 4096, 4096, 2)};
+  std::vector<BenchRow> b = {random_row("q4_K.cpu.avx2_q8k", 4096, 4096, 2)};
   write_bench(tmp("cmp_da.csv"), a, "m");
   write_bench(tmp("cmp_db.csv"), b, "m");
   const Comparison c =
@@ -201,7 +219,7 @@ std::string write_sweep(const std::string& name, const std::vector<BenchRow>& ok
       << r.cols << ',' << r.threads << ',' << r.cache << ',' << fmt::format("{},{},{},{}", r.time_median_us, r.gbps_median, r.peak_gbps, r.peak_pct)
       << ",ok,," << uniform(1e-6, 1e-3) << ",1\n";
   for (int i = 0; i < failed; ++i)
-    f << "exp1,ffn_down,sweeper,q4_K.cpu.avx2_raw,q4_K,q8_K,cpu,4096,4096,1,cold,,,,,failed,\"check failed, NMSE 0.5\",0.5,0\n";
+    f << "exp1,ffn_down,sweeper,q4_K.cpu.avx2_q8k,q4_K,q8_K,cpu,4096,4096,1,cold,,,,,failed,\"check failed, NMSE 0.5\",0.5,0\n";
   return path;
 }
 
@@ -237,9 +255,9 @@ TEST(ResultsCompare, BadInputIsNamed) {
   EXPECT_NE(message([] { read_results_csv(tmp("cmp_empty.csv")); }).find("empty file"), std::string::npos);
   EXPECT_NE(message([] { parse_metric("flops"); }).find("unknown metric 'flops'"), std::string::npos);
 
-  std::vector<BenchRow> a = {random_row("q4_K.cpu.avx2_raw", 4096, 4096, 2)};
-  std::vector<BenchRow> b = {random_row("q4_K.cpu.avx2_raw", 1024, 4096, 2)};
-  std::vector<BenchRow> b_threads = {random_row("q4_K.cpu.avx2_raw", 4096, 4096, 1)};
+  std::vector<BenchRow> a = {random_row("q4_K.cpu.avx2_q8k", 4096, 4096, 2)};
+  std::vector<BenchRow> b = {random_row("q4_K.cpu.avx2_q8k", 1024, 4096, 2)};
+  std::vector<BenchRow> b_threads = {random_row("q4_K.cpu.avx2_q8k", 4096, 4096, 1)};
   write_bench(tmp("cmp_na.csv"), a, "m");
   write_bench(tmp("cmp_nb.csv"), b, "m");
   write_bench(tmp("cmp_nt.csv"), b_threads, "m");
@@ -281,7 +299,7 @@ TEST(ResultsCompareCli, PrintsTableAndGeomean) {
   EXPECT_NE(r.output.find(fmt::format("matched {}; unmatched: 1 only in A, 2 only in B", p.common.size())), std::string::npos)
       << r.output;
   // One table row per match: lines starting with the kernel names of A.
-  EXPECT_EQ(testing::count_lines(r.output, "| q4_K.cpu.avx2_raw "), 6) << r.output;
+  EXPECT_EQ(testing::count_lines(r.output, "| q4_K.cpu.avx2_q8k "), 6) << r.output;
 
   const auto t = qmvlab("compare " + tmp("cli_cmp_a.csv") + " " + tmp("cli_cmp_b.csv") + " --metric time");
   ASSERT_EQ(t.code, 0) << t.output;
@@ -294,8 +312,8 @@ TEST(ResultsCompareCli, PrintsTableAndGeomean) {
 }
 
 TEST(ResultsCompareCli, ErrorsAreOneLineAndExitTwo) {
-  std::vector<BenchRow> a = {random_row("q4_K.cpu.avx2_raw", 4096, 4096, 2)};
-  std::vector<BenchRow> b = {random_row("q6_K.cpu.avx2_raw", 4096, 4096, 2)};
+  std::vector<BenchRow> a = {random_row("q4_K.cpu.avx2_q8k", 4096, 4096, 2)};
+  std::vector<BenchRow> b = {random_row("q6_K.cpu.avx2_q8k", 4096, 4096, 2)};
   write_bench(tmp("cli_cmp_e1.csv"), a, "m");
   write_bench(tmp("cli_cmp_e2.csv"), b, "m");
   std::ofstream(tmp("cli_cmp_other.csv")) << "x,y\n1,2\n";

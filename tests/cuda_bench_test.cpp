@@ -164,7 +164,7 @@ TEST(CudaBenchCsv, PeakRowsWithDeviceAndDatasheetRoundTrip) {
 // `qmvlab compare --by shape` sets a GPU file beside a CPU one.
 TEST(CudaBenchCsv, GpuRowsCompareWithCpuRowsByShape) {
   const std::string cpu_path = temp_path("cmp-cpu.csv"), gpu_path = temp_path("cmp-gpu.csv");
-  BenchRow c = random_row("q4_K.cpu.avx2_raw", false), g = random_row("q4_K.cuda.dp4a", true);
+  BenchRow c = random_row("q4_K.cpu.avx2_q8k", false), g = random_row("q4_K.cuda.dp4a_q8_1", true);
   g.rows = c.rows, g.cols = c.cols;
   {
     CsvWriter w(cpu_path, bench_header(), false);
@@ -177,7 +177,7 @@ TEST(CudaBenchCsv, GpuRowsCompareWithCpuRowsByShape) {
   const ResultsFile a = read_results_csv(cpu_path), b = read_results_csv(gpu_path);
   const Comparison cmp = compare_results(a, b, CompareBy::Shape, Metric::Time);
   ASSERT_EQ(cmp.matched.size(), 1u);
-  EXPECT_EQ(cmp.matched[0].b.kernel, "q4_K.cuda.dp4a");
+  EXPECT_EQ(cmp.matched[0].b.kernel, "q4_K.cuda.dp4a_q8_1");
   EXPECT_DOUBLE_EQ(cmp.matched[0].ratio, c.time_median_us / g.time_median_us);
 }
 

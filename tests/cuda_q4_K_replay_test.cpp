@@ -301,13 +301,13 @@ void expect_replay(const Problem& p, const Replay& r, const ReadRule& rule, cons
 // ---------------------------------------------------------------------------------
 // The replays: each mirrors its kernel's launch (q4_K_<variant>.cu) loop for loop.
 
-Replay replay_legacy(const Problem& p) {
+Replay replay_warp_row(const Problem& p) {
   Replay r(p);
-  for (std::int64_t block = 0; block < legacy::grid(p.shape.rows); ++block) {
+  for (std::int64_t block = 0; block < warp_row::grid(p.shape.rows); ++block) {
     const std::int64_t row = block;
     std::vector<float> lanes(kWarpLanes);
-    for (int lane = 0; lane < legacy::kThreads; ++lane)
-      lanes[lane] = legacy::lane_row(r.loads, row_bytes_of(p.w_u8(), row, p.nb), p.x_f32(), p.nb, lane);
+    for (int lane = 0; lane < warp_row::kThreads; ++lane)
+      lanes[lane] = warp_row::lane_row(r.loads, row_bytes_of(p.w_u8(), row, p.nb), p.x_f32(), p.nb, lane);
     r.write(row, warp_total(lanes));
   }
   return r;
@@ -406,24 +406,24 @@ Replay replay_wide(const Problem& p) {
 }
 
 template <int kWarps>
-Replay replay_mwv(const Problem& p) {
+Replay replay_multiwarp(const Problem& p) {
   Replay r(p);
-  for (std::int64_t block = 0; block < mwv::grid(p.shape.rows); ++block) {
+  for (std::int64_t block = 0; block < multiwarp::grid(p.shape.rows); ++block) {
     const std::int64_t row = block;
     replay_multi_warp(r, row, kWarps, [&](int warp, int lane) {
-      return mwv::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_f32(), p.nb, warp, lane);
+      return multiwarp::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_f32(), p.nb, warp, lane);
     });
   }
   return r;
 }
 
 template <int kWarps>
-Replay replay_mwv_dp4a(const Problem& p) {
+Replay replay_multiwarp_dp4a(const Problem& p) {
   Replay r(p);
-  for (std::int64_t block = 0; block < mwv_dp4a::grid(p.shape.rows); ++block) {
+  for (std::int64_t block = 0; block < multiwarp_dp4a::grid(p.shape.rows); ++block) {
     const std::int64_t row = block;
     replay_multi_warp(r, row, kWarps, [&](int warp, int lane) {
-      return mwv_dp4a::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, warp, lane);
+      return multiwarp_dp4a::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, warp, lane);
     });
   }
   return r;
@@ -461,16 +461,16 @@ Replay replay_dp4a(const Problem& p) {
 
 // `cap` stands for the resident-block limit the run function passes: small caps make
 // the warps stride over several rows.
-Replay replay_hw_dp4a(const Problem& p, std::int64_t cap) {
+Replay replay_halfwarp_dp4a(const Problem& p, std::int64_t cap) {
   Replay r(p);
-  const std::int64_t grid = hw_dp4a::grid(p.shape.rows, cap);
+  const std::int64_t grid = halfwarp_dp4a::grid(p.shape.rows, cap);
   for (std::int64_t block = 0; block < grid; ++block) {
-    for (int warp = 0; warp < hw_dp4a::kRowsPerBlock; ++warp) {
-      for (std::int64_t row = hw_dp4a::first_row(static_cast<int>(block), warp); row < p.shape.rows;
-           row += hw_dp4a::row_stride(static_cast<int>(grid))) {
+    for (int warp = 0; warp < halfwarp_dp4a::kRowsPerBlock; ++warp) {
+      for (std::int64_t row = halfwarp_dp4a::first_row(static_cast<int>(block), warp); row < p.shape.rows;
+           row += halfwarp_dp4a::row_stride(static_cast<int>(grid))) {
         std::vector<float> lanes(kWarpLanes);
         for (int lane = 0; lane < kWarpLanes; ++lane)
-          lanes[lane] = hw_dp4a::lane_row(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, lane);
+          lanes[lane] = halfwarp_dp4a::lane_row(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, lane);
         r.write(row, warp_total(lanes));
       }
     }
@@ -494,29 +494,29 @@ std::vector<Variant> variants() {
     return [grid](const Problem& p) { return static_cast<int>(grid(p.shape.rows)); };
   };
   std::vector<Variant> v;
-  v.push_back({"legacy", ActFormat::F32, {32, 1}, replay_legacy});
-  v.push_back({"coalesced", ActFormat::F32, {1, 1}, replay_coalesced});
+  v.push_back({"warp_row_f32", ActFormat::F32, {32, 1}, replay_warp_row});
+  v.push_back({"coalesced_f32", ActFormat::F32, {1, 1}, replay_coalesced});
   // Tiled and chunked read global activations only to stage them, once per block.
-  v.push_back({"tiled", ActFormat::F32, {32, 0}, replay_tiled, blocks(tiled::grid)});
-  v.push_back({"chunked", ActFormat::F32, {32, 0}, replay_chunked, blocks(chunked::grid)});
-  v.push_back({"wide", ActFormat::F32, {32, 1}, replay_wide});
-  v.push_back({"vectorized", ActFormat::F32, {32, 1}, replay_vectorized});
-  v.push_back({"mwv.w2", ActFormat::F32, {1, 1}, replay_mwv<2>});
-  v.push_back({"mwv.w3", ActFormat::F32, {1, 1}, replay_mwv<3>});
-  v.push_back({"mwv.w4", ActFormat::F32, {1, 1}, replay_mwv<4>});
+  v.push_back({"tiled_f32", ActFormat::F32, {32, 0}, replay_tiled, blocks(tiled::grid)});
+  v.push_back({"chunked_f32", ActFormat::F32, {32, 0}, replay_chunked, blocks(chunked::grid)});
+  v.push_back({"wide_f32", ActFormat::F32, {32, 1}, replay_wide});
+  v.push_back({"vectorized_f32", ActFormat::F32, {32, 1}, replay_vectorized});
+  v.push_back({"multiwarp_f32.w2", ActFormat::F32, {1, 1}, replay_multiwarp<2>});
+  v.push_back({"multiwarp_f32.w3", ActFormat::F32, {1, 1}, replay_multiwarp<3>});
+  v.push_back({"multiwarp_f32.w4", ActFormat::F32, {1, 1}, replay_multiwarp<4>});
   // Q8_1: the 8 lanes of a group each read the d|s words of its two blocks; in
-  // hw_dp4a a group is 4 lanes of a half-warp, each reading the 16-byte header.
-  v.push_back({"dp4a", ActFormat::Q8_1, {32, 1, 8}, replay_dp4a});
-  v.push_back({"hw_dp4a", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) { return replay_hw_dp4a(p, INT32_MAX); }});
-  v.push_back({"hw_dp4a (grid-stride, 1 block)", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) {
-                 return replay_hw_dp4a(p, 1);
+  // halfwarp_dp4a a group is 4 lanes of a half-warp, each reading the 16-byte header.
+  v.push_back({"dp4a_q8_1", ActFormat::Q8_1, {32, 1, 8}, replay_dp4a});
+  v.push_back({"halfwarp_dp4a_q8_1", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) { return replay_halfwarp_dp4a(p, INT32_MAX); }});
+  v.push_back({"halfwarp_dp4a_q8_1 (grid-stride, 1 block)", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) {
+                 return replay_halfwarp_dp4a(p, 1);
                }});
-  v.push_back({"hw_dp4a (grid-stride, 7 blocks)", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) {
-                 return replay_hw_dp4a(p, 7);
+  v.push_back({"halfwarp_dp4a_q8_1 (grid-stride, 7 blocks)", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) {
+                 return replay_halfwarp_dp4a(p, 7);
                }});
-  v.push_back({"mwv_dp4a.w2", ActFormat::Q8_1, {1, 1, 8}, replay_mwv_dp4a<2>});
-  v.push_back({"mwv_dp4a.w3", ActFormat::Q8_1, {1, 1, 8}, replay_mwv_dp4a<3>});
-  v.push_back({"mwv_dp4a.w4", ActFormat::Q8_1, {1, 1, 8}, replay_mwv_dp4a<4>});
+  v.push_back({"multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<2>});
+  v.push_back({"multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<3>});
+  v.push_back({"multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<4>});
   return v;
 }
 
@@ -533,7 +533,7 @@ void run_all(Data data) {
       const Problem p = make_problem(shape, act, data, seed + static_cast<std::uint64_t>(k++));
       for (const Variant& v : variants()) {
         if (v.act != act) continue;
-        if (v.name == "tiled" && !tiled::supports(shape)) continue;
+        if (v.name == "tiled_f32" && !tiled::supports(shape)) continue;
         ReadRule rule = v.rule;
         rule.x_extra = v.staging_reads(p);
         const Replay r = v.replay(p);
@@ -619,8 +619,8 @@ TEST(CudaQ4KReplay, TiledRefusesWhatSharedMemoryCannotHold) {
 
 TEST(CudaQ4KReplay, RegisteredShapeRules) {
 #ifdef QMV_HAVE_CUDA
-  const KernelSpec* t = global_registry().find("q4_K.cuda.tiled");
-  const KernelSpec* c = global_registry().find("q4_K.cuda.chunked");
+  const KernelSpec* t = global_registry().find("q4_K.cuda.tiled_f32");
+  const KernelSpec* c = global_registry().find("q4_K.cuda.chunked_f32");
   ASSERT_NE(t, nullptr);
   ASSERT_NE(c, nullptr);
   EXPECT_TRUE(t->supports({4096, 12288}));
@@ -640,13 +640,13 @@ TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
     const char* name;
     ActFormat act;
   } expected[] = {
-      {"q4_K.cuda.legacy", ActFormat::F32},       {"q4_K.cuda.tiled", ActFormat::F32},
-      {"q4_K.cuda.chunked", ActFormat::F32},      {"q4_K.cuda.coalesced", ActFormat::F32},
-      {"q4_K.cuda.wide", ActFormat::F32},         {"q4_K.cuda.vectorized", ActFormat::F32},
-      {"q4_K.cuda.mwv.w2", ActFormat::F32},       {"q4_K.cuda.mwv.w3", ActFormat::F32},
-      {"q4_K.cuda.mwv.w4", ActFormat::F32},       {"q4_K.cuda.dp4a", ActFormat::Q8_1},
-      {"q4_K.cuda.hw_dp4a", ActFormat::Q8_1},     {"q4_K.cuda.mwv_dp4a.w2", ActFormat::Q8_1},
-      {"q4_K.cuda.mwv_dp4a.w3", ActFormat::Q8_1}, {"q4_K.cuda.mwv_dp4a.w4", ActFormat::Q8_1},
+      {"q4_K.cuda.warp_row_f32", ActFormat::F32},       {"q4_K.cuda.tiled_f32", ActFormat::F32},
+      {"q4_K.cuda.chunked_f32", ActFormat::F32},      {"q4_K.cuda.coalesced_f32", ActFormat::F32},
+      {"q4_K.cuda.wide_f32", ActFormat::F32},         {"q4_K.cuda.vectorized_f32", ActFormat::F32},
+      {"q4_K.cuda.multiwarp_f32.w2", ActFormat::F32},       {"q4_K.cuda.multiwarp_f32.w3", ActFormat::F32},
+      {"q4_K.cuda.multiwarp_f32.w4", ActFormat::F32},       {"q4_K.cuda.dp4a_q8_1", ActFormat::Q8_1},
+      {"q4_K.cuda.halfwarp_dp4a_q8_1", ActFormat::Q8_1},     {"q4_K.cuda.multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1},
+      {"q4_K.cuda.multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1}, {"q4_K.cuda.multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1},
   };
   for (const auto& e : expected) {
     const KernelSpec* k = global_registry().find(e.name);

@@ -294,19 +294,19 @@ struct Variant {
 };
 
 const Variant kVariants[] = {
-    {"q6_K.cuda.legacy", "q6_K_cuda_legacy", WeightType::Q6_K, ActFormat::F32, replay_warp_per_row<q5q6::Q6KLegacyRow>, false},
-    {"q6_K.cuda.mwv.w2", "q6_K_cuda_mwv_w2", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<2>>, false},
-    {"q6_K.cuda.mwv.w3", "q6_K_cuda_mwv_w3", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<3>>, false},
-    {"q6_K.cuda.mwv.w4", "q6_K_cuda_mwv_w4", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<4>>, false},
-    {"q6_K.cuda.dp4a", "q6_K_cuda_dp4a", WeightType::Q6_K, ActFormat::Q8_1, replay_warp_per_row<q5q6::Q6KDp4aRow>, false},
-    {"q6_K.cuda.hw_dp4a", "q6_K_cuda_hw_dp4a_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
+    {"q6_K.cuda.warp_row_f32", "q6_K_cuda_warp_row_f32", WeightType::Q6_K, ActFormat::F32, replay_warp_per_row<q5q6::Q6KLegacyRow>, false},
+    {"q6_K.cuda.multiwarp_f32.w2", "q6_K_cuda_multiwarp_f32_w2", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<2>>, false},
+    {"q6_K.cuda.multiwarp_f32.w3", "q6_K_cuda_multiwarp_f32_w3", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<3>>, false},
+    {"q6_K.cuda.multiwarp_f32.w4", "q6_K_cuda_multiwarp_f32_w4", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<4>>, false},
+    {"q6_K.cuda.dp4a_q8_1", "q6_K_cuda_dp4a_q8_1", WeightType::Q6_K, ActFormat::Q8_1, replay_warp_per_row<q5q6::Q6KDp4aRow>, false},
+    {"q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K_cuda_halfwarp_dp4a_q8_1_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
      replay_warp_per_row<q5q6::Q6KHalfWarpRowOf<3>>, true},
-    {"q6_K.cuda.hw_dp4a", "q6_K_cuda_hw_dp4a_below_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
+    {"q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K_cuda_halfwarp_dp4a_q8_1_below_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
      replay_warp_per_row<q5q6::Q6KHalfWarpRowOf<2>>, true},
-    {"q5_K.cuda.legacy", "q5_K_cuda_legacy", WeightType::Q5_K, ActFormat::F32, replay_warp_per_row<q5q6::Q5KLegacyRow>, false},
-    {"q5_K.cuda.mwv.w2", "q5_K_cuda_mwv_w2", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<2>>, false},
-    {"q5_K.cuda.mwv.w3", "q5_K_cuda_mwv_w3", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<3>>, false},
-    {"q5_K.cuda.mwv.w4", "q5_K_cuda_mwv_w4", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<4>>, false},
+    {"q5_K.cuda.warp_row_f32", "q5_K_cuda_warp_row_f32", WeightType::Q5_K, ActFormat::F32, replay_warp_per_row<q5q6::Q5KLegacyRow>, false},
+    {"q5_K.cuda.multiwarp_f32.w2", "q5_K_cuda_multiwarp_f32_w2", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<2>>, false},
+    {"q5_K.cuda.multiwarp_f32.w3", "q5_K_cuda_multiwarp_f32_w3", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<3>>, false},
+    {"q5_K.cuda.multiwarp_f32.w4", "q5_K_cuda_multiwarp_f32_w4", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<4>>, false},
 };
 
 // ---------------------------------------------------------------------------------

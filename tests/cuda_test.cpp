@@ -78,7 +78,7 @@ TEST(CudaExecute, UndersizedBufferIsRefusedBeforeAnyLaunch) {
 #ifdef QMV_HAVE_CUDA
 
 const KernelSpec& host_reference() {
-  const KernelSpec* k = global_registry().find("q4_K.cpu.scalar");
+  const KernelSpec* k = global_registry().find("q4_K.cpu.scalar_f32");
   if (!k) std::abort();
   return *k;
 }
@@ -93,7 +93,7 @@ std::vector<std::uint8_t> to_host(const void* device, std::size_t bytes) {
 int rows_left_unwritten = 0;
 const void* last_device_weights = nullptr;
 
-// q4_K.cpu.scalar on host copies of the device buffers, the result written to the
+// q4_K.cpu.scalar_f32 on host copies of the device buffers, the result written to the
 // device output on the call's stream.
 Status host_computed(const MatVecArgs& a) {
   last_device_weights = a.w;
@@ -173,11 +173,11 @@ TEST(Cuda, CheckRunsCudaKernelsAndCatchesUnwrittenRows) {
 }
 
 // A vocabulary-sized matrix: more rows than the grid-stride kernels launch warps for
-// (hw_dp4a caps its grid at a few waves of resident blocks), so their row loops wrap.
+// (halfwarp_dp4a caps its grid at a few waves of resident blocks), so their row loops wrap.
 TEST(Cuda, GridStrideKernelsPassOnAVocabularySizedMatrix) {
   SKIP_WITHOUT_DEVICE();
   std::vector<const KernelSpec*> kernels;
-  for (const char* name : {"q4_K.cuda.hw_dp4a", "q6_K.cuda.hw_dp4a", "q6_K.cuda.dp4a", "q4_K.cuda.mwv.w3"})
+  for (const char* name : {"q4_K.cuda.halfwarp_dp4a_q8_1", "q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K.cuda.dp4a_q8_1", "q4_K.cuda.multiwarp_f32.w3"})
     if (const KernelSpec* k = global_registry().find(name)) kernels.push_back(k);
   ASSERT_FALSE(kernels.empty());
   CheckConfig cfg;

@@ -105,7 +105,7 @@ TEST(Forward, KernelChoicesAgreeWithinTheirArithmetic) {
   const LoadedModel m(toy_model("llama", "q4_K_m"));
   const auto tokens = random_tokens(8, m.config.vocab_size, rng);
   // Float activations: reference kernels against SIMD ones, only summation order differs.
-  const auto scalar = run_logits(m, "q4_K=q4_K.cpu.scalar,q6_K=q6_K.cpu.scalar,ffn_up_gate=none", 2, tokens);
+  const auto scalar = run_logits(m, "q4_K=q4_K.cpu.scalar_f32,q6_K=q6_K.cpu.scalar_f32,ffn_up_gate=none", 2, tokens);
   const auto simd = run_logits(m, "q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32,ffn_up_gate=none", 2, tokens);
   EXPECT_LT(nmse(simd, scalar), 1e-10);
   // Int8 activations cost accuracy, but little on Gaussian data.
@@ -233,8 +233,8 @@ TEST(DecodeCli, ErrorsAreOneClearLine) {
   // The toy context is 256 positions.
   expect_error("decode --model " + model + " --prompt hi -n 300", "more than the model's context length of 256");
   expect_error("decode --model " + model + " --prompt hi -n 4 --plan attn_q=q4_K.cpu.nope", "no such kernel");
-  expect_error("decode --model " + model + " --prompt hi -n 4 --plan ffn_down.q6_K=q4_K.cpu.scalar",
-               "ffn_down (q6_K 256x512) cannot use q4_K.cpu.scalar: it reads q4_K weights");
+  expect_error("decode --model " + model + " --prompt hi -n 4 --plan ffn_down.q6_K=q4_K.cpu.scalar_f32",
+               "ffn_down (q6_K 256x512) cannot use q4_K.cpu.scalar_f32: it reads q4_K weights");
   expect_error("decode --model " + model + " --prompt-tokens 1,99999 -n 4", "token id 99999 is outside the vocabulary");
   expect_error("decode --model " + model + " --prompt-tokens 1,x -n 4", "'x' is not a token id");
   expect_error("decode --model " + model + " -n 4", "give --prompt TEXT or --prompt-tokens IDS");

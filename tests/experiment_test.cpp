@@ -98,6 +98,8 @@ TEST(Experiment, EveryErrorNamesFileKeyAndLine) {
       {"repetitions = \"3\"", "key 'repetitions'"},
       {"repetitions = 0", "key 'repetitions'"},
       {"min_time = 0", "key 'min_time'"},
+      {"min_time = nan", "key 'min_time': expected seconds"},
+      {"min_time = 9223372036854775807", "key 'min_time': expected seconds"},  // no double holds it
       {"check = \"yes\"", "key 'check': expected true or false"},
       {"description = 1", "key 'description': expected a string"},
   };
@@ -260,6 +262,51 @@ TEST(Experiment, CutShortLastLineIsDroppedNotRefused) {
   EXPECT_EQ(t.rows.size(), points.size() - 1);
   std::vector<std::string> dups;
   EXPECT_THROW(merge_sweeps({tmp_path("cut.csv")}, &dups), std::runtime_error);
+}
+
+// A fault on a random row of a sweep CSV is named with the file and its line.
+TEST(Experiment, SweepCsvErrorsNameFileAndLine) {
+  const Registry reg = test_registry();
+  const auto points = expand_points(parse_experiment(kValid, "t1.toml", reg), reg);
+  const std::string path = tmp_path("broken-sweep.csv");
+  write_sweep(path, points);
+  std::vector<std::string> good;
+  {
+    std::ifstream in(path);
+    for (std::string l; std::getline(in, l);) good.push_back(l);
+  }
+  ASSERT_EQ(good.size(), points.size() + 1);
+  std::mt19937_64 g(std::random_device{}());
+  const std::size_t row = 1 + g() % points.size();
+  const auto error_with = [&](std::size_t index, const std::string& text) {
+    std::vector<std::string> lines = good;
+    lines[index] = text;
+    {
+      std::ofstream out(path, std::ios::trunc);
+      for (const auto& l : lines) out << l << '\n';
+    }
+    try {
+      read_sweep_csv(path);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string at = "broken-sweep.csv: line " + std::to_string(row + 1) + ": ";
+  // rows is the 11th column (after the five context ones): replace its value.
+  std::string bad_rows = good[row];
+  std::size_t start = 0;
+  for (int i = 0; i < 10; ++i) start = bad_rows.find(',', start) + 1;
+  bad_rows.replace(start, bad_rows.find(',', start) - start, "4096x");
+  std::string e = error_with(row, bad_rows);
+  EXPECT_NE(e.find(at + "column rows: '4096x' is not a number"), std::string::npos) << e;
+  e = error_with(row, good[row] + ",1");
+  EXPECT_NE(e.find(at + "more fields than the header has columns"), std::string::npos) << e;
+  ASSERT_EQ(good[row].back(), ',');  // a point that did not run: its last field is empty
+  e = error_with(row, good[row] + "\"open");
+  EXPECT_NE(e.find(at + "a quoted field is not closed"), std::string::npos) << e;
+  e = error_with(0, good[0] + ",extra");
+  EXPECT_NE(e.find("broken-sweep.csv: not a sweep CSV"), std::string::npos) << e;
 }
 
 }  // namespace

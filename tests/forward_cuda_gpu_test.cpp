@@ -343,12 +343,18 @@ struct KernelFamily {
   ActFormat act;
 };
 const KernelFamily kFamilies[] = {
-    {"vectorized", nullptr, ActFormat::F32}, {"wide", nullptr, ActFormat::F32},
-    {"coalesced", nullptr, ActFormat::F32},  {"chunked", nullptr, ActFormat::F32},
-    {"mwv.w2", "mwv.w2", ActFormat::F32},    {"mwv.w3", "mwv.w3", ActFormat::F32},
-    {"mwv.w4", "mwv.w4", ActFormat::F32},    {"dp4a", "dp4a", ActFormat::Q8_1},
-    {"hw_dp4a", "hw_dp4a", ActFormat::Q8_1}, {"mwv_dp4a.w2", nullptr, ActFormat::Q8_1},
-    {"mwv_dp4a.w3", nullptr, ActFormat::Q8_1}, {"mwv_dp4a.w4", nullptr, ActFormat::Q8_1},
+    {"vectorized_f32", nullptr, ActFormat::F32},
+    {"wide_f32", nullptr, ActFormat::F32},
+    {"coalesced_f32", nullptr, ActFormat::F32},
+    {"chunked_f32", nullptr, ActFormat::F32},
+    {"multiwarp_f32.w2", "multiwarp_f32.w2", ActFormat::F32},
+    {"multiwarp_f32.w3", "multiwarp_f32.w3", ActFormat::F32},
+    {"multiwarp_f32.w4", "multiwarp_f32.w4", ActFormat::F32},
+    {"dp4a_q8_1", "dp4a_q8_1", ActFormat::Q8_1},
+    {"halfwarp_dp4a_q8_1", "halfwarp_dp4a_q8_1", ActFormat::Q8_1},
+    {"multiwarp_dp4a_q8_1.w2", nullptr, ActFormat::Q8_1},
+    {"multiwarp_dp4a_q8_1.w3", nullptr, ActFormat::Q8_1},
+    {"multiwarp_dp4a_q8_1.w4", nullptr, ActFormat::Q8_1},
 };
 
 std::vector<PlannedMatvec> family_plan(const std::vector<PlannedMatvec>& cpu, const KernelFamily& f) {
@@ -371,7 +377,7 @@ TEST(GpuForwardDevice, TunedKernelsRunInAStepAGraphAndAConditionalNode) {
     const auto l = g.logits();
     return std::vector<float>(l.begin(), l.end());
   };
-  const KernelSpec* f32_sibling = global_registry().find("q4_K.cuda.mwv.w3");
+  const KernelSpec* f32_sibling = global_registry().find("q4_K.cuda.multiwarp_f32.w3");
   ASSERT_NE(f32_sibling, nullptr);
   for (const KernelFamily& f : kFamilies) {
     const auto plan = family_plan(cpu_plan, f);

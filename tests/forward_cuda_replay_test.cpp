@@ -1251,7 +1251,7 @@ TEST(GpuPlan, OutlierSiblingsMustBeF32CudaKernelsForTheShape) {
   };
   const auto plan = routed_q8_1_plan(cpu_plan, 8.0);
   EXPECT_TRUE(bind_gpu_plan(m.config, m.weights, plan).routes_outliers);
-  expect_refused(plan, global_registry().find("q4_0.cpu.scalar"), "a cpu kernel");
+  expect_refused(plan, global_registry().find("q4_0.cpu.scalar_f32"), "a cpu kernel");
   expect_refused(plan, stand_in(WeightType::Q4_0, ActFormat::Q8_1), "reads q8_1 activations, not f32");
   expect_refused(plan, stand_in(WeightType::Q8_0, ActFormat::F32), "does not take q4_0");
   // Without routing no verdict slots are laid out.

@@ -39,7 +39,7 @@ inline std::string synthetic_model(const std::string& arch, const std::string& m
 // The CPU reference plan: scalar kernels with f32 activations, no fusion.
 inline std::vector<PlannedMatvec> cpu_f32_plan(const ModelWeights& w) {
   std::string rules = "ffn_up_gate=none";
-  for (WeightType t : kAllWeightTypes) rules += "," + std::string(to_string(t)) + "=" + std::string(to_string(t)) + ".cpu.scalar";
+  for (WeightType t : kAllWeightTypes) rules += "," + std::string(to_string(t)) + "=" + scalar_reference(t)->name;
   return resolve_plan(KernelPlan::parse_rules(rules), w, 1);
 }
 
@@ -56,12 +56,14 @@ inline std::vector<PlannedMatvec> gpu_plan(const std::vector<PlannedMatvec>& cpu
   return out;
 }
 
-// The simple GPU kernel of a legacy quant or float type, `<type>.cuda.legacy`
-// (kernels/cuda/legacy_lane.h); nullptr for the K-quants, whose GPU family is
-// written elsewhere.
+// The simple GPU kernel of a legacy quant or float type, `<type>.cuda.warp_row_f32`
+// (`.warp_row` for float weights; kernels/cuda/legacy_lane.h); nullptr for the
+// K-quants, whose GPU family is written elsewhere.
 inline const KernelSpec* legacy_cuda_kernel(WeightType t) {
   if (block_values(t) == kSuperBlock) return nullptr;
-  return global_registry().find(std::string(to_string(t)) + ".cuda.legacy");
+  const std::string type(to_string(t));
+  if (const KernelSpec* k = global_registry().find(type + ".cuda.warp_row_f32")) return k;
+  return global_registry().find(type + ".cuda.warp_row");
 }
 
 inline double nmse(const std::vector<float>& a, const std::vector<float>& ref) {

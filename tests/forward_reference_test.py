@@ -50,7 +50,7 @@ def f32_plan(qmvlab):
     listing = run([qmvlab, "list"])
     rules = []
     for t in ALL_TYPES:
-        for variant in ("avx2_f32", "scalar"):
+        for variant in ("avx2_f32", "avx2", "scalar_f32", "scalar"):
             name = f"{t}.cpu.{variant}"
             if any(line.startswith(f"| {name} ") and "| yes" in line for line in listing.splitlines()):
                 rules.append(f"{t}={name}")

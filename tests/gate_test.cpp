@@ -17,7 +17,7 @@
 namespace qmv {
 namespace {
 
-GateRatio ratio(const std::string& kernel, double r) { return {kernel, "q4_K.cpu.scalar", {64, 4096}, 1, r}; }
+GateRatio ratio(const std::string& kernel, double r) { return {kernel, "q4_K.cpu.scalar_f32", {64, 4096}, 1, r}; }
 
 TEST(Gate, RegressionsBeyondTheToleranceAreNamed) {
   std::mt19937 rng(std::random_device{}());
@@ -70,8 +70,8 @@ TEST(Gate, ADeliberatelySlowedKernelFailsAndItsOriginalPasses) {
   ASSERT_GT(fast_ratio, 0);
   // The baseline records both at the fast kernel's figure: the slowed one, 8x the work,
   // is far outside a 30% tolerance even on a machine whose timings vary 2x.
-  const std::vector<GateRatio> baseline = {{fast->name, "q4_K.cpu.scalar", {64, 4096}, 1, fast_ratio},
-                                           {slowed->name, "q4_K.cpu.scalar", {64, 4096}, 1, fast_ratio}};
+  const std::vector<GateRatio> baseline = {{fast->name, "q4_K.cpu.scalar_f32", {64, 4096}, 1, fast_ratio},
+                                           {slowed->name, "q4_K.cpu.scalar_f32", {64, 4096}, 1, fast_ratio}};
   const auto failures = gate_regressions(measured, baseline, 0.3);
   ASSERT_EQ(failures.size(), 1u);
   EXPECT_EQ(failures[0].rfind("test.q4_K.slowed ", 0), 0u) << failures[0];
@@ -89,7 +89,7 @@ TEST(Gate, AKernelBelowItsBaselineIsRetimedOnceAndStillFails) {
   std::fclose(f);
   for (const double baseline_ratio : {1000.0, 0.01}) {
     const std::string baseline = testing::tmp(fmt::format("gate-baseline-{}.csv", baseline_ratio));
-    write_gate_baseline(baseline, {{"q4_K.cpu.avx2_f32", "q4_K.cpu.scalar", {16, 4096}, 1, baseline_ratio}});
+    write_gate_baseline(baseline, {{"q4_K.cpu.avx2_f32", "q4_K.cpu.scalar_f32", {16, 4096}, 1, baseline_ratio}});
     const auto r = testing::qmvlab("gate " + experiment + " --baseline " + baseline + " --no-instructions --reps 3");
     const bool impossible = baseline_ratio > 1;
     EXPECT_EQ(r.code, impossible ? 1 : 0) << r.output;

@@ -56,19 +56,19 @@ TEST(InstructionGate, BaselineRoundTrips) {
 }
 
 TEST(InstructionGate, PointsRoundTripAndBadOnesAreNamed) {
-  const std::vector<InstructionPoint> points = {{global_registry().find("q4_K.cpu.scalar"), {3, 512}},
+  const std::vector<InstructionPoint> points = {{global_registry().find("q4_K.cpu.scalar_f32"), {3, 512}},
                                                 {global_registry().find("f16.cpu.scalar"), {67, 7}}};
   const auto back = parse_points(format_points(points));
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[1].first, points[1].first);
   EXPECT_EQ(back[1].second, points[1].second);
   EXPECT_THROW(parse_points("no.such.kernel@3x512"), std::runtime_error);
-  EXPECT_THROW(parse_points("q4_K.cpu.scalar"), std::runtime_error);
+  EXPECT_THROW(parse_points("q4_K.cpu.scalar_f32"), std::runtime_error);
 }
 
 TEST(InstructionGate, BadGateInputIsOneLineAndExitTwo) {
   // The child subcommand only makes sense under callgrind; its points are checked.
-  testing::expect_error("gate-callgrind-child --points q4_K.cpu.scalar@64x4096", "runs under valgrind only");
+  testing::expect_error("gate-callgrind-child --points q4_K.cpu.scalar_f32@64x4096", "runs under valgrind only");
   testing::expect_error("gate " + std::string(QMV_SOURCE_DIR) + "/experiments/ci.toml --instructions-shape 64x4096,8x256",
                         "--instructions-shape takes one shape");
 }

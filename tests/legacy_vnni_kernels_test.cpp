@@ -113,7 +113,7 @@ class TilingGuard {
 
 TEST(LegacyVnniKernels, EveryTypeHasBothVariants) {
   for (WeightType t : kLegacyTypes) {
-    for (const char* variant : {"avx512_vnni", "avx512_vnni_4row"}) {
+    for (const char* variant : {"avx512vnni_q8_1", "avx512vnni_4row_q8_1"}) {
       const std::string name = std::string(to_string(t)) + ".cpu." + variant;
       const KernelSpec* k = global_registry().find(name);
       ASSERT_NE(k, nullptr) << name;
@@ -133,7 +133,7 @@ TEST(LegacyVnniKernels, RandomBlocksMatchTheScalarReference) {
   int runs = 0;
   for (WeightType t : kLegacyTypes) {
     const std::string type(to_string(t));
-    const KernelSpec* reference = global_registry().find(type + ".cpu.scalar");
+    const KernelSpec* reference = global_registry().find(type + ".cpu.scalar_f32");
     ASSERT_NE(reference, nullptr) << type;
     std::vector<const KernelSpec*> kernels;
     for (const KernelSpec* k : global_registry().select(type + ".cpu.*"))

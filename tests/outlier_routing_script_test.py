@@ -24,7 +24,7 @@ def main():
                    check=True, capture_output=True)
     out_csv = os.path.join(tmp, "routing.csv")
     r = subprocess.run([sys.executable, a.script, "--qmvlab", a.qmvlab, "--model", model, "--f32-plan",
-                        "q4_K=q4_K.cpu.scalar,q6_K=q6_K.cpu.scalar,ffn_up_gate=none", "--tokens",
+                        "q4_K=q4_K.cpu.scalar_f32,q6_K=q6_K.cpu.scalar_f32,ffn_up_gate=none", "--tokens",
                         ",".join(str(random.randint(0, 511)) for _ in range(12)), "--ks", "0,1000000",
                         "--decode-rounds", "1", "--decode-tokens", "3", "--out", out_csv],
                        capture_output=True, text=True)

@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <random>
 #include <set>
 
 #include "harness/machine.h"
@@ -52,6 +54,14 @@ const KernelSpec* available_fused_q4_K() {
   return nullptr;
 }
 
+TEST(KernelPlan, AFormerKernelNameInARuleResolvesToTheKernelItNamesNow) {
+  const TinyQ4K m;
+  for (const auto& p : resolve_plan(KernelPlan::parse_rules("q4_K=q4_K.cpu.scalar,ffn_up_gate=none"), m.weights, 1)) {
+    ASSERT_NE(p.kernel, nullptr) << p.op;
+    EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar_f32") << p.op;
+  }
+}
+
 TEST(KernelPlan, AutoTakesTheFirstAvailableKernelInTheDefaultOrder) {
   const TinyQ4K m;
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1);
@@ -83,9 +93,9 @@ TEST(KernelPlan, FusedGateUpIsChosenNamedOrTurnedOff) {
                                           "ffn_down", "lm_head"};
   EXPECT_EQ(ops(KernelPlan::parse_rules("ffn_up_gate=none")), separate);
   // Pinning either half keeps the pair apart: fusion would silently override it.
-  EXPECT_EQ(ops(KernelPlan::parse_rules("ffn_up.q4_K=q4_K.cpu.scalar")), separate);
-  EXPECT_NE(error_of(KernelPlan::parse_rules("ffn_up_gate=q4_K.cpu.scalar"), m.weights)
-                .find("ffn_up_gate (q4_K 512x256) cannot use q4_K.cpu.scalar: it is a plain matvec"),
+  EXPECT_EQ(ops(KernelPlan::parse_rules("ffn_up.q4_K=q4_K.cpu.scalar_f32")), separate);
+  EXPECT_NE(error_of(KernelPlan::parse_rules("ffn_up_gate=q4_K.cpu.scalar_f32"), m.weights)
+                .find("ffn_up_gate (q4_K 512x256) cannot use q4_K.cpu.scalar_f32: it is a plain matvec"),
             std::string::npos);
   const KernelSpec* fused = available_fused_q4_K();
   if (!fused) GTEST_SKIP() << "no fused q4_K kernel runs on this CPU";
@@ -93,7 +103,7 @@ TEST(KernelPlan, FusedGateUpIsChosenNamedOrTurnedOff) {
   with_fused.erase("ffn_gate");
   with_fused.erase("ffn_up");
   with_fused.insert("ffn_up_gate");
-  EXPECT_EQ(ops(KernelPlan::parse_rules("ffn_up_gate=" + fused->name + ",ffn_up=q4_K.cpu.scalar")), with_fused);
+  EXPECT_EQ(ops(KernelPlan::parse_rules("ffn_up_gate=" + fused->name + ",ffn_up=q4_K.cpu.scalar_f32")), with_fused);
 
   // With a bench CSV, fusion must be at least as fast as the best single kernel.
   auto row = [](const std::string& kernel, double gbps) {
@@ -106,27 +116,27 @@ TEST(KernelPlan, FusedGateUpIsChosenNamedOrTurnedOff) {
     r.gbps_median = gbps;
     return r;
   };
-  EXPECT_EQ(ops(KernelPlan{}, {row(fused->name, 10), row("q4_K.cpu.avx2_raw", 12)}), separate);
-  EXPECT_EQ(ops(KernelPlan{}, {row(fused->name, 14), row("q4_K.cpu.avx2_raw", 12)}), with_fused);
+  EXPECT_EQ(ops(KernelPlan{}, {row(fused->name, 10), row("q4_K.cpu.avx2_q8k", 12)}), separate);
+  EXPECT_EQ(ops(KernelPlan{}, {row(fused->name, 14), row("q4_K.cpu.avx2_q8k", 12)}), with_fused);
 }
 
 TEST(KernelPlan, LoadPlanTakesAutoRulesOrAFile) {
   EXPECT_EQ(load_plan("auto").describe(), "*=auto");
-  EXPECT_EQ(load_plan("ffn_down.q4_K=q4_K.cpu.scalar").lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar");
+  EXPECT_EQ(load_plan("ffn_down.q4_K=q4_K.cpu.scalar_f32").lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar_f32");
   const std::string dir = std::string(QMV_TEST_TMP) + "/plan";
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/load.toml") << "[attn_k]\nq4_K = \"q4_K.cpu.avx2_raw\"\n";
-  EXPECT_EQ(load_plan(dir + "/load.toml").lookup("attn_k", WeightType::Q4_K), "q4_K.cpu.avx2_raw");
+  std::ofstream(dir + "/load.toml") << "[attn_k]\nq4_K = \"q4_K.cpu.avx2_q8k\"\n";
+  EXPECT_EQ(load_plan(dir + "/load.toml").lookup("attn_k", WeightType::Q4_K), "q4_K.cpu.avx2_q8k");
   EXPECT_THROW(load_plan(dir + "/missing.toml"), PlanError);
 }
 
 TEST(KernelPlan, MostSpecificRuleWins) {
   const KernelPlan plan = KernelPlan::parse_rules(
-      "*=q4_K.cpu.scalar_q8k,q4_K=q4_K.cpu.avx2_raw,ffn_down=q4_K.cpu.avx2_f32,ffn_down.q4_K=q4_K.cpu.scalar,"
+      "*=q4_K.cpu.scalar_q8k,q4_K=q4_K.cpu.avx2_q8k,ffn_down=q4_K.cpu.avx2_f32,ffn_down.q4_K=q4_K.cpu.scalar_f32,"
       "attn_q=auto");
-  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar");  // (op, type)
+  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar_f32");  // (op, type)
   EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q6_K), "q4_K.cpu.avx2_f32");  // (op, *)
-  EXPECT_EQ(plan.lookup("ffn_up", WeightType::Q4_K), "q4_K.cpu.avx2_raw");  // (*, type)
+  EXPECT_EQ(plan.lookup("ffn_up", WeightType::Q4_K), "q4_K.cpu.avx2_q8k");  // (*, type)
   EXPECT_EQ(plan.lookup("ffn_up", WeightType::Q6_K), "q4_K.cpu.scalar_q8k");  // (*, *)
   EXPECT_EQ(plan.lookup("attn_q", WeightType::Q4_K), "auto");
   EXPECT_EQ(KernelPlan{}.lookup("lm_head", WeightType::Q8_0), "auto");
@@ -134,10 +144,10 @@ TEST(KernelPlan, MostSpecificRuleWins) {
   const TinyQ4K m;
   for (const auto& p : resolve_plan(plan, m.weights, 1)) {
     if (p.op == "ffn_down") {
-      EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar");
+      EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar_f32");
     }
     if (p.op == "ffn_up") {
-      EXPECT_EQ(p.kernel->name, "q4_K.cpu.avx2_raw");
+      EXPECT_EQ(p.kernel->name, "q4_K.cpu.avx2_q8k");
     }
     if (p.op != "attn_q") {
       EXPECT_EQ(p.why, "plan");
@@ -158,11 +168,11 @@ TEST(KernelPlan, AutoPicksTheFastestAtTheNearestBenchShape) {
     return r;
   };
   // At 512x256 the scalar reference is made "fastest"; far away another kernel is.
-  const std::vector<KernelSpeed> bench = {row("q4_K.cpu.scalar", 512, 256, 9.0), row("q4_K.cpu.avx2_raw", 512, 256, 3.0),
-                                       row("q4_K.cpu.avx2_raw", 32000, 4096, 50.0)};
+  const std::vector<KernelSpeed> bench = {row("q4_K.cpu.scalar_f32", 512, 256, 9.0), row("q4_K.cpu.avx2_q8k", 512, 256, 3.0),
+                                       row("q4_K.cpu.avx2_q8k", 32000, 4096, 50.0)};
   for (const auto& p : resolve_plan(KernelPlan{}, m.weights, 1, bench)) {
     if (p.op == "ffn_up") {
-      EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar");
+      EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar_f32");
       EXPECT_NE(p.why.find("fastest in the bench CSV"), std::string::npos) << p.why;
     }
   }
@@ -170,27 +180,27 @@ TEST(KernelPlan, AutoPicksTheFastestAtTheNearestBenchShape) {
 
 TEST(KernelPlan, ImpossibleChoicesAreRefusedNamingOpAndKernel) {
   const TinyQ4K m;
-  EXPECT_NE(error_of(KernelPlan::parse_rules("ffn_up=q6_K.cpu.scalar"), m.weights)
-                .find("ffn_up (q4_K 512x256) cannot use q6_K.cpu.scalar: it reads q6_K weights"),
+  EXPECT_NE(error_of(KernelPlan::parse_rules("ffn_up=q6_K.cpu.scalar_f32"), m.weights)
+                .find("ffn_up (q4_K 512x256) cannot use q6_K.cpu.scalar_f32: it reads q6_K weights"),
             std::string::npos);
   EXPECT_NE(error_of(KernelPlan::parse_rules("attn_v=q4_K.cpu.nope"), m.weights).find("no such kernel"),
             std::string::npos);
-  EXPECT_NE(error_of(KernelPlan::parse_rules("ffn_gate=q4_K.cpu.avx512_vnni_up_gate"), m.weights)
+  EXPECT_NE(error_of(KernelPlan::parse_rules("ffn_gate=q4_K.cpu.avx512vnni_up_gate_q8k"), m.weights)
                 .find("it is a fused op"),
             std::string::npos);
-  EXPECT_THROW(KernelPlan::parse_rules("ffn_sideways=q4_K.cpu.scalar"), PlanError);
-  EXPECT_THROW(KernelPlan::parse_rules("q9_K=q4_K.cpu.scalar"), PlanError);
+  EXPECT_THROW(KernelPlan::parse_rules("ffn_sideways=q4_K.cpu.scalar_f32"), PlanError);
+  EXPECT_THROW(KernelPlan::parse_rules("q9_K=q4_K.cpu.scalar_f32"), PlanError);
   EXPECT_THROW(KernelPlan::parse_rules("no-equals-sign"), PlanError);
 }
 
 TEST(KernelPlan, TomlFile) {
   const std::string dir = std::string(QMV_TEST_TMP) + "/plan";
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/good.toml") << "[default]\nq4_K = \"q4_K.cpu.avx2_raw\"\n\"*\" = \"auto\"\n"
-                                       "[ffn_down]\nQ4_K = \"q4_K.cpu.scalar\"\n";
+  std::ofstream(dir + "/good.toml") << "[default]\nq4_K = \"q4_K.cpu.avx2_q8k\"\n\"*\" = \"auto\"\n"
+                                       "[ffn_down]\nQ4_K = \"q4_K.cpu.scalar_f32\"\n";
   const KernelPlan plan = KernelPlan::load_toml(dir + "/good.toml");
-  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar");
-  EXPECT_EQ(plan.lookup("attn_k", WeightType::Q4_K), "q4_K.cpu.avx2_raw");
+  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar_f32");
+  EXPECT_EQ(plan.lookup("attn_k", WeightType::Q4_K), "q4_K.cpu.avx2_q8k");
   EXPECT_EQ(plan.lookup("attn_k", WeightType::Q6_K), "auto");
   std::ofstream(dir + "/bad.toml") << "[default]\nq4_K = \n";
   try {
@@ -200,10 +210,49 @@ TEST(KernelPlan, TomlFile) {
     EXPECT_NE(std::string(e.what()).find("bad.toml"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
   }
-  std::ofstream(dir + "/badop.toml") << "[ffn_sideways]\nq4_K = \"q4_K.cpu.scalar\"\n";
+  std::ofstream(dir + "/badop.toml") << "[ffn_sideways]\nq4_K = \"q4_K.cpu.scalar_f32\"\n";
   EXPECT_THROW(KernelPlan::load_toml(dir + "/badop.toml"), PlanError);
+  EXPECT_THROW(KernelPlan::load_toml(dir + "/no-such-plan.toml"), PlanError);
 }
 
+// Each fault comes after a random number of comment and blank lines (good sections
+// follow it: a key at the top level must come before any table); the error names the
+// file, the fault and its line.
+TEST(KernelPlan, TomlErrorsNameFileAndLine) {
+  std::mt19937 g(std::random_device{}());
+  const char* good_ops[] = {"attn_k", "attn_v", "attn_out"};
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[default]\nq4_K = 5", "default.q4_K must be a kernel name string"},
+      {"[ffn_down]\nq9_K = \"x\"", "unknown weight type 'q9_K'"},
+      {"[ffn_down]\nq4_K = \"\"", "empty kernel for ffn_down.q4_K"},
+      {"[ffn_sideways]\nq4_K = \"q4_K.cpu.scalar_f32\"", "unknown op 'ffn_sideways'"},
+      {"attn_q = \"q4_K.cpu.scalar_f32\"", "[attn_q] must be a table"},
+      {"outliers = 3", "[outliers] must be a table"},
+      {"[outliers]\nroute = \"yes\"", "outliers.route must be true or false"},
+      {"[outliers]\nk = -1", "outliers.k must be a number >= 0"},
+      {"[outliers]\nk = nan", "outliers.k must be a number >= 0"},
+      {"[outliers]\nq4_K = 1", "outliers.q4_K must be a kernel name string"},
+      {"[outliers]\nq9_K = \"x\"", "outliers.q9_K is neither route, k nor a weight type"},
+      {"[default]\nq4_K = ", "(line"},  // TOML syntax
+  };
+  for (const auto& [fault, want] : cases) {
+    std::string text;
+    const int before = static_cast<int>(g() % 5);
+    for (int i = 0; i < before; ++i) text += g() % 2 ? "# a comment\n" : "\n";
+    text += fault + "\n";
+    for (const char* op : good_ops) text += "[" + std::string(op) + "]\nq6_K = \"q6_K.cpu.scalar_f32\"\n";
+    const int line = before + static_cast<int>(std::count(fault.begin(), fault.end(), '\n')) + 1;
+    try {
+      KernelPlan::parse_toml(text, "bad-plan.toml");
+      ADD_FAILURE() << "accepted " << fault;
+    } catch (const PlanError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind("bad-plan.toml: ", 0), 0u) << m;
+      EXPECT_NE(m.find(want), std::string::npos) << m;
+      EXPECT_NE(m.find("(line " + std::to_string(line) + ")"), std::string::npos) << fault << ": " << m;
+    }
+  }
+}
 
 // The f32 kernel auto would pick for a weight type: the first available f32-activation
 // kernel of kAutoOrder, found here by name without the plan's code.
@@ -227,7 +276,7 @@ std::string message_of(const std::function<void()>& f) {
 TEST(OutlierRouting, OffByDefaultAndOnEveryInt8MatvecWhenAsked) {
   const TinyQ4K m;
   for (const auto& p : resolve_plan(KernelPlan{}, m.weights, 1)) EXPECT_EQ(p.outlier_kernel, nullptr) << p.op;
-  KernelPlan plan = KernelPlan::parse_rules("attn_q=q4_K.cpu.scalar,attn_k=q4_K.cpu.scalar_q8k");
+  KernelPlan plan = KernelPlan::parse_rules("attn_q=q4_K.cpu.scalar_f32,attn_k=q4_K.cpu.scalar_q8k");
   route_outliers_option(plan, "");
   EXPECT_TRUE(plan.outlier_routing().route);
   EXPECT_EQ(plan.outlier_routing().k, kDefaultOutlierK);
@@ -254,16 +303,16 @@ TEST(OutlierRouting, TomlRulesAndTheOptionSetRouteKAndSiblings) {
   const std::string dir = std::string(QMV_TEST_TMP) + "/plan";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/route.toml") << "[default]\nq4_K = \"q4_K.cpu.scalar_q8k\"\n"
-                                        "[outliers]\nroute = true\nk = 6.5\nq4_K = \"q4_K.cpu.scalar\"\n";
+                                        "[outliers]\nroute = true\nk = 6.5\nq4_K = \"q4_K.cpu.scalar_f32\"\n";
   KernelPlan plan = load_plan(dir + "/route.toml");
   EXPECT_TRUE(plan.outlier_routing().route);
   EXPECT_EQ(plan.outlier_routing().k, 6.5);
-  EXPECT_EQ(plan.lookup_outlier_kernel(WeightType::Q4_K), "q4_K.cpu.scalar");
+  EXPECT_EQ(plan.lookup_outlier_kernel(WeightType::Q4_K), "q4_K.cpu.scalar_f32");
   EXPECT_EQ(plan.lookup_outlier_kernel(WeightType::Q6_K), "");
   const TinyQ4K m;
   for (const auto& p : resolve_plan(plan, m.weights, 1)) {
     ASSERT_NE(p.outlier_kernel, nullptr) << p.op;
-    EXPECT_EQ(p.outlier_kernel->name, "q4_K.cpu.scalar");
+    EXPECT_EQ(p.outlier_kernel->name, "q4_K.cpu.scalar_f32");
     EXPECT_EQ(p.outlier_k, 6.5);
     EXPECT_EQ(p.outlier_why, "plan");
   }
@@ -276,7 +325,7 @@ TEST(OutlierRouting, TomlRulesAndTheOptionSetRouteKAndSiblings) {
   EXPECT_EQ(again.describe(), plan.describe());
   EXPECT_TRUE(again.outlier_routing().route);
   EXPECT_EQ(again.outlier_routing().k, 3.0);
-  EXPECT_EQ(again.lookup_outlier_kernel(WeightType::Q4_K), "q4_K.cpu.scalar");
+  EXPECT_EQ(again.lookup_outlier_kernel(WeightType::Q4_K), "q4_K.cpu.scalar_f32");
   // --route-outliers=K sets k; plain --route-outliers keeps the plan's.
   route_outliers_option(plan, "");
   EXPECT_EQ(plan.outlier_routing().k, 3.0);
@@ -314,7 +363,7 @@ TEST(OutlierRouting, BadSettingsAreRefusedNamingThem) {
   EXPECT_NE(error_of(KernelPlan::parse_rules("outliers.route=true,outliers.q4_K=q4_K.cpu.scalar_q8k"), m.weights)
                 .find("cannot route outlier vectors to q4_K.cpu.scalar_q8k: it reads q8_K activations"),
             std::string::npos);
-  EXPECT_NE(error_of(KernelPlan::parse_rules("outliers.route=true,outliers.q4_K=q6_K.cpu.scalar"), m.weights)
+  EXPECT_NE(error_of(KernelPlan::parse_rules("outliers.route=true,outliers.q4_K=q6_K.cpu.scalar_f32"), m.weights)
                 .find("it reads q6_K weights"),
             std::string::npos);
 }

@@ -7,6 +7,7 @@
 #include "kernels/availability.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cpu_tiling.h"
+#include "kernels/former_names.h"
 #include "kernels/registry.h"
 
 namespace qmv {
@@ -44,8 +45,8 @@ TEST(Registry, IncompleteSpecIsRefused) {
 
 TEST(Registry, GlobSelection) {
   Registry r;
-  for (const char* n : {"q4_K.cpu.scalar", "q4_K.cpu.avx2_raw", "q6_K.cpu.scalar", "q4_K.cuda.dp4a",
-                        "q6_K.cuda.hw_dp4a"})
+  for (const char* n : {"q4_K.cpu.scalar_f32", "q4_K.cpu.avx2_q8k", "q6_K.cpu.scalar_f32", "q4_K.cuda.dp4a_q8_1",
+                        "q6_K.cuda.halfwarp_dp4a_q8_1"})
     ASSERT_TRUE(r.add(spec_named(n)).ok());
   auto names = [](const std::vector<const KernelSpec*>& v) {
     std::vector<std::string> out;
@@ -53,20 +54,20 @@ TEST(Registry, GlobSelection) {
     return out;
   };
   EXPECT_EQ(names(r.select("q4_K.*")),
-            (std::vector<std::string>{"q4_K.cpu.avx2_raw", "q4_K.cpu.scalar", "q4_K.cuda.dp4a"}));
-  EXPECT_EQ(names(r.select("*.scalar")), (std::vector<std::string>{"q4_K.cpu.scalar", "q6_K.cpu.scalar"}));
-  EXPECT_EQ(names(r.select("*dp4a*")), (std::vector<std::string>{"q4_K.cuda.dp4a", "q6_K.cuda.hw_dp4a"}));
-  EXPECT_EQ(names(r.select("q6_K.cpu.scalar,q4_K.cuda.*")),
-            (std::vector<std::string>{"q4_K.cuda.dp4a", "q6_K.cpu.scalar"}));
+            (std::vector<std::string>{"q4_K.cpu.avx2_q8k", "q4_K.cpu.scalar_f32", "q4_K.cuda.dp4a_q8_1"}));
+  EXPECT_EQ(names(r.select("*.scalar")), (std::vector<std::string>{"q4_K.cpu.scalar_f32", "q6_K.cpu.scalar_f32"}));
+  EXPECT_EQ(names(r.select("*dp4a*")), (std::vector<std::string>{"q4_K.cuda.dp4a_q8_1", "q6_K.cuda.halfwarp_dp4a_q8_1"}));
+  EXPECT_EQ(names(r.select("q6_K.cpu.scalar_f32,q4_K.cuda.*")),
+            (std::vector<std::string>{"q4_K.cuda.dp4a_q8_1", "q6_K.cpu.scalar_f32"}));
   EXPECT_TRUE(r.select("q5_K.*").empty());
   EXPECT_TRUE(r.select("q4_K.cpu.scala").empty());  // globs match whole names
-  ASSERT_NE(r.find("q6_K.cuda.hw_dp4a"), nullptr);
+  ASSERT_NE(r.find("q6_K.cuda.halfwarp_dp4a_q8_1"), nullptr);
   EXPECT_EQ(r.find("nope"), nullptr);
 }
 
 TEST(Registry, GlobalRegistryHasTheReferenceKernels) {
   EXPECT_TRUE(registry_startup_errors().empty());
-  for (const char* n : {"q4_K.cpu.scalar", "q5_K.cpu.scalar", "q6_K.cpu.scalar", "q4_K.cpu.scalar_q8k",
+  for (const char* n : {"q4_K.cpu.scalar_f32", "q5_K.cpu.scalar_f32", "q6_K.cpu.scalar_f32", "q4_K.cpu.scalar_q8k",
                         "q5_K.cpu.scalar_q8k", "q6_K.cpu.scalar_q8k"}) {
     const KernelSpec* k = global_registry().find(n);
     ASSERT_NE(k, nullptr) << n;
@@ -85,6 +86,45 @@ TEST(Registry, NamesFollowTheConvention) {
     const std::string prefix = std::string(to_string(k.weight)) + "." + std::string(to_string(k.backend)) + ".";
     EXPECT_EQ(k.name.rfind(prefix, 0), 0u) << k.name << " should start with " << prefix;
   }
+}
+
+// The variant says the technique, then the activation format wherever the weight type
+// does not fix it (every quantized type), then any parameter: q4_K.cuda.multiwarp_f32.w3.
+TEST(Registry, NamesSayTheActivationFormat) {
+  for (const auto& k : global_registry().all()) {
+    if (k.name.rfind("test.", 0) == 0) continue;
+    std::string variant = k.name.substr(k.name.find('.', k.name.find('.') + 1) + 1);
+    if (const auto dot = variant.find('.'); dot != std::string::npos) variant.resize(dot);  // the parameter
+    const bool float_weights = k.weight == WeightType::F32 || k.weight == WeightType::F16 || k.weight == WeightType::BF16;
+    const std::string suffix = k.act == ActFormat::F32 ? "_f32" : k.act == ActFormat::Q8_K ? "_q8k" : "_q8_1";
+    const bool has_suffix = variant.size() > suffix.size() && variant.ends_with(suffix);
+    EXPECT_EQ(has_suffix, !float_weights) << k.name;
+    for (const char* act : {"_f32", "_q8k", "_q8_1"})
+      if (float_weights) EXPECT_FALSE(variant.ends_with(act)) << k.name;
+  }
+}
+
+TEST(Registry, FormerNamesSelectTheKernelsTheyNameNow) {
+  ASSERT_FALSE(former_kernel_names().empty());
+  for (const FormerName& f : former_kernel_names()) {
+    const KernelSpec* now = global_registry().find(f.current);
+    ASSERT_NE(now, nullptr) << f.former << " -> " << f.current << ": no such kernel";
+    EXPECT_NE(f.former, f.current);
+    EXPECT_EQ(global_registry().find(f.former), now) << f.former;
+    EXPECT_EQ(current_kernel_name(f.former), f.current);
+    EXPECT_EQ(current_kernel_name(f.current), f.current) << "a current name is also a former one";
+    const auto selected = global_registry().select(std::string(f.former));
+    ASSERT_EQ(selected.size(), 1u) << f.former;
+    EXPECT_EQ(selected[0], now);
+  }
+  // A glob of former names selects the current kernels; one that matches current names
+  // too selects only those, each once.
+  const auto multiwarp = global_registry().select("q4_K.cuda.mwv*");
+  EXPECT_EQ(multiwarp.size(), 6u);
+  for (const KernelSpec* k : multiwarp) EXPECT_EQ(k->name.rfind("q4_K.cuda.multiwarp_", 0), 0u) << k->name;
+  EXPECT_EQ(global_registry().select("*").size(), global_registry().all().size());
+  EXPECT_EQ(global_registry().select("q4_K.cpu.avx2_raw,q4_K.cpu.avx2_q8k").size(), 1u);
+  EXPECT_EQ(global_registry().find("q4_K.cpu.no_such_variant"), nullptr);
 }
 
 TEST(Requirements, CpuFeatureChecks) {

@@ -20,7 +20,7 @@ using qmv::testing::tmp;
 std::string write_experiment(const std::string& file, const std::string& extra = "") {
   const std::string path = tmp(file);
   std::ofstream(path) << "name = \"tiny\"\n"
-                         "kernels = [\"q4_K.cpu.scalar\", \"q6_K.cpu.scalar*\"]\n"
+                         "kernels = [\"q4_K.cpu.scalar_f32\", \"q6_K.cpu.scalar*\"]\n"
                          "shapes = [\"1x256\", \"3x512:attn_q\", \"3x100\"]\n"
                          "threads = [1]\n"
                          "cache = [\"warm\"]\n"
@@ -114,7 +114,7 @@ TEST(SweepCli, ResumeRunsExactlyTheMissingPoints) {
   EXPECT_NE(again.output.find("0 point(s) run"), std::string::npos) << again.output;
   // Another experiment's file is refused.
   const std::string other = tmp("other.toml");
-  std::ofstream(other) << "name = \"other\"\nkernels = [\"q4_K.cpu.scalar\"]\nshapes = [\"1x256\"]\n";
+  std::ofstream(other) << "name = \"other\"\nkernels = [\"q4_K.cpu.scalar_f32\"]\nshapes = [\"1x256\"]\n";
   expect_error("sweep " + other + " --out " + part + " --resume", "belongs to experiment 'tiny', not 'other'");
 }
 

@@ -10,8 +10,8 @@
 namespace {
 
 qmv::Status run_reference(const qmv::MatVecArgs& a) {
-  const qmv::KernelSpec* ref = qmv::global_registry().find("q4_K.cpu.scalar");
-  return ref ? ref->run(a) : qmv::Status::Error("q4_K.cpu.scalar not registered");
+  const qmv::KernelSpec* ref = qmv::global_registry().find("q4_K.cpu.scalar_f32");
+  return ref ? ref->run(a) : qmv::Status::Error("q4_K.cpu.scalar_f32 not registered");
 }
 
 // Row r gets the result of row r+1: the classic indexing slip.

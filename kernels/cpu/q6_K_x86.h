@@ -1,4 +1,4 @@
-// Helpers shared by the x86 Q6_K kernels (q6_K_avx2_*.cpp, q6_K_avx512_vnni*.cpp).
+// Helpers shared by the x86 Q6_K kernels (q6_K_avx2*.cpp, q6_K_avx512vnni*.cpp).
 // Only SSE, AVX and AVX2 instructions, which every one of those files is built with.
 // Everything has internal linkage, so files built with different ISA flags never share
 // (or pick up) one another's copy.

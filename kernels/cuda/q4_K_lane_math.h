@@ -217,7 +217,7 @@ QMV_HD SubBlockFactors factors_from_words(const std::uint32_t (&hdr)[kHeaderWord
 }
 
 // ---------------------------------------------------------------------------------
-// Byte per lane (legacy, tiled, chunked, coalesced, wide): a warp takes a whole
+// Byte per lane (warp_row, tiled, chunked, coalesced, wide): a warp takes a whole
 // super-block; lane l reads qs bytes l + 32g (g = 0..3), whose nibbles are weights
 // 64g + l (sub-block 2g) and 64g + 32 + l (sub-block 2g + 1). Consecutive lanes read
 // consecutive bytes and consecutive activations (no bank conflicts in shared memory).
@@ -244,7 +244,7 @@ QMV_HD float byte_lane_superblock(const Loads& ld, const std::uint8_t* block, co
 }
 
 // ---------------------------------------------------------------------------------
-// Word per lane (vectorized, mwv, dp4a, hw_dp4a, mwv_dp4a). A lane keeps a cursor:
+// Word per lane (vectorized, multiwarp, dp4a, halfwarp_dp4a, multiwarp_dp4a). A lane keeps a cursor:
 // pointers at what it reads of one super-block of its row, so that the super-blocks
 // it goes on to read sit at constant offsets (36 words of weights and 256 floats or
 // 72 Q8_1 words of activations each) and the loads need no per-super-block index
@@ -424,8 +424,8 @@ QMV_HD const std::uint32_t* row_words_of(const std::uint32_t* w, std::int64_t ro
   return w + row * nb * kBlockWords;
 }
 
-// legacy: one warp (one 32-thread block) per row.
-namespace legacy {
+// warp_row: one warp (one 32-thread block) per row.
+namespace warp_row {
 inline constexpr int kThreads = 32;
 QMV_HD std::int64_t grid(std::int64_t rows) { return rows; }
 template <class Loads>
@@ -434,7 +434,7 @@ QMV_HD float lane_row(const Loads& ld, const std::uint8_t* row_bytes, const floa
   for (int b = 0; b < nb; ++b) acc += byte_lane_superblock(ld, row_bytes + kBlockBytes * b, x + kSuperBlock * b, lane);
   return acc;
 }
-}  // namespace legacy
+}  // namespace warp_row
 
 // coalesced: one warp (one 32-thread block) per row; lane 0 loads the header words
 // and the warp receives them by shuffle.
@@ -565,11 +565,11 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const flo
 }
 }  // namespace vectorized
 
-// mwv.wN: N warps per row (one row per block of 32N threads); warp w takes
+// multiwarp.wN: N warps per row (one row per block of 32N threads); warp w takes
 // super-blocks w, w + N, ...; word per lane, lanes 0..3 load the header words and
 // the warp receives them by shuffle; kUnroll super-blocks in flight per lane.
 // The loop bounds depend on the warp only, so the shuffles see the whole warp.
-namespace mwv {
+namespace multiwarp {
 inline constexpr int kUnroll = 4;
 QMV_HD std::int64_t grid(std::int64_t rows) { return rows; }
 template <int kWarps, class Loads>
@@ -596,7 +596,7 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const flo
   }
   return acc;
 }
-}  // namespace mwv
+}  // namespace multiwarp
 
 // dp4a: one warp per row, 4 rows per 128-thread block; word per lane with Q8_1
 // activations, header by lane, one super-block at a time (the plain DP4A baseline).
@@ -620,11 +620,11 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std
 }
 }  // namespace dp4a
 
-// hw_dp4a: a warp per row at a time, grid-stride over rows; its two half-warps take
+// halfwarp_dp4a: a warp per row at a time, grid-stride over rows; its two half-warps take
 // alternate super-blocks (two in flight per warp, times kUnroll per half-warp).
 // Lane t of a half-warp reads qs words 2t, 2t + 1 as one 8-byte load and the header
 // as one 16-byte load; the two first lanes of each group of four add its min terms.
-namespace hw_dp4a {
+namespace halfwarp_dp4a {
 inline constexpr int kRowsPerBlock = 4;
 inline constexpr int kThreads = kRowsPerBlock * kWarpLanes;
 inline constexpr int kUnroll = 4;
@@ -662,11 +662,11 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std
   }
   return acc;
 }
-}  // namespace hw_dp4a
+}  // namespace halfwarp_dp4a
 
-// mwv_dp4a.wN: the mwv layout (N warps per row, header by shuffle from lanes 0..3,
+// multiwarp_dp4a.wN: the multiwarp layout (N warps per row, header by shuffle from lanes 0..3,
 // kUnroll super-blocks in flight per lane) with the DP4A word-per-lane product.
-namespace mwv_dp4a {
+namespace multiwarp_dp4a {
 inline constexpr int kUnroll = 4;
 QMV_HD std::int64_t grid(std::int64_t rows) { return rows; }
 template <int kWarps, class Loads>
@@ -694,6 +694,6 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std
   }
   return acc;
 }
-}  // namespace mwv_dp4a
+}  // namespace multiwarp_dp4a
 
 }  // namespace qmv::cuda::q4k

@@ -1,8 +1,8 @@
 // The two launch shapes of the Q5_K and Q6_K CUDA variants, around the per-lane row
 // functions of q5_K_lanes.h and q6_K_lanes.h:
-// - warp per row (legacy, dp4a, hw_dp4a): 4 warps per block, each warp one row at a
+// - warp per row (warp_row, dp4a, halfwarp_dp4a): 4 warps per block, each warp one row at a
 //   time over a grid-stride loop, lane 0 writes the row;
-// - multi-warp per row (mwv): one block of kWarps warps per row, each warp a share of
+// - multi-warp per row (multiwarp): one block of kWarps warps per row, each warp a share of
 //   the super-blocks, the warp sums meeting in shared memory; thread 0 writes.
 #pragma once
 

@@ -49,7 +49,7 @@ QMV_HD std::uint16_t q6k_load_header_word(Mem& mem, const std::uint8_t* blk, int
 }
 
 // ---------------------------------------------------------------------------------
-// legacy: one warp per row, a super-block at a time; lane t takes the weights with
+// warp_row: one warp per row, a super-block at a time; lane t takes the weights with
 // l = t, byte loads. The scale loads of a (h, k) pair fetch two neighbouring bytes
 // (lanes 0-15: sub-block 8h+2k, lanes 16-31: the next), d is one load for all lanes.
 
@@ -90,7 +90,7 @@ struct Q6KLegacyRow {
 };
 
 // ---------------------------------------------------------------------------------
-// Full-warp layout (mwv, dp4a): 32 lanes per super-block, 8 weights per lane. Lane
+// Full-warp layout (multiwarp, dp4a): 32 lanes per super-block, 8 weights per lane. Lane
 // t = 16h + 8p + c takes l = 4c..4c+3 of sub-groups k = p and k = p + 2 of half h: its
 // ql word is bytes 4t..4t+3 (low nibbles for k = p, high for k = p + 2); the matching
 // qh word (bytes 32h + 4c..) is shared with lane t ^ 8, so each of the two loads half
@@ -207,7 +207,7 @@ QMV_HD float q6k_full_warp_dot_q8_1(const Q6KFullWarpBlock& blk, const Q6KFullWa
   return half_bits_to_float(blk.d) * sum;
 }
 
-// mwv: kWarps warps per row; warp w takes super-blocks w, w + kWarps, ..., kUnroll of
+// multiwarp: kWarps warps per row; warp w takes super-blocks w, w + kWarps, ..., kUnroll of
 // them per step, their weight loads all issued before any arithmetic.
 template <int kWarps>
 struct Q6KMwvRow {
@@ -285,7 +285,7 @@ struct Q6KDp4aRow {
 };
 
 // ---------------------------------------------------------------------------------
-// Half-warp layout (hw_dp4a): 16 threads per super-block, 16 weights per thread, the
+// Half-warp layout (halfwarp_dp4a): 16 threads per super-block, 16 weights per thread, the
 // two half-warps on neighbouring super-blocks. Thread u = 8h + c of a half-warp takes
 // l = 4c..4c+3 of all four sub-groups k of half h: ql words at 64h + 4c (k = 0, 2) and
 // 64h + 32 + 4c (k = 1, 3), qh word at 32h + 4c (all k), four Q8_1 words.
@@ -359,7 +359,7 @@ QMV_HD float q6k_half_warp_dot(Shfl& shfl, const Q6KHalfWarpLoads& in, const Q6K
   return half_bits_to_float(d) * sum;
 }
 
-// hw_dp4a: one warp per row; each step the half-warps take super-blocks b0 + 2s and
+// halfwarp_dp4a: one warp per row; each step the half-warps take super-blocks b0 + 2s and
 // b0 + 2s + 1 for s < kPairs, so 2 * kPairs super-blocks per warp are in flight.
 template <int kPairs>
 struct Q6KHalfWarpRowOf {

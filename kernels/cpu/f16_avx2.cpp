@@ -1,0 +1,20 @@
+// F16 weights x f32 activations, AVX2 + FMA + F16C: eight weights widened per
+// vcvtph2ps (exact), four accumulators, one horizontal sum per row; any cols.
+#include "float_weights_x86.h"
+
+#include "kernel.h"
+
+namespace {
+
+__m256 load8(const qmv::fp16_bits* w) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+}
+float load1(const qmv::fp16_bits* w) { return _cvtsh_ss(*w); }
+
+}  // namespace
+
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
+    "f16.cpu.avx2", qmv::WeightType::F16, qmv::ActFormat::F32,
+    qmv::float_x86::run<qmv::fp16_bits, load8, load1>,
+    "F16 x f32, AVX2+FMA+F16C: vcvtph2ps, 4 accumulators, scalar tail for any cols",
+    qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C));

@@ -1,0 +1,47 @@
+// Q5_K weights x f32 activations, scalar reference: each 5-bit quant is assembled
+// in registers (low nibble from qs, fifth bit from qh) and dotted with the float
+// activation. The baseline every faster Q5_K variant is measured and checked against.
+#include <cstdint>
+
+#include "kernel.h"
+#include "kernels/cpu_tiling.h"
+
+namespace {
+
+// One row: 8 sub-blocks of 32 per super-block, w = d*sc*q - dmin*m. The min term
+// is factored out of the inner loop, so it costs one sum of the activations.
+float dot_row(const qmv::BlockQ5K* blocks, const float* x, std::int64_t n_blocks) {
+  float row_sum = 0.0f;
+  for (std::int64_t b = 0; b < n_blocks; ++b) {
+    const qmv::BlockQ5K& blk = blocks[b];
+    const float d = qmv::fp16_to_fp32(blk.d);
+    const float dmin = qmv::fp16_to_fp32(blk.dmin);
+    const float* xb = x + b * qmv::kSuperBlock;
+    float block_sum = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      std::uint8_t scale, min;
+      qmv::unpack_scale_min_k4(j, blk.scales, scale, min);
+      // Low 4 bits as in Q4_K (sub-blocks 2g, 2g+1 share 32 bytes: low, high
+      // nibbles); bit j of qh[l] is the fifth bit of weight l of sub-block j.
+      const std::uint8_t* qs = blk.qs + 32 * (j / 2);
+      const int shift = 4 * (j % 2);
+      const float* xs = xb + 32 * j;
+      float q_dot_x = 0.0f, x_sum = 0.0f;
+      for (int l = 0; l < 32; ++l) {
+        const int q = ((qs[l] >> shift) & 0xF) | (((blk.qh[l] >> j) & 1) << 4);
+        q_dot_x += static_cast<float>(q) * xs[l];
+        x_sum += xs[l];
+      }
+      block_sum += d * scale * q_dot_x - dmin * min * x_sum;
+    }
+    row_sum += block_sum;
+  }
+  return row_sum;
+}
+
+}  // namespace
+
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
+    "q5_K.cpu.scalar_f32", qmv::WeightType::Q5_K, qmv::ActFormat::F32,
+    qmv::run_rows<qmv::BlockQ5K, float, dot_row>,
+    "Q5_K x f32, scalar reference: dequantize in registers, float dot"));
