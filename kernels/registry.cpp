@@ -114,9 +114,12 @@ const KernelSpec* Registry::find(std::string_view name) const {
 }
 
 const KernelSpec* scalar_reference(WeightType w) {
-  for (const char* variant : {"scalar_f32", "scalar"})
+  // By exact name: a former name (q4_K.cpu.scalar) must not stand in for a current one.
+  for (const char* variant : {"scalar_f32", "scalar"}) {
+    const std::string name = fmt::format("{}.cpu.{}", to_string(w), variant);
     for (const KernelSpec& k : global_registry().all())
-      if (k.name == fmt::format("{}.cpu.{}", to_string(w), variant)) return &k;
+      if (k.name == name) return &k;
+  }
   return nullptr;
 }
 

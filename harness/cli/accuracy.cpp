@@ -32,26 +32,23 @@ namespace {
 class AccuracyCommand : public Command {
  public:
   explicit AccuracyCommand(CLI::App& app);
-  ~AccuracyCommand() override;
   bool chosen() const override;
   int run(const std::string& command_line) override;
 
  private:
-  struct Options;
-  std::unique_ptr<Options> o_;
+  struct Options {
+    CLI::App* cmd = nullptr;
+    std::string kernels = "*", shapes, channels = "1,2,3,4", scales = "10,25,50", out, by = "kernel";
+    AccuracyConfig config;
+    std::uint64_t seed = 0;
+    bool append = false, cost = false;
+    int reps = 15;
+    std::int64_t fp_vectors = 10000;
+  };
+  Options o_;
 };
 
 }  // namespace
-
-struct AccuracyCommand::Options {
-  CLI::App* cmd = nullptr;
-  std::string kernels = "*", shapes, channels = "1,2,3,4", scales = "10,25,50", out, by = "kernel";
-  AccuracyConfig config;
-  std::uint64_t seed = 0;
-  bool append = false, cost = false;
-  int reps = 15;
-  std::int64_t fp_vectors = 10000;
-};
 
 namespace {
 
@@ -258,8 +255,8 @@ int run_cost(const CostOptions& o, const std::vector<const KernelSpec*>& selecte
 
 }  // namespace
 
-AccuracyCommand::AccuracyCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
-  Options& o = *o_;
+AccuracyCommand::AccuracyCommand(CLI::App& app) {
+  Options& o = o_;
   o.config.threads = machine_info().cores;
   o.cmd = app.add_subcommand(
       "accuracy",
@@ -294,12 +291,10 @@ AccuracyCommand::AccuracyCommand(CLI::App& app) : o_(std::make_unique<Options>()
       ->check(CLI::Range(0, 100000000))->capture_default_str();
 }
 
-AccuracyCommand::~AccuracyCommand() = default;
-
-bool AccuracyCommand::chosen() const { return o_->cmd->parsed(); }
+bool AccuracyCommand::chosen() const { return o_.cmd->parsed(); }
 
 int AccuracyCommand::run(const std::string& command_line) {
-  Options o = *o_;
+  Options o = o_;
   const auto selected = select_kernels(o.kernels);
   const std::vector<Shape> shapes =
       shapes_or_throw(o.shapes.empty() ? (o.cost ? kCostShapes : kAccuracyShapes) : o.shapes);

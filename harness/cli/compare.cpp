@@ -13,48 +13,43 @@ namespace {
 class CompareCommand : public Command {
  public:
   explicit CompareCommand(CLI::App& app);
-  ~CompareCommand() override;
   bool chosen() const override;
   int run(const std::string& command_line) override;
 
  private:
-  struct Options;
-  std::unique_ptr<Options> o_;
+  struct Options {
+    CLI::App* cmd = nullptr;
+    std::string a, b, by = "kernel", metric = "gbps";
+  };
+  Options o_;
 };
 
 }  // namespace
 
-struct CompareCommand::Options {
-  CLI::App* cmd = nullptr;
-  std::string a, b, by = "kernel", metric = "gbps";
-};
-
-CompareCommand::CompareCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
-  o_->cmd = app.add_subcommand(
+CompareCommand::CompareCommand(CLI::App& app) {
+  o_.cmd = app.add_subcommand(
       "compare",
       "Compare two results CSVs (bench, or sweep with status ok): per matched row A's and B's "
       "values and the ratio (>1: B better), then the geometric mean");
-  o_->cmd->add_option("a", o_->a, "Results CSV A (the baseline)")->required();
-  o_->cmd->add_option("b", o_->b, "Results CSV B")->required();
-  o_->cmd->add_option("--by", o_->by,
+  o_.cmd->add_option("a", o_.a, "Results CSV A (the baseline)")->required();
+  o_.cmd->add_option("b", o_.b, "Results CSV B")->required();
+  o_.cmd->add_option("--by", o_.by,
                       "kernel: same kernel, shape, threads and cache; shape: each side's fastest "
                       "row per shape, weight type, op and cache, whatever the kernel (across "
                       "machines and backends)")
       ->capture_default_str();
-  o_->cmd->add_option("--metric", o_->metric,
+  o_.cmd->add_option("--metric", o_.metric,
                       "gbps (B/A), time (median us, A/B) or peak_pct (share of measured peak, B/A)")
       ->capture_default_str();
 }
 
-CompareCommand::~CompareCommand() = default;
-
-bool CompareCommand::chosen() const { return o_->cmd->parsed(); }
+bool CompareCommand::chosen() const { return o_.cmd->parsed(); }
 
 int CompareCommand::run(const std::string&) {
-  const CompareBy by = parse_compare_by(o_->by);
-  const Metric metric = parse_metric(o_->metric);
-  const ResultsFile a = read_results_csv(o_->a);
-  const ResultsFile b = read_results_csv(o_->b);
+  const CompareBy by = parse_compare_by(o_.by);
+  const Metric metric = parse_metric(o_.metric);
+  const ResultsFile a = read_results_csv(o_.a);
+  const ResultsFile b = read_results_csv(o_.b);
   print_comparison(a, b, compare_results(a, b, by, metric));
   return 0;
 }

@@ -33,38 +33,35 @@ namespace {
 class DecodeCommand : public Command {
  public:
   explicit DecodeCommand(CLI::App& app);
-  ~DecodeCommand() override;
   bool chosen() const override;
   int run(const std::string& command_line) override;
 
  private:
-  struct Options;
-  std::unique_ptr<Options> o_;
+  struct Options {
+    CLI::App* decode = nullptr;
+    CLI::App* logits = nullptr;
+    // decode
+    std::string model, prompt, prompt_tokens, plan = "auto", bench_csv, json_out, csv_out;
+    int n = 64;
+    int threads = 0;
+    int context = 0;
+    SamplerConfig sampler;
+    bool ignore_eos = false, quiet = false, no_peak = false, bos = false, no_bos = false;
+    double peak_gbps = 0;
+    CLI::Option* route = nullptr;
+    std::string route_k;
+    std::string device = "cpu";
+    bool no_cuda_graph = false, no_op_times = false;
+    // logits
+    std::string l_model, l_tokens, l_plan = "auto", l_out, l_device = "cpu";
+    int l_threads = 0;
+    CLI::Option* l_route = nullptr;
+    std::string l_route_k;
+  };
+  Options o_;
 };
 
 }  // namespace
-
-struct DecodeCommand::Options {
-  CLI::App* decode = nullptr;
-  CLI::App* logits = nullptr;
-  // decode
-  std::string model, prompt, prompt_tokens, plan = "auto", bench_csv, json_out, csv_out;
-  int n = 64;
-  int threads = 0;
-  int context = 0;
-  SamplerConfig sampler;
-  bool ignore_eos = false, quiet = false, no_peak = false, bos = false, no_bos = false;
-  double peak_gbps = 0;
-  CLI::Option* route = nullptr;
-  std::string route_k;
-  std::string device = "cpu";
-  bool no_cuda_graph = false, no_op_times = false;
-  // logits
-  std::string l_model, l_tokens, l_plan = "auto", l_out, l_device = "cpu";
-  int l_threads = 0;
-  CLI::Option* l_route = nullptr;
-  std::string l_route_k;
-};
 
 namespace {
 
@@ -225,8 +222,8 @@ void print_breakdown(const CpuForward& fwd, const StepTimes& t, int steps) {
 
 }  // namespace
 
-DecodeCommand::DecodeCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
-  Options& o = *o_;
+DecodeCommand::DecodeCommand(CLI::App& app) {
+  Options& o = o_;
   o.threads = o.l_threads = machine_info().cores;
   o.decode = app.add_subcommand(
       "decode",
@@ -285,12 +282,10 @@ DecodeCommand::DecodeCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
   l->add_option("--device", o.l_device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
 }
 
-DecodeCommand::~DecodeCommand() = default;
-
-bool DecodeCommand::chosen() const { return o_->decode->parsed() || o_->logits->parsed(); }
+bool DecodeCommand::chosen() const { return o_.decode->parsed() || o_.logits->parsed(); }
 
 int DecodeCommand::run(const std::string& command_line) {
-  const Options& o = *o_;
+  const Options& o = o_;
   if (o.logits->parsed()) {
     const LoadedModel m(o.l_model);
     const std::vector<int> tokens = parse_token_list(o.l_tokens, "--tokens");

@@ -27,34 +27,31 @@ namespace {
 class GateCommand : public Command {
  public:
   explicit GateCommand(CLI::App& app);
-  ~GateCommand() override;
   bool chosen() const override;
   int run(const std::string& command_line) override;
 
  private:
-  struct Options;
-  std::unique_ptr<Options> o_;
+  struct Options {
+    CLI::App* cmd = nullptr;
+    std::string experiment, baseline = "results/{machine}/gate-baseline.csv";
+    GateConfig config;
+    double tolerance = 0.3;
+    bool update = false, no_speed = false;
+    // The callgrind half.
+    CLI::App* child = nullptr;
+    std::string child_points;
+    std::string instructions_baseline = "results/{machine}/gate-instructions.csv";
+    std::string instructions_shape = "64x4096";
+    double instructions_tolerance = 0.03;
+    bool no_instructions = false;
+  };
+  Options o_;
 };
 
 }  // namespace
 
-struct GateCommand::Options {
-  CLI::App* cmd = nullptr;
-  std::string experiment, baseline = "results/{machine}/gate-baseline.csv";
-  GateConfig config;
-  double tolerance = 0.3;
-  bool update = false, no_speed = false;
-  // The callgrind half.
-  CLI::App* child = nullptr;
-  std::string child_points;
-  std::string instructions_baseline = "results/{machine}/gate-instructions.csv";
-  std::string instructions_shape = "64x4096";
-  double instructions_tolerance = 0.03;
-  bool no_instructions = false;
-};
-
-GateCommand::GateCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
-  Options& o = *o_;
+GateCommand::GateCommand(CLI::App& app) {
+  Options& o = o_;
   o.cmd = app.add_subcommand(
       "gate", "Regression gate: every kernel of an experiment passes the check, and none is slower against its "
               "scalar reference (timed interleaved) than the baseline allows");
@@ -82,9 +79,7 @@ GateCommand::GateCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
   o.child->add_option("--points", o.child_points)->required();
 }
 
-GateCommand::~GateCommand() = default;
-
-bool GateCommand::chosen() const { return o_->cmd->parsed() || o_->child->parsed(); }
+bool GateCommand::chosen() const { return o_.cmd->parsed() || o_.child->parsed(); }
 
 namespace {
 
@@ -143,7 +138,7 @@ int gate_instructions(const std::vector<const KernelSpec*>& kernels, const std::
 }  // namespace
 
 int GateCommand::run(const std::string&) {
-  const Options& o = *o_;
+  const Options& o = o_;
   if (o.child->parsed()) {
     if (!running_under_valgrind()) throw std::runtime_error("gate-callgrind-child runs under valgrind only");
     run_instrumented_calls(parse_points(o.child_points));

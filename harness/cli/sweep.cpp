@@ -28,29 +28,26 @@ namespace {
 class SweepCommand : public Command {
  public:
   explicit SweepCommand(CLI::App& app);
-  ~SweepCommand() override;
   bool chosen() const override;
   int run(const std::string& command_line) override;
 
  private:
-  struct Options;
-  std::unique_ptr<Options> o_;
+  struct Options {
+    CLI::App* sweep = nullptr;
+    CLI::App* merge = nullptr;
+    // sweep
+    std::string experiment, out, shard;
+    bool resume = false, dry_run = false;
+    int peak_reps = 5;
+    std::uint64_t seed = 0;
+    // merge
+    std::string merge_out;
+    std::vector<std::string> merge_in;
+  };
+  Options o_;
 };
 
 }  // namespace
-
-struct SweepCommand::Options {
-  CLI::App* sweep = nullptr;
-  CLI::App* merge = nullptr;
-  // sweep
-  std::string experiment, out, shard;
-  bool resume = false, dry_run = false;
-  int peak_reps = 5;
-  std::uint64_t seed = 0;
-  // merge
-  std::string merge_out;
-  std::vector<std::string> merge_in;
-};
 
 namespace {
 
@@ -104,8 +101,8 @@ int run_merge(const std::string& out, const std::vector<std::string>& in) {
 
 }  // namespace
 
-SweepCommand::SweepCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
-  Options& o = *o_;
+SweepCommand::SweepCommand(CLI::App& app) {
+  Options& o = o_;
   o.sweep = app.add_subcommand(
       "sweep", "Run an experiment (experiments/*.toml): check and time every kernel x shape x threads x cache "
                "point, one CSV row per point as it finishes");
@@ -126,12 +123,10 @@ SweepCommand::SweepCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
   o.merge->add_option("shards", o.merge_in, "Sweep CSVs to join (same header)")->required();
 }
 
-SweepCommand::~SweepCommand() = default;
-
-bool SweepCommand::chosen() const { return o_->sweep->parsed() || o_->merge->parsed(); }
+bool SweepCommand::chosen() const { return o_.sweep->parsed() || o_.merge->parsed(); }
 
 int SweepCommand::run(const std::string& command_line) {
-  const Options& o = *o_;
+  const Options& o = o_;
   if (o.merge->parsed()) return run_merge(o.merge_out, o.merge_in);
 
   const Experiment exp = load_experiment(o.experiment);

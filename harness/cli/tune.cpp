@@ -23,25 +23,22 @@ namespace {
 class TuneCommand : public Command {
  public:
   explicit TuneCommand(CLI::App& app);
-  ~TuneCommand() override;
   bool chosen() const override;
   int run(const std::string& command_line) override;
 
  private:
-  struct Options;
-  std::unique_ptr<Options> o_;
+  struct Options {
+    CLI::App* cmd = nullptr;
+    std::string model, out;
+    TuneConfig config;
+    int decode_tokens = 32;
+    int rounds = 3;
+    bool no_decode = false;
+  };
+  Options o_;
 };
 
 }  // namespace
-
-struct TuneCommand::Options {
-  CLI::App* cmd = nullptr;
-  std::string model, out;
-  TuneConfig config;
-  int decode_tokens = 32;
-  int rounds = 3;
-  bool no_decode = false;
-};
 
 namespace {
 
@@ -68,8 +65,8 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-TuneCommand::TuneCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
-  Options& o = *o_;
+TuneCommand::TuneCommand(CLI::App& app) {
+  Options& o = o_;
   o.config.threads = machine_info().cores;
   o.cmd = app.add_subcommand("tune",
                              "Time every kernel that can run each matvec of a model, keep those within an accuracy "
@@ -95,12 +92,10 @@ TuneCommand::TuneCommand(CLI::App& app) : o_(std::make_unique<Options>()) {
   o.cmd->add_flag("--no-decode", o.no_decode, "Skip the decode comparison");
 }
 
-TuneCommand::~TuneCommand() = default;
-
-bool TuneCommand::chosen() const { return o_->cmd->parsed(); }
+bool TuneCommand::chosen() const { return o_.cmd->parsed(); }
 
 int TuneCommand::run(const std::string&) {
-  const Options& o = *o_;
+  const Options& o = o_;
   const LoadedModel m(o.model);
   const ModelConfig& c = m.config;
   const ModelWeights& w = m.weights;
