@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +59,65 @@ WeightArena make_arena(WeightType type, std::size_t min_bytes, std::uint64_t see
   for (std::size_t off = 0; off < a.bytes; off += tile.size())
     std::memcpy(a.data.get() + off, tile.data(), tile.size());
   return a;
+}
+
+// The prepared copies (KernelSpec::prepare) of one point's weight windows. Only one
+// point's are held at a time: a cold rotation of them is as large as the arena, so
+// interleaved points each re-make theirs when their turn comes, before the timed loop.
+struct PreparedRotation {
+  const KernelSpec* spec = nullptr;
+  Shape shape;
+  std::vector<PreparedMatrix> slots;
+
+  Status ensure(const KernelSpec& k, MatVecArgs args, const std::uint8_t* base, std::size_t stride,
+                std::size_t count) {
+    if (spec == &k && shape == args.shape && slots.size() == count) return Status::Ok();
+    slots.clear();  // frees the previous point's copies first
+    spec = nullptr;
+    for (std::size_t i = 0; i < count; ++i) {
+      args.w = base + i * stride;
+      PreparedMatrix m;
+      if (Status st = m.prepare(k, args); !st.ok()) {
+        slots.clear();
+        return st;
+      }
+      slots.push_back(std::move(m));
+    }
+    spec = &k;
+    shape = args.shape;
+    return Status::Ok();
+  }
+};
+
+// Per-call time of the harness's activation quantization for (format, cols), alone and
+// on one thread, as the model runner does it: the median of five batches.
+double act_quant_median_us(ActFormat f, const std::vector<float>& x) {
+  std::vector<std::uint8_t> out(row_bytes(f, static_cast<std::int64_t>(x.size())));
+  const auto cols = static_cast<std::int64_t>(x.size());
+  using Clock = std::chrono::steady_clock;
+  int calls = 1;
+  for (;;) {  // batches of at least 2 ms, well above the clock's resolution
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) quantize_activation(f, x.data(), out.data(), cols);
+    benchmark::DoNotOptimize(out.data());
+    if (Clock::now() - t0 > std::chrono::milliseconds(2) || calls >= (1 << 20)) break;
+    calls *= 2;
+  }
+  std::vector<double> us;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) quantize_activation(f, x.data(), out.data(), cols);
+    benchmark::DoNotOptimize(out.data());
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / calls);
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+// Who prepares the activation for this kernel (see BenchRow::act_quant).
+const char* act_quant_kind(const KernelSpec& k) {
+  if (!k.act_converted_to.empty()) return "in_call";
+  return k.act == ActFormat::F32 ? "none" : "before";
 }
 
 std::size_t matrix_bytes(const Point& pt) {
@@ -115,6 +175,7 @@ BenchRow make_row(const Point& pt, std::vector<double> t, const BenchConfig& cfg
   r.peak_gbps = peak == peak_gbps.end() ? 0.0 : peak->second;
   r.peak_pct = r.peak_gbps > 0 ? 100.0 * r.gbps_median / r.peak_gbps : 0.0;
   r.gflops = flops(spec, pt.shape) / (r.time_median_us * 1e3);
+  r.act_quant = act_quant_kind(spec);
   return r;
 }
 
@@ -161,13 +222,16 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   std::map<WeightType, WeightArena> arenas;
   for (const auto& [type, need] : arena_need) arenas.emplace(type, make_arena(type, need, cfg.seed));
   std::map<std::pair<ActFormat, std::int64_t>, std::vector<std::uint8_t>> activations;
+  std::map<std::pair<ActFormat, std::int64_t>, double> quant_us;
   for (const Point& pt : points) {
     auto& x = activations[{pt.spec->act, pt.shape.cols}];
     if (!x.empty()) continue;
     const auto xf = gaussian_vector(pt.shape.cols, cfg.seed + 1);
     x.resize(row_bytes(pt.spec->act, pt.shape.cols));
     quantize_activation(pt.spec->act, xf.data(), x.data(), pt.shape.cols);
+    if (pt.spec->act != ActFormat::F32) quant_us[{pt.spec->act, pt.shape.cols}] = act_quant_median_us(pt.spec->act, xf);
   }
+  auto rotation = std::make_shared<PreparedRotation>();
   std::vector<float> y(static_cast<std::size_t>(max_rows)), y2(static_cast<std::size_t>(max_rows));
 
   std::map<std::string, std::size_t> index_of;
@@ -192,10 +256,17 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     args.threads = pt.threads;
     benchmark::RegisterBenchmark(
         pt.name.c_str(),
-        [spec = pt.spec, base = arena.data.get(), stride, slots, fused, args](benchmark::State& st) mutable {
+        [spec = pt.spec, base = arena.data.get(), stride, slots, fused, args, rotation](benchmark::State& st) mutable {
+          if (spec->prepare) {
+            if (const Status s = rotation->ensure(*spec, args, base, stride, slots); !s.ok()) {
+              st.SkipWithError(("preparing the weights: " + s.error).c_str());
+              return;
+            }
+          }
           std::size_t slot = 0;
           for (auto _ : st) {
             args.w = base + slot * stride;
+            if (spec->prepare) args.prepared = rotation->slots[slot].handle();
             args.w2 = fused ? base + slot * stride + stride / 2 : nullptr;
             if (const Status s = invoke(*spec, args); !s.ok()) {
               st.SkipWithError(s.error.c_str());
@@ -226,7 +297,10 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
       return;
     }
     progress.run_done();
-    if (point_done) progress.point_done(out, make_row(pt, collector.seconds_per_call[name], cfg, peak_gbps));
+    if (!point_done) return;
+    BenchRow row = make_row(pt, collector.seconds_per_call[name], cfg, peak_gbps);
+    if (row.act_quant == "before") row.act_quant_median_us = quant_us.at({pt.spec->act, pt.shape.cols});
+    progress.point_done(out, std::move(row));
   };
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::ClearRegisteredBenchmarks();
@@ -339,6 +413,7 @@ BenchRow make_gpu_row(const GpuPoint& g, const BenchConfig& cfg) {
   r.launches_per_rep = g.launches;
   r.quant_median_us = median(g.quant_s) * 1e6;
   r.time_with_quant_median_us = median(g.with_quant_s) * 1e6;
+  r.act_quant_median_us = r.quant_median_us;
   r.datasheet_gbps = dev.datasheet_gbps();
   r.datasheet_pct = r.datasheet_gbps > 0 ? 100.0 * r.gbps_median / r.datasheet_gbps : 0.0;
   r.rotation_bytes = static_cast<std::int64_t>(g.slots * g.copy_stride);

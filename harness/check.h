@@ -42,6 +42,9 @@ struct Tolerance {
   double end_to_end_nmse_outliers;
 };
 Tolerance tolerance_for(ActFormat f);
+// The bounds a kernel is held to: its activation format's, or, for a kernel that
+// converts its f32 activation itself, those of the format it converts to.
+Tolerance tolerance_for(const KernelSpec& k);
 
 struct CheckConfig {
   std::uint64_t seed = 0;

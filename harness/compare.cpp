@@ -4,6 +4,7 @@
 
 #include "harness/fccp.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -100,9 +101,13 @@ struct Best {
   int candidates = 0;
 };
 
-std::map<Key, Best> best_per_key(const ResultsFile& f, CompareBy by, bool use_op) {
+std::map<Key, Best> best_per_key(const ResultsFile& f, CompareBy by, bool use_op, int* peer_rows) {
   std::map<Key, Best> out;
   for (const auto& r : f.rows) {
+    if (by == CompareBy::Shape && is_peer_kernel(r.kernel)) {
+      ++*peer_rows;
+      continue;
+    }
     Best& b = out[key_of(r, by, use_op)];
     if (b.candidates++ == 0 || r.gbps_median > b.row.gbps_median) b.row = r;
   }
@@ -123,12 +128,13 @@ ResultsFile read_results_csv(const std::string& path) {
   }
   ResultsFile f;
   f.path = path;
-  std::optional<io::CSVReader<16, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>>> reader;
+  std::optional<io::CSVReader<19, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>>> reader;
   try {
     auto& in = reader.emplace(path);
     in.read_header(io::ignore_extra_column | io::ignore_missing_column, "kernel", "weight_type",
                    "backend", "rows", "cols", "threads", "cache", "time_median_us", "gbps_median",
-                   "peak_pct", "status", "machine", "cpu_model", "gpu", "git_commit", "op");
+                   "peak_pct", "status", "machine", "cpu_model", "gpu", "git_commit", "op", "act_format",
+                   "act_quant", "act_quant_median_us");
     std::string missing;
     for (const char* c : {"kernel", "weight_type", "backend", "rows", "cols", "threads", "cache",
                           "time_median_us", "gbps_median", "peak_pct"})
@@ -140,11 +146,11 @@ ResultsFile read_results_csv(const std::string& path) {
     f.has_op = in.has_column("op");
 
     std::string kernel, weight, backend, rows, cols, threads, cache, time, gbps, pct, status;
-    std::string machine, cpu_model, gpu, commit, op;
+    std::string machine, cpu_model, gpu, commit, op, act_format, act_quant, act_quant_us;
     bool first = true;
     std::set<std::string> renamed;  // former kernel names the file uses
     while (in.read_row(kernel, weight, backend, rows, cols, threads, cache, time, gbps, pct, status,
-                       machine, cpu_model, gpu, commit, op)) {
+                       machine, cpu_model, gpu, commit, op, act_format, act_quant, act_quant_us)) {
       const unsigned line = in.get_file_line();
       if (has_status && status != "ok") {
         ++f.skipped_not_ok;
@@ -165,6 +171,9 @@ ResultsFile read_results_csv(const std::string& path) {
       r.time_median_us = parse_number<double>(time, path, line, "time_median_us");
       r.gbps_median = parse_number<double>(gbps, path, line, "gbps_median");
       r.peak_pct = parse_number<double>(pct, path, line, "peak_pct");
+      r.act_format = act_format, r.act_quant = act_quant;
+      if (!act_quant_us.empty())
+        r.act_quant_median_us = parse_number<double>(act_quant_us, path, line, "act_quant_median_us");
       if (r.kernel.empty()) throw CompareError(fmt::format("{}: line {}: empty kernel name", path, line));
       f.rows.push_back(std::move(r));
     }
@@ -219,7 +228,7 @@ Comparison compare_results(const ResultsFile& a, const ResultsFile& b, CompareBy
   c.by = by;
   c.metric = metric;
   const bool use_op = a.has_op && b.has_op;
-  const auto best_a = best_per_key(a, by, use_op), best_b = best_per_key(b, by, use_op);
+  const auto best_a = best_per_key(a, by, use_op, &c.peer_rows_a), best_b = best_per_key(b, by, use_op, &c.peer_rows_b);
   for (const auto& [key, x] : best_a) {
     if (by == CompareBy::Kernel) c.duplicates_a += x.candidates - 1;
     const auto it = best_b.find(key);
@@ -323,7 +332,127 @@ void print_comparison(const ResultsFile& a, const ResultsFile& b, const Comparis
   if (without_ratio) fmt::print("; {} matched without a positive value on both sides", without_ratio);
   if (c.duplicates_a || c.duplicates_b)
     fmt::print("; repeated keys (fastest kept): {} in A, {} in B", c.duplicates_a, c.duplicates_b);
+  if (c.peer_rows_a || c.peer_rows_b)
+    fmt::print("; ggml rows left out of the match by shape: {} in A, {} in B", c.peer_rows_a, c.peer_rows_b);
   fmt::print("\n");
+}
+
+namespace {
+
+std::vector<TimedRow> peer_input(const ResultsFile& f) {
+  std::vector<TimedRow> out;
+  out.reserve(f.rows.size());
+  for (const ResultRow& r : f.rows) {
+    TimedRow t;
+    t.kernel = r.kernel, t.op = r.op.empty() ? "matvec" : r.op, t.weight_type = r.weight_type;
+    t.act_format = r.act_format, t.backend = r.backend, t.cache = r.cache;
+    t.rows = r.rows, t.cols = r.cols, t.threads = r.threads;
+    t.time_median_us = r.time_median_us, t.gbps_median = r.gbps_median;
+    t.act_quant = r.act_quant, t.act_quant_median_us = r.act_quant_median_us;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+bool has_peer(const ResultsFile& f) {
+  return std::any_of(f.rows.begin(), f.rows.end(), [](const ResultRow& r) { return is_peer_kernel(r.kernel); });
+}
+
+}  // namespace
+
+PeerComparison compare_peers(const ResultsFile& a, const ResultsFile& b) {
+  PeerComparison p;
+  p.peer_a = has_peer(a), p.peer_b = has_peer(b);
+  if (!p.peer_a || !p.peer_b) return p;
+  // Groups with a ratio, by weight type, op, backend and cache, then threads.
+  using Kind = std::tuple<std::string, std::string, std::string, std::string>;
+  auto groups = [](const ResultsFile& f) {
+    std::map<Kind, std::map<int, PeerGroup>> out;
+    for (PeerGroup& g : peer_groups(peer_points(peer_input(f))))
+      if (g.ratio_shapes > 0) out[{g.weight_type, g.op, g.backend, g.cache}][g.threads] = std::move(g);
+    return out;
+  };
+  const auto ga = groups(a), gb = groups(b);
+  bool common_kind = false, common_threads = false;
+  for (const auto& [kind, ta] : ga)
+    if (const auto it = gb.find(kind); it != gb.end()) {
+      common_kind = true;
+      for (const auto& [threads, g] : ta) common_threads = common_threads || it->second.count(threads);
+    }
+  p.same_threads = common_threads || !common_kind;
+  std::set<Kind> kinds;
+  for (const auto& [k, v] : ga) kinds.insert(k);
+  for (const auto& [k, v] : gb) kinds.insert(k);
+  for (const Kind& kind : kinds) {
+    const auto ia = ga.find(kind), ib = gb.find(kind);
+    const std::map<int, PeerGroup> none;
+    const auto& ta = ia == ga.end() ? none : ia->second;
+    const auto& tb = ib == gb.end() ? none : ib->second;
+    auto row = [&](int threads_a, int threads_b) {
+      PeerComparison::Row r;
+      std::tie(r.weight_type, r.op, r.backend, r.cache) = kind;
+      r.threads_a = threads_a, r.threads_b = threads_b;
+      if (threads_a) r.a = ta.at(threads_a);
+      if (threads_b) r.b = tb.at(threads_b);
+      p.only_a += threads_a && !threads_b;
+      p.only_b += threads_b && !threads_a;
+      p.rows.push_back(std::move(r));
+    };
+    if (p.same_threads) {
+      std::set<int> threads;
+      for (const auto& [t, g] : ta) threads.insert(t);
+      for (const auto& [t, g] : tb) threads.insert(t);
+      for (int t : threads) row(ta.count(t) ? t : 0, tb.count(t) ? t : 0);
+    } else {
+      row(ta.empty() ? 0 : ta.rbegin()->first, tb.empty() ? 0 : tb.rbegin()->first);
+    }
+  }
+  return p;
+}
+
+void print_peer_comparison(const PeerComparison& p) {
+  if (!p.peer_a && !p.peer_b) return;
+  if (!p.peer_a || !p.peer_b) {
+    fmt::print("\npeer ratio: only {} has ggml rows (the other was measured without the peer kernels)\n",
+               p.peer_a ? "A" : "B");
+    return;
+  }
+  fmt::print("\nwhere qmvlab stands against ggml on each side: ggml time / qmvlab time of the fastest kernels, "
+             "geometric mean over that side's shapes (min-max), >1: qmvlab faster{}\n\n",
+             p.same_threads ? "" : "; no thread count in common: each side's highest");
+  std::vector<std::vector<std::string>> t;
+  auto cell = [](const PeerGroup& g) {
+    return g.ratio_shapes ? fmt::format("{} [{}]", ratio_range(g.ratio_geomean, g.ratio_min, g.ratio_max, g.ratio_shapes),
+                                        g.ratio_shapes)
+                          : std::string("-");
+  };
+  const bool caches = std::any_of(p.rows.begin(), p.rows.end(), [&](const auto& r) { return r.cache != p.rows.front().cache; });
+  for (const auto& r : p.rows) {
+    std::vector<std::string> row = {peer_label(r.weight_type, r.op, r.backend)};
+    if (p.same_threads) {
+      row.push_back(std::to_string(r.threads_a ? r.threads_a : r.threads_b));
+    } else {
+      row.push_back(r.threads_a ? std::to_string(r.threads_a) : "-");
+      row.push_back(r.threads_b ? std::to_string(r.threads_b) : "-");
+    }
+    if (caches) row.push_back(r.cache);
+    row.push_back(cell(r.a));
+    row.push_back(cell(r.b));
+    t.push_back(std::move(row));
+  }
+  std::vector<std::string> header = {"weights"};
+  if (p.same_threads) {
+    header.push_back("threads");
+  } else {
+    header.push_back("A threads");
+    header.push_back("B threads");
+  }
+  if (caches) header.push_back("cache");
+  header.push_back("A ggml/qmvlab time [shapes]");
+  header.push_back("B ggml/qmvlab time [shapes]");
+  fmt::print("{}", markdown_table(header, t));
+  if (p.only_a || p.only_b)
+    fmt::print("ratio on one side only: {} rows in A, {} in B\n", p.only_a, p.only_b);
 }
 
 }  // namespace qmv

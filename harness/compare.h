@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/summary.h"
+
 namespace qmv {
 
 // Bad input to a comparison (unreadable file, missing columns, nothing to match).
@@ -21,6 +23,9 @@ struct ResultRow {
   std::int64_t rows = 0, cols = 0;
   int threads = 0;
   double time_median_us = 0, gbps_median = 0, peak_pct = 0;
+  // For the peer ratio (harness/summary.h): empty / 0 where the CSV has no such column.
+  std::string act_format, act_quant;
+  double act_quant_median_us = 0;
 };
 
 struct ResultsFile {
@@ -57,6 +62,7 @@ struct Comparison {
   std::vector<ComparedRow> matched;  // in a stable order: weight type, shape, kernel, threads
   int unmatched_a = 0, unmatched_b = 0;  // keys present on one side only
   int duplicates_a = 0, duplicates_b = 0;  // rows sharing a key with a better row (best kept)
+  int peer_rows_a = 0, peer_rows_b = 0;  // ggml rows left out of a match by shape
   double geomean = 0;  // geometric mean of the ratios
 };
 
@@ -66,10 +72,31 @@ struct Comparison {
 // By shape: the fastest row per (shape, weight type, op, cache) on each side, whatever
 // its kernel or thread count, so different machines and backends can be set side by
 // side (op keeps a fused pair, which reads two matrices, apart from a plain matvec).
+// ggml's kernels are left out of it: it compares qmvlab with itself, and the peer ratio
+// (compare_peers) sets ggml against it on each side.
 // Throws CompareError saying why when no row matches.
 Comparison compare_results(const ResultsFile& a, const ResultsFile& b, CompareBy by, Metric metric);
 
 // Markdown report: the sources, one table row per match, the geometric mean and counts.
 void print_comparison(const ResultsFile& a, const ResultsFile& b, const Comparison& c);
+
+// Where qmvlab stands against ggml on each side: per weight type (and op, backend),
+// threads and cache, each side's ggml time / qmvlab time over its own shapes (see
+// peer_groups). Rows pair up on threads where the two sides share a thread count, else
+// each side's highest thread count is set against the other's.
+struct PeerComparison {
+  struct Row {
+    std::string weight_type, op, backend, cache;
+    int threads_a = 0, threads_b = 0;
+    PeerGroup a, b;  // ratio_shapes 0: that side has no ratio here
+  };
+  bool peer_a = false, peer_b = false;  // the side has status-ok ggml rows
+  bool same_threads = true;
+  std::vector<Row> rows;
+  int only_a = 0, only_b = 0;  // groups with a ratio on one side only
+};
+PeerComparison compare_peers(const ResultsFile& a, const ResultsFile& b);
+// Prints nothing when neither side has ggml rows, one line when only one has.
+void print_peer_comparison(const PeerComparison& p);
 
 }  // namespace qmv

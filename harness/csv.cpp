@@ -139,8 +139,14 @@ std::vector<std::string> bench_header(bool gpu_columns) {
       kContextColumns, {"kernel", "op", "weight_type", "act_format", "backend", "rows", "cols", "threads", "cache",
                         "tile_rows", "min_parallel_rows", "repetitions", "time_min_us", "time_median_us",
                         "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps", "peak_pct",
-                        "gflops", "command"});
+                        "gflops", "act_quant", "act_quant_median_us", "command"});
   return gpu_columns ? before_command(std::move(h), kGpuBenchColumns) : h;
+}
+
+std::vector<std::string> legacy_bench_header(bool gpu_columns) {
+  std::vector<std::string> h = bench_header(gpu_columns);
+  h.erase(std::find(h.begin(), h.end(), "act_quant"), std::find(h.begin(), h.end(), "act_quant_median_us") + 1);
+  return h;
 }
 
 std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, bool gpu_columns) {
@@ -150,7 +156,8 @@ std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, 
        std::to_string(r.threads), r.cache, std::to_string(r.tile_rows), std::to_string(r.min_parallel_rows),
        std::to_string(r.repetitions), num(r.time_min_us), num(r.time_median_us), num(r.time_max_us),
        std::to_string(r.bytes_per_call), num(r.gbps_median), num(r.gbps_best), num(r.peak_gbps), num(r.peak_pct),
-       num(r.gflops), ctx.command});
+       num(r.gflops), r.act_quant, r.act_quant_median_us > 0 ? num(r.act_quant_median_us) : std::string(),
+       ctx.command});
   return gpu_columns ? before_command(std::move(f), gpu_bench_fields(r)) : f;
 }
 
@@ -178,11 +185,20 @@ std::vector<std::string> peak_header(bool gpu_columns) {
   return gpu_columns ? before_command(std::move(h), kGpuPeakColumns) : h;
 }
 
+namespace {
+const std::vector<std::string> kSweepColumns = {"experiment", "model_op",    "status",            "reason",
+                                                "check_passed", "nmse_kernel", "nmse_e2e_gaussian", "nmse_e2e_outliers"};
+}  // namespace
+
 std::vector<std::string> sweep_header() {
   std::vector<std::string> h = bench_header();
-  for (const char* c : {"experiment", "model_op", "status", "reason", "check_passed", "nmse_kernel",
-                        "nmse_e2e_gaussian", "nmse_e2e_outliers"})
-    h.push_back(c);
+  h.insert(h.end(), kSweepColumns.begin(), kSweepColumns.end());
+  return h;
+}
+
+std::vector<std::string> legacy_sweep_header() {
+  std::vector<std::string> h = legacy_bench_header();
+  h.insert(h.end(), kSweepColumns.begin(), kSweepColumns.end());
   return h;
 }
 
@@ -292,23 +308,24 @@ CsvKind detect_csv_kind(const std::string& path) {
   std::string first;
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));
   if (!std::getline(in, first)) throw std::runtime_error(fmt::format("{}: empty file", path));
-  if (first == join(bench_header(false)) || first == join(bench_header(true))) return CsvKind::Bench;
+  for (bool gpu : {false, true})
+    if (first == join(bench_header(gpu)) || first == join(legacy_bench_header(gpu))) return CsvKind::Bench;
   if (first == join(check_header())) return CsvKind::Check;
   if (first == join(peak_header(false)) || first == join(peak_header(true))) return CsvKind::Peak;
-  if (first == join(sweep_header())) return CsvKind::Sweep;
+  if (first == join(sweep_header()) || first == join(legacy_sweep_header())) return CsvKind::Sweep;
   return CsvKind::Unknown;
 }
 
 std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
   // The CPU columns, then the optional GPU ones (as kGpuBenchColumns).
-  static constexpr std::array<const char*, 40> kNames = {
+  static constexpr std::array<const char*, 42> kNames = {
       "machine", "cpu_model", "gpu", "compiler", "git_commit", "kernel", "op", "weight_type", "act_format",
       "backend", "rows", "cols", "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions",
       "time_min_us", "time_median_us", "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
       "peak_pct", "gflops", "command",
       "launches_per_rep", "quant_median_us", "time_with_quant_median_us", "datasheet_gbps", "datasheet_pct",
       "rotation_bytes", "gpu_name", "gpu_sm_count", "gpu_driver", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz",
-      "gpu_bus_bits", "gpu_l2_bytes"};
+      "gpu_bus_bits", "gpu_l2_bytes", "act_quant", "act_quant_median_us"};
   std::vector<BenchRow> rows;
   read_rows(path, "bench", kNames, 27, [&](const Row& f) {
     if (ctx && rows.empty())
@@ -348,6 +365,8 @@ std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
     r.gpu_mem_clock_mhz = f.number<int>("gpu_mem_clock_mhz");
     r.gpu_bus_bits = f.number<int>("gpu_bus_bits");
     r.gpu_l2_bytes = f.number<std::int64_t>("gpu_l2_bytes");
+    r.act_quant = f["act_quant"];
+    r.act_quant_median_us = f.number<double>("act_quant_median_us");
     rows.push_back(std::move(r));
   });
   return rows;

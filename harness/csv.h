@@ -32,6 +32,13 @@ struct BenchRow {
   double peak_gbps = 0;  // measured read bandwidth with the same threads
   double peak_pct = 0;   // gbps_median / peak_gbps * 100
   double gflops = 0;     // at the median time
+  // Who turns the f32 activation into the kernel's input, and what it costs:
+  // "none" (the kernel reads f32), "before" (the harness quantizes it before the call;
+  // act_quant_median_us is that quantization timed alone, one thread), "in_call" (the
+  // timed call converts it itself, as ggml's kernels do). A comparison across kernels
+  // adds act_quant_median_us to the time of "before" rows (see bench.h).
+  std::string act_quant;
+  double act_quant_median_us = 0;
   // CUDA rows only (the GPU columns, empty for CPU rows; see bench_header). Times per
   // call: the on-GPU Q8_1 activation quantization alone, and quantization followed by
   // the matvec (0: not measured, for kernels that take no Q8_1).
@@ -92,8 +99,10 @@ class CsvWriter {
 
 // With gpu_columns, the CUDA columns of BenchRow come before `command` (a run that
 // selects CUDA kernels writes them; CPU rows leave them empty). Without, the CPU
-// columns alone, as sweeps and CPU-only benches write.
+// columns alone, as sweeps and CPU-only benches write. Files written before the
+// act_quant columns existed (legacy_bench_header) are still read, those columns empty.
 std::vector<std::string> bench_header(bool gpu_columns = false);
+std::vector<std::string> legacy_bench_header(bool gpu_columns = false);
 std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, bool gpu_columns = false);
 std::vector<std::string> check_header();
 std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r);
@@ -102,6 +111,7 @@ std::vector<std::string> peak_header(bool gpu_columns = false);
 // A sweep row: the bench columns, then experiment, model_op, status, reason and the
 // check results (harness/experiment.h writes and reads them).
 std::vector<std::string> sweep_header();
+std::vector<std::string> legacy_sweep_header();
 std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bool gpu_columns = false);
 
 // The speeds a plan's `auto` chooses by, from bench rows.

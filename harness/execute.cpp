@@ -195,8 +195,17 @@ Status run_on_device(const KernelSpec& spec, const HostCall& call) {
 Status run_on_host_buffers(const KernelSpec& spec, const HostCall& call) {
   // The host buffers are checked first, whatever the backend: a bad call is refused
   // before anything is copied or launched.
-  const MatVecArgs host_args = args_for(call);
-  if (auto st = check_args(spec, host_args); !st.ok()) return st;
+  MatVecArgs host_args = args_for(call);
+  // A kernel with a weight transform gets its prepared matrix, made only once the
+  // buffers are known to be good.
+  MatVecArgs checked = host_args;
+  if (spec.prepare) checked.prepared = &host_args;
+  if (auto st = check_args(spec, checked); !st.ok()) return st;
+  PreparedMatrix prepared;
+  if (spec.prepare) {
+    if (auto st = prepared.prepare(spec, host_args); !st.ok()) return st;
+    host_args.prepared = prepared.handle();
+  }
   if (spec.backend == Backend::CPU) return spec.run(host_args);
   const Availability av = availability(spec);
   if (!av.available) return Status::Error(spec.name + ": " + av.reason);

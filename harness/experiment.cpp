@@ -287,16 +287,17 @@ std::string CsvTable::key(std::size_t row) const {
 
 namespace {
 
-constexpr std::size_t kSweepColumns = 35;
+constexpr std::size_t kSweepColumns = 37;
 
 template <class In, std::size_t... I>
 bool read_row_into(In& in, std::array<std::string, kSweepColumns>& a, std::index_sequence<I...>) {
   return in.read_row(a[I]...);
 }
 
+// A legacy file lacks some of the columns: they read as "".
 template <class In, std::size_t... I>
 void read_header_of(In& in, const std::vector<std::string>& h, std::index_sequence<I...>) {
-  in.read_header(io::ignore_no_column, h[I]...);
+  in.read_header(io::ignore_missing_column, h[I]...);
 }
 
 }  // namespace
@@ -313,10 +314,13 @@ CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial) {
     ss << in.rdbuf();
     text = ss.str();
   }
-  std::string expected;
-  for (const auto& c : t.header) expected += (expected.empty() ? "" : ",") + csv_escape(c);
+  auto joined = [](const std::vector<std::string>& header) {
+    std::string line;
+    for (const auto& c : header) line += (line.empty() ? "" : ",") + csv_escape(c);
+    return line;
+  };
   const std::string first = text.substr(0, text.find('\n'));
-  if (first != expected)
+  if (first != joined(t.header) && first != joined(legacy_sweep_header()))
     throw std::runtime_error(fmt::format("{}: not a sweep CSV of this qmvlab (its header differs)", path));
   if (dropped_partial) *dropped_partial = false;
   if (text.size() == first.size()) text += '\n';  // the header alone, complete: no rows yet

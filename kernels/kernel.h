@@ -71,6 +71,16 @@ struct MatVecArgs {
   std::size_t y2_len = 0;
   int threads = 1;          // CPU: OpenMP threads for this call
   void* stream = nullptr;   // CUDA: cudaStream_t to launch on
+  // Kernels with a weight transform (KernelSpec::prepare): their own copy of w.
+  const void* prepared = nullptr;
+};
+
+// Weights a kernel keeps in a layout of its own (a repacked, row-interleaved copy),
+// made once per matrix by KernelSpec::prepare and freed by KernelSpec::release.
+// Opaque to all but the kernel; bytes is the memory it holds.
+struct PreparedWeights {
+  void* handle = nullptr;
+  std::size_t bytes = 0;
 };
 
 // A model's matvec (or fused pair): outputs of shape.rows floats each.
@@ -108,6 +118,40 @@ struct KernelSpec {
   // Bytes that must move per call; nullptr means weights + activation + output.
   std::size_t (*bytes_moved)(Shape) = nullptr;
   std::string description;  // one line, shown by `qmvlab list`
+  // Optional weight transform, done once per matrix and never inside a timed call:
+  // prepare() makes the kernel's own copy of args.w (args.shape), release() frees
+  // it, and run() finds it in MatVecArgs::prepared. MatVec kernels on the CPU only.
+  Status (*prepare)(const MatVecArgs&, PreparedWeights*) = nullptr;
+  void (*release)(PreparedWeights) = nullptr;
+  // A kernel that takes f32 activations and converts them itself inside the call (as
+  // ggml's do): the format it converts to, and that conversion followed by its inverse,
+  // so the check compares with the product the kernel computes and bench rows say the
+  // conversion is in the timed call.
+  std::string act_converted_to;
+  void (*act_round_trip)(const float* x, float* seen, std::int64_t n) = nullptr;
+  // Another project's kernel, measured beside qmvlab's (e.g. "ggml"); empty for ours.
+  std::string peer;
+};
+
+// Owns the prepared weights of one matrix for one kernel (nothing for kernels without
+// a weight transform) and frees them with the kernel's release().
+class PreparedMatrix {
+ public:
+  PreparedMatrix() = default;
+  PreparedMatrix(const PreparedMatrix&) = delete;
+  PreparedMatrix& operator=(const PreparedMatrix&) = delete;
+  PreparedMatrix(PreparedMatrix&& other) noexcept;
+  PreparedMatrix& operator=(PreparedMatrix&& other) noexcept;
+  ~PreparedMatrix();
+  // spec.prepare on args.w (a no-op returning Ok for kernels without one).
+  Status prepare(const KernelSpec& spec, const MatVecArgs& args);
+  const void* handle() const { return weights_.handle; }
+  std::size_t bytes() const { return weights_.bytes; }
+
+ private:
+  void reset();
+  PreparedWeights weights_;
+  void (*release_)(PreparedWeights) = nullptr;
 };
 
 // Weights + prepared activation + output(s) of one call of `spec` on `s`.
@@ -151,6 +195,11 @@ struct KernelRecord {
   Status (*run)(const MatVecArgs&) = nullptr;
   std::size_t (*bytes_moved)(Shape) = nullptr;
   const char* description = nullptr;
+  Status (*prepare)(const MatVecArgs&, PreparedWeights*) = nullptr;
+  void (*release)(PreparedWeights) = nullptr;
+  const char* act_converted_to = nullptr;
+  void (*act_round_trip)(const float* x, float* seen, std::int64_t n) = nullptr;
+  const char* peer = nullptr;
 };
 
 // The usual record of a CPU matvec: op MatVec, backend CPU, and the shape rule of

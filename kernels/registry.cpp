@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 namespace qmv {
 
@@ -84,6 +85,8 @@ Status check_args(const KernelSpec& spec, const MatVecArgs& a) {
                                      spec.name, a.x_bytes, to_string(spec.act), s.cols, need_x));
   if (spec.backend == Backend::CPU && a.threads < 1)
     return Status::Error(fmt::format("{}: threads must be >= 1, got {}", spec.name, a.threads));
+  if (spec.prepare && !a.prepared)
+    return Status::Error(fmt::format("{}: reads its own weight layout; prepare the matrix first", spec.name));
   return Status::Ok();
 }
 
@@ -96,6 +99,11 @@ Status Registry::add(KernelSpec spec) {
   if (spec.name.empty()) return Status::Error("kernel spec without a name");
   if (!spec.run || !spec.supports)
     return Status::Error(fmt::format("kernel {} lacks run() or supports()", spec.name));
+  if (spec.prepare && (!spec.release || spec.op != OpKind::MatVec || spec.backend != Backend::CPU))
+    return Status::Error(fmt::format("kernel {}: a weight transform needs release() and a CPU matvec", spec.name));
+  if (!spec.act_converted_to.empty() && (!spec.act_round_trip || spec.act != ActFormat::F32))
+    return Status::Error(fmt::format("kernel {}: converting its activation needs f32 input and act_round_trip",
+                                     spec.name));
   if (find(spec.name))
     return Status::Error(fmt::format("kernel name registered twice: {}", spec.name));
   auto pos = std::lower_bound(specs_.begin(), specs_.end(), spec.name,
@@ -179,6 +187,18 @@ Registry& global_registry() {
 
 const std::vector<std::string>& registry_startup_errors() { return startup_errors(); }
 
+static std::vector<PeerBuild>& peers() {
+  static std::vector<PeerBuild> list;
+  return list;
+}
+
+bool register_peer(const char* name, const char* version) {
+  peers().push_back({name, version});
+  return true;
+}
+
+const std::vector<PeerBuild>& peer_builds() { return peers(); }
+
 bool register_kernel(const KernelRecord& r) {
   KernelSpec spec;
   spec.name = r.name ? r.name : "";
@@ -193,9 +213,45 @@ bool register_kernel(const KernelRecord& r) {
   spec.run = r.run;
   spec.bytes_moved = r.bytes_moved;
   spec.description = r.description ? r.description : "";
+  spec.prepare = r.prepare;
+  spec.release = r.release;
+  spec.act_converted_to = r.act_converted_to ? r.act_converted_to : "";
+  spec.act_round_trip = r.act_round_trip;
+  spec.peer = r.peer ? r.peer : "";
   if (auto st = global_registry().add(std::move(spec)); !st.ok())
     startup_errors().push_back(st.error);
   return true;
+}
+
+PreparedMatrix::PreparedMatrix(PreparedMatrix&& other) noexcept
+    : weights_(std::exchange(other.weights_, {})), release_(std::exchange(other.release_, nullptr)) {}
+
+PreparedMatrix& PreparedMatrix::operator=(PreparedMatrix&& other) noexcept {
+  if (this != &other) {
+    reset();
+    weights_ = std::exchange(other.weights_, {});
+    release_ = std::exchange(other.release_, nullptr);
+  }
+  return *this;
+}
+
+PreparedMatrix::~PreparedMatrix() { reset(); }
+
+void PreparedMatrix::reset() {
+  if (release_ && weights_.handle) release_(weights_);
+  weights_ = {};
+  release_ = nullptr;
+}
+
+Status PreparedMatrix::prepare(const KernelSpec& spec, const MatVecArgs& args) {
+  reset();
+  if (!spec.prepare) return Status::Ok();
+  PreparedWeights made;
+  if (Status st = spec.prepare(args, &made); !st.ok()) return st;
+  if (!made.handle) return Status::Error(spec.name + ": prepare() made nothing");
+  weights_ = made;
+  release_ = spec.release;
+  return Status::Ok();
 }
 
 void* thread_scratch(std::size_t bytes) {

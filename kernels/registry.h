@@ -27,6 +27,14 @@ Registry& global_registry();
 // Problems met while registering (duplicate names...): main() refuses to start on any.
 const std::vector<std::string>& registry_startup_errors();
 
+// The peers whose kernels are built in (e.g. "ggml"), each with its version; a peer's
+// plugin records itself once, during static initialisation.
+struct PeerBuild {
+  std::string name, version;
+};
+bool register_peer(const char* name, const char* version);
+const std::vector<PeerBuild>& peer_builds();
+
 // The weight type's scalar CPU kernel on f32 activations (`<type>.cpu.scalar_f32`,
 // `<type>.cpu.scalar` for float weights): the reference others are measured against.
 const KernelSpec* scalar_reference(WeightType w);

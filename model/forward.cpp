@@ -132,6 +132,10 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
   }
   std::size_t x_bytes = 0;
   activation(kernel->act, x_bytes);  // quantized (and timed) on its own, before the matvec's clock
+  if (kernel->prepare)
+    for_each_invocation(*kernel, m, y, y2, [&](const void* w, std::size_t w_bytes, auto&&...) {
+      prepared_weights(*kernel, m.shape, w, w_bytes);
+    });
   const auto t0 = Clock::now();
   for_each_invocation(*kernel, m, y, y2,
                       [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, float* out,
@@ -140,6 +144,7 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
                         const void* x = activation(kernel->act, x_bytes);
                         MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, out, w2, w2_bytes, out2);
                         a.threads = threads_;
+                        if (kernel->prepare) a.prepared = prepared_weights(*kernel, m.shape, w, w_bytes);
                         const Status st = invoke(*kernel, a);
                         if (!st.ok())
                           throw std::runtime_error(
@@ -147,6 +152,18 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
                       });
   times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
   ++times_.calls[part];
+}
+
+const void* CpuForward::prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes) {
+  auto [it, made] = prepared_weights_.try_emplace({&kernel, w});
+  if (made) {
+    const Status st = it->second.prepare(kernel, matvec_args(shape, w, w_bytes, nullptr, 0, nullptr));
+    if (!st.ok()) {
+      prepared_weights_.erase(it);
+      throw std::runtime_error(fmt::format("{}: preparing its weights: {}", kernel.name, st.error));
+    }
+  }
+  return it->second.handle();
 }
 
 template <class Fn>

@@ -17,6 +17,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -97,6 +98,10 @@ class CpuForward {
   StepProgram program_;
   Prepared prepared_;
   StepTimes times_;
+  // Kernels with a weight transform: their copy of each matrix they read, made on the
+  // matrix's first use, outside the op's time.
+  std::map<std::pair<const KernelSpec*, const void*>, PreparedMatrix> prepared_weights_;
+  const void* prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes);
 
   // The ops of decode_step on the CPU (model/step.h calls them in order).
   template <class Exec>

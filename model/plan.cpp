@@ -268,7 +268,8 @@ const KernelSpec* fastest_in_bench(const std::vector<KernelSpeed>& bench, OpKind
   for (const KernelSpeed& r : bench) {
     if ((backend == Backend::CPU && r.threads != threads) || r.weight_type != to_string(w)) continue;
     const KernelSpec* k = global_registry().find(r.kernel);
-    if (!k || !runnable(*k, op, w, s, backend, act)) continue;
+    // auto plans with qmvlab's own kernels; a peer's runs only where a plan names it.
+    if (!k || !k->peer.empty() || !runnable(*k, op, w, s, backend, act)) continue;
     const double dist = std::abs(std::log(double(r.rows) / s.rows)) + std::abs(std::log(double(r.cols) / s.cols));
     if (!best || dist < best_dist - 1e-9 || (std::abs(dist - best_dist) <= 1e-9 && r.gbps_median > best_gbps)) {
       best = k;

@@ -602,7 +602,8 @@ void add_metadata(gguf::Writer& w, const SyntheticPlan& plan, const SyntheticVoc
   }
   w.add_u32("general.file_type", plan.file_type);
   w.add_string("tokenizer.ggml.model", "gpt2");
-  w.add_string("tokenizer.ggml.pre", "gpt2");
+  // GPT-2's pre-tokenizer by the name llama.cpp's vocabulary loader knows it by.
+  w.add_string("tokenizer.ggml.pre", "gpt-2");
   w.add_string_array("tokenizer.ggml.tokens", vocab.tokens);
   w.add_i32_array("tokenizer.ggml.token_type", vocab.types);
   w.add_string_array("tokenizer.ggml.merges", vocab.merges);

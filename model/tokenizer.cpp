@@ -201,7 +201,8 @@ void Tokenizer::load_gpt2(const gguf::File& f) {
   if (pre_ == "smollm" || pre_ == "starcoder" || pre_ == "refact" || pre_ == "command-r" || pre_ == "codeshell" ||
       pre_ == "exaone") {
     split_regexes_ = {"\\p{N}", kGpt2Split};
-  } else if (pre_ == "gpt2" || pre_ == "default" || pre_ == "mpt" || pre_ == "olmo" || pre_ == "jais") {
+  } else if (pre_ == "gpt-2" || pre_ == "gpt2" || pre_ == "default" || pre_ == "mpt" || pre_ == "olmo" ||
+             pre_ == "jais") {
     split_regexes_ = {kGpt2Split};
   } else {
     throw TokenizerError("tokenizer: pre-tokenizer '" + pre_ + "' is not supported yet");

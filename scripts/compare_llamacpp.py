@@ -1,7 +1,34 @@
 #!/usr/bin/env python3
-"""Greedy decode of qmvlab against llama.cpp (through llama-cpp-python) on a real GGUF model.
+"""qmvlab's decode against llama.cpp's, on the same GGUF files and thread counts.
 
-For each prompt, llama.cpp tokenizes it (BOS as the model's metadata says, special tokens
+Timing (the default): llama.cpp is timed with the pinned `llama-bench` that
+scripts/install-peers.sh builds (token generation only, `-p 0 -n N -t T -r 1`), once
+with its weight repacking on (`--repack 1`, what a llama.cpp user gets) and once with
+it off, alternating round by round with `qmvlab decode` (-n N, --threads T,
+--ignore-eos, the plan given by --plan, default auto); --rounds rounds, medians. The
+roofline is qmvlab's: its measured read bandwidth over the bytes one decode step reads
+(weights and KV cache), and both engines' speeds are given as a share of it. One row
+per model is appended to --out (default results/<machine>/decode-vs-llamacpp.csv),
+a table goes to stdout, progress to stderr.
+
+  scripts/compare_llamacpp.py --threads 2
+  scripts/compare_llamacpp.py --model models/M.gguf --threads 4 -n 128 --rounds 5 --out /tmp/x.csv
+
+Without --model it runs the models it finds of the three the project measures:
+SmolLM2-135M-Instruct Q4_1 and its Q4_K_M requant (scripts/get-model.sh) and the
+synthetic TinyLlama-1.1B Q4_K_M (`qmvlab make-model --preset tinyllama-1.1b --mix
+q4_K_m`). Exit status: 0 done, 1 a tool failed (its stderr's last lines are printed),
+2 bad input, 3 skipped: the pinned llama-bench is not there.
+
+llama-bench decodes from position 0 with a token each step; qmvlab decode is given the
+model's BOS token as a one-token prompt, and both count only the generated tokens
+(qmvlab times from the second one). Neither run depends on the tokens' values.
+
+Tokens (--tokens): greedy decode of qmvlab against llama.cpp through llama.cpp's
+Python binding, llama-cpp-python, which scripts/install-llamacpp.sh installs over the
+same pinned build (the binding's library path, LLAMA_CPP_LIB_PATH, is pointed at
+.peers/llama.cpp/build/bin when it is not set). For each prompt, llama.cpp tokenizes
+it (BOS as the model's metadata says, special tokens
 parsed), evaluates it and greedily decodes N tokens (plain argmax of the logits: no
 temperature, no repetition penalty). `qmvlab decode` then gets the very same prompt token
 ids, so the two generations can be compared token by token, and `qmvlab tokenize` is
@@ -14,13 +41,11 @@ near tie. So by default a second reference is made too: llama.cpp on the same we
 dequantized to F32 (written with the gguf package into a temporary file), with an F32 KV
 cache, i.e. llama.cpp with exact activations. Agreement with each is reported.
 
-The machine may be noisy, so the engines alternate per prompt (llama.cpp, qmvlab,
-llama.cpp, qmvlab, ... --repeats times) and speeds are medians. Decode speed is timed
-after the first generated token: (N-1) / time of the N-1 single-token steps, the same
-definition `qmvlab decode` uses.
-
-Runs with the llama.cpp venv's Python (scripts/install-llamacpp.sh makes it):
-  .venv-llamacpp/bin/python scripts/compare_llamacpp.py --model models/M.gguf
+The engines alternate per prompt (llama.cpp, qmvlab, llama.cpp, qmvlab, ... --repeats
+times) and speeds are medians. Decode speed is timed after the first generated token:
+(N-1) / time of the N-1 single-token steps, the same definition `qmvlab decode` uses.
+This mode runs with the llama.cpp venv's Python:
+  .venv-llamacpp/bin/python scripts/compare_llamacpp.py --tokens --model models/M.gguf
 """
 import argparse
 import csv
@@ -28,6 +53,8 @@ import hashlib
 import json
 import math
 import os
+import shlex
+import struct
 import statistics
 import subprocess
 import sys
@@ -49,9 +76,16 @@ BUILTIN_PROMPTS = [
 ]
 
 
-def fail(message):
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SKIPPED = 1, 2, 3
+
+
+def fail(message, code=EXIT_BAD_INPUT):
     print(f"compare_llamacpp: {message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
+
+
+def progress(message):
+    print(message, file=sys.stderr, flush=True)
 
 
 def load_prompts(path):
@@ -246,34 +280,26 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=str(ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf"), help="GGUF model")
-    ap.add_argument("--prompts", help="prompts file (.json list, or one prompt per line with \\n escapes); "
-                                      "default: a built-in set of 5")
-    ap.add_argument("--threads", type=int, default=2, help="threads for both engines (default 2)")
-    ap.add_argument("-n", type=int, default=48, help="tokens to generate (default 48)")
-    ap.add_argument("--repeats", type=int, default=3, help="alternating runs per engine and prompt (default 3)")
-    ap.add_argument("--n-ctx", type=int, default=0, help="llama.cpp context (default: longest prompt + n, "
-                                                         "at least 512)")
-    ap.add_argument("--seed", type=int, default=1234, help="llama.cpp seed (unused by greedy decoding)")
-    ap.add_argument("--qmvlab", default=str(ROOT / "build/qmvlab"), help="qmvlab executable (default build/qmvlab)")
-    ap.add_argument("--llamacpp-only", action="store_true", help="run only the llama.cpp side")
-    ap.add_argument("--no-dequantized", action="store_true",
-                    help="skip the second reference (llama.cpp on the weights dequantized to F32)")
-    ap.add_argument("--plan", help="passed to qmvlab decode --plan (default: qmvlab's own default)")
-    ap.add_argument("--out", help="append one CSV row per prompt to this file")
-    ap.add_argument("--golden", help="write llama.cpp's prompt and greedy tokens per prompt to this JSON file")
-    args = ap.parse_args()
+def tokens_main(args):
+    """The token comparison through the Python binding (--tokens)."""
+    model_arg = args.model[0] if args.model else str(ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    if args.model and len(args.model) > 1:
+        fail("--tokens compares one --model at a time")
+    args.model = model_arg
+    if args.n is None:
+        args.n = 48
     if args.threads < 1 or args.n < 1 or args.repeats < 1:
         fail("--threads, -n and --repeats must be at least 1")
+    use_pinned_library()
 
     try:
         import llama_cpp
     except ImportError as e:
         fail(f"cannot import llama_cpp ({e}); run scripts/install-llamacpp.sh and use "
              f".venv-llamacpp/bin/python")
+    except (OSError, RuntimeError) as e:  # the binding found no library to load
+        fail(f"llama_cpp cannot load llama.cpp's library ({e}); scripts/install-peers.sh builds it "
+             f"into {PEER_DIR / 'build/bin'}, or set LLAMA_CPP_LIB_PATH")
     model = Path(args.model)
     if not model.is_file():
         fail(f"model {model} not found (scripts/get-model.sh fetches the SmolLM2 one)")
@@ -498,6 +524,287 @@ def write_golden(path, results, lcpp, model, args, version):
     lines.append(' "prompts": [\n' + ",\n".join(entries) + "\n ]")
     Path(path).write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
     print(f"wrote {path}")
+
+
+# ---------------------------------------------------------------------------------
+# Timing mode: llama-bench against qmvlab decode.
+
+PEER_DIR = ROOT / ".peers/llama.cpp"
+DEFAULT_MODELS = ["models/SmolLM2-135M-Instruct.Q4_1.gguf", "models/SmolLM2-135M-Instruct.Q4_K_M.gguf",
+                  "models/synthetic-tinyllama-1.1b-q4_K_m.gguf"]
+TIMING_FIELDS = ["machine", "cpu_model", "qmvlab_commit", "peer", "model", "model_file", "weights", "threads",
+                 "tokens", "rounds", "qmvlab_tok_s", "llamacpp_tok_s", "llamacpp_norepack_tok_s", "ratio",
+                 "roofline_tok_s", "qmvlab_roofline_pct", "llamacpp_roofline_pct", "qmvlab_plan", "command"]
+# llama.cpp's file types (enum llama_ftype), by the names its quantize tool takes.
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+              11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M",
+              18: "Q6_K", 32: "BF16"}
+
+
+def gguf_metadata(path):
+    """The scalar metadata of a GGUF file (arrays skipped), read with the stdlib so the
+    timing mode needs no package. None when the file is not GGUF."""
+    scalar = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+    with open(path, "rb") as f:
+        def read(fmt):
+            data = f.read(struct.calcsize(fmt))
+            if len(data) != struct.calcsize(fmt):
+                raise ValueError("truncated")
+            return struct.unpack(fmt, data)[0]
+
+        def string():
+            return f.read(read("<Q")).decode("utf-8", "replace")
+
+        def value(vtype):
+            if vtype == 8:
+                return string()
+            if vtype == 9:
+                item, count = read("<I"), read("<Q")
+                if item in scalar:
+                    f.seek(struct.calcsize(scalar[item]) * count, 1)
+                else:
+                    for _ in range(count):
+                        value(item)
+                return None
+            if vtype not in scalar:
+                raise ValueError(f"unknown metadata value type {vtype}")
+            return read(scalar[vtype])
+
+        if f.read(4) != b"GGUF":
+            return None
+        try:
+            if read("<I") < 2:
+                return None
+            read("<Q")  # tensor count
+            meta = {}
+            for _ in range(read("<Q")):
+                key = string()
+                meta[key] = value(read("<I"))
+            return meta
+        except (ValueError, struct.error, UnicodeDecodeError):
+            return None
+
+
+def weights_of(meta, model_type):
+    """The model's quantization: its GGUF file type, else what llama-bench calls it
+    ("llama 256M Q4_K - Medium" -> Q4_K_M)."""
+    if meta.get("general.file_type") in FILE_TYPES:
+        return FILE_TYPES[meta["general.file_type"]]
+    name = " ".join(model_type.split()[2:])
+    for long, short in ((" - Small", "_S"), (" - Medium", "_M"), (" - Large", "_L")):
+        name = name.replace(long, short)
+    return name or "unknown"
+
+
+def tail(text, lines=8):
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_tool(cmd, what):
+    try:
+        return subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    except OSError as e:
+        fail(f"cannot run {what} ({cmd[0]}): {e}", EXIT_FAILED)
+
+
+def llama_bench(exe, model, n, threads, repack):
+    """One llama-bench token-generation run: (tok/s, its model_type)."""
+    cmd = [exe, "-m", model, "-p", "0", "-n", n, "-t", threads, "-r", "1", "--repack", int(repack), "-o", "json"]
+    out = run_tool(cmd, "llama-bench")
+    if out.returncode != 0:
+        fail(f"llama-bench failed (exit {out.returncode}): {shlex.join(map(str, cmd))}\n{tail(out.stderr)}",
+             EXIT_FAILED)
+    try:
+        rows = json.loads(out.stdout)
+        row = next(r for r in rows if r.get("n_prompt") == 0 and r.get("n_gen") == n)
+        return float(row["avg_ts"]), str(row.get("model_type", ""))
+    except (json.JSONDecodeError, StopIteration, KeyError, TypeError, ValueError):
+        fail(f"llama-bench printed no tg{n} result: {shlex.join(map(str, cmd))}\n{tail(out.stdout + out.stderr)}",
+             EXIT_FAILED)
+
+
+def qmvlab_timed_decode(exe, model, token, n, threads, plan, tmpdir):
+    """One `qmvlab decode` run: its JSON and its results CSV row (which names the
+    machine, the CPU and the commit the binary was built from)."""
+    out_json, out_csv = Path(tmpdir) / "decode.json", Path(tmpdir) / "decode.csv"
+    out_json.unlink(missing_ok=True)
+    out_csv.unlink(missing_ok=True)
+    cmd = [exe, "decode", "--model", model, "--prompt-tokens", token, "-n", n, "--threads", threads, "--ignore-eos",
+           "--quiet", "--plan", plan, "--json", out_json, "--out", out_csv]
+    out = run_tool(cmd, "qmvlab decode")
+    if out.returncode != 0:
+        fail(f"qmvlab decode failed (exit {out.returncode}): {shlex.join(map(str, cmd))}\n"
+             f"{tail(out.stderr or out.stdout)}", EXIT_FAILED)
+    try:
+        result = json.loads(out_json.read_text())
+        with open(out_csv, newline="") as f:
+            row = next(csv.DictReader(f))
+    except (OSError, json.JSONDecodeError, StopIteration) as e:
+        fail(f"qmvlab decode wrote no readable results ({out_json}, {out_csv}): {e}", EXIT_FAILED)
+    missing = [k for k in ("decode_tok_s", "bytes_per_token", "peak_gbps", "plan_kernels") if k not in result]
+    if missing:
+        fail(f"qmvlab decode's JSON has no {', '.join(missing)}", EXIT_FAILED)
+    return result, row
+
+
+def peer_description(llama_bench_exe):
+    """The contents of the pinned build's `commit` file (.peers/llama.cpp/commit)."""
+    for d in Path(llama_bench_exe).resolve().parents:
+        if (d / "commit").is_file():
+            return (d / "commit").read_text().strip()
+    return "unknown"
+
+
+def timing_main(args):
+    n = 64 if args.n is None else args.n
+    if args.threads < 1 or n < 2 or args.rounds < 1:
+        fail("--threads and --rounds must be at least 1, -n at least 2")
+    bench = Path(args.llama_bench)
+    if not bench.is_file():
+        print(f"compare_llamacpp: peer build missing ({bench}; scripts/install-peers.sh builds it): skipped",
+              file=sys.stderr)
+        sys.exit(EXIT_SKIPPED)
+    qmvlab = Path(args.qmvlab)
+    if not (qmvlab.is_file() and os.access(qmvlab, os.X_OK)):
+        fail(f"qmvlab executable {qmvlab} not found (build it, or pass --qmvlab)")
+
+    if args.model:
+        models = [Path(m) for m in args.model]
+    else:
+        models = [ROOT / m for m in DEFAULT_MODELS if (ROOT / m).is_file()]
+        for m in DEFAULT_MODELS:
+            if not (ROOT / m).is_file():
+                progress(f"{m} not there: not measured (scripts/get-model.sh, qmvlab make-model make it)")
+        if not models:
+            fail("none of the default models is there: pass --model (scripts/get-model.sh fetches one)")
+    metas = {}
+    for m in models:
+        if not m.is_file():
+            fail(f"model {m} not found")
+        meta = gguf_metadata(m)
+        if meta is None:
+            fail(f"model {m}: not a GGUF file")
+        metas[m] = meta
+
+    machine = run_tool([qmvlab, "list", "--machine"], "qmvlab list").stdout.strip() or "unknown"
+    out_path = Path(args.out) if args.out else ROOT / "results" / machine / "decode-vs-llamacpp.csv"
+    check_csv_header(out_path)
+    peer = peer_description(bench)
+    progress(f"{peer}; {len(models)} model(s); {args.threads} threads; {n} tokens; {args.rounds} rounds")
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        for m in models:
+            meta = metas[m]
+            token = meta.get("tokenizer.ggml.bos_token_id")
+            token = token if isinstance(token, int) and token >= 0 else 0
+            start = time.monotonic()
+            on, off, ours, roof = [], [], [], []
+            model_type, first = "", None
+            for r in range(args.rounds):
+                speed, model_type = llama_bench(bench, m, n, args.threads, True)
+                on.append(speed)
+                off.append(llama_bench(bench, m, n, args.threads, False)[0])
+                result, decode_row = qmvlab_timed_decode(qmvlab, m, token, n, args.threads, args.plan, tmpdir)
+                first = first or (result, decode_row)
+                ours.append(result["decode_tok_s"])
+                if result["peak_gbps"] > 0 and result["bytes_per_token"] > 0:
+                    roof.append(result["peak_gbps"] * 1e9 / result["bytes_per_token"])
+                progress(f"  {m.name} round {r + 1}/{args.rounds}: llama.cpp {on[-1]:.2f} tok/s "
+                         f"(no repack {off[-1]:.2f}), qmvlab {ours[-1]:.2f} tok/s")
+            q, l, lo, rf = median(ours), median(on), median(off), median(roof)
+            shown = m.resolve().relative_to(ROOT) if m.resolve().is_relative_to(ROOT) else m
+            command = shlex.join(["scripts/compare_llamacpp.py", "--model", str(shown), "--threads", str(args.threads),
+                                  "-n", str(n), "--rounds", str(args.rounds), "--plan", args.plan])
+            rows.append({
+                "machine": machine, "cpu_model": first[1].get("cpu_model", ""),
+                "qmvlab_commit": first[1].get("git_commit", ""), "peer": peer,
+                "model": first[1].get("model") or meta.get("general.name") or m.stem, "model_file": m.name,
+                "weights": weights_of(meta, model_type), "threads": args.threads, "tokens": n,
+                "rounds": args.rounds, "qmvlab_tok_s": f"{q:.3f}", "llamacpp_tok_s": f"{l:.3f}",
+                "llamacpp_norepack_tok_s": f"{lo:.3f}", "ratio": f"{q / l:.3f}" if l > 0 else "",
+                "roofline_tok_s": f"{rf:.3f}" if not math.isnan(rf) else "",
+                "qmvlab_roofline_pct": f"{100 * q / rf:.2f}" if rf > 0 else "",
+                "llamacpp_roofline_pct": f"{100 * l / rf:.2f}" if rf > 0 else "",
+                "qmvlab_plan": first[0]["plan_kernels"], "command": command})
+            # Each model's row as soon as it is measured: a later failure keeps it.
+            append_csv(out_path, rows[-1:])
+            progress(f"{m.name}: {time.monotonic() - start:.0f} s")
+
+    print("| model | weights | threads | qmvlab tok/s | llama.cpp tok/s | llama.cpp, no repack | qmvlab / llama.cpp "
+          "| roofline tok/s | qmvlab % | llama.cpp % |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model_file']} | {r['weights']} | {r['threads']} | {r['qmvlab_tok_s']} | {r['llamacpp_tok_s']} "
+              f"| {r['llamacpp_norepack_tok_s']} | {r['ratio']} | {r['roofline_tok_s']} | {r['qmvlab_roofline_pct']} "
+              f"| {r['llamacpp_roofline_pct']} |")
+    print(f"medians of {args.rounds} alternating rounds of {n} tokens; {peer}; appended to {out_path}")
+
+
+def check_csv_header(path):
+    """An existing --out must hold this mode's columns: rows are appended to it."""
+    if path.is_file() and path.stat().st_size > 0:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != TIMING_FIELDS:
+            fail(f"{path}: its header is not this script's ({','.join(TIMING_FIELDS[:4])},...); "
+                 f"pass another --out")
+
+
+def append_csv(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=TIMING_FIELDS)
+        if new:
+            w.writeheader()
+        w.writerows(rows)
+
+
+def use_pinned_library():
+    """Points llama-cpp-python at the pinned build's libraries (it reads
+    LLAMA_CPP_LIB_PATH when it loads), unless the caller chose a library already."""
+    lib_dir = PEER_DIR / "build/bin"
+    if "LLAMA_CPP_LIB_PATH" not in os.environ and (lib_dir / "libllama.so").exists():
+        os.environ["LLAMA_CPP_LIB_PATH"] = str(lib_dir)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens", action="store_true",
+                    help="compare greedy tokens through the Python binding instead of timing with llama-bench")
+    ap.add_argument("--model", action="append",
+                    help="GGUF model; timing: repeatable (default: those of the three standard models that exist); "
+                         "--tokens: one (default: SmolLM2-135M-Instruct Q4_1)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for both engines (default 2)")
+    ap.add_argument("-n", "--tokens-per-round", dest="n", type=int,
+                    help="tokens to generate (default: 64 timing, 48 --tokens)")
+    ap.add_argument("--rounds", type=int, default=3, help="timing: alternating rounds (default 3)")
+    ap.add_argument("--qmvlab", default=str(ROOT / "build/qmvlab"), help="qmvlab executable (default build/qmvlab)")
+    ap.add_argument("--llama-bench", default=str(PEER_DIR / "build/bin/llama-bench"),
+                    help="timing: llama-bench executable (default: the pinned build's)")
+    ap.add_argument("--plan", default=None,
+                    help="passed to qmvlab decode --plan (default: auto when timing, qmvlab's own with --tokens)")
+    ap.add_argument("--out", help="append CSV rows to this file (timing default: "
+                                  "results/<machine>/decode-vs-llamacpp.csv; --tokens: none)")
+    tokens = ap.add_argument_group("--tokens mode")
+    tokens.add_argument("--prompts", help="prompts file (.json list, or one prompt per line with \\n escapes); "
+                                          "default: a built-in set of 5")
+    tokens.add_argument("--repeats", type=int, default=3, help="alternating runs per engine and prompt (default 3)")
+    tokens.add_argument("--n-ctx", type=int, default=0, help="llama.cpp context (default: longest prompt + n, "
+                                                             "at least 512)")
+    tokens.add_argument("--seed", type=int, default=1234, help="llama.cpp seed (unused by greedy decoding)")
+    tokens.add_argument("--llamacpp-only", action="store_true", help="run only the llama.cpp side")
+    tokens.add_argument("--no-dequantized", action="store_true",
+                        help="skip the second reference (llama.cpp on the weights dequantized to F32)")
+    tokens.add_argument("--golden", help="write llama.cpp's prompt and greedy tokens per prompt to this JSON file")
+    args = ap.parse_args()
+    if args.tokens:
+        tokens_main(args)
+    else:
+        if args.plan is None:
+            args.plan = "auto"
+        timing_main(args)
 
 
 if __name__ == "__main__":

@@ -1,37 +1,39 @@
 #!/usr/bin/env bash
-# Optional: installs llama.cpp's Python binding (llama-cpp-python, which builds
-# llama.cpp from source) and the gguf package into their own venv, .venv-llamacpp, for
-# scripts/compare_llamacpp.py. Kept apart from .venv so the project's own tests never
-# depend on it; CI does not run this. A no-op when it is already installed.
+# Optional: installs llama.cpp's Python binding (llama-cpp-python) and the gguf package
+# into their own venv, .venv-llamacpp, for the token comparison of
+# scripts/compare_llamacpp.py (--tokens). Kept apart from .venv so the project's own
+# tests never depend on it; CI does not run this. A no-op when it is already installed.
 #
-# The build is tuned for this CPU (GGML_NATIVE: AVX-512, VNNI, ... where there are some),
-# as a user building llama.cpp here would get, except for AMX: ggml's AMX matmul
-# crashes (SIGSEGV in ggml_backend_amx_mul_mat) on CPUs that have it, so it is compiled
-# out. The build compiles llama.cpp, so it takes minutes.
-# LLAMA_CPP_PYTHON_VERSION pins a version (default: the one this project compared with);
-# CMAKE_ARGS replaces the build options.
+# The binding is installed without its own llama.cpp build (LLAMA_BUILD=OFF: the
+# package is then its Python code only, seconds to install) and loads the pinned build
+# scripts/install-peers.sh makes, through LLAMA_CPP_LIB_PATH, which
+# compare_llamacpp.py sets: tokens and timings then come from the very same library.
+# The two are the same version (LLAMA_CPP_PYTHON_VERSION picks another for both), so
+# the binding's declarations match the library's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
+lib_dir=.peers/llama.cpp/build/bin
 venv=.venv-llamacpp
+
+scripts/install-peers.sh
+if [ ! -e "$lib_dir/libllama.so" ]; then
+  echo "install-llamacpp: $lib_dir/libllama.so is missing after scripts/install-peers.sh" >&2
+  exit 1
+fi
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 
-if "$venv/bin/python" -c "import sys, llama_cpp; sys.exit(llama_cpp.__version__ != '$version')" 2>/dev/null; then
+if "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('llama-cpp-python') != '$version')" \
+    2>/dev/null; then
   echo "$venv already has llama-cpp-python $version"
 else
-  if [ -z "${CMAKE_ARGS:-}" ]; then
-    CMAKE_ARGS="-DGGML_NATIVE=ON"
-    if grep -qw amx_tile /proc/cpuinfo; then
-      no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-      CMAKE_ARGS+=" -DCMAKE_C_FLAGS='$no_amx' -DCMAKE_CXX_FLAGS='$no_amx'"
-    fi
-  fi
-  echo "building llama-cpp-python $version into $venv with $CMAKE_ARGS (about 10 minutes on 2 cores)"
-  # No pip cache: a wheel cached from other build options would be reused silently.
-  CMAKE_ARGS="$CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+  echo "installing llama-cpp-python $version into $venv (its Python code; the library is $lib_dir's)"
+  # No pip cache: a wheel cached from a build with its own library would be reused.
+  CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" \
     "$venv/bin/python" -m pip install -q --no-cache-dir --force-reinstall "llama-cpp-python==$version"
 fi
 # gguf writes the dequantized reference model; the same version as .venv's.
 "$venv/bin/python" -m pip install -q numpy gguf==0.19.0
-"$venv/bin/python" -c "import llama_cpp; print('llama-cpp-python', llama_cpp.__version__); \
+LLAMA_CPP_LIB_PATH="$PWD/$lib_dir" "$venv/bin/python" -c "import llama_cpp; \
+print('llama-cpp-python', llama_cpp.__version__, 'on', llama_cpp.llama_cpp._lib._name); \
 print(llama_cpp.llama_print_system_info().decode())"

@@ -5,6 +5,7 @@
 //   plan_toml   a kernel plan TOML (KernelPlan::parse_toml)
 //   plan_rules  `--plan` rules and the `--route-outliers=K` value
 //   csv         a results CSV through a reader: bench, check, peak, sweep or compare's
+//   summary     a results folder's file through `report --summary`
 //   tokenizer   prompt text through a byte-level BPE and a SentencePiece-style tokenizer
 //
 // Any input is either accepted or refused with the parser's own exception, whose message
@@ -33,6 +34,7 @@
 #include "harness/compare.h"
 #include "harness/csv.h"
 #include "harness/experiment.h"
+#include "harness/summary.h"
 #include "model/plan.h"
 #include "model/tokenizer.h"
 #include "tests/gguf_writer.h"
@@ -135,6 +137,37 @@ void fuzz_csv(std::string_view input) {
     case kResults: refused_or_accepted<CompareError>(path, [&] { (void)read_results_csv(path); }); break;
     case kCsvReaders: break;
   }
+}
+
+// The folder the summary target writes each input to, removed when the fuzzer exits.
+const std::filesystem::path& summary_dir() {
+  static const std::filesystem::path* dir = [] {
+    const auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                             ("qmv_fuzz_summary_" + std::to_string(getpid())));
+    std::filesystem::create_directories(*d);
+    std::atexit([] { std::filesystem::remove_all(summary_dir()); });
+    return d;
+  }();
+  return *dir;
+}
+
+// The files `report --summary` reads from a results folder; the input's first byte
+// picks which one the rest of it becomes (the others are absent).
+constexpr const char* kSummaryFiles[] = {"default.csv", "decode-vs-llamacpp.csv", "decode.csv", "peak.csv",
+                                         "check.csv"};
+constexpr std::size_t kSummaryFileCount = std::size(kSummaryFiles);
+
+void fuzz_summary(std::string_view input) {
+  if (input.empty()) return;
+  const std::filesystem::path& dir = summary_dir();
+  for (const char* f : kSummaryFiles) std::filesystem::remove(dir / f);
+  const char* name = kSummaryFiles[static_cast<unsigned char>(input[0]) % kSummaryFileCount];
+  std::ofstream(dir / name, std::ios::binary).write(input.data() + 1, static_cast<std::streamsize>(input.size() - 1));
+  refused_or_accepted<std::runtime_error>(dir.string(), [&] {
+    const ResultsSummary summary = summarize_results(dir.string());
+    (void)summary_text(summary);
+    (void)summary_markdown(summary, (dir / "REPORT.md").string());
+  });
 }
 
 // Tokenizers whose vocabularies spell any text: every byte has a token.
@@ -334,6 +367,27 @@ void write_csv_seeds(const std::filesystem::path& dir) {
   write("sweep", sweep_header(), {ran, skipped}, {kSweep, kResults, kBench});
 }
 
+// Seeds for the summary target: a sweep as default.csv (first byte 0) and a decode
+// comparison (first byte 1).
+void write_summary_seeds(const std::filesystem::path& dir) {
+  write_csv_seeds(dir);
+  const std::filesystem::path sweep = dir / ("sweep." + std::to_string(kSweep));
+  std::string text;
+  {
+    std::ifstream in(sweep, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (const auto& f : std::filesystem::directory_iterator(dir)) std::filesystem::remove(f.path());
+  std::ofstream(dir / "default", std::ios::binary) << '\0' << text.substr(1);
+  std::ofstream(dir / "decode", std::ios::binary)
+      << '\1'
+      << "machine,cpu_model,qmvlab_commit,peer,model,model_file,weights,threads,tokens,rounds,qmvlab_tok_s,"
+         "llamacpp_tok_s,llamacpp_norepack_tok_s,ratio,roofline_tok_s,qmvlab_roofline_pct,llamacpp_roofline_pct,"
+         "qmvlab_plan,command\n"
+         "m,\"cpu, x\",abc,llama.cpp 0c1e570,SmolLM2,models/a.gguf,Q4_1,2,64,3,114.5,151.25,150,0.757,260,44,58,"
+         "auto,\"scripts/compare_llamacpp.py --threads 2\"\n";
+}
+
 void write_text_seeds(const std::filesystem::path& dir, const std::vector<std::string>& texts) {
   int i = 0;
   for (const std::string& t : texts) std::ofstream(dir / ("seed" + std::to_string(i++))) << t;
@@ -342,6 +396,7 @@ void write_text_seeds(const std::filesystem::path& dir, const std::vector<std::s
 void write_seeds(const std::string& target, const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   if (target == "csv") write_csv_seeds(dir);
+  if (target == "summary") write_summary_seeds(dir);
   if (target == "plan_rules")
     write_text_seeds(dir, {"q4_K=q4_K.cpu.avx2_q8k,*=auto", "ffn_down.q6_K=q6_K.cpu.scalar_f32,attn_q=auto",
                            "outliers.route=true,outliers.k=8,outliers.q6_K=q6_K.cpu.avx2_f32",
@@ -358,6 +413,7 @@ const std::map<std::string, Target>& targets() {
                                                   {"plan_toml", fuzz_plan_toml},
                                                   {"plan_rules", fuzz_plan_rules},
                                                   {"csv", fuzz_csv},
+                                                  {"summary", fuzz_summary},
                                                   {"tokenizer", fuzz_tokenizer}};
   return t;
 }

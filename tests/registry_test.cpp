@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <set>
 #include <vector>
@@ -80,10 +81,13 @@ TEST(Registry, GlobalRegistryHasTheReferenceKernels) {
 }
 
 TEST(Registry, NamesFollowTheConvention) {
-  // weights.backend.variant[.params]; test-only kernels carry a "test." prefix.
+  // weights.backend.variant[.params]; a peer's kernels weights.peer.backend[_variant];
+  // test-only kernels carry a "test." prefix.
   for (const auto& k : global_registry().all()) {
     if (k.name.rfind("test.", 0) == 0) continue;
-    const std::string prefix = std::string(to_string(k.weight)) + "." + std::string(to_string(k.backend)) + ".";
+    const std::string prefix = k.peer.empty()
+                                   ? fmt::format("{}.{}.", to_string(k.weight), to_string(k.backend))
+                                   : fmt::format("{}.{}.{}", to_string(k.weight), k.peer, to_string(k.backend));
     EXPECT_EQ(k.name.rfind(prefix, 0), 0u) << k.name << " should start with " << prefix;
   }
 }
@@ -93,6 +97,7 @@ TEST(Registry, NamesFollowTheConvention) {
 TEST(Registry, NamesSayTheActivationFormat) {
   for (const auto& k : global_registry().all()) {
     if (k.name.rfind("test.", 0) == 0) continue;
+    if (!k.peer.empty()) continue;  // a peer names its kernels its own way
     std::string variant = k.name.substr(k.name.find('.', k.name.find('.') + 1) + 1);
     if (const auto dot = variant.find('.'); dot != std::string::npos) variant.resize(dot);  // the parameter
     const bool float_weights = k.weight == WeightType::F32 || k.weight == WeightType::F16 || k.weight == WeightType::BF16;

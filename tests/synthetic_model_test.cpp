@@ -599,7 +599,7 @@ TEST(SyntheticModel, FileTokenizerIsTheVocabulary) {
   EXPECT_EQ(t.vocab_size(), 700);
   EXPECT_EQ(t.bos(), 256);
   EXPECT_EQ(t.eos(), 257);
-  EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "gpt2");
+  EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "gpt-2");
   EXPECT_EQ(f.find("tokenizer.ggml.add_bos_token")->u, 1u);
   const std::string text = "The river town woke slowly.<|eos|>";
   const auto ids = t.encode(text, true);

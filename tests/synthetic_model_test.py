@@ -194,7 +194,7 @@ with tempfile.TemporaryDirectory() as tmp:
             "general.quantization_version": 2,
             a + "block_count": layers, a + "embedding_length": e, a + "feed_forward_length": ff,
             a + "attention.head_count": heads, a + "attention.head_count_kv": kv, a + "context_length": context,
-            "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt2",
+            "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-2",
             "tokenizer.ggml.bos_token_id": 256, "tokenizer.ggml.eos_token_id": 257,
             "tokenizer.ggml.add_bos_token": True,
         }

@@ -16,7 +16,7 @@ namespace qmv {
 namespace {
 
 std::vector<CheckRow> to_rows(const CheckResult& r, const CheckConfig& cfg) {
-  const Tolerance tol = tolerance_for(r.spec->act);
+  const Tolerance tol = tolerance_for(*r.spec);
   CheckRow base;
   base.kernel = r.spec->name;
   base.weight_type = std::string(to_string(r.spec->weight));

@@ -1,5 +1,5 @@
 // `qmvlab compare A.csv B.csv`: two results CSVs side by side, the ratio per matched
-// row and their geometric mean.
+// row and their geometric mean, then where both have ggml rows the peer ratio of each.
 
 #include <string>
 
@@ -30,13 +30,14 @@ CompareCommand::CompareCommand(CLI::App& app) {
   o_.cmd = app.add_subcommand(
       "compare",
       "Compare two results CSVs (bench, or sweep with status ok): per matched row A's and B's "
-      "values and the ratio (>1: B better), then the geometric mean");
+      "values and the ratio (>1: B better), then the geometric mean; where both have ggml rows, "
+      "where qmvlab stands against ggml on each side (ggml time / qmvlab time per weight type)");
   o_.cmd->add_option("a", o_.a, "Results CSV A (the baseline)")->required();
   o_.cmd->add_option("b", o_.b, "Results CSV B")->required();
   o_.cmd->add_option("--by", o_.by,
                       "kernel: same kernel, shape, threads and cache; shape: each side's fastest "
-                      "row per shape, weight type, op and cache, whatever the kernel (across "
-                      "machines and backends)")
+                      "qmvlab row per shape, weight type, op and cache, whatever the kernel (across "
+                      "machines and backends; ggml's rows are left to the peer table)")
       ->capture_default_str();
   o_.cmd->add_option("--metric", o_.metric,
                       "gbps (B/A), time (median us, A/B) or peak_pct (share of measured peak, B/A)")
@@ -51,6 +52,7 @@ int CompareCommand::run(const std::string&) {
   const ResultsFile a = read_results_csv(o_.a);
   const ResultsFile b = read_results_csv(o_.b);
   print_comparison(a, b, compare_results(a, b, by, metric));
+  print_peer_comparison(compare_peers(a, b));
   return 0;
 }
 

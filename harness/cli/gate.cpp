@@ -94,12 +94,14 @@ int gate_instructions(const std::vector<const KernelSpec*>& kernels, const std::
   }
   const std::vector<Shape> shapes = parse_shapes(shape_text);
   if (shapes.size() != 1) throw std::runtime_error("--instructions-shape takes one shape");
-  // Valgrind cannot decode 512-bit AVX instructions: those kernels are left to the timed half.
+  // Valgrind cannot decode 512-bit AVX instructions: those kernels are left to the timed
+  // half. Nor are a peer's kernels counted: their build is native to each machine (and
+  // may use AVX-512 whatever its spec says), and the gate guards our code, not theirs.
   const std::uint32_t avx512 = CpuFeature::AVX512F | CpuFeature::AVX512BW | CpuFeature::AVX512VL |
                                CpuFeature::AVX512VNNI;
   std::vector<InstructionPoint> points;
   for (const KernelSpec* k : kernels)
-    if ((k->cpu_features & avx512) == 0 && k->supports(shapes[0])) points.emplace_back(k, shapes[0]);
+    if ((k->cpu_features & avx512) == 0 && k->peer.empty() && k->supports(shapes[0])) points.emplace_back(k, shapes[0]);
   fmt::print("counting instructions of {} kernel(s) on {} under callgrind ({})\n", points.size(),
              to_string(shapes[0]), valgrind);
   std::fflush(stdout);

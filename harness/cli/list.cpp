@@ -8,6 +8,7 @@
 #include "harness/table.h"
 #include "kernels/availability.h"
 #include "kernels/cpu_features.h"
+#include "kernels/registry.h"
 
 namespace qmv {
 namespace {
@@ -46,7 +47,10 @@ class ListCommand : public Command {
                       needs.empty() ? "-" : needs, av.available ? "yes" : "no: " + av.reason, k->description});
     }
     const MachineInfo& m = machine_info();
-    fmt::print("machine {} ({}, {} cores); {}\n\n", m.machine, m.cpu_model, m.cores, m.gpu_status);
+    fmt::print("machine {} ({}, {} cores); {}\n", m.machine, m.cpu_model, m.cores, m.gpu_status);
+    std::string peers;
+    for (const PeerBuild& p : peer_builds()) peers += (peers.empty() ? "" : "; ") + p.name + ": " + p.version;
+    fmt::print("peers: {}\n\n", peers.empty() ? "none built in (scripts/install-peers.sh, then rebuild)" : peers);
     print_table({"kernel", "op", "weights", "activations", "backend", "needs", "available", "description"}, rows);
     return 0;
   }

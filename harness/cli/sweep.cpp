@@ -294,16 +294,19 @@ void print_sweep_report(const std::string& path) {
   const CsvTable t = read_sweep_csv(path);
   std::vector<std::vector<std::string>> rows;
   auto col = [&](const std::vector<std::string>& r, const char* name) { return r[t.column(name)]; };
-  auto fixed = [](const std::string& v, const char* fmtspec) {
-    return v.empty() ? std::string("-") : fmt::format(fmt::runtime(fmtspec), std::stod(v));
+  unsigned line = 1;  // a sweep row is one line: its fields hold no newline
+  auto fixed = [&](const std::vector<std::string>& r, const char* name, const char* fmtspec) {
+    const std::string& v = col(r, name);
+    return v.empty() ? std::string("-") : fmt::format(fmt::runtime(fmtspec), csv_number<double>(v, path, line, name));
   };
   for (const auto& r : t.rows) {
+    ++line;
     const std::string passed = col(r, "check_passed");
     rows.push_back({col(r, "kernel"), col(r, "rows") + "x" + col(r, "cols"), col(r, "model_op"),
-                    col(r, "threads"), col(r, "cache"), col(r, "status"), fixed(col(r, "gbps_median"), "{:.2f}"),
-                    fixed(col(r, "peak_pct"), "{:.1f}%"),
+                    col(r, "threads"), col(r, "cache"), col(r, "status"), fixed(r, "gbps_median", "{:.2f}"),
+                    fixed(r, "peak_pct", "{:.1f}%"),
                     passed.empty() ? "-" : (passed == "1" ? "pass" : "FAIL"),
-                    fixed(col(r, "nmse_kernel"), "{:.1e}"), fixed(col(r, "nmse_e2e_gaussian"), "{:.1e}"),
+                    fixed(r, "nmse_kernel", "{:.1e}"), fixed(r, "nmse_e2e_gaussian", "{:.1e}"),
                     col(r, "reason")});
   }
   if (!t.rows.empty())

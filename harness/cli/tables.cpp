@@ -57,4 +57,16 @@ void print_peak_table(const std::vector<PeakRow>& rows) {
   print_table({"device", "measure", "GB/s (best)", "GB/s (median)", "datasheet GB/s", "buffer MiB", "reps"}, t);
 }
 
+void print_peer_tables(const std::vector<TimedRow>& rows) {
+  if (std::none_of(rows.begin(), rows.end(), [](const TimedRow& r) { return r.status == "ok" && is_peer_kernel(r.kernel); }))
+    return;
+  const std::vector<PeerPoint> points = peer_points(rows);
+  fmt::print("\nqmvlab against ggml: the fastest kernel of each per point (times include the activation's "
+             "quantization where the harness does it before the call); ggml/qmvlab = ggml time / qmvlab time, "
+             ">1: qmvlab faster\n\n{}",
+             peer_point_table(points, ""));
+  fmt::print("\nper weight type and threads over the shapes (geometric mean of the ratios, min-max):\n\n{}",
+             peer_group_table(peer_groups(points), ""));
+}
+
 }  // namespace qmv

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "harness/csv.h"
+#include "harness/summary.h"
 
 namespace qmv {
 
@@ -12,5 +13,9 @@ namespace qmv {
 void print_bench_table(std::vector<BenchRow> rows);
 void print_check_table(const std::vector<CheckRow>& rows);
 void print_peak_table(const std::vector<PeakRow>& rows);
+// Where the rows hold ggml's kernels: qmvlab's fastest kernel against ggml's per weight
+// type, shape, threads and cache, then per weight type and threads over the shapes.
+// Prints nothing when no status-ok row is a ggml kernel.
+void print_peer_tables(const std::vector<TimedRow>& rows);
 
 }  // namespace qmv
