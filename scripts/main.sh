@@ -11,18 +11,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/install-peers.sh
-scripts/build.sh
+mkdir -p build/main-logs
+echo "== build (log: build/main-logs/build.txt)" >&2
+scripts/build.sh >build/main-logs/build.txt
 q=build/qmvlab
 machine=$($q list --machine)
 out=results/$machine
 logs=build/main-logs
-mkdir -p "$logs"
-# A step's stdout to its log; its last line (the summary) to stderr.
+# A step's stdout to its log; every 100th line of it (progress) and its last line (the
+# summary) to stderr.
 step() {
   local name=$1
   shift
   echo "== $name: $*" >&2
-  "$@" >"$logs/$name.txt"
+  "$@" | tee "$logs/$name.txt" | awk 'NR % 100 == 0' >&2
   tail -n 1 "$logs/$name.txt" >&2
 }
 $q list | sed -n 1,2p >&2
