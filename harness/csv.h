@@ -56,7 +56,7 @@ struct CheckRow {
   std::string kernel, weight_type, act_format, backend;
   std::int64_t rows = 0, cols = 0;
   int threads = 0;
-  std::string activation;  // "gaussian", "outliers"
+  std::string activation;  // "gaussian", "outliers"; "skipped": not checked, `failure` says why
   std::uint64_t seed = 0;
   double nmse_kernel = 0, max_abs_kernel = 0, max_rel_kernel = 0, nmse_e2e = 0, max_abs_e2e = 0;
   double tol_nmse_kernel = 0, tol_max_rel_kernel = 0, tol_nmse_e2e = 0;

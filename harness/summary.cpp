@@ -568,7 +568,20 @@ ResultsSummary summarize_results(const std::string& dir) {
     s.skipped.push_back({0, fmt::format("ggml kernels: no ggml rows in {} (peer kernels not built)", kSweep)});
 
   if ((s.has_check = present(kCheck))) {
-    const std::vector<CheckRow> rows = read_check_csv(path(kCheck));
+    const std::vector<CheckRow> all = read_check_csv(path(kCheck));
+    std::vector<CheckRow> rows;
+    std::map<std::string, ReasonCount> unchecked;
+    for (const CheckRow& r : all) {
+      if (r.activation != "skipped") {
+        rows.push_back(r);
+        continue;
+      }
+      ReasonCount& rc = unchecked[fmt::format("not checked ({}): {}", kCheck, reason_kind(r.failure))];
+      ++rc.count;
+      rc.kernels.insert(r.kernel);
+      if (rc.example.empty()) rc.example = r.kernel;
+    }
+    add_reasons(s.skipped, unchecked, "kernel x shape pair", "kernel x shape pairs");
     s.check_rows = static_cast<int>(rows.size());
     std::map<std::tuple<std::string, std::int64_t, std::int64_t, int>, const CheckRow*> pairs;  // the first failure
     for (const CheckRow& r : rows) {

@@ -219,6 +219,8 @@ def accuracy_points(rows, check_path):
             if not need <= set(reader.fieldnames or []):
                 fail(f"{check_path} is not a qmvlab check CSV (needs columns {sorted(need)})")
             for line, c in enumerate(reader, start=2):
+                if c.get("activation") == "skipped":  # not checked: nothing to plot
+                    continue
                 k = (c["kernel"], (int(number(c, "rows", check_path, line)), int(number(c, "cols", check_path, line))))
                 if k in speed:
                     nmse[k] = max(nmse.get(k, 0.0), number(c, "nmse_e2e", check_path, line))

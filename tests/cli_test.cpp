@@ -118,6 +118,26 @@ TEST(Cli, CheckWritesCsvThatReportReads) {
   EXPECT_NE(rep.output.find("q6_K.cpu.scalar_q8k"), std::string::npos);
 }
 
+TEST(Cli, CheckCsvSaysWhatItDidNotCheckAndWhy) {
+  const std::string out = tmp("check-skipped.csv");
+  // 3x7: no whole block for the quantized kernels, any length for the float ones.
+  const CliRun r = qmvlab("check --kernels 'q4_K.cpu.scalar_f32,f32.cpu.scalar' --shapes 3x7,2x256 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 passed, 0 failed, 1 skipped"), std::string::npos) << r.output;
+  const auto rows = qmv::read_check_csv(out);
+  ASSERT_EQ(rows.size(), 3u * 2 + 1);
+  int skipped = 0;
+  for (const auto& row : rows) {
+    if (row.activation != "skipped") continue;
+    ++skipped;
+    EXPECT_EQ(row.kernel, "q4_K.cpu.scalar_f32");
+    EXPECT_EQ(row.cols, 7);
+    EXPECT_FALSE(row.passed);
+    EXPECT_NE(row.failure.find("shape not supported"), std::string::npos) << row.failure;
+  }
+  EXPECT_EQ(skipped, 1);
+}
+
 // Asked for CUDA kernels alone, a check that could run none (no device, or a build
 // without CUDA) fails in one line instead of passing with everything skipped; with a
 // device the kernel is checked.

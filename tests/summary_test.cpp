@@ -307,7 +307,7 @@ TEST(Summary, SkipsAndFailuresCountedByReason) {
   write_sweep(dir + "/default.csv", lines);
 
   // check.csv: passes and, for some kernel x shape pairs, failures of one kind.
-  const int check_failed = uniform_int(1, 5), check_passed = uniform_int(1, 10);
+  const int check_failed = uniform_int(1, 5), check_passed = uniform_int(1, 10), check_unchecked = uniform_int(3, 9);
   {
     CsvWriter w(dir + "/check.csv", check_header(), false);
     for (int i = 0; i < check_failed + check_passed; ++i)
@@ -319,6 +319,14 @@ TEST(Summary, SkipsAndFailuresCountedByReason) {
         if (!c.passed) c.failure = fmt::format("end-to-end NMSE {} > 0.001", uniform(0.01, 1));
         w.write(check_fields(kCtx, c));
       }
+    // Pairs the check could not run, one row each: counted apart, never as failures.
+    for (int i = 0; i < check_unchecked; ++i) {
+      CheckRow c;
+      c.kernel = fmt::format("q4_K.cuda.k{}", i % 3), c.weight_type = "q4_K", c.act_format = "f32", c.backend = "cuda";
+      c.rows = 64 * (i + 1), c.cols = 256, c.threads = 2, c.activation = "skipped", c.seed = 1;
+      c.failure = "unavailable: no CUDA device (driver too old)";
+      w.write(check_fields(kCtx, c));
+    }
   }
   const ResultsSummary s = summarize_results(dir);
   EXPECT_EQ(s.check_pairs, check_failed + check_passed);
@@ -334,6 +342,11 @@ TEST(Summary, SkipsAndFailuresCountedByReason) {
   EXPECT_EQ(testing::count_lines(text, "failed: check failed: outliers: kernel NMSE ..."), 1) << text;
   EXPECT_NE(text.find(fmt::format("{} point{} failed:", failed, failed == 1 ? "" : "s")), std::string::npos) << text;
   EXPECT_EQ(testing::count_lines(text, "failed in check.csv: outliers: end-to-end NMSE ..."), 1) << text;
+  EXPECT_EQ(testing::count_lines(text, fmt::format("{} kernel x shape pairs not checked (check.csv): unavailable: no "
+                                                   "CUDA device (driver too old) (3 kernels",
+                                                   check_unchecked)),
+            1)
+      << text;
   EXPECT_NE(text.find(fmt::format("check.csv: {} of {} kernel x shape pairs failed", check_failed,
                                   check_failed + check_passed)),
             std::string::npos)

@@ -29,6 +29,15 @@ std::vector<CheckRow> to_rows(const CheckResult& r, const CheckConfig& cfg) {
   base.tol_nmse_kernel = tol.kernel_nmse;
   base.tol_max_rel_kernel = tol.kernel_max_rel;
   std::vector<CheckRow> out;
+  if (!r.skipped.empty()) {
+    // Not checked (unavailable here, or a shape its rule excludes): one row saying why,
+    // so a results file tells what it does not cover.
+    CheckRow row = base;
+    row.activation = "skipped";
+    row.failure = r.skipped;
+    out.push_back(row);
+    return out;
+  }
   for (const auto& c : r.cases) {
     CheckRow row = base;
     row.tol_nmse_e2e = c.activation == "gaussian" ? tol.end_to_end_nmse_gaussian : tol.end_to_end_nmse_outliers;
@@ -83,6 +92,8 @@ class CheckCommand : public Command {
       if (!r.skipped.empty()) {
         ++skipped;
         fmt::print("SKIP {:<24} {:>11}  {}\n", r.spec->name, to_string(r.shape), r.skipped);
+        if (csv)
+          for (const auto& row : to_rows(r, cfg)) csv->write(check_fields(ctx, row));
       } else {
         r.passed() ? ++passed : ++failed;
         std::string detail;
