@@ -118,7 +118,10 @@ std::pair<std::string, int> mode(const std::vector<std::string>& v) {
 // A failure's kind, without the numbers that differ from row to row ("kernel NMSE
 // 0.012 > 1e-09" -> "kernel NMSE ..."), so that one line counts them all.
 std::string reason_kind(const std::string& reason) {
+  int depth = 0;  // numbers inside parentheses are part of the kind: "(needs cols % 256 == 0)"
   for (std::size_t i = 0; i < reason.size(); ++i) {
+    depth += reason[i] == '(' ? 1 : reason[i] == ')' ? -1 : 0;
+    if (depth > 0) continue;
     const bool word_start = i == 0 || reason[i - 1] == ' ';
     const bool digit = std::isdigit(static_cast<unsigned char>(reason[i])) ||
                        (reason[i] == '-' && i + 1 < reason.size() && std::isdigit(static_cast<unsigned char>(reason[i + 1])));
