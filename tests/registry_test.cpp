@@ -112,7 +112,10 @@ TEST(Registry, NamesSayTheActivationFormat) {
 
 TEST(Registry, FormerNamesSelectTheKernelsTheyNameNow) {
   ASSERT_FALSE(former_kernel_names().empty());
+  // A build without CUDA registers no CUDA kernel, so their former names name nothing.
+  const bool cuda_built = !global_registry().select("*.cuda.*").empty();
   for (const FormerName& f : former_kernel_names()) {
+    if (!cuda_built && f.current.find(".cuda.") != std::string_view::npos) continue;
     const KernelSpec* now = global_registry().find(f.current);
     ASSERT_NE(now, nullptr) << f.former << " -> " << f.current << ": no such kernel";
     EXPECT_NE(f.former, f.current);
@@ -126,7 +129,7 @@ TEST(Registry, FormerNamesSelectTheKernelsTheyNameNow) {
   // A glob of former names selects the current kernels; one that matches current names
   // too selects only those, each once.
   const auto multiwarp = global_registry().select("q4_K.cuda.mwv*");
-  EXPECT_EQ(multiwarp.size(), 6u);
+  EXPECT_EQ(multiwarp.size(), cuda_built ? 6u : 0u);
   for (const KernelSpec* k : multiwarp) EXPECT_EQ(k->name.rfind("q4_K.cuda.multiwarp_", 0), 0u) << k->name;
   EXPECT_EQ(global_registry().select("*").size(), global_registry().all().size());
   EXPECT_EQ(global_registry().select("q4_K.cpu.avx2_raw,q4_K.cpu.avx2_q8k").size(), 1u);
