@@ -212,9 +212,22 @@ const char* dot_format_name(WeightType w) {
 bool supports_repack_rows(Shape s) { return s.rows % 8 == 0 && supports_block32_cols(s); }
 bool supports_repack_superblock(Shape s) { return s.rows % 8 == 0 && supports_superblock_cols(s); }
 
+// The instruction sets this ggml build was compiled for (its ggml_cpu_has_* answer from
+// the build's flags): the peer build is native to the machine that made it, so on
+// another CPU its kernels are unavailable rather than an illegal instruction.
+std::uint32_t ggml_build_features() {
+  std::uint32_t f = 0;
+  if (ggml_cpu_has_avx2()) f |= static_cast<std::uint32_t>(CpuFeature::AVX2);
+  if (ggml_cpu_has_fma()) f |= static_cast<std::uint32_t>(CpuFeature::FMA);
+  if (ggml_cpu_has_f16c()) f |= static_cast<std::uint32_t>(CpuFeature::F16C);
+  if (ggml_cpu_has_avx512()) f |= static_cast<std::uint32_t>(CpuFeature::AVX512F);
+  if (ggml_cpu_has_avx512_vnni()) f |= static_cast<std::uint32_t>(CpuFeature::AVX512VNNI);
+  return f;
+}
+
 template <WeightType W>
 KernelRecord plain_record(const char* name, const char* description) {
-  KernelRecord r = cpu_matvec_kernel(name, W, ActFormat::F32, run_plain<W>, description);
+  KernelRecord r = cpu_matvec_kernel(name, W, ActFormat::F32, run_plain<W>, description, ggml_build_features());
   r.peer = "ggml";
   const char* dot = dot_format_name(W);
   if (*dot) {
@@ -230,7 +243,7 @@ KernelRecord repack_record(const char* name, const char* description) {
   r.run = run_repacked<W>;
   r.prepare = prepare_repacked<W>;
   r.release = release_repacked;
-  r.cpu_features = static_cast<std::uint32_t>(CpuFeature::AVX2);
+  r.cpu_features |= static_cast<std::uint32_t>(CpuFeature::AVX2);  // ggml repacks only where it has AVX2
   if (W == WeightType::Q4_K) {
     r.supports = supports_repack_superblock;
     r.shape_rule = "rows % 8 == 0, cols % 256 == 0";
