@@ -61,6 +61,12 @@ MachineInfo detect() {
   m.ram_bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) *
                 static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE));
   m.machine = fmt::format("{}-{}c", slug(m.cpu_model), m.cores);
+  // A masked run is another machine's stand-in: its results go to a folder of their own.
+  if (cpu_features_masked()) {
+    std::string isa = cpu_feature_names(cpu_feature_mask());
+    for (char& c : isa) c = c == ' ' ? '-' : c;
+    m.machine += "-isa-" + (isa.empty() ? std::string("none") : isa);
+  }
 #if defined(__clang__)
   m.compiler = fmt::format("clang {} {}", __clang_version__, QMV_BUILD_TYPE);
 #elif defined(__GNUC__)

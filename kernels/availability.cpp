@@ -11,6 +11,8 @@ namespace qmv {
 
 Availability availability(const KernelSpec& spec) {
   if (spec.backend == Backend::CPU) {
+    if (const std::uint32_t masked = masked_cpu_features(spec.cpu_features))
+      return {false, "masked out by --cpu-features: " + cpu_feature_names(masked)};
     if (const std::uint32_t missing = missing_cpu_features(spec.cpu_features))
       return {false, "CPU lacks " + cpu_feature_names(missing)};
     return {true, {}};

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "harness/cli/command.h"
 #include "harness/machine.h"
+#include "kernels/cpu_features.h"
 
 namespace qmv {
 namespace {
@@ -30,13 +32,45 @@ std::string command_line(int argc, char** argv) {
   return s;
 }
 
+// The ISA mask, from the environment or --cpu-features (which wins), applied before
+// anything reads the machine: its name and every kernel's availability depend on it.
+// Returns the error to report, or "".
+std::string apply_cpu_feature_mask(int argc, char** argv) {
+  std::string list, source;
+  if (const char* env = std::getenv(kCpuFeaturesEnv)) list = env, source = kCpuFeaturesEnv;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--cpu-features" && i + 1 < argc) list = argv[i + 1], source = "--cpu-features";
+    if (arg.rfind("--cpu-features=", 0) == 0) list = arg.substr(15), source = "--cpu-features";
+  }
+  if (source.empty()) return "";
+  try {
+    set_cpu_feature_mask(parse_cpu_features(list));
+  } catch (const std::invalid_argument& e) {
+    return source + ": " + e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
+  if (const std::string error = apply_cpu_feature_mask(argc, argv); !error.empty()) {
+    fmt::print(stderr, "qmvlab: {}\n", error);
+    return 2;
+  }
   CLI::App app{
       "qmvlab: which quantized GEMV kernel is fastest and accurate enough, on this machine.\n"
       "Kernels are GGUF K-quant matvec plugins; every subcommand reads the registry."};
   app.require_subcommand(1);
+  // Read before parsing (apply_cpu_feature_mask); declared here for --help and so that
+  // it is accepted before or after the subcommand.
+  std::string cpu_features;
+  app.add_option("--cpu-features", cpu_features,
+                 "Behave as on a CPU with only these features, e.g. avx2,fma,f16c (also the environment "
+                 "variable QMV_CPU_FEATURES); results go to results/<machine>-isa-<features>/");
+  app.fallthrough();
   app.set_version_flag("--version", std::string("qmvlab ") + machine_info().git_commit);
   std::vector<std::unique_ptr<Command>> commands;
   for (CommandFactory make : kCommands) commands.push_back(make(app));
