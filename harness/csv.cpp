@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/csv_columns.h"
 #include "harness/fccp.h"
 
 #include <algorithm>
@@ -248,57 +249,7 @@ template double csv_number<double>(std::string_view, const std::string&, unsigne
 
 namespace {
 
-template <std::size_t N>
-using CsvIn = io::CSVReader<N, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>>;
-
-// One row of a file being read: its fields as text, by column name.
-struct Row {
-  const std::string& path;
-  const char* const* names;
-  const std::string* fields;
-  std::size_t count;
-  unsigned line = 0;
-
-  const std::string& operator[](std::string_view column) const {
-    for (std::size_t i = 0; i < count; ++i)
-      if (column == names[i]) return fields[i];
-    throw std::logic_error(fmt::format("CSV reader asks for column '{}' it did not name", column));
-  }
-  // Empty reads as 0, as the GPU columns of a CPU row and a sweep's untimed points are.
-  template <class T>
-  T number(std::string_view column) const {
-    const std::string& text = (*this)[column];
-    return text.empty() ? T{} : csv_number<T>(text, path, line, column);
-  }
-};
-
-// Reads the columns `names` of `path` (the first `required` of them must be in the
-// header, the rest may be missing and read as ""), handing each row to `each`.
-template <std::size_t N, class Fn>
-void read_rows(const std::string& path, const char* kind, const std::array<const char*, N>& names,
-               std::size_t required, Fn each) {
-  if (!std::filesystem::is_regular_file(path)) throw std::runtime_error(fmt::format("{}: no such file", path));
-  std::optional<CsvIn<N>> in;
-  std::array<std::string, N> fields;
-  Row row{path, names.data(), fields.data(), N, 0};
-  try {
-    in.emplace(path);
-    std::apply([&](auto... n) { in->read_header(io::ignore_extra_column | io::ignore_missing_column, n...); },
-               names);
-    std::string missing;
-    for (std::size_t i = 0; i < required; ++i)
-      if (!in->has_column(names[i])) missing += (missing.empty() ? "" : ", ") + std::string(names[i]);
-    if (!missing.empty())
-      throw std::runtime_error(
-          fmt::format("{}: not a {} CSV: the header has no column(s) {}", path, kind, missing));
-    while (std::apply([&](auto&... f) { return in->read_row(f...); }, fields)) {
-      row.line = in->get_file_line();
-      each(std::as_const(row));
-    }
-  } catch (const io::error::base& e) {
-    throw std::runtime_error(csv_read_error(path, in ? in->get_file_line() : 0, e));
-  }
-}
+using csv_columns::Fields;
 
 }  // namespace
 
@@ -327,7 +278,7 @@ std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
       "rotation_bytes", "gpu_name", "gpu_sm_count", "gpu_driver", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz",
       "gpu_bus_bits", "gpu_l2_bytes", "act_quant", "act_quant_median_us"};
   std::vector<BenchRow> rows;
-  read_rows(path, "bench", kNames, 27, [&](const Row& f) {
+  csv_columns::read(path, "bench", kNames, 27, [&](const Fields& f) {
     if (ctx && rows.empty())
       *ctx = {f["machine"], f["cpu_model"], f["gpu"], f["compiler"], f["git_commit"], f["command"]};
     BenchRow r;
@@ -378,7 +329,7 @@ std::vector<CheckRow> read_check_csv(const std::string& path) {
       "nmse_kernel", "max_abs_kernel", "max_rel_kernel", "nmse_e2e", "max_abs_e2e", "tol_nmse_kernel",
       "tol_max_rel_kernel", "tol_nmse_e2e", "passed", "failure"};
   std::vector<CheckRow> rows;
-  read_rows(path, "check", kNames, kNames.size(), [&](const Row& f) {
+  csv_columns::read(path, "check", kNames, kNames.size(), [&](const Fields& f) {
     CheckRow r;
     r.kernel = f["kernel"];
     r.weight_type = f["weight_type"];
@@ -409,7 +360,7 @@ std::vector<PeakRow> read_peak_csv(const std::string& path) {
   static constexpr std::array<const char*, 7> kNames = {"threads",     "buffer_bytes", "repetitions", "gbps_best",
                                                         "gbps_median", "device",       "datasheet_gbps"};
   std::vector<PeakRow> rows;
-  read_rows(path, "peak", kNames, 5, [&](const Row& f) {
+  csv_columns::read(path, "peak", kNames, 5, [&](const Fields& f) {
     PeakRow r;
     r.threads = f.number<int>("threads");
     r.buffer_bytes = f.number<std::int64_t>("buffer_bytes");

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/fccp.h"
+#include "harness/csv_columns.h"
 
 #include <algorithm>
 #include <array>
@@ -25,59 +25,7 @@ namespace fs = std::filesystem;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// One row of a file being read: its fields as text, by column name.
-struct Fields {
-  const std::string& path;
-  const char* const* names;
-  const std::string* fields;
-  std::size_t count;
-  unsigned line = 0;
-
-  const std::string& operator[](std::string_view column) const {
-    for (std::size_t i = 0; i < count; ++i)
-      if (column == names[i]) return fields[i];
-    throw std::logic_error(fmt::format("CSV reader asks for column '{}' it did not name", column));
-  }
-  // An empty field reads as `empty`; anything else must be a number.
-  double number(std::string_view column, double empty = 0) const {
-    const std::string& text = (*this)[column];
-    return text.empty() ? empty : csv_number<double>(text, path, line, column);
-  }
-  template <class T>
-  T required(std::string_view column) const {
-    return csv_number<T>((*this)[column], path, line, column);
-  }
-};
-
-// Reads the columns `names` of `path` (the first `required` of them must be in the
-// header; the rest read as "" when absent), handing each row to `each`.
-template <std::size_t N, class Fn>
-void read_columns(const std::string& path, const char* kind, const std::array<const char*, N>& names,
-                  std::size_t required, Fn each, std::array<bool, N>* present = nullptr) {
-  if (!fs::is_regular_file(path)) throw std::runtime_error(fmt::format("{}: no such file", path));
-  using In = io::CSVReader<N, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>>;
-  std::optional<In> in;
-  std::array<std::string, N> fields;
-  Fields row{path, names.data(), fields.data(), N, 0};
-  try {
-    in.emplace(path);
-    std::apply([&](auto... n) { in->read_header(io::ignore_extra_column | io::ignore_missing_column, n...); },
-               names);
-    std::string missing;
-    for (std::size_t i = 0; i < required; ++i)
-      if (!in->has_column(names[i])) missing += (missing.empty() ? "" : ", ") + std::string(names[i]);
-    if (!missing.empty())
-      throw std::runtime_error(fmt::format("{}: not a {} CSV: the header has no column(s) {}", path, kind, missing));
-    if (present)
-      for (std::size_t i = 0; i < N; ++i) (*present)[i] = in->has_column(names[i]);
-    while (std::apply([&](auto&... f) { return in->read_row(f...); }, fields)) {
-      row.line = in->get_file_line();
-      each(std::as_const(row));
-    }
-  } catch (const io::error::base& e) {
-    throw std::runtime_error(csv_read_error(path, in ? in->get_file_line() : 0, e));
-  }
-}
+using csv_columns::Fields;
 
 bool usable(double v) { return std::isfinite(v) && v > 0; }
 
@@ -164,7 +112,7 @@ TimedFile read_timed_csv(const std::string& path) {
   f.path = path;
   bool first = true;
   std::array<bool, kNames.size()> present{};
-  read_columns(path, "bench or sweep", kNames, 9, [&](const Fields& x) {
+  csv_columns::read(path, "bench or sweep", kNames, 9, [&](const Fields& x) {
     if (first) {
       f.machine = x["machine"], f.cpu_model = x["cpu_model"], f.git_commit = x["git_commit"];
       first = false;
@@ -185,14 +133,14 @@ TimedFile read_timed_csv(const std::string& path) {
       if (!(r.time_median_us > 0) || !std::isfinite(r.time_median_us))
         throw std::runtime_error(fmt::format("{}: line {}: column time_median_us: '{}' is not a positive time",
                                              path, x.line, one_line(x["time_median_us"])));
-      r.gbps_median = x.number("gbps_median");
-      r.bytes_per_call = static_cast<std::int64_t>(x.number("bytes_per_call"));
-      r.peak_gbps = x.number("peak_gbps");
-      r.act_quant_median_us = x.number("act_quant_median_us");
+      r.gbps_median = x.number<double>("gbps_median");
+      r.bytes_per_call = static_cast<std::int64_t>(x.number<double>("bytes_per_call"));
+      r.peak_gbps = x.number<double>("peak_gbps");
+      r.act_quant_median_us = x.number<double>("act_quant_median_us");
     } else {  // a point not timed: its measurement columns are empty
-      r.rows = static_cast<std::int64_t>(x.number("rows"));
-      r.cols = static_cast<std::int64_t>(x.number("cols"));
-      r.threads = static_cast<int>(x.number("threads"));
+      r.rows = static_cast<std::int64_t>(x.number<double>("rows"));
+      r.cols = static_cast<std::int64_t>(x.number<double>("cols"));
+      r.threads = static_cast<int>(x.number<double>("threads"));
     }
     f.rows.push_back(std::move(r));
   }, &present);
@@ -414,7 +362,7 @@ Context read_context(const std::string& path, const char* kind, const char* comm
   const std::array<const char*, 3> names = {"machine", "cpu_model", commit_column};
   Context c;
   bool first = true;
-  read_columns(path, kind, names, 0, [&](const Fields& f) {
+  csv_columns::read(path, kind, names, 0, [&](const Fields& f) {
     if (!first) return;
     c = {f["machine"], f["cpu_model"], f[commit_column]};
     first = false;
@@ -432,21 +380,21 @@ std::vector<Decode> read_peer_decode(const std::string& path, std::string* peer,
       "qmvlab_plan", "peer", "machine", "cpu_model", "qmvlab_commit", "rounds"};
   std::map<std::tuple<std::string, std::string, int>, std::size_t> last;
   std::vector<Decode> out;
-  read_columns(path, "decode-vs-llamacpp", kNames, 4, [&](const Fields& f) {
+  csv_columns::read(path, "decode-vs-llamacpp", kNames, 4, [&](const Fields& f) {
     if (peer->empty()) *peer = f["peer"];
     if (ctx->machine.empty()) *ctx = {f["machine"], f["cpu_model"], f["qmvlab_commit"]};
     Decode d;
     d.model = f["model"], d.weights = f["weights"], d.plan = f["qmvlab_plan"];
     d.threads = f.required<int>("threads");
-    d.runs = static_cast<int>(f.number("rounds"));
-    d.qmv_tok_s = f.number("qmvlab_tok_s", kNaN);
-    d.llama_tok_s = f.number("llamacpp_tok_s", kNaN);
-    d.llama_norepack_tok_s = f.number("llamacpp_norepack_tok_s", kNaN);
-    d.ratio = f.number("ratio", kNaN);
+    d.runs = static_cast<int>(f.number<double>("rounds"));
+    d.qmv_tok_s = f.number_or<double>("qmvlab_tok_s", kNaN);
+    d.llama_tok_s = f.number_or<double>("llamacpp_tok_s", kNaN);
+    d.llama_norepack_tok_s = f.number_or<double>("llamacpp_norepack_tok_s", kNaN);
+    d.ratio = f.number_or<double>("ratio", kNaN);
     if (!std::isfinite(d.ratio) && usable(d.qmv_tok_s) && usable(d.llama_tok_s)) d.ratio = d.qmv_tok_s / d.llama_tok_s;
-    d.roofline_tok_s = f.number("roofline_tok_s", kNaN);
-    d.qmv_roofline_pct = f.number("qmvlab_roofline_pct", kNaN);
-    d.llama_roofline_pct = f.number("llamacpp_roofline_pct", kNaN);
+    d.roofline_tok_s = f.number_or<double>("roofline_tok_s", kNaN);
+    d.qmv_roofline_pct = f.number_or<double>("qmvlab_roofline_pct", kNaN);
+    d.llama_roofline_pct = f.number_or<double>("llamacpp_roofline_pct", kNaN);
     // A later row of the same model and threads is a later run: it replaces the earlier.
     const auto key = std::make_tuple(d.model, d.weights, d.threads);
     const auto it = last.find(key);
@@ -469,12 +417,12 @@ std::vector<Decode> read_decode(const std::string& path, Context* ctx) {
     std::vector<double> tok_s, roofline_tok_s, roofline_pct;
   };
   std::map<std::tuple<std::string, std::string, int>, Runs> runs;
-  read_columns(path, "decode", kNames, 3, [&](const Fields& f) {
+  csv_columns::read(path, "decode", kNames, 3, [&](const Fields& f) {
     if (ctx->machine.empty()) *ctx = {f["machine"], f["cpu_model"], f["git_commit"]};
     Runs& r = runs[{f["model"], f["plan"], f.required<int>("threads")}];
     r.tok_s.push_back(f.required<double>("decode_tok_s"));
-    if (!f["roofline_tok_s"].empty()) r.roofline_tok_s.push_back(f.number("roofline_tok_s"));
-    if (!f["roofline_pct"].empty()) r.roofline_pct.push_back(f.number("roofline_pct"));
+    if (!f["roofline_tok_s"].empty()) r.roofline_tok_s.push_back(f.number<double>("roofline_tok_s"));
+    if (!f["roofline_pct"].empty()) r.roofline_pct.push_back(f.number<double>("roofline_pct"));
   });
   std::vector<Decode> out;
   for (const auto& [key, r] : runs) {

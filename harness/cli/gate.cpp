@@ -95,8 +95,8 @@ int gate_instructions(const std::vector<const KernelSpec*>& kernels, const std::
   const std::vector<Shape> shapes = parse_shapes(shape_text);
   if (shapes.size() != 1) throw std::runtime_error("--instructions-shape takes one shape");
   // Valgrind cannot decode 512-bit AVX instructions: those kernels are left to the timed
-  // half. Nor are a peer's kernels counted: their build is native to each machine (and
-  // may use AVX-512 whatever its spec says), and the gate guards our code, not theirs.
+  // half. A peer's kernels are not counted either: the gate guards qmvlab's own code,
+  // and a peer's native build differs from machine to machine.
   const std::uint32_t avx512 = CpuFeature::AVX512F | CpuFeature::AVX512BW | CpuFeature::AVX512VL |
                                CpuFeature::AVX512VNNI;
   std::vector<InstructionPoint> points;

@@ -1,5 +1,5 @@
-// Shared core of the Q4_K x Q8_K AVX-512 VNNI kernels (their source files are
-// compiled with -mavx512f/bw/vl/vnni; include this header from no other file).
+// The core the Q4_K x Q8_K AVX-512 VNNI kernels share. Only sources compiled with
+// -mavx512f/bw/vl/vnni may include it.
 //
 // Per super-block and row the work is two 64-byte weight loads, and/shift for the low
 // and high nibbles, four vpdpbusd against the four activation vectors, two vpackssdw

@@ -1,5 +1,5 @@
-// Shared core of the Q5_K x Q8_K AVX-512 VNNI kernels (their source files are
-// compiled with -mavx512f/bw/vl/vnni; include this header from no other file).
+// The core the Q5_K x Q8_K AVX-512 VNNI kernels share. Only sources compiled with
+// -mavx512f/bw/vl/vnni may include it.
 //
 // A 512-bit register holds the unsigned 5-bit quants of one sub-block pair: the pair's
 // 32 qs bytes are broadcast to both halves, the upper half shifted right by 4 (low

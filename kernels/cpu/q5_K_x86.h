@@ -29,8 +29,8 @@ inline __m128 d_dmin(const BlockQ5K& b) {
 // as qmv::unpack_scale_min_k4 gives them, come from `v`: the block's first 16 bytes (d,
 // dmin, then the 12 packed bytes s[0..11] at bytes 4..15). Scale j < 4 is s[j] & 63, min
 // j < 4 is s[j+4] & 63; for j >= 4 the low 4 bits come from a nibble of s[j+4] and
-// the top 2 bits from bits 6..7 of s[j-4] (scale) or s[j] (min). Both unpackers (this
-// file's for AVX2, the AVX-512 VNNI core's for AVX-512) start from the two bytes
+// the top 2 bits from bits 6..7 of s[j-4] (scale) or s[j] (min). Both unpackers, the AVX2
+// one below and the AVX-512 VNNI one, start from the two bytes
 // of each output that hold its bits:
 struct ScaleMinBytes {
   __m128i a;  // the byte with the low bits of each output

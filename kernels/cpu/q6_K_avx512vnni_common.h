@@ -1,5 +1,5 @@
-// Shared core of the Q6_K x Q8_K AVX-512 VNNI kernels (their source files are
-// compiled with -mavx512f/bw/vl/vnni; include this header from no other file).
+// The core the Q6_K x Q8_K AVX-512 VNNI kernels share. Only sources compiled with
+// -mavx512f/bw/vl/vnni may include it.
 //
 // A super-block is four "batches" of 64 consecutive weights, and each is one 512-bit
 // vector: half h (weights 128h..128h+127) loads its 64 ql bytes once; their low nibbles
