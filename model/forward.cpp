@@ -76,6 +76,24 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
   program_.logits = logits_.data();
   program_.rope_cos = rope_cos_.data();
   program_.rope_sin = rope_sin_.data();
+  prepare_all_weights();
+}
+
+void CpuForward::prepare_all_weights() {
+  const auto t0 = Clock::now();
+  auto prepare_op = [&](const MatvecOp& m) {
+    for (const KernelSpec* k : {m.kernel, m.outlier_kernel})
+      if (k && k->prepare && m.w)
+        for_each_invocation(*k, m, nullptr, nullptr, [&](const void* w, std::size_t w_bytes, auto&&...) {
+          prepared_weights(*k, m.shape, w, w_bytes);
+        });
+  };
+  for (const LayerOps& l : program_.layers)
+    for (const MatvecOp* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) prepare_op(*m);
+  prepare_op(program_.lm_head);
+  repack_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  repack_.matrices = static_cast<int>(prepared_weights_.size());
+  for (const auto& [key, copy] : prepared_weights_) repack_.bytes += copy.bytes();
 }
 
 std::uint64_t CpuForward::bytes_per_token(int pos) const {

@@ -72,6 +72,16 @@ class CpuForward {
   // Weight bytes the matvecs of one op read per step (0 for other ops).
   std::uint64_t part_weight_bytes(Op p) const { return bound_.part_bytes[static_cast<int>(p)]; }
 
+  // The weight transforms of the plan's kernels (e.g. row-interleaved copies), made
+  // when the forward is built, before any step: how many matrices, the memory the
+  // copies hold beside the model's own weights, and the time it took.
+  struct WeightRepack {
+    int matrices = 0;
+    std::uint64_t bytes = 0;
+    double seconds = 0;
+  };
+  const WeightRepack& weight_repack() const { return repack_; }
+
  private:
   // One activation vector, prepared lazily in each format a reader asks for.
   struct Prepared {
@@ -98,10 +108,12 @@ class CpuForward {
   StepProgram program_;
   Prepared prepared_;
   StepTimes times_;
-  // Kernels with a weight transform: their copy of each matrix they read, made on the
-  // matrix's first use, outside the op's time.
+  // Kernels with a weight transform: their copy of each matrix they read, made at
+  // construction (prepare_all_weights), outside every op's time.
   std::map<std::pair<const KernelSpec*, const void*>, PreparedMatrix> prepared_weights_;
+  WeightRepack repack_;
   const void* prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes);
+  void prepare_all_weights();
 
   // The ops of decode_step on the CPU (model/step.h calls them in order).
   template <class Exec>

@@ -8,16 +8,48 @@
 #
 # AMX is compiled out: ggml's AMX matmul crashes (SIGSEGV in
 # ggml_backend_amx_mul_mat) on CPUs that have it.
+#
+# --isa avx2 builds instead the CPU backend an AVX2-only machine runs (ggml's own
+# "haswell" level: AVX2, FMA, F16C, BMI2; no AVX-512), into .peers/llama.cpp-<version>-avx2
+# with the link .peers/llama.cpp-avx2: the peer for runs under
+# `--cpu-features avx2,fma,f16c` on a machine with more.
 # LLAMA_CPP_PYTHON_VERSION picks another pinned version; QMV_PEERS=off skips the peers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${QMV_PEERS:-on}" = off ] && { echo "peers: skipped (QMV_PEERS=off)"; exit 0; }
 
+isa=native
+case "${1:-}" in
+  "") ;;
+  --isa) isa=${2:-} ;;
+  --isa=*) isa=${1#--isa=} ;;
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) echo "install-peers.sh: unknown argument '$1' (usage: install-peers.sh [--isa native|avx2])" >&2; exit 2 ;;
+esac
 version=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
-prefix=.peers/llama.cpp-$version
-# The build is native, so it is only valid on a CPU with the same flags.
-cpu_flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|fma|f16c|amx)' | sort | tr '\n' ' ')
-stamp="llama-cpp-python==$version native: $cpu_flags"
+case "$isa" in
+  native)
+    prefix=.peers/llama.cpp-$version
+    link=llama.cpp
+    # The build is native, so it is only valid on a CPU with the same flags.
+    cpu_flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|fma|f16c|amx)' | sort | tr '\n' ' ')
+    stamp="llama-cpp-python==$version native: $cpu_flags"
+    isa_flags=(-DGGML_NATIVE=ON)
+    ;;
+  avx2)
+    prefix=.peers/llama.cpp-$version-avx2
+    link=llama.cpp-avx2
+    for f in avx2 fma f16c bmi2; do
+      grep -m1 '^flags' /proc/cpuinfo | grep -qw "$f" ||
+        { echo "install-peers.sh: --isa avx2 needs a CPU with $f" >&2; exit 2; }
+    done
+    stamp="llama-cpp-python==$version avx2: avx2 fma f16c bmi2"
+    isa_flags=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+      -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
+      -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+    ;;
+  *) echo "install-peers.sh: unknown --isa '$isa' (native or avx2)" >&2; exit 2 ;;
+esac
 bins=(llama-bench llama-quantize)
 
 built() {
@@ -34,29 +66,37 @@ else
   mkdir -p "$prefix"
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  echo "peers: fetching llama-cpp-python==$version (sdist, about 75 MB) from PyPI" >&2
-  python3 -m pip download -q --no-deps --no-binary :all: --no-build-isolation \
-    "llama-cpp-python==$version" -d "$tmp" 2>/dev/null ||
-    python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$tmp"
-  tar -xzf "$tmp"/llama_cpp_python-"$version".tar.gz -C "$tmp"
-  vendored="$tmp/llama_cpp_python-$version/vendor/llama.cpp"
-  # The sdist carries llama.cpp as a git submodule, so its commit can be read.
-  commit=$(git -C "$vendored" rev-parse --short HEAD 2>/dev/null || echo unknown)
-  mv "$vendored" "$prefix/src"
-  rm -f "$prefix/src/.git"
-  echo "llama.cpp $commit (vendored by llama-cpp-python==$version), ggml $(
-    sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' "$prefix/src/ggml/CMakeLists.txt" |
-    paste -sd.)" >"$prefix/commit"
+  native_src=.peers/llama.cpp-$version/src
+  if [ "$isa" != native ] && [ -f "$native_src/CMakeLists.txt" ] && [ -f ".peers/llama.cpp-$version/commit" ]; then
+    # The same pinned sources as the native build: no second download.
+    cp -r "$native_src" "$prefix/src"
+    cp ".peers/llama.cpp-$version/commit" "$prefix/commit"
+  else
+    echo "peers: fetching llama-cpp-python==$version (sdist, about 75 MB) from PyPI" >&2
+    python3 -m pip download -q --no-deps --no-binary :all: --no-build-isolation \
+      "llama-cpp-python==$version" -d "$tmp" 2>/dev/null ||
+      python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$tmp"
+    tar -xzf "$tmp"/llama_cpp_python-"$version".tar.gz -C "$tmp"
+    vendored="$tmp/llama_cpp_python-$version/vendor/llama.cpp"
+    # The sdist carries llama.cpp as a git submodule, so its commit can be read.
+    commit=$(git -C "$vendored" rev-parse --short HEAD 2>/dev/null || echo unknown)
+    mv "$vendored" "$prefix/src"
+    rm -f "$prefix/src/.git"
+    echo "llama.cpp $commit (vendored by llama-cpp-python==$version), ggml $(
+      sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' "$prefix/src/ggml/CMakeLists.txt" |
+      paste -sd.)" >"$prefix/commit"
+  fi
+  [ "$isa" = native ] || sed -i "1s/\$/, $isa build/" "$prefix/commit"
 
-  flags=()
-  if grep -qw amx_tile /proc/cpuinfo; then
+  flags=("${isa_flags[@]}")
+  if [ "$isa" = native ] && grep -qw amx_tile /proc/cpuinfo; then
     no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     flags+=("-DCMAKE_C_FLAGS=$no_amx" "-DCMAKE_CXX_FLAGS=$no_amx")
   fi
-  echo "peers: building ggml (CPU backend, native), llama-bench and llama-quantize" \
+  echo "peers: building ggml (CPU backend, $isa), llama-bench and llama-quantize" \
     "(about 3 minutes on 2 cores)" >&2
   cmake -S "$prefix/src" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-    -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DGGML_OPENMP=ON -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
     "${flags[@]}" >"$prefix/configure.log" 2>&1 ||
     { tail -30 "$prefix/configure.log" >&2; echo "peers: configure failed ($prefix/configure.log)" >&2; exit 1; }
@@ -65,4 +105,4 @@ else
   echo "$stamp" >"$prefix/stamp"
   echo "peers: built in $(($(date +%s) - start)) s" >&2
 fi
-ln -sfn "llama.cpp-$version" .peers/llama.cpp
+ln -sfn "$(basename "$prefix")" ".peers/$link"

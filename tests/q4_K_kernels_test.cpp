@@ -103,6 +103,9 @@ TEST(Q4KKernels, AdversarialBlocksMatchTheReference) {
         if (k->act != ActFormat::Q8_K && k->act != ActFormat::F32) continue;
         const bool q8 = k->act == ActFormat::Q8_K;
         const bool fused = k->op == OpKind::FusedUpGate;
+        // Kernels with their own weight layout read the copy made from w.
+        PreparedMatrix prepared;
+        ASSERT_TRUE(prepared.prepare(*k, matvec_args(shape, w.data(), w.size() * sizeof(BlockQ4K), nullptr, 0, nullptr)).ok());
         for (const CpuTiling& t : tilings) {
           for (int threads : {1, 2}) {
             TilingGuard guard(t);
@@ -122,6 +125,7 @@ TEST(Q4KKernels, AdversarialBlocksMatchTheReference) {
               a.y2_len = y2.size();
             }
             a.threads = threads;
+            a.prepared = prepared.handle();
             const Status st = invoke(*k, a);
             ASSERT_TRUE(st.ok()) << k->name << ": " << st.error;
             for (int m = 0; m < (fused ? 2 : 1); ++m) {

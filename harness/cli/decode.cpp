@@ -423,6 +423,12 @@ int DecodeCommand::run(const std::string& command_line) {
   fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
              weight_bytes / 1e6);
   fmt::print("load: {:.1f} MB of tensors paged in in {:.3f} s (before the timings below)\n", mapped / 1e6, load_s);
+  if (fwd && fwd->weight_repack().matrices > 0) {
+    const auto& rp = fwd->weight_repack();
+    fmt::print("repack: {} matrices copied into their kernels' layouts at load in {:.3f} s, {:.1f} MB held "
+               "beside the model's weights\n",
+               rp.matrices, rp.seconds, rp.bytes / 1e6);
+  }
   if (backend == Backend::CUDA) fmt::print("{}\n", describe_cuda_run(gpu));
   fmt::print("prompt: {} tokens in {:.3f} s = {:.2f} tok/s\n", r.prompt.size(), r.prompt_s, r.prompt_tok_s());
   if (r.decode_steps > 0) {
@@ -467,6 +473,11 @@ int DecodeCommand::run(const std::string& command_line) {
     if (backend == Backend::CUDA) j["cuda_graph"] = gpu.graph;
     j["plan"] = plan.describe();
     j["plan_kernels"] = plan_kernels(planned);
+    if (fwd) {
+      j["repack_matrices"] = fwd->weight_repack().matrices;
+      j["repack_bytes"] = fwd->weight_repack().bytes;
+      j["repack_s"] = fwd->weight_repack().seconds;
+    }
     j["bytes_per_token"] = r.bytes_per_token;
     j["peak_gbps"] = peak;
     j["roofline_pct"] = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;

@@ -1,0 +1,75 @@
+// Row-interleaved ("R8") weight layouts: the blocks of eight consecutive rows that
+// cover the same 32 columns are stored together. A kernel then reads one sequential
+// stream per eight rows (whatever the row length), loads each activation block once
+// for eight rows, and finds the eight rows' scales in one 16-byte load, converted to
+// eight floats by one instruction, so each float lane of its accumulator is one row.
+// Made once per matrix by the kernel's prepare(), never inside a timed call.
+//
+// A matrix whose rows are not a multiple of eight gets a last group padded with zero
+// rows (scale 0, quants 0); the kernels never write their outputs.
+#pragma once
+
+#include <cstdint>
+
+#include "kernel.h"
+
+namespace qmv::interleave {
+
+inline constexpr int kGroupRows = 8;
+
+// Eight Q4_0 blocks, one per row of a group, same column range: 144 bytes, as eight
+// plain blocks. Chunk c of qs holds, in bytes 4r..4r+3, bytes 4c..4c+3 of row r's
+// qs: its low nibbles are weights 4c..4c+3 of row r, its high nibbles weights
+// 16+4c..16+4c+3, so one 32-byte load gives four weights of each of the eight rows.
+struct BlockQ4_0x8 {
+  fp16_bits d[kGroupRows];
+  std::uint8_t qs[4][4 * kGroupRows];
+};
+static_assert(sizeof(BlockQ4_0x8) == kGroupRows * sizeof(BlockQ4_0));
+
+// A prepared matrix (what MatVecArgs::prepared points to): groups of eight rows, each
+// `blocks` interleaved blocks long, group after group, 64-byte aligned.
+struct Q4_0x8Matrix {
+  Shape shape;
+  std::int64_t groups = 0;
+  std::int64_t blocks = 0;  // per row
+  const BlockQ4_0x8* data = nullptr;
+};
+
+// KernelSpec::prepare / release for Q4_0 weights (cols % 32 == 0; any rows).
+Status prepare_q4_0x8(const MatVecArgs& a, PreparedWeights* out);
+void release_q4_0x8(PreparedWeights p);
+
+// Eight Q4_K super-blocks, one per row of a group, same 256 columns: 1184 bytes, 32
+// more than eight plain blocks, for scales and mins unpacked to a byte each, so a
+// kernel loads sub-block j's eight scales (or mins) with one 8-byte load.
+//   d, dmin         row r's fp16 super-block scales in lane r
+//   scales[j][r]    the 6-bit scale of sub-block j of row r; mins[j][r] likewise
+//   qs[g][c]        32 bytes: bytes 4r..4r+3 = qs[32g+4c .. 32g+4c+3] of row r, whose
+//                   low nibbles are weights 64g+4c.. of sub-block 2g and high nibbles
+//                   weights 64g+32+4c.. of sub-block 2g+1
+struct BlockQ4_Kx8 {
+  fp16_bits d[kGroupRows];
+  fp16_bits dmin[kGroupRows];
+  std::uint8_t scales[8][kGroupRows];
+  std::uint8_t mins[8][kGroupRows];
+  std::uint8_t qs[4][8][4 * kGroupRows];
+};
+static_assert(sizeof(BlockQ4_Kx8) == kGroupRows * sizeof(BlockQ4K) + 32);
+
+struct Q4_Kx8Matrix {
+  Shape shape;
+  std::int64_t groups = 0;
+  std::int64_t blocks = 0;  // super-blocks per row
+  const BlockQ4_Kx8* data = nullptr;
+};
+
+// KernelSpec::prepare / release for Q4_K weights (cols % 256 == 0; any rows).
+Status prepare_q4_Kx8(const MatVecArgs& a, PreparedWeights* out);
+void release_q4_Kx8(PreparedWeights p);
+
+// The error of a kernel called without its prepared copy, or with another shape's (a
+// plain function: kernel files built with ISA flags make no strings themselves).
+Status not_prepared_for(Shape shape);
+
+}  // namespace qmv::interleave

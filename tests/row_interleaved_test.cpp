@@ -1,0 +1,267 @@
+// The row-interleaved (R8) kernels: the repack keeps every weight, and the kernels on
+// the repacked copy match a float64 dot product of the very blocks they read, on row
+// counts that leave every remainder of the eight-row groups, column counts of one
+// block and more, activations at the quant extremes, threads 1 and 2 (and the
+// threaded path forced on small matrices), outputs NaN-poisoned first.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/row_interleaved.h"
+#include "kernels/cpu_features.h"
+#include "kernels/cpu_tiling.h"
+#include "kernels/registry.h"
+
+namespace qmv {
+namespace {
+
+constexpr const char* kQ4_0x8Kernel = "q4_0.cpu.avx2_r8_q8_1";
+constexpr const char* kQ4_Kx8Kernels[] = {"q4_K.cpu.avx2_r8_q8k", "q4_K.cpu.avx2_r8x2_q8k"};
+
+std::vector<BlockQ4_0> random_q4_0(Shape s, std::mt19937& rng) {
+  std::vector<BlockQ4_0> w(static_cast<std::size_t>(s.rows * (s.cols / kLegacyBlock)));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
+  for (auto& b : w) {
+    b.d = fp32_to_fp16(scale(rng));
+    for (auto& q : b.qs) q = static_cast<std::uint8_t>(byte(rng));
+  }
+  return w;
+}
+
+// Q8_1 blocks with a quarter of their quants at -128 or 127.
+std::vector<BlockQ8_1> random_q8_1(std::int64_t cols, std::mt19937& rng) {
+  std::vector<BlockQ8_1> x(static_cast<std::size_t>(cols / kQ8_1Block));
+  std::uniform_int_distribution<int> q(-128, 127), pick(0, 7);
+  std::uniform_real_distribution<float> d(0.001f, 0.1f);
+  for (auto& b : x) {
+    b.d = fp32_to_fp16(d(rng));
+    int sum = 0;
+    for (auto& v : b.qs) {
+      const int p = pick(rng);
+      v = static_cast<std::int8_t>(p == 0 ? -128 : p == 1 ? 127 : q(rng));
+      sum += v;
+    }
+    b.s = fp32_to_fp16(fp16_to_fp32(b.d) * static_cast<float>(sum));
+  }
+  return x;
+}
+
+// Row r's exact dot and the sum of its terms' magnitudes.
+struct Expected {
+  double dot = 0, magnitude = 0;
+};
+Expected exact_row(const BlockQ4_0* w, const BlockQ8_1* x, std::int64_t nb) {
+  Expected e;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const double scale = double(fp16_to_fp32(w[b].d)) * fp16_to_fp32(x[b].d);
+    for (int i = 0; i < kLegacyBlock; ++i) {
+      const int q = i < 16 ? (w[b].qs[i] & 15) : (w[b].qs[i - 16] >> 4);
+      const double term = scale * (q - 8) * x[b].qs[i];
+      e.dot += term;
+      e.magnitude += std::fabs(term);
+    }
+  }
+  return e;
+}
+
+class TilingGuard {
+ public:
+  explicit TilingGuard(CpuTiling t) : saved_(cpu_tiling()) { set_cpu_tiling(t); }
+  ~TilingGuard() { set_cpu_tiling(saved_); }
+
+ private:
+  CpuTiling saved_;
+};
+
+const KernelSpec& q4_0x8_kernel() {
+  const KernelSpec* k = global_registry().find(kQ4_0x8Kernel);
+  if (!k) throw std::runtime_error(std::string(kQ4_0x8Kernel) + " is not registered");
+  return *k;
+}
+
+TEST(RowInterleaved, RepackKeepsEveryWeightOfEveryRow) {
+  std::mt19937 rng(11);
+  const Shape s{13, 96};
+  const auto w = random_q4_0(s, rng);
+  const KernelSpec& k = q4_0x8_kernel();
+  ASSERT_TRUE(k.prepare && k.release);
+  PreparedMatrix pm;
+  ASSERT_TRUE(pm.prepare(k, matvec_args(s, w.data(), w.size() * sizeof(BlockQ4_0), nullptr, 0, nullptr)).ok());
+  const auto* m = static_cast<const interleave::Q4_0x8Matrix*>(pm.handle());
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->groups, 2);
+  EXPECT_EQ(m->blocks, 3);
+  EXPECT_EQ(pm.bytes(), 2u * 8u * 3u * sizeof(BlockQ4_0));
+  for (std::int64_t r = 0; r < 16; ++r)
+    for (std::int64_t b = 0; b < 3; ++b) {
+      const interleave::BlockQ4_0x8& blk = m->data[(r / 8) * 3 + b];
+      const int lane = static_cast<int>(r % 8);
+      for (int i = 0; i < 16; ++i) {
+        const std::uint8_t got = blk.qs[i / 4][4 * lane + i % 4];
+        // Rows past the matrix are zero padding.
+        const std::uint8_t want = r < s.rows ? w[static_cast<std::size_t>(r * 3 + b)].qs[i] : 0;
+        ASSERT_EQ(got, want) << "row " << r << " block " << b << " byte " << i;
+      }
+      ASSERT_EQ(blk.d[lane], r < s.rows ? w[static_cast<std::size_t>(r * 3 + b)].d : 0);
+    }
+}
+
+TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (const char* name : {kQ4_0x8Kernel, "q4_0.cpu.avx2_r8x2_q8_1"})
+  for (const std::int64_t cols : {32, 96, 576, 4096})
+    for (const std::int64_t rows : {1, 7, 8, 9, 23, 64, 130, 257}) {
+      const Shape s{rows, cols};
+      const auto w = random_q4_0(s, rng);
+      const auto x = random_q8_1(cols, rng);
+      const KernelSpec* found = global_registry().find(name);
+      ASSERT_NE(found, nullptr) << name;
+      const KernelSpec& k = *found;
+      if (missing_cpu_features(k.cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+      PreparedMatrix pm;
+      ASSERT_TRUE(pm.prepare(k, matvec_args(s, w.data(), w.size() * sizeof(BlockQ4_0), nullptr, 0, nullptr)).ok());
+      for (const int threads : {1, 2})
+        for (const std::int64_t min_parallel : {std::int64_t{1}, std::int64_t{128}}) {
+          TilingGuard tiling({64, min_parallel});
+          std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN);
+          MatVecArgs a = matvec_args(s, w.data(), w.size() * sizeof(BlockQ4_0), x.data(),
+                                     x.size() * sizeof(BlockQ8_1), y.data());
+          a.threads = threads;
+          a.prepared = pm.handle();
+          const Status st = invoke(k, a);
+          ASSERT_TRUE(st.ok()) << st.error;
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const Expected e = exact_row(w.data() + r * (cols / kLegacyBlock), x.data(), cols / kLegacyBlock);
+            ASSERT_NEAR(y[static_cast<std::size_t>(r)], e.dot, 1e-5 * e.magnitude + 1e-6)
+                << name << " " << to_string(s) << " row " << r << " threads " << threads;
+          }
+          for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r)
+            ASSERT_TRUE(std::isnan(y[r])) << "wrote past the last row, at " << r;
+          ++checked;
+        }
+    }
+  EXPECT_EQ(checked, 2 * 4 * 8 * 4);
+}
+
+// Random Q4_K blocks: every byte random (so the 6-bit scales and mins take every value),
+// finite fp16 d and dmin of both signs.
+std::vector<std::uint8_t> random_q4_K(Shape s, std::mt19937& rng) {
+  std::vector<std::uint8_t> w(row_bytes(WeightType::Q4_K, s.cols) * static_cast<std::size_t>(s.rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
+  for (std::size_t off = 0; off < w.size(); off += sizeof(BlockQ4K)) {
+    auto* blk = reinterpret_cast<BlockQ4K*>(&w[off]);
+    blk->d = fp32_to_fp16(scale(rng));
+    blk->dmin = fp32_to_fp16(scale(rng));
+  }
+  return w;
+}
+
+// Q8_K blocks with a quarter of their quants at -128 or 127, and the block sums they imply.
+std::vector<BlockQ8K> random_q8_K(std::int64_t cols, std::mt19937& rng) {
+  std::vector<BlockQ8K> x(static_cast<std::size_t>(cols / kSuperBlock));
+  std::uniform_int_distribution<int> q(-128, 127), pick(0, 7);
+  std::uniform_real_distribution<float> d(0.001f, 0.1f);
+  for (auto& b : x) {
+    b.d = d(rng);
+    for (int i = 0; i < kSuperBlock; ++i) {
+      const int p = pick(rng);
+      b.qs[i] = static_cast<std::int8_t>(p == 0 ? -128 : p == 1 ? 127 : q(rng));
+    }
+    for (int j = 0; j < kSuperBlock / 16; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += b.qs[16 * j + i];
+      b.bsums[j] = static_cast<std::int16_t>(sum);
+    }
+  }
+  return x;
+}
+
+TEST(RowInterleaved, Q4_KMatchesTheExactDotOnEveryRemainder) {
+  std::mt19937 rng(9);
+  int checked = 0;
+  for (const char* name : kQ4_Kx8Kernels) {
+    const KernelSpec* k = global_registry().find(name);
+    ASSERT_NE(k, nullptr) << name;
+    if (missing_cpu_features(k->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+    for (const std::int64_t cols : {256, 768, 2048})
+      for (const std::int64_t rows : {1, 7, 8, 9, 23, 40, 130}) {
+        const Shape s{rows, cols};
+        const auto w = random_q4_K(s, rng);
+        const auto x = random_q8_K(cols, rng);
+        std::vector<float> xf(static_cast<std::size_t>(cols)), wf(static_cast<std::size_t>(cols));
+        for (std::int64_t i = 0; i < cols; ++i)
+          xf[static_cast<std::size_t>(i)] = x[static_cast<std::size_t>(i / kSuperBlock)].d *
+                                            x[static_cast<std::size_t>(i / kSuperBlock)].qs[i % kSuperBlock];
+        PreparedMatrix pm;
+        ASSERT_TRUE(pm.prepare(*k, matvec_args(s, w.data(), w.size(), nullptr, 0, nullptr)).ok());
+        for (const int threads : {1, 2})
+          for (const std::int64_t min_parallel : {std::int64_t{1}, std::int64_t{128}}) {
+            TilingGuard tiling({64, min_parallel});
+            std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN);
+            MatVecArgs a = matvec_args(s, w.data(), w.size(), x.data(), x.size() * sizeof(BlockQ8K), y.data());
+            a.threads = threads;
+            a.prepared = pm.handle();
+            const Status st = invoke(*k, a);
+            ASSERT_TRUE(st.ok()) << st.error;
+            for (std::int64_t r = 0; r < rows; ++r) {
+              dequantize_row(WeightType::Q4_K, w.data() + row_bytes(WeightType::Q4_K, cols) * static_cast<std::size_t>(r),
+                             wf.data(), cols);
+              double dot = 0, magnitude = 0;
+              for (std::size_t i = 0; i < wf.size(); ++i) {
+                dot += double(wf[i]) * xf[i];
+                magnitude += std::fabs(double(wf[i]) * xf[i]);
+              }
+              ASSERT_NEAR(y[static_cast<std::size_t>(r)], dot, 1e-5 * magnitude + 1e-6)
+                  << name << " " << to_string(s) << " row " << r << " threads " << threads;
+            }
+            for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r)
+              ASSERT_TRUE(std::isnan(y[r])) << "wrote past the last row, at " << r;
+            ++checked;
+          }
+      }
+  }
+  EXPECT_EQ(checked, 2 * 3 * 7 * 4);
+}
+
+TEST(RowInterleaved, RefusesToRunWithoutItsPreparedCopy) {
+  const KernelSpec& k = q4_0x8_kernel();
+  std::mt19937 rng(3);
+  const Shape s{16, 64}, other{8, 64};
+  const auto w = random_q4_0(s, rng);
+  const auto x = random_q8_1(s.cols, rng);
+  std::vector<float> y(16, NAN);
+  MatVecArgs a = matvec_args(s, w.data(), w.size() * sizeof(BlockQ4_0), x.data(), x.size() * sizeof(BlockQ8_1), y.data());
+  EXPECT_FALSE(invoke(k, a).ok());
+  // A copy made for another shape is refused too, by the kernel itself.
+  PreparedMatrix pm;
+  ASSERT_TRUE(pm.prepare(k, matvec_args(other, w.data(), w.size() * sizeof(BlockQ4_0), nullptr, 0, nullptr)).ok());
+  a.prepared = pm.handle();
+  if (missing_cpu_features(k.cpu_features) == 0) {
+    const Status st = k.run(a);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.error.find("row-interleaved"), std::string::npos) << st.error;
+  }
+  for (float v : y) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST(RowInterleaved, AvailableUnderTheAvx2Mask) {
+  const std::uint32_t saved = cpu_feature_mask();
+  set_cpu_feature_mask(parse_cpu_features("avx2,fma,f16c"));
+  const std::uint32_t missing = missing_cpu_features(q4_0x8_kernel().cpu_features);
+  const std::uint32_t vnni_missing = missing_cpu_features(global_registry().find("q4_0.cpu.avx512vnni_q8_1")->cpu_features);
+  set_cpu_feature_mask(saved);
+  const std::uint32_t avx2 = parse_cpu_features("avx2,fma,f16c");
+  if (missing_cpu_features(avx2) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+  EXPECT_EQ(missing, 0u);
+  EXPECT_NE(vnni_missing, 0u);
+}
+
+}  // namespace
+}  // namespace qmv
