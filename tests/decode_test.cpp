@@ -18,6 +18,8 @@
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/gguf.h"
+#include "kernels/cpu/row_interleaved.h"
+#include "kernels/cpu_features.h"
 #include "kernels/registry.h"
 #include "model/plan.h"
 #include "tests/cli_run.h"
@@ -119,6 +121,39 @@ TEST(Forward, KernelChoicesAgreeWithinTheirArithmetic) {
   // int8 paths may differ by flips of that kind, never by more than int8 itself loses.
   const double between = nmse(run_logits(m, "auto", 2, tokens), q8k);
   EXPECT_LE(between, loss);
+}
+
+TEST(Forward, RepackedKernelsAreMadeAtLoadAndAgree) {
+  const KernelSpec* r8 = global_registry().find("q4_K.cpu.avx2_r8x2_q8k");
+  ASSERT_NE(r8, nullptr);
+  if (missing_cpu_features(r8->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(toy_model("llama", "q4_K_m"));
+  const auto tokens = random_tokens(8, m.config.vocab_size, rng);
+  const std::string plain_plan = "q4_K=q4_K.cpu.scalar_q8k,q6_K=q6_K.cpu.scalar_q8k,ffn_up_gate=none";
+  const std::string r8_plan = "q4_K=q4_K.cpu.avx2_r8x2_q8k,q6_K=q6_K.cpu.scalar_q8k,ffn_up_gate=none";
+  // Every Q4_K matrix is repacked when the forward is built, none for the plain plan.
+  const auto planned = resolve_plan(load_plan(r8_plan), m.weights, 2);
+  int matrices = 0;
+  std::uint64_t bytes = 0;
+  for (const PlannedMatvec& p : planned)
+    if (p.kernel == r8) {
+      matrices += p.count;
+      bytes += static_cast<std::uint64_t>(p.count) * ((p.shape.rows + 7) / 8) * (p.shape.cols / kSuperBlock) *
+               sizeof(interleave::BlockQ4_Kx8);
+    }
+  ASSERT_GT(matrices, 0);
+  const CpuForward repacked(m.config, m.weights, planned, 2, 8);
+  EXPECT_EQ(repacked.weight_repack().matrices, matrices);
+  EXPECT_EQ(repacked.weight_repack().bytes, bytes);
+  EXPECT_GT(repacked.weight_repack().seconds, 0.0);
+  const CpuForward plain(m.config, m.weights, resolve_plan(load_plan(plain_plan), m.weights, 2), 2, 8);
+  EXPECT_EQ(plain.weight_repack().matrices, 0);
+  // The same Q8_K arithmetic in another order: float rounding, and at most the rare
+  // requantization flip it can cause, far below what int8 activations themselves lose.
+  const auto scalar_f32 = run_logits(m, "q4_K=q4_K.cpu.scalar_f32,q6_K=q6_K.cpu.scalar_f32,ffn_up_gate=none", 2, tokens);
+  const auto plain_q8k = run_logits(m, plain_plan, 2, tokens);
+  EXPECT_LE(nmse(run_logits(m, r8_plan, 2, tokens), plain_q8k), nmse(plain_q8k, scalar_f32));
 }
 
 TEST(Forward, ContextAndVocabularyBoundsAreErrors) {
