@@ -148,6 +148,58 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
   EXPECT_EQ(checked, 2 * 4 * 8 * 4);
 }
 
+TEST(RowInterleaved, Q4_1MatchesTheExactDotOnEveryRemainder) {
+  std::mt19937 rng(6);
+  int checked = 0;
+  for (const char* name : {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1"}) {
+    const KernelSpec* k = global_registry().find(name);
+    ASSERT_NE(k, nullptr) << name;
+    if (missing_cpu_features(k->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+    for (const std::int64_t cols : {32, 96, 576})
+      for (const std::int64_t rows : {1, 7, 9, 23, 130}) {
+        const Shape s{rows, cols};
+        // Random bytes, then finite fp16 d and m of both signs.
+        std::vector<BlockQ4_1> w(static_cast<std::size_t>(rows * (cols / kLegacyBlock)));
+        std::uniform_int_distribution<int> byte(0, 255);
+        std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
+        for (auto& b : w) {
+          b.d = fp32_to_fp16(scale(rng));
+          b.m = fp32_to_fp16(scale(rng));
+          for (auto& q : b.qs) q = static_cast<std::uint8_t>(byte(rng));
+        }
+        const auto x = random_q8_1(cols, rng);
+        PreparedMatrix pm;
+        const std::size_t w_bytes = w.size() * sizeof(BlockQ4_1);
+        ASSERT_TRUE(pm.prepare(*k, matvec_args(s, w.data(), w_bytes, nullptr, 0, nullptr)).ok());
+        for (const int threads : {1, 2}) {
+          TilingGuard tiling({64, 1});
+          std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN), wf(static_cast<std::size_t>(cols));
+          MatVecArgs a = matvec_args(s, w.data(), w_bytes, x.data(), x.size() * sizeof(BlockQ8_1), y.data());
+          a.threads = threads;
+          a.prepared = pm.handle();
+          const Status st = invoke(*k, a);
+          ASSERT_TRUE(st.ok()) << st.error;
+          for (std::int64_t r = 0; r < rows; ++r) {
+            dequantize_row(WeightType::Q4_1, &w[static_cast<std::size_t>(r * (cols / kLegacyBlock))], wf.data(), cols);
+            double dot = 0, magnitude = 0;
+            for (std::int64_t i = 0; i < cols; ++i) {
+              const double term = double(wf[static_cast<std::size_t>(i)]) *
+                                  fp16_to_fp32(x[static_cast<std::size_t>(i / 32)].d) *
+                                  x[static_cast<std::size_t>(i / 32)].qs[i % 32];
+              dot += term;
+              magnitude += std::fabs(term);
+            }
+            ASSERT_NEAR(y[static_cast<std::size_t>(r)], dot, 1e-5 * magnitude + 1e-6)
+                << name << " " << to_string(s) << " row " << r << " threads " << threads;
+          }
+          for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r) ASSERT_TRUE(std::isnan(y[r]));
+          ++checked;
+        }
+      }
+  }
+  EXPECT_EQ(checked, 2 * 3 * 5 * 2);
+}
+
 // Random Q4_K blocks: every byte random (so the 6-bit scales and mins take every value),
 // finite fp16 d and dmin of both signs.
 std::vector<std::uint8_t> random_q4_K(Shape s, std::mt19937& rng) {

@@ -1,142 +1,14 @@
-// Q4_0 weights in the row-interleaved layout (row_interleaved.h) x Q8_1 activations,
-// AVX2: eight rows per step, one float lane per row. Per 32 columns, four 32-byte
-// loads hold four weights of each of the eight rows in every 32-bit lane; their low
-// nibbles meet a broadcast of the matching four activation quants in vpmaddubsw
-// (u8 x s8), their high nibbles the four quants 16 further on. The eight int16 pair
-// sums of a block add up in int16 and one vpmaddwd against ones leaves row r's
-// block dot in lane r. The -8 of Q4_0 is -8*sum(q_x) per block, an exact integer
-// made once per call; the eight rows' fp16 scales convert in one vcvtph2ps.
-//
-// Next to the plain-layout kernels this saves the per-row work that makes them
-// compute-bound on AVX2: no per-block scale conversion per row, no horizontal sums,
-// no gather of nibbles into 256-bit registers. One sequential stream per thread
-// (avx2_r8) still leaves the read short of the peak; two streams per thread, the two
-// halves of the thread's rows (avx2_r8x2), keep enough misses in flight
-// (results/intel-xeon-2c/default.csv).
-//
-// Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size, and eight of them
-// sum to at most 30720 < 2^15, so int16 never saturates; the int32 block dot plus
-// 8 * 32 * 128 is far inside int32 and exact in float.
-#include "x86_common.h"
-
-#include <cstdint>
-#include <cstring>
-
-#include <omp.h>
-
-#include "kernel.h"
-#include "kernels/cpu_tiling.h"
-#include "row_interleaved.h"
+// Q4_0 weights in the row-interleaved layout x Q8_1 activations, AVX2, one or two
+// weight streams per thread (legacy_r8_avx2.h).
+#include "legacy_r8_avx2.h"
 
 namespace {
-
-using qmv::interleave::BlockQ4_0x8;
-using qmv::interleave::kGroupRows;
-
-// Per activation block: its scale, and -8 times the sum of its quants.
-struct XBlockInfo {
-  float d;
-  std::int32_t offset;
-};
-
-// How far ahead of the block being read each weight stream is prefetched, in blocks
-// of 144 bytes (3 and 16 were slower on one thread).
-constexpr int kPrefetchBlocks = 8;
-
-inline __m256i broadcast_quad(const std::int8_t* q) {
-  std::int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-// NG groups of eight rows against the activation, into out[i][0..7]: each group a
-// weight stream of its own, each activation block loaded once for all of them.
-template <int NG>
-void dot_groups(const BlockQ4_0x8* const w[NG], const qmv::BlockQ8_1* x, const XBlockInfo* xi, std::int64_t nb,
-                float* const out[NG]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[NG];
-  for (int i = 0; i < NG; ++i) acc[i] = _mm256_setzero_ps();
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::int8_t* xq = x[b].qs;
-    const __m256i offset = _mm256_set1_epi32(xi[b].offset);
-    const __m256 dx = _mm256_set1_ps(xi[b].d);
-    for (int i = 0; i < NG; ++i) {
-      const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(w[i] + b + kPrefetchBlocks);
-      qmv::x86::prefetch_line(ahead);
-      qmv::x86::prefetch_line(ahead + 64);
-      qmv::x86::prefetch_line(ahead + 128);
-      const BlockQ4_0x8& wb = w[i][b];
-      __m256i sum16 = _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[c]));
-        const __m256i lo = _mm256_and_si256(v, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(lo, broadcast_quad(xq + 4 * c)));
-        sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(hi, broadcast_quad(xq + 16 + 4 * c)));
-      }
-      const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(sum16, ones), offset);
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))), dx);
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), d, acc[i]);
-    }
-  }
-  for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
-}
-
-template <int NG>
-qmv::Status run(const qmv::MatVecArgs& a) {
-  const auto* m = static_cast<const qmv::interleave::Q4_0x8Matrix*>(a.prepared);
-  if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks, groups = m->groups, rows = a.shape.rows;
-  const auto* x = static_cast<const qmv::BlockQ8_1*>(a.x);
-  auto* xi = static_cast<XBlockInfo*>(qmv::thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlockInfo)));
-  for (std::int64_t b = 0; b < nb; ++b) {
-    std::int32_t sum = 0;
-    for (int i = 0; i < qmv::kQ8_1Block; ++i) sum += x[b].qs[i];
-    xi[b] = {_cvtsh_ss(x[b].d), -8 * sum};
-  }
-  // The groups [g0, g1) in NG contiguous parts read side by side; the last group of
-  // the matrix (maybe padded) and the parts' leftovers one at a time.
-  auto run_range = [&](std::int64_t g0, std::int64_t g1) {
-    const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
-    const std::int64_t part = (full_end - g0) / NG;
-    for (std::int64_t k = 0; k < part; ++k) {
-      const BlockQ4_0x8* w[NG];
-      float* out[NG];
-      for (int i = 0; i < NG; ++i) {
-        const std::int64_t g = g0 + i * part + k;
-        w[i] = m->data + g * nb;
-        out[i] = a.y + g * kGroupRows;
-      }
-      dot_groups<NG>(w, x, xi, nb, out);
-    }
-    for (std::int64_t g = g0 + NG * part; g < g1; ++g) {
-      alignas(32) float tmp[kGroupRows];
-      const BlockQ4_0x8* w[1] = {m->data + g * nb};
-      float* out[1] = {tmp};
-      dot_groups<1>(w, x, xi, nb, out);
-      for (std::int64_t r = g * kGroupRows; r < rows && r < (g + 1) * kGroupRows; ++r) a.y[r] = tmp[r - g * kGroupRows];
-    }
-  };
-  // Each thread takes one contiguous run of groups.
-  const int threads = rows < qmv::cpu_tiling().min_parallel_rows ? 1 : a.threads;
-  if (threads <= 1) {
-    run_range(0, groups);
-  } else {
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), n = omp_get_num_threads();
-      run_range(groups * t / n, groups * (t + 1) / n);
-    }
-  }
-  return qmv::Status::Ok();
-}
 
 template <int NG>
 qmv::KernelRecord record(const char* name, const char* description) {
   qmv::KernelRecord r = qmv::cpu_matvec_kernel(
-      name, qmv::WeightType::Q4_0, qmv::ActFormat::Q8_1, run<NG>, description, qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C);
+      name, qmv::WeightType::Q4_0, qmv::ActFormat::Q8_1, qmv::interleave::run<qmv::interleave::BlockQ4_0x8, NG>,
+      description, qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C);
   r.prepare = qmv::interleave::prepare_q4_0x8;
   r.release = qmv::interleave::release_q4_0x8;
   return r;

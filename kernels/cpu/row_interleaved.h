@@ -17,28 +17,45 @@ namespace qmv::interleave {
 
 inline constexpr int kGroupRows = 8;
 
+// A prepared matrix (what MatVecArgs::prepared points to): groups of eight rows, each
+// `blocks` interleaved blocks long, group after group, 64-byte aligned.
+template <class Layout>
+struct RowGroups {
+  Shape shape;
+  std::int64_t groups = 0;
+  std::int64_t blocks = 0;  // per row
+  const Layout* data = nullptr;
+};
+
 // Eight Q4_0 blocks, one per row of a group, same column range: 144 bytes, as eight
 // plain blocks. Chunk c of qs holds, in bytes 4r..4r+3, bytes 4c..4c+3 of row r's
 // qs: its low nibbles are weights 4c..4c+3 of row r, its high nibbles weights
 // 16+4c..16+4c+3, so one 32-byte load gives four weights of each of the eight rows.
 struct BlockQ4_0x8 {
+  static constexpr int kZero = 8;  // w = d * (q - 8)
+  static constexpr bool kHasMin = false;
   fp16_bits d[kGroupRows];
   std::uint8_t qs[4][4 * kGroupRows];
 };
 static_assert(sizeof(BlockQ4_0x8) == kGroupRows * sizeof(BlockQ4_0));
+using Q4_0x8Matrix = RowGroups<BlockQ4_0x8>;
 
-// A prepared matrix (what MatVecArgs::prepared points to): groups of eight rows, each
-// `blocks` interleaved blocks long, group after group, 64-byte aligned.
-struct Q4_0x8Matrix {
-  Shape shape;
-  std::int64_t groups = 0;
-  std::int64_t blocks = 0;  // per row
-  const BlockQ4_0x8* data = nullptr;
+// Eight Q4_1 blocks likewise, with the eight rows' offsets m (w = d * q + m): 160 bytes.
+struct BlockQ4_1x8 {
+  static constexpr int kZero = 0;
+  static constexpr bool kHasMin = true;
+  fp16_bits d[kGroupRows];
+  fp16_bits m[kGroupRows];
+  std::uint8_t qs[4][4 * kGroupRows];
 };
+static_assert(sizeof(BlockQ4_1x8) == kGroupRows * sizeof(BlockQ4_1));
+using Q4_1x8Matrix = RowGroups<BlockQ4_1x8>;
 
-// KernelSpec::prepare / release for Q4_0 weights (cols % 32 == 0; any rows).
+// KernelSpec::prepare / release for Q4_0 and Q4_1 weights (cols % 32 == 0; any rows).
 Status prepare_q4_0x8(const MatVecArgs& a, PreparedWeights* out);
 void release_q4_0x8(PreparedWeights p);
+Status prepare_q4_1x8(const MatVecArgs& a, PreparedWeights* out);
+void release_q4_1x8(PreparedWeights p);
 
 // Eight Q4_K super-blocks, one per row of a group, same 256 columns: 1184 bytes, 32
 // more than eight plain blocks, for scales and mins unpacked to a byte each, so a
@@ -57,12 +74,7 @@ struct BlockQ4_Kx8 {
 };
 static_assert(sizeof(BlockQ4_Kx8) == kGroupRows * sizeof(BlockQ4K) + 32);
 
-struct Q4_Kx8Matrix {
-  Shape shape;
-  std::int64_t groups = 0;
-  std::int64_t blocks = 0;  // super-blocks per row
-  const BlockQ4_Kx8* data = nullptr;
-};
+using Q4_Kx8Matrix = RowGroups<BlockQ4_Kx8>;  // blocks: super-blocks per row
 
 // KernelSpec::prepare / release for Q4_K weights (cols % 256 == 0; any rows).
 Status prepare_q4_Kx8(const MatVecArgs& a, PreparedWeights* out);
