@@ -1,6 +1,6 @@
-// The row-interleaved (R8) kernels: the repack keeps every weight, and the kernels on
-// the repacked copy match a float64 dot product of the very blocks they read, on row
-// counts that leave every remainder of the eight-row groups, column counts of one
+// The row-interleaved (R8) kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K): the repack keeps
+// every weight, and the kernels on the repacked copy match a float64 dot product of
+// the very blocks they read, on row counts that leave every remainder of the eight-row groups, column counts of one
 // block and more, activations at the quant extremes, threads 1 and 2 (and the
 // threaded path forced on small matrices), outputs NaN-poisoned first.
 #include <gtest/gtest.h>
@@ -148,56 +148,66 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
   EXPECT_EQ(checked, 2 * 4 * 8 * 4);
 }
 
-TEST(RowInterleaved, Q4_1MatchesTheExactDotOnEveryRemainder) {
+// Q4_1, Q5_0 and Q5_1: every byte random (every nibble and fifth bit), finite fp16 d
+// (and m) of both signs; the expected dot from the dequantized weights.
+TEST(RowInterleaved, Q4_1Q5_0Q5_1MatchTheExactDotOnEveryRemainder) {
+  struct Case {
+    WeightType type;
+    const char* kernels[2];
+  };
+  const Case cases[] = {{WeightType::Q4_1, {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1"}},
+                        {WeightType::Q5_0, {"q5_0.cpu.avx2_r8_q8_1", "q5_0.cpu.avx2_r8x2_q8_1"}},
+                        {WeightType::Q5_1, {"q5_1.cpu.avx2_r8_q8_1", "q5_1.cpu.avx2_r8x2_q8_1"}}};
   std::mt19937 rng(6);
   int checked = 0;
-  for (const char* name : {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1"}) {
-    const KernelSpec* k = global_registry().find(name);
-    ASSERT_NE(k, nullptr) << name;
-    if (missing_cpu_features(k->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
-    for (const std::int64_t cols : {32, 96, 576})
-      for (const std::int64_t rows : {1, 7, 9, 23, 130}) {
-        const Shape s{rows, cols};
-        // Random bytes, then finite fp16 d and m of both signs.
-        std::vector<BlockQ4_1> w(static_cast<std::size_t>(rows * (cols / kLegacyBlock)));
-        std::uniform_int_distribution<int> byte(0, 255);
-        std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
-        for (auto& b : w) {
-          b.d = fp32_to_fp16(scale(rng));
-          b.m = fp32_to_fp16(scale(rng));
-          for (auto& q : b.qs) q = static_cast<std::uint8_t>(byte(rng));
-        }
-        const auto x = random_q8_1(cols, rng);
-        PreparedMatrix pm;
-        const std::size_t w_bytes = w.size() * sizeof(BlockQ4_1);
-        ASSERT_TRUE(pm.prepare(*k, matvec_args(s, w.data(), w_bytes, nullptr, 0, nullptr)).ok());
-        for (const int threads : {1, 2}) {
-          TilingGuard tiling({64, 1});
-          std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN), wf(static_cast<std::size_t>(cols));
-          MatVecArgs a = matvec_args(s, w.data(), w_bytes, x.data(), x.size() * sizeof(BlockQ8_1), y.data());
-          a.threads = threads;
-          a.prepared = pm.handle();
-          const Status st = invoke(*k, a);
-          ASSERT_TRUE(st.ok()) << st.error;
-          for (std::int64_t r = 0; r < rows; ++r) {
-            dequantize_row(WeightType::Q4_1, &w[static_cast<std::size_t>(r * (cols / kLegacyBlock))], wf.data(), cols);
-            double dot = 0, magnitude = 0;
-            for (std::int64_t i = 0; i < cols; ++i) {
-              const double term = double(wf[static_cast<std::size_t>(i)]) *
-                                  fp16_to_fp32(x[static_cast<std::size_t>(i / 32)].d) *
-                                  x[static_cast<std::size_t>(i / 32)].qs[i % 32];
-              dot += term;
-              magnitude += std::fabs(term);
-            }
-            ASSERT_NEAR(y[static_cast<std::size_t>(r)], dot, 1e-5 * magnitude + 1e-6)
-                << name << " " << to_string(s) << " row " << r << " threads " << threads;
+  for (const Case& t : cases)
+    for (const char* name : t.kernels) {
+      const KernelSpec* k = global_registry().find(name);
+      ASSERT_NE(k, nullptr) << name;
+      if (missing_cpu_features(k->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+      const bool has_min = t.type != WeightType::Q5_0;
+      for (const std::int64_t cols : {32, 96, 576})
+        for (const std::int64_t rows : {1, 7, 9, 23, 130}) {
+          const Shape s{rows, cols};
+          std::vector<std::uint8_t> w(row_bytes(t.type, cols) * static_cast<std::size_t>(rows));
+          std::uniform_int_distribution<int> byte(0, 255);
+          for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
+          std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
+          for (std::size_t off = 0; off < w.size(); off += block_bytes(t.type)) {
+            const fp16_bits d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(scale(rng));
+            std::memcpy(&w[off], &d, sizeof(d));  // every legacy block starts with d, then m if any
+            if (has_min) std::memcpy(&w[off + 2], &m, sizeof(m));
           }
-          for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r) ASSERT_TRUE(std::isnan(y[r]));
-          ++checked;
+          const auto x = random_q8_1(cols, rng);
+          PreparedMatrix pm;
+          ASSERT_TRUE(pm.prepare(*k, matvec_args(s, w.data(), w.size(), nullptr, 0, nullptr)).ok());
+          for (const int threads : {1, 2}) {
+            TilingGuard tiling({64, 1});
+            std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN), wf(static_cast<std::size_t>(cols));
+            MatVecArgs a = matvec_args(s, w.data(), w.size(), x.data(), x.size() * sizeof(BlockQ8_1), y.data());
+            a.threads = threads;
+            a.prepared = pm.handle();
+            const Status st = invoke(*k, a);
+            ASSERT_TRUE(st.ok()) << st.error;
+            for (std::int64_t r = 0; r < rows; ++r) {
+              dequantize_row(t.type, w.data() + row_bytes(t.type, cols) * static_cast<std::size_t>(r), wf.data(), cols);
+              double dot = 0, magnitude = 0;
+              for (std::int64_t i = 0; i < cols; ++i) {
+                const double term = double(wf[static_cast<std::size_t>(i)]) *
+                                    fp16_to_fp32(x[static_cast<std::size_t>(i / 32)].d) *
+                                    x[static_cast<std::size_t>(i / 32)].qs[i % 32];
+                dot += term;
+                magnitude += std::fabs(term);
+              }
+              ASSERT_NEAR(y[static_cast<std::size_t>(r)], dot, 1e-5 * magnitude + 1e-6)
+                  << name << " " << to_string(s) << " row " << r << " threads " << threads;
+            }
+            for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r) ASSERT_TRUE(std::isnan(y[r]));
+            ++checked;
+          }
         }
-      }
-  }
-  EXPECT_EQ(checked, 2 * 3 * 5 * 2);
+    }
+  EXPECT_EQ(checked, 3 * 2 * 3 * 5 * 2);
 }
 
 // Random Q4_K blocks: every byte random (so the 6-bit scales and mins take every value),

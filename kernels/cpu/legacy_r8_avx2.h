@@ -1,12 +1,14 @@
 // The AVX2 kernels of the row-interleaved legacy layouts (row_interleaved.h) x Q8_1
-// activations, Q4_0 and Q4_1: eight rows per step, one float lane per row. Per 32
+// activations, Q4_0, Q4_1, Q5_0 and Q5_1: eight rows per step, one float lane per row. Per 32
 // columns, four 32-byte loads hold four weights of each of the eight rows in every
 // 32-bit lane; their low nibbles meet a broadcast of the matching four activation
 // quants in vpmaddubsw (u8 x s8), their high nibbles the four quants 16 further on.
 // The eight int16 pair sums of a block add up in int16 and one vpmaddwd against ones
-// leaves row r's block dot in lane r. Q4_0's -8 is -8*sum(q_x) per block, an exact
-// integer made once per call; Q4_1's m term is m_w times d_x*sum(q_x), one more FMA
-// per block for eight rows. The eight rows' fp16 scales convert in one vcvtph2ps.
+// leaves row r's block dot in lane r. Q5's fifth bits, rearranged by the repack so
+// one shift and one AND per nibble register put them in place, are OR'd in first.
+// The _0 types' offset (8, 16) is -offset*sum(q_x) per block, an exact integer made
+// once per call; the _1 types' m term is m_w times d_x*sum(q_x), one more FMA per
+// block for eight rows. The eight rows' fp16 scales convert in one vcvtph2ps.
 //
 // Next to the plain-layout kernels this saves the per-row work that makes them
 // compute-bound on AVX2: no per-block scale conversion per row, no horizontal sums,
@@ -15,9 +17,10 @@
 // halves of the thread's rows (avx2_r8x2), keep enough misses in flight
 // (results/intel-xeon-2c/default.csv).
 //
-// Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size, and eight of them
-// sum to at most 30720 < 2^15, so int16 never saturates; the int32 block dot plus
-// 8 * 32 * 128 is far inside int32 and exact in float.
+// Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size (Q4), and eight
+// of them sum to at most 30720 < 2^15; Q5's pairs reach 7936, so its int16 sums are
+// widened every four pairs. The int32 block dot plus 16 * 32 * 128 is far inside
+// int32 and exact in float.
 // Include only from the *_avx2_r8_q8_1.cpp kernel files (built with -mavx2 -mfma -mf16c).
 #pragma once
 
@@ -48,6 +51,12 @@ struct XBlockInfo {
 // one thread).
 constexpr int kPrefetchBlocks = 8;
 
+// The 32-bit lanes of v shifted left by s bits (right by -s); s is a constant after
+// unrolling.
+inline __m256i shift_bits(__m256i v, int s) {
+  return s > 0 ? _mm256_slli_epi32(v, s) : s < 0 ? _mm256_srli_epi32(v, -s) : v;
+}
+
 inline __m256i broadcast_quad(const std::int8_t* q) {
   std::int32_t v;
   std::memcpy(&v, q, sizeof(v));
@@ -74,15 +83,29 @@ void dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo*
       x86::prefetch_line(ahead + 64);
       x86::prefetch_line(ahead + 128);
       const Layout& wb = w[i][b];
-      __m256i sum16 = _mm256_setzero_si256();
+      __m256i sum16 = _mm256_setzero_si256(), dot = offset;
+      [[maybe_unused]] __m256i qh;
+      if constexpr (Layout::kFifthBits) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh));
       for (int c = 0; c < 4; ++c) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[c]));
-        const __m256i lo = _mm256_and_si256(v, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (Layout::kFifthBits) {
+          // Byte k of row r's qh word holds chunk c's fifth bits at bits 2c (low
+          // nibble's weight) and 2c+1 (high nibble's): shifted to bit 4 and kept alone.
+          const __m256i bit4 = _mm256_set1_epi8(0x10);
+          lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * c), bit4));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * c), bit4));
+        }
         sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(lo, broadcast_quad(xq + 4 * c)));
         sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(hi, broadcast_quad(xq + 16 + 4 * c)));
+        // Five-bit quants: a pair is up to 2 * 31 * 128 = 7936, so int16 holds four pairs.
+        if (Layout::kFifthBits && c % 2 == 1) {
+          dot = _mm256_add_epi32(dot, _mm256_madd_epi16(sum16, ones));
+          sum16 = _mm256_setzero_si256();
+        }
       }
-      const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(sum16, ones), offset);
+      if constexpr (!Layout::kFifthBits) dot = _mm256_add_epi32(dot, _mm256_madd_epi16(sum16, ones));
       const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))), dx);
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), d, acc[i]);
       if constexpr (Layout::kHasMin)

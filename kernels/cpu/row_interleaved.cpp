@@ -23,6 +23,31 @@ void fill(BlockQ4_1x8& o, int r, const BlockQ4_1& in) {
   for (int c = 0; c < 4; ++c) std::memcpy(&o.qs[c][4 * r], &in.qs[4 * c], 4);
 }
 
+// qh as BlockQ5_0x8 describes it, from the plain little-endian qh word.
+std::uint32_t rearranged_fifth_bits(const std::uint8_t qh[4]) {
+  std::uint32_t plain, out = 0;
+  std::memcpy(&plain, qh, sizeof(plain));
+  for (int c = 0; c < 4; ++c)
+    for (int k = 0; k < 4; ++k) {
+      out |= ((plain >> (4 * c + k)) & 1u) << (8 * k + 2 * c);
+      out |= ((plain >> (16 + 4 * c + k)) & 1u) << (8 * k + 2 * c + 1);
+    }
+  return out;
+}
+
+void fill(BlockQ5_0x8& o, int r, const BlockQ5_0& in) {
+  o.d[r] = in.d;
+  o.qh[r] = rearranged_fifth_bits(in.qh);
+  for (int c = 0; c < 4; ++c) std::memcpy(&o.qs[c][4 * r], &in.qs[4 * c], 4);
+}
+
+void fill(BlockQ5_1x8& o, int r, const BlockQ5_1& in) {
+  o.d[r] = in.d;
+  o.m[r] = in.m;
+  o.qh[r] = rearranged_fifth_bits(in.qh);
+  for (int c = 0; c < 4; ++c) std::memcpy(&o.qs[c][4 * r], &in.qs[4 * c], 4);
+}
+
 void fill(BlockQ4_Kx8& o, int r, const BlockQ4K& in) {
   o.d[r] = in.d;
   o.dmin[r] = in.dmin;
@@ -85,6 +110,16 @@ Status prepare_q4_1x8(const MatVecArgs& a, PreparedWeights* out) {
   return prepare_groups<BlockQ4_1x8, BlockQ4_1>(a, out, "Q4_1");
 }
 void release_q4_1x8(PreparedWeights p) { release_groups<BlockQ4_1x8>(p); }
+
+Status prepare_q5_0x8(const MatVecArgs& a, PreparedWeights* out) {
+  return prepare_groups<BlockQ5_0x8, BlockQ5_0>(a, out, "Q5_0");
+}
+void release_q5_0x8(PreparedWeights p) { release_groups<BlockQ5_0x8>(p); }
+
+Status prepare_q5_1x8(const MatVecArgs& a, PreparedWeights* out) {
+  return prepare_groups<BlockQ5_1x8, BlockQ5_1>(a, out, "Q5_1");
+}
+void release_q5_1x8(PreparedWeights p) { release_groups<BlockQ5_1x8>(p); }
 
 Status prepare_q4_Kx8(const MatVecArgs& a, PreparedWeights* out) {
   return prepare_groups<BlockQ4_Kx8, BlockQ4K>(a, out, "Q4_K");

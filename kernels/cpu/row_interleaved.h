@@ -34,6 +34,7 @@ struct RowGroups {
 struct BlockQ4_0x8 {
   static constexpr int kZero = 8;  // w = d * (q - 8)
   static constexpr bool kHasMin = false;
+  static constexpr bool kFifthBits = false;
   fp16_bits d[kGroupRows];
   std::uint8_t qs[4][4 * kGroupRows];
 };
@@ -44,6 +45,7 @@ using Q4_0x8Matrix = RowGroups<BlockQ4_0x8>;
 struct BlockQ4_1x8 {
   static constexpr int kZero = 0;
   static constexpr bool kHasMin = true;
+  static constexpr bool kFifthBits = false;
   fp16_bits d[kGroupRows];
   fp16_bits m[kGroupRows];
   std::uint8_t qs[4][4 * kGroupRows];
@@ -51,11 +53,42 @@ struct BlockQ4_1x8 {
 static_assert(sizeof(BlockQ4_1x8) == kGroupRows * sizeof(BlockQ4_1));
 using Q4_1x8Matrix = RowGroups<BlockQ4_1x8>;
 
-// KernelSpec::prepare / release for Q4_0 and Q4_1 weights (cols % 32 == 0; any rows).
+// Eight Q5_0 blocks (w = d * (q - 16)): qs as Q4_0's, and row r's fifth bits in the
+// 32-bit word qh[r] rearranged so byte k holds, for chunk c, the fifth bit of weight
+// 4c+k at bit 2c and that of weight 16+4c+k at bit 2c+1. 176 bytes, as eight blocks.
+struct BlockQ5_0x8 {
+  static constexpr int kZero = 16;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kFifthBits = true;
+  fp16_bits d[kGroupRows];
+  std::uint32_t qh[kGroupRows];
+  std::uint8_t qs[4][4 * kGroupRows];
+};
+static_assert(sizeof(BlockQ5_0x8) == kGroupRows * sizeof(BlockQ5_0));
+using Q5_0x8Matrix = RowGroups<BlockQ5_0x8>;
+
+// Eight Q5_1 blocks (w = d * q + m), as Q5_0's with the rows' m: 192 bytes.
+struct BlockQ5_1x8 {
+  static constexpr int kZero = 0;
+  static constexpr bool kHasMin = true;
+  static constexpr bool kFifthBits = true;
+  fp16_bits d[kGroupRows];
+  fp16_bits m[kGroupRows];
+  std::uint32_t qh[kGroupRows];
+  std::uint8_t qs[4][4 * kGroupRows];
+};
+static_assert(sizeof(BlockQ5_1x8) == kGroupRows * sizeof(BlockQ5_1));
+using Q5_1x8Matrix = RowGroups<BlockQ5_1x8>;
+
+// KernelSpec::prepare / release for the legacy types (cols % 32 == 0; any rows).
 Status prepare_q4_0x8(const MatVecArgs& a, PreparedWeights* out);
 void release_q4_0x8(PreparedWeights p);
 Status prepare_q4_1x8(const MatVecArgs& a, PreparedWeights* out);
 void release_q4_1x8(PreparedWeights p);
+Status prepare_q5_0x8(const MatVecArgs& a, PreparedWeights* out);
+void release_q5_0x8(PreparedWeights p);
+Status prepare_q5_1x8(const MatVecArgs& a, PreparedWeights* out);
+void release_q5_1x8(PreparedWeights p);
 
 // Eight Q4_K super-blocks, one per row of a group, same 256 columns: 1184 bytes, 32
 // more than eight plain blocks, for scales and mins unpacked to a byte each, so a
