@@ -1,4 +1,4 @@
-// The row-interleaved (R8) kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K): the repack keeps
+// The row-interleaved (R8) kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K): the repack keeps
 // every weight, and the kernels on the repacked copy match a float64 dot product of
 // the very blocks they read, on row counts that leave every remainder of the eight-row groups, column counts of one
 // block and more, activations at the quant extremes, threads 1 and 2 (and the
@@ -148,16 +148,18 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
   EXPECT_EQ(checked, 2 * 4 * 8 * 4);
 }
 
-// Q4_1, Q5_0 and Q5_1: every byte random (every nibble and fifth bit), finite fp16 d
-// (and m) of both signs; the expected dot from the dequantized weights.
-TEST(RowInterleaved, Q4_1Q5_0Q5_1MatchTheExactDotOnEveryRemainder) {
+// Q4_1, Q5_0, Q5_1 and Q8_0: every byte random (every nibble, fifth bit and Q8_0
+// quant, -128 included), finite fp16 d (and m) of both signs; the expected dot from
+// the dequantized weights.
+TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
   struct Case {
     WeightType type;
     const char* kernels[2];
   };
   const Case cases[] = {{WeightType::Q4_1, {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1"}},
                         {WeightType::Q5_0, {"q5_0.cpu.avx2_r8_q8_1", "q5_0.cpu.avx2_r8x2_q8_1"}},
-                        {WeightType::Q5_1, {"q5_1.cpu.avx2_r8_q8_1", "q5_1.cpu.avx2_r8x2_q8_1"}}};
+                        {WeightType::Q5_1, {"q5_1.cpu.avx2_r8_q8_1", "q5_1.cpu.avx2_r8x2_q8_1"}},
+                        {WeightType::Q8_0, {"q8_0.cpu.avx2_r8_q8_1", "q8_0.cpu.avx2_r8x2_q8_1"}}};
   std::mt19937 rng(6);
   int checked = 0;
   for (const Case& t : cases)
@@ -165,7 +167,7 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1MatchTheExactDotOnEveryRemainder) {
       const KernelSpec* k = global_registry().find(name);
       ASSERT_NE(k, nullptr) << name;
       if (missing_cpu_features(k->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
-      const bool has_min = t.type != WeightType::Q5_0;
+      const bool has_min = t.type == WeightType::Q4_1 || t.type == WeightType::Q5_1;
       for (const std::int64_t cols : {32, 96, 576})
         for (const std::int64_t rows : {1, 7, 9, 23, 130}) {
           const Shape s{rows, cols};
@@ -207,7 +209,7 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1MatchTheExactDotOnEveryRemainder) {
           }
         }
     }
-  EXPECT_EQ(checked, 3 * 2 * 3 * 5 * 2);
+  EXPECT_EQ(checked, 4 * 2 * 3 * 5 * 2);
 }
 
 // Random Q4_K blocks: every byte random (so the 6-bit scales and mins take every value),

@@ -48,6 +48,12 @@ void fill(BlockQ5_1x8& o, int r, const BlockQ5_1& in) {
   for (int c = 0; c < 4; ++c) std::memcpy(&o.qs[c][4 * r], &in.qs[4 * c], 4);
 }
 
+void fill(BlockQ8_0x8& o, int r, const BlockQ8_0& in) {
+  for (int lane = 0; lane < kGroupRows; ++lane)
+    if (BlockQ8_0x8::kDOrder[lane] == r) o.d[lane] = in.d;
+  for (int c = 0; c < 8; ++c) std::memcpy(&o.qs[c][4 * r], &in.qs[4 * c], 4);
+}
+
 void fill(BlockQ4_Kx8& o, int r, const BlockQ4K& in) {
   o.d[r] = in.d;
   o.dmin[r] = in.dmin;
@@ -120,6 +126,11 @@ Status prepare_q5_1x8(const MatVecArgs& a, PreparedWeights* out) {
   return prepare_groups<BlockQ5_1x8, BlockQ5_1>(a, out, "Q5_1");
 }
 void release_q5_1x8(PreparedWeights p) { release_groups<BlockQ5_1x8>(p); }
+
+Status prepare_q8_0x8(const MatVecArgs& a, PreparedWeights* out) {
+  return prepare_groups<BlockQ8_0x8, BlockQ8_0>(a, out, "Q8_0");
+}
+void release_q8_0x8(PreparedWeights p) { release_groups<BlockQ8_0x8>(p); }
 
 Status prepare_q4_Kx8(const MatVecArgs& a, PreparedWeights* out) {
   return prepare_groups<BlockQ4_Kx8, BlockQ4K>(a, out, "Q4_K");

@@ -80,6 +80,17 @@ struct BlockQ5_1x8 {
 static_assert(sizeof(BlockQ5_1x8) == kGroupRows * sizeof(BlockQ5_1));
 using Q5_1x8Matrix = RowGroups<BlockQ5_1x8>;
 
+// Eight Q8_0 blocks (w = d * q, q signed): chunk c (of 8) holds, in bytes 4r..4r+3,
+// quants 4c..4c+3 of row r. d is stored in the order the kernel's vphaddd leaves the
+// rows in (0 1 4 5 2 3 6 7), so it scales them without a permute. 272 bytes.
+struct BlockQ8_0x8 {
+  static constexpr int kDOrder[kGroupRows] = {0, 1, 4, 5, 2, 3, 6, 7};
+  fp16_bits d[kGroupRows];
+  std::int8_t qs[8][4 * kGroupRows];
+};
+static_assert(sizeof(BlockQ8_0x8) == kGroupRows * sizeof(BlockQ8_0));
+using Q8_0x8Matrix = RowGroups<BlockQ8_0x8>;
+
 // KernelSpec::prepare / release for the legacy types (cols % 32 == 0; any rows).
 Status prepare_q4_0x8(const MatVecArgs& a, PreparedWeights* out);
 void release_q4_0x8(PreparedWeights p);
@@ -89,6 +100,8 @@ Status prepare_q5_0x8(const MatVecArgs& a, PreparedWeights* out);
 void release_q5_0x8(PreparedWeights p);
 Status prepare_q5_1x8(const MatVecArgs& a, PreparedWeights* out);
 void release_q5_1x8(PreparedWeights p);
+Status prepare_q8_0x8(const MatVecArgs& a, PreparedWeights* out);
+void release_q8_0x8(PreparedWeights p);
 
 // Eight Q4_K super-blocks, one per row of a group, same 256 columns: 1184 bytes, 32
 // more than eight plain blocks, for scales and mins unpacked to a byte each, so a

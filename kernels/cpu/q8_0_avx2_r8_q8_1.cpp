@@ -1,0 +1,136 @@
+// Q8_0 weights in the row-interleaved layout (row_interleaved.h) x Q8_1 activations,
+// AVX2, eight rows per step. Signed x signed bytes have no exact vpmaddubsw form (the
+// stored quants overflow its int16 pairs, and the sign trick fails on a -128
+// activation), so both sides are int16: a 32-byte chunk (four quants of each of the
+// eight rows) widens to two registers, rows 0-3 and 4-7, and vpmaddwd against four
+// activation quants (widened once per call, broadcast as one 64-bit pattern) leaves
+// two int32 partial dots per row. One vphaddd per block folds the pairs, leaving the
+// rows in the order 0 1 4 5 2 3 6 7, the order the repack stored their scales in;
+// the outputs are put back in row order once per group.
+//
+// Bounds: a vpmaddwd lane is at most 2 * 128 * 128 = 32768, eight chunks' sum
+// 2^18, far inside int32 and exact in float.
+#include "x86_common.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include <omp.h>
+
+#include "kernel.h"
+#include "kernels/cpu_tiling.h"
+#include "row_interleaved.h"
+
+namespace {
+
+using qmv::interleave::BlockQ8_0x8;
+using qmv::interleave::kGroupRows;
+
+// A block of activation quants as int16, and its scale.
+struct alignas(64) XBlock16 {
+  std::int16_t q[qmv::kQ8_1Block];
+  float d;
+};
+
+constexpr int kPrefetchBlocks = 8;
+
+inline __m256i broadcast_four(const std::int16_t* q) {
+  std::int64_t v;
+  std::memcpy(&v, q, sizeof(v));
+  return _mm256_set1_epi64x(v);
+}
+
+template <int NG>
+void dot_groups(const BlockQ8_0x8* const w[NG], const XBlock16* x, std::int64_t nb, float* const out[NG]) {
+  __m256 acc[NG];
+  for (int i = 0; i < NG; ++i) acc[i] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const XBlock16& xb = x[b];
+    const __m256 dx = _mm256_set1_ps(xb.d);
+    for (int i = 0; i < NG; ++i) {
+      const BlockQ8_0x8& wb = w[i][b];
+      const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(w[i] + b + kPrefetchBlocks);
+      for (int line = 0; line < 5; ++line) qmv::x86::prefetch_line(ahead + 64 * line);
+      __m256i rows03 = _mm256_setzero_si256(), rows47 = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[c]));
+        const __m256i xq = broadcast_four(xb.q + 4 * c);
+        rows03 = _mm256_add_epi32(rows03, _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)), xq));
+        rows47 = _mm256_add_epi32(rows47, _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)), xq));
+      }
+      const __m256i dot = _mm256_hadd_epi32(rows03, rows47);  // rows 0 1 4 5 | 2 3 6 7
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))), dx);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), d, acc[i]);
+    }
+  }
+  const __m256i to_row_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], _mm256_permutevar8x32_ps(acc[i], to_row_order));
+}
+
+template <int NG>
+qmv::Status run(const qmv::MatVecArgs& a) {
+  const auto* m = static_cast<const qmv::interleave::Q8_0x8Matrix*>(a.prepared);
+  if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
+  const std::int64_t nb = m->blocks, groups = m->groups, rows = a.shape.rows;
+  const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
+  auto* x = static_cast<XBlock16*>(qmv::thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlock16)));
+  for (std::int64_t b = 0; b < nb; ++b) {
+    for (int i = 0; i < qmv::kQ8_1Block; ++i) x[b].q[i] = xq[b].qs[i];
+    x[b].d = _cvtsh_ss(xq[b].d);
+  }
+  // The groups [g0, g1) in NG contiguous parts read side by side; the matrix's last
+  // group (maybe padded) and the parts' leftovers one at a time.
+  auto run_range = [&](std::int64_t g0, std::int64_t g1) {
+    const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
+    const std::int64_t part = (full_end - g0) / NG;
+    for (std::int64_t k = 0; k < part; ++k) {
+      const BlockQ8_0x8* w[NG];
+      float* out[NG];
+      for (int i = 0; i < NG; ++i) {
+        const std::int64_t g = g0 + i * part + k;
+        w[i] = m->data + g * nb;
+        out[i] = a.y + g * kGroupRows;
+      }
+      dot_groups<NG>(w, x, nb, out);
+    }
+    for (std::int64_t g = g0 + NG * part; g < g1; ++g) {
+      alignas(32) float tmp[kGroupRows];
+      const BlockQ8_0x8* w[1] = {m->data + g * nb};
+      float* out[1] = {tmp};
+      dot_groups<1>(w, x, nb, out);
+      for (std::int64_t r = g * kGroupRows; r < rows && r < (g + 1) * kGroupRows; ++r) a.y[r] = tmp[r - g * kGroupRows];
+    }
+  };
+  const int threads = rows < qmv::cpu_tiling().min_parallel_rows ? 1 : a.threads;
+  if (threads <= 1) {
+    run_range(0, groups);
+  } else {
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), n = omp_get_num_threads();
+      run_range(groups * t / n, groups * (t + 1) / n);
+    }
+  }
+  return qmv::Status::Ok();
+}
+
+template <int NG>
+qmv::KernelRecord record(const char* name, const char* description) {
+  qmv::KernelRecord r = qmv::cpu_matvec_kernel(name, qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run<NG>,
+                                               description,
+                                               qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C);
+  r.prepare = qmv::interleave::prepare_q8_0x8;
+  r.release = qmv::interleave::release_q8_0x8;
+  return r;
+}
+
+}  // namespace
+
+QMV_REGISTER_KERNEL(record<1>(
+    "q8_0.cpu.avx2_r8_q8_1",
+    "Q8_0 x Q8_1, AVX2, weights repacked once into eight-row interleaved blocks: int16 "
+    "vpmaddwd, one float lane per row, one weight stream per thread"));
+QMV_REGISTER_KERNEL(record<2>(
+    "q8_0.cpu.avx2_r8x2_q8_1",
+    "Q8_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, two weight streams "
+    "per thread (the two halves of its rows) sharing each activation load"));
