@@ -181,6 +181,12 @@ std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r) 
 }
 
 std::vector<std::string> peak_header(bool gpu_columns) {
+  std::vector<std::string> h = with_context(
+      kContextColumns, {"threads", "buffer_bytes", "repetitions", "gbps_best", "gbps_median", "read_loop", "command"});
+  return gpu_columns ? before_command(std::move(h), kGpuPeakColumns) : h;
+}
+
+std::vector<std::string> legacy_peak_header(bool gpu_columns) {
   std::vector<std::string> h =
       with_context(kContextColumns, {"threads", "buffer_bytes", "repetitions", "gbps_best", "gbps_median", "command"});
   return gpu_columns ? before_command(std::move(h), kGpuPeakColumns) : h;
@@ -206,7 +212,7 @@ std::vector<std::string> legacy_sweep_header() {
 std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bool gpu_columns) {
   std::vector<std::string> f = with_context(
       context_fields(ctx), {std::to_string(r.threads), std::to_string(r.buffer_bytes), std::to_string(r.repetitions),
-                            num(r.gbps_best), num(r.gbps_median), ctx.command});
+                            num(r.gbps_best), num(r.gbps_median), r.read_loop, ctx.command});
   if (!gpu_columns) return f;
   return before_command(std::move(f), {r.device, r.datasheet_gbps > 0 ? num(r.datasheet_gbps) : std::string()});
 }
@@ -262,7 +268,8 @@ CsvKind detect_csv_kind(const std::string& path) {
   for (bool gpu : {false, true})
     if (first == join(bench_header(gpu)) || first == join(legacy_bench_header(gpu))) return CsvKind::Bench;
   if (first == join(check_header())) return CsvKind::Check;
-  if (first == join(peak_header(false)) || first == join(peak_header(true))) return CsvKind::Peak;
+  for (bool gpu : {false, true})
+    if (first == join(peak_header(gpu)) || first == join(legacy_peak_header(gpu))) return CsvKind::Peak;
   if (first == join(sweep_header()) || first == join(legacy_sweep_header())) return CsvKind::Sweep;
   return CsvKind::Unknown;
 }
@@ -356,9 +363,10 @@ std::vector<CheckRow> read_check_csv(const std::string& path) {
 }
 
 std::vector<PeakRow> read_peak_csv(const std::string& path) {
-  // The CPU columns, then the optional GPU ones (as kGpuPeakColumns).
-  static constexpr std::array<const char*, 7> kNames = {"threads",     "buffer_bytes", "repetitions", "gbps_best",
-                                                        "gbps_median", "device",       "datasheet_gbps"};
+  // The CPU columns, then the optional ones: the GPU's (as kGpuPeakColumns), read_loop.
+  static constexpr std::array<const char*, 8> kNames = {"threads",     "buffer_bytes", "repetitions",
+                                                        "gbps_best",   "gbps_median",  "device",
+                                                        "datasheet_gbps", "read_loop"};
   std::vector<PeakRow> rows;
   csv_columns::read(path, "peak", kNames, 5, [&](const Fields& f) {
     PeakRow r;
@@ -369,6 +377,7 @@ std::vector<PeakRow> read_peak_csv(const std::string& path) {
     r.gbps_median = f.number<double>("gbps_median");
     if (!f["device"].empty()) r.device = f["device"];
     r.datasheet_gbps = f.number<double>("datasheet_gbps");
+    r.read_loop = f["read_loop"];
     rows.push_back(std::move(r));
   });
   return rows;

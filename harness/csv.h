@@ -64,8 +64,10 @@ struct CheckRow {
   std::string failure;  // why it failed or was skipped
 };
 
-// A CPU row: a read with `threads` threads. A GPU row (device "cuda", threads 0): a
-// device-to-device copy counting bytes read and written, with the datasheet figure.
+// A CPU row: a read with `threads` threads, the best of the read loops (`read_loop`
+// names the winner). A GPU row (threads 0): device "cuda", a device-to-device copy
+// counting bytes read and written; "cuda-read", a streaming read (`read_loop`, its
+// fastest loop); both with the datasheet figure.
 struct PeakRow {
   int threads = 0;
   std::int64_t buffer_bytes = 0;
@@ -73,6 +75,7 @@ struct PeakRow {
   double gbps_best = 0, gbps_median = 0;
   std::string device = "cpu";
   double datasheet_gbps = 0;
+  std::string read_loop = {};  // empty in files from before the read-loop family
 };
 
 // Quotes a field when it holds a comma, quote or newline (RFC 4180).
@@ -106,8 +109,10 @@ std::vector<std::string> legacy_bench_header(bool gpu_columns = false);
 std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, bool gpu_columns = false);
 std::vector<std::string> check_header();
 std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r);
-// With gpu_columns (a machine with a CUDA device), `device` and `datasheet_gbps`.
+// With gpu_columns (a machine with a CUDA device), `device` and `datasheet_gbps`. Files
+// written before the `read_loop` column (legacy_peak_header) are still read, it empty.
 std::vector<std::string> peak_header(bool gpu_columns = false);
+std::vector<std::string> legacy_peak_header(bool gpu_columns = false);
 // A sweep row: the bench columns, then experiment, model_op, status, reason and the
 // check results (harness/experiment.h writes and reads them).
 std::vector<std::string> sweep_header();

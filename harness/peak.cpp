@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "harness/machine.h"
@@ -26,71 +29,215 @@ std::size_t cold_buffer_bytes() {
 
 namespace {
 
-// Eight independent accumulators so the sum is never latency-bound; compiled for the
-// widest vector unit the CPU has (and the ISA mask allows), so the loads, not the adds,
-// bound it.
-// A software prefetch runs ahead of the loads: the hardware prefetchers stop at 4 KiB
-// page boundaries, and the best kernels prefetch, so a peak without it would be one
-// they beat.
-constexpr std::size_t kPrefetchWords = 1024;  // 8 KiB ahead: 4 KiB and 16 KiB measured lower
+// The read family. A kernel reads its weights as several row streams at once, with
+// 256- or 512-bit loads, some with software prefetch; one loop with one stream per thread
+// is not the ceiling (kernels read above it), so the peak is the best of these.
+// Each loop cuts its slice into `Streams` contiguous parts and reads them in lockstep,
+// 128 bytes (two cache lines) of each part per step, one accumulator per part: the adds
+// are never the bound, the loads are.
+typedef std::uint64_t U64x2 __attribute__((vector_size(16)));
+typedef std::uint64_t U64x4 __attribute__((vector_size(32)));
+typedef std::uint64_t U64x8 __attribute__((vector_size(64)));
 
-// One loop, compiled three times; the widest the CPU and the ISA mask allow runs.
-template <int Isa>
-[[gnu::always_inline]] inline std::uint64_t sum_words_loop(const std::uint64_t* p, std::size_t n) {
-  std::uint64_t acc[8] = {};
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __builtin_prefetch(p + std::min(i + kPrefetchWords, n - 1));
-    for (int k = 0; k < 8; ++k) acc[k] += p[i + k];
+constexpr std::size_t kStepWords = 128 / sizeof(std::uint64_t);
+constexpr std::size_t kLineWords = 64 / sizeof(std::uint64_t);
+
+// An unaligned load of the vector width (through a reference: a vector return value
+// would be an ABI question outside the ISA's functions).
+template <class V>
+[[gnu::always_inline]] inline void add_words(V& acc, const std::uint64_t* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof v);
+  acc += v;
+}
+
+// Inlined into the per-ISA functions below, so its vectors are that ISA's registers.
+template <class V, int Streams, int PrefetchBytes>
+[[gnu::always_inline]] inline std::uint64_t sum_in_streams(const std::uint64_t* p, std::size_t n) {
+  constexpr std::size_t kLanes = sizeof(V) / sizeof(std::uint64_t);
+  constexpr std::size_t kAhead = PrefetchBytes / sizeof(std::uint64_t);
+  const std::size_t part = n / Streams / kStepWords * kStepWords;
+  V acc[Streams] = {};
+  for (std::size_t i = 0; i < part; i += kStepWords) {
+    for (int s = 0; s < Streams; ++s) {
+      const std::uint64_t* q = p + s * part + i;
+      if constexpr (PrefetchBytes > 0) {
+        // Within this stream's part only: past it is another stream's data or the end.
+        if (i + kAhead + kStepWords <= part) {
+          __builtin_prefetch(q + kAhead);
+          __builtin_prefetch(q + kAhead + kLineWords);
+        }
+      }
+      V step = {};
+      for (std::size_t v = 0; v < kStepWords; v += kLanes) add_words(step, q + v);
+      acc[s] += step;
+    }
   }
-  for (; i < n; ++i) acc[0] += p[i];
-  std::uint64_t s = 0;
-  for (auto a : acc) s += a;
-  return s;
+  std::uint64_t sum = 0;
+  for (std::size_t i = Streams * part; i < n; ++i) sum += p[i];
+  for (int s = 0; s < Streams; ++s)
+    for (std::size_t l = 0; l < kLanes; ++l) sum += acc[s][l];
+  return sum;
 }
 
-__attribute__((target("avx512f"))) std::uint64_t sum_words_avx512(const std::uint64_t* p, std::size_t n) {
-  return sum_words_loop<512>(p, n);
+#if defined(__x86_64__) || defined(__i386__)
+template <int Streams, int PrefetchBytes>
+__attribute__((target("avx512f"))) std::uint64_t sum_avx512(const std::uint64_t* p, std::size_t n) {
+  return sum_in_streams<U64x8, Streams, PrefetchBytes>(p, n);
 }
-__attribute__((target("avx2"))) std::uint64_t sum_words_avx2(const std::uint64_t* p, std::size_t n) {
-  return sum_words_loop<256>(p, n);
+template <int Streams, int PrefetchBytes>
+__attribute__((target("avx2"))) std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n) {
+  return sum_in_streams<U64x4, Streams, PrefetchBytes>(p, n);
 }
-std::uint64_t sum_words_plain(const std::uint64_t* p, std::size_t n) { return sum_words_loop<0>(p, n); }
+#endif
+template <int Streams, int PrefetchBytes>
+std::uint64_t sum_baseline(const std::uint64_t* p, std::size_t n) {
+  return sum_in_streams<U64x2, Streams, PrefetchBytes>(p, n);
+}
 
-using SumWords = std::uint64_t (*)(const std::uint64_t*, std::size_t);
-SumWords sum_words_for_this_cpu() {
-  if (!missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX512F))) return sum_words_avx512;
-  if (!missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2))) return sum_words_avx2;
-  return sum_words_plain;
+std::string loop_name(const char* isa, int streams, int prefetch_bytes) {
+  std::string name = std::string(isa) + ".s" + std::to_string(streams);
+  if (prefetch_bytes >= 1024) name += ".pf" + std::to_string(prefetch_bytes / 1024) + "k";
+  else if (prefetch_bytes > 0) name += ".pf" + std::to_string(prefetch_bytes);
+  return name;
+}
+
+template <int Streams, int PrefetchBytes>
+void add_loops(std::vector<ReadLoop>& loops) {
+#if defined(__x86_64__) || defined(__i386__)
+  loops.push_back({loop_name("avx512", Streams, PrefetchBytes), 512, Streams, PrefetchBytes,
+                   static_cast<std::uint32_t>(CpuFeature::AVX512F), sum_avx512<Streams, PrefetchBytes>});
+  loops.push_back({loop_name("avx2", Streams, PrefetchBytes), 256, Streams, PrefetchBytes,
+                   static_cast<std::uint32_t>(CpuFeature::AVX2), sum_avx2<Streams, PrefetchBytes>});
+  loops.push_back({loop_name("sse2", Streams, PrefetchBytes), 128, Streams, PrefetchBytes, 0,
+                   sum_baseline<Streams, PrefetchBytes>});
+#else
+  loops.push_back({loop_name("plain", Streams, PrefetchBytes), 128, Streams, PrefetchBytes, 0,
+                   sum_baseline<Streams, PrefetchBytes>});
+#endif
+}
+
+// Prefetch distances per stream: none, a few lines, and a few pages (the hardware
+// prefetchers stop at 4 KiB page boundaries; a software prefetch does not).
+template <int Streams>
+void add_prefetch_distances(std::vector<ReadLoop>& loops) {
+  add_loops<Streams, 0>(loops);
+  add_loops<Streams, 512>(loops);
+  add_loops<Streams, 2048>(loops);
+  add_loops<Streams, 8192>(loops);
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace
 
-PeakResult measure_read_bandwidth(int threads, int repetitions) {
-  const std::size_t words = cold_buffer_bytes() / sizeof(std::uint64_t);
-  std::unique_ptr<std::uint64_t[]> buf(new std::uint64_t[words]);
+const std::vector<ReadLoop>& all_read_loops() {
+  static const std::vector<ReadLoop> loops = [] {
+    std::vector<ReadLoop> v;
+    add_prefetch_distances<1>(v);
+    add_prefetch_distances<2>(v);
+    add_prefetch_distances<4>(v);
+    add_prefetch_distances<8>(v);
+    return v;
+  }();
+  return loops;
+}
+
+std::vector<ReadLoop> usable_read_loops() {
+  const bool avx2 = !missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2));
+  std::vector<ReadLoop> out;
+  for (const ReadLoop& l : all_read_loops())
+    if (!missing_cpu_features(l.features) && !(avx2 && l.vector_bits < 256)) out.push_back(l);
+  return out;
+}
+
+std::uint64_t read_with_threads(const ReadLoop& loop, const std::uint64_t* buf, std::size_t words, int threads) {
+  std::uint64_t total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+  {
+    const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
+    const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
+    // Slices start on a cache line (of an aligned buffer): no line is read by two threads.
+    const std::size_t begin = t == 0 ? 0 : words * t / nt / kLineWords * kLineWords;
+    const std::size_t end = t + 1 == nt ? words : words * (t + 1) / nt / kLineWords * kLineWords;
+    total += loop.sum(buf + begin, end - begin);
+  }
+  return total;
+}
+
+PeakResult measure_read_bandwidth(int threads, int repetitions, const std::string& only_loop,
+                                  std::size_t buffer_bytes) {
+  std::vector<ReadLoop> loops = usable_read_loops();
+  if (!only_loop.empty()) {
+    const auto it = std::find_if(loops.begin(), loops.end(), [&](const ReadLoop& l) { return l.name == only_loop; });
+    if (it == loops.end()) {
+      std::string names;
+      for (const ReadLoop& l : loops) names += (names.empty() ? "" : ", ") + l.name;
+      throw std::invalid_argument("read loop '" + only_loop + "' is not one this CPU and ISA mask allow: " + names);
+    }
+    loops = {*it};
+  }
+  repetitions = std::max(repetitions, 1);
+  const std::size_t words = (buffer_bytes ? buffer_bytes : cold_buffer_bytes()) / sizeof(std::uint64_t);
+  // Page-aligned, so every loop's loads start on cache lines, as a kernel's weights do.
+  struct FreeAligned {
+    void operator()(std::uint64_t* p) const { ::operator delete[](p, std::align_val_t(4096)); }
+  };
+  std::unique_ptr<std::uint64_t[], FreeAligned> buf(
+      static_cast<std::uint64_t*>(::operator new[](words * sizeof(std::uint64_t), std::align_val_t(4096))));
   // First touch by the threads that will read it, so pages land on their node.
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::size_t i = 0; i < words; ++i) buf[i] = i;
-  std::vector<double> gbps;
+
   volatile std::uint64_t sink = 0;
-  const SumWords sum_words = sum_words_for_this_cpu();
-  for (int r = 0; r < repetitions; ++r) {
-    std::uint64_t total = 0;
+  const double gigabytes = static_cast<double>(words * sizeof(std::uint64_t)) / 1e9;
+  const auto timed_pass = [&](const ReadLoop& loop) {
     const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-    {
-      const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
-      const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
-      const std::size_t begin = words * t / nt, end = words * (t + 1) / nt;
-      total += sum_words(buf.get() + begin, end - begin);
-    }
+    const std::uint64_t total = read_with_threads(loop, buf.get(), words, threads);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;
-    gbps.push_back(static_cast<double>(words * sizeof(std::uint64_t)) / s / 1e9);
+    return gigabytes / s;
+  };
+
+  // Screening: one pass of each loop; the fastest three go on.
+  std::vector<std::vector<double>> gbps(loops.size());
+  std::vector<std::size_t> finalists(loops.size());
+  for (std::size_t i = 0; i < loops.size(); ++i) finalists[i] = i;
+  constexpr std::size_t kFinalists = 3;
+  if (loops.size() > kFinalists) {
+    for (std::size_t i = 0; i < loops.size(); ++i) gbps[i].push_back(timed_pass(loops[i]));
+    std::sort(finalists.begin(), finalists.end(), [&](std::size_t a, std::size_t b) { return gbps[a][0] > gbps[b][0]; });
+    finalists.resize(kFinalists);
   }
-  std::sort(gbps.begin(), gbps.end());
-  return {threads, words * sizeof(std::uint64_t), gbps.back(), gbps[gbps.size() / 2], repetitions};
+  // The finalists interleaved, the order turning each round, so a busy moment of the
+  // machine falls on each of them alike; the screening pass counts as one more.
+  for (int r = 0; r < repetitions; ++r)
+    for (std::size_t k = 0; k < finalists.size(); ++k) {
+      const std::size_t i = finalists[(k + static_cast<std::size_t>(r)) % finalists.size()];
+      gbps[i].push_back(timed_pass(loops[i]));
+    }
+
+  PeakResult result;
+  result.threads = threads;
+  result.bytes = words * sizeof(std::uint64_t);
+  for (std::size_t i = 0; i < loops.size(); ++i)
+    result.loops.push_back({loops[i].name, *std::max_element(gbps[i].begin(), gbps[i].end()), median_of(gbps[i]),
+                            static_cast<int>(gbps[i].size())});
+  std::stable_sort(result.loops.begin(), result.loops.end(),
+                   [](const ReadLoopSpeed& a, const ReadLoopSpeed& b) { return a.best_gbps > b.best_gbps; });
+  // The winner among the finalists: a screening pass alone is too few to stand for a loop.
+  const ReadLoopSpeed* winner = nullptr;
+  for (const ReadLoopSpeed& l : result.loops)
+    if (!winner && l.repetitions > 1) winner = &l;
+  if (!winner) winner = &result.loops.front();
+  result.best_gbps = winner->best_gbps;
+  result.median_gbps = winner->median_gbps;
+  result.repetitions = winner->repetitions;
+  result.read_loop = winner->name;
+  return result;
 }
 
 std::size_t gpu_cold_bytes(std::size_t l2_bytes) {

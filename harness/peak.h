@@ -3,21 +3,55 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace qmv {
+
+// One loop of the read family: sums `words` 64-bit words from `p` (any count, any
+// uint64_t alignment) and returns the sum modulo 2^64, the same for every loop.
+using ReadLoopFn = std::uint64_t (*)(const std::uint64_t* p, std::size_t words);
+struct ReadLoop {
+  std::string name;         // "<isa>.s<streams>[.pf<distance>]", e.g. "avx2.s4.pf2k"
+  int vector_bits = 0;      // width of each load: 128, 256 or 512
+  int streams = 0;          // contiguous parts of the slice read in lockstep
+  int prefetch_bytes = 0;   // software prefetch distance per stream; 0: none
+  std::uint32_t features = 0;  // CpuFeature bits the loop needs
+  ReadLoopFn sum = nullptr;
+};
+// Every loop compiled in, whether or not this CPU can run it.
+const std::vector<ReadLoop>& all_read_loops();
+// The loops the peak tries here: those whose features the CPU has and the ISA mask
+// allows, 256- and 512-bit where allowed; the 128-bit (SSE2) ones only without AVX2.
+std::vector<ReadLoop> usable_read_loops();
+// Sums `words` words of `buf` with `threads` OpenMP threads, each reading its own
+// contiguous slice (cut at cache-line multiples) with `loop`.
+std::uint64_t read_with_threads(const ReadLoop& loop, const std::uint64_t* buf, std::size_t words, int threads);
+
+struct ReadLoopSpeed {
+  std::string name;
+  double best_gbps = 0, median_gbps = 0;
+  int repetitions = 0;  // passes timed: 1 for a loop that did not pass the screening
+};
 
 struct PeakResult {
   int threads = 0;
   std::size_t bytes = 0;  // size of the buffer read
-  double best_gbps = 0;   // best of the repetitions (the STREAM convention)
-  double median_gbps = 0;
+  double best_gbps = 0;   // the winning loop's best repetition (the STREAM convention)
+  double median_gbps = 0; // the winning loop's median
   int repetitions = 0;
+  std::string read_loop;  // the winning loop (ReadLoop::name)
+  std::vector<ReadLoopSpeed> loops;  // every loop timed, best first
 };
 
-// Reads a buffer several times the last-level cache with `threads` OpenMP threads,
-// each summing its own contiguous slice (a STREAM-like read, no writes).
-PeakResult measure_read_bandwidth(int threads, int repetitions = 7);
+// The machine's read ceiling with `threads` OpenMP threads: a buffer several times the
+// last-level cache (or `buffer_bytes`, when not 0) read, no writes, by every loop of
+// usable_read_loops(): one screening pass each, then `repetitions` interleaved passes of
+// the fastest three; the result is the loop with the highest best pass. With `only_loop`,
+// that loop alone, `repetitions` times (throws std::invalid_argument if it is not usable).
+PeakResult measure_read_bandwidth(int threads, int repetitions = 7, const std::string& only_loop = {},
+                                  std::size_t buffer_bytes = 0);
 
 // A buffer size that defeats the caches: 4x the last-level cache, at least 1 GiB,
 // at most a quarter of the RAM.

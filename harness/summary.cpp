@@ -600,8 +600,10 @@ std::string context_lines(const ResultsSummary& s, bool md) {
   if (!s.has_peak) peak = not_measured(kPeak);
   for (const PeakRow& p : s.peaks) {
     peak += peak.empty() ? "" : ", ";
-    peak += p.device == "cpu" ? fmt::format("{:.2f} GB/s ({})", p.gbps_best, plural(p.threads, "thread", "threads"))
-                              : fmt::format("{:.2f} GB/s ({})", p.gbps_best, p.device);
+    const std::string loop = p.read_loop.empty() ? "" : ", " + p.read_loop;
+    peak += p.device == "cpu"
+                ? fmt::format("{:.2f} GB/s ({}{})", p.gbps_best, plural(p.threads, "thread", "threads"), loop)
+                : fmt::format("{:.2f} GB/s ({}{})", p.gbps_best, p.device, loop);
   }
   std::string peer;
   if (!s.peer.empty())

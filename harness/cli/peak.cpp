@@ -25,9 +25,13 @@ class PeakCommand : public Command {
  public:
   explicit PeakCommand(CLI::App& app) {
     cmd_ = app.add_subcommand(
-        "peak", "Measure the machine's memory bandwidth: a STREAM-like read per thread count, and with a CUDA "
-                "device a streaming read and a device-to-device copy next to the datasheet figure");
+        "peak", "Measure the machine's memory bandwidth: per thread count, the best of a family of STREAM-like read "
+                "loops, and with a CUDA device a streaming read and a device-to-device copy next to the datasheet "
+                "figure");
     cmd_->add_option("--threads", threads_, "Thread counts, e.g. 1,2 or all")->capture_default_str();
+    cmd_->add_option("--read-loop", read_loop_,
+                     "Time this CPU read loop alone (e.g. avx2.s4.pf2k) instead of the best of the family");
+    cmd_->add_flag("--all-loops", all_loops_, "Print every CPU read loop's speed, not only the fastest few");
     cmd_->add_option("--reps", reps_, "Repetitions (the best is the peak)")->check(CLI::Range(1, 100))
         ->capture_default_str();
     cmd_->add_option("--out", out_, "Write a CSV ({machine} expands to this machine's name)");
@@ -44,7 +48,7 @@ class PeakCommand : public Command {
     const RunContext ctx = current_context(command_line);
     const auto cpu_threads = device_ == "cuda" ? std::vector<int>{} : parse_threads(threads_);
     std::string gpu_not_measured;
-    measure_peaks(cpu_threads, reps_, &ctx, out_, append_, device_ != "cpu", &gpu_not_measured);
+    measure_peaks(cpu_threads, reps_, &ctx, out_, append_, device_ != "cpu", &gpu_not_measured, read_loop_, all_loops_);
     if (!out_.empty()) fmt::print("wrote {}\n", expand_machine(out_));
     if (device_ == "cuda" && !gpu_not_measured.empty()) {
       fmt::print(stderr, "peak: the GPU was not measured: {}\n", gpu_not_measured);
@@ -55,24 +59,37 @@ class PeakCommand : public Command {
 
  private:
   CLI::App* cmd_ = nullptr;
-  std::string threads_ = "1,all", out_, device_ = "all";
+  std::string threads_ = "1,all", out_, device_ = "all", read_loop_;
   int reps_ = 7;
-  bool append_ = false;
+  bool append_ = false, all_loops_ = false;
 };
 
 }  // namespace
 
 std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
-                                    const std::string& out, bool append, bool gpu, std::string* gpu_not_measured) {
+                                    const std::string& out, bool append, bool gpu, std::string* gpu_not_measured,
+                                    const std::string& read_loop, bool all_loops) {
   const bool gpu_columns = gpu && machine_info().gpu != "none";
   std::unique_ptr<CsvWriter> csv;
   if (!out.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out), peak_header(gpu_columns), append);
   std::map<int, double> peaks;
   for (int t : threads) {
-    const PeakResult p = measure_read_bandwidth(t, reps);
+    const PeakResult p = measure_read_bandwidth(t, reps, read_loop);
     PeakRow row{t, static_cast<std::int64_t>(p.bytes), p.repetitions, p.best_gbps, p.median_gbps};
-    fmt::print("peak read bandwidth, {} thread{}: {:.2f} GB/s (best of {}, median {:.2f})\n", t,
-               t == 1 ? "" : "s", p.best_gbps, p.repetitions, p.median_gbps);
+    row.read_loop = p.read_loop;
+    fmt::print("peak read bandwidth, {} thread{}: {:.2f} GB/s (best of {}, median {:.2f}), read loop {}{}\n", t,
+               t == 1 ? "" : "s", p.best_gbps, p.repetitions, p.median_gbps, p.read_loop,
+               p.loops.size() > 1 ? fmt::format(" of {} screened", p.loops.size()) : "");
+    if (all_loops) {
+      for (const ReadLoopSpeed& l : p.loops)
+        fmt::print("  {:<18} best {:6.2f} GB/s, median {:6.2f} ({} pass{})\n", l.name, l.best_gbps, l.median_gbps,
+                   l.repetitions, l.repetitions == 1 ? "" : "es");
+    } else if (p.loops.size() > 1) {
+      std::string runners;
+      for (std::size_t i = 1; i < p.loops.size() && i < 4; ++i)
+        runners += fmt::format("{}{} {:.2f}", i == 1 ? "" : ", ", p.loops[i].name, p.loops[i].best_gbps);
+      fmt::print("  next best: {}; slowest: {} {:.2f}\n", runners, p.loops.back().name, p.loops.back().best_gbps);
+    }
     std::fflush(stdout);
     if (csv) csv->write(peak_fields(*ctx, row, gpu_columns));
     peaks[t] = p.best_gbps;
@@ -93,7 +110,7 @@ std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, c
                    machine_info().gpu, g.read_best_gbps, g.repetitions, g.read_median_gbps,
                    g.datasheet_gbps > 0 ? 100 * g.read_best_gbps / g.datasheet_gbps : 0.0, g.read_loop);
         PeakRow read{0, static_cast<std::int64_t>(g.read_bytes), g.repetitions, g.read_best_gbps, g.read_median_gbps,
-                     "cuda-read", g.datasheet_gbps};
+                     "cuda-read", g.datasheet_gbps, g.read_loop};
         if (csv) csv->write(peak_fields(*ctx, read, gpu_columns));
       } else {
         fmt::print("GPU read peak: {}\n", g.read_loop);

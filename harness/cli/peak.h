@@ -12,9 +12,12 @@ namespace qmv {
 // CPU read peaks per thread count (printed, best GB/s returned per thread count);
 // with `gpu`, also the GPU's copy and streaming-read peaks where there is a device.
 // With `out` (and `ctx`), one CSV row per measurement. When the GPU was asked for and
-// could not be measured, `gpu_not_measured` (if given) gets the reason.
+// could not be measured, `gpu_not_measured` (if given) gets the reason. With
+// `read_loop`, the CPU peak is that read loop's alone (measure_read_bandwidth); with
+// `all_loops`, every loop's speed is printed.
 std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
                                     const std::string& out, bool append, bool gpu = false,
-                                    std::string* gpu_not_measured = nullptr);
+                                    std::string* gpu_not_measured = nullptr, const std::string& read_loop = {},
+                                    bool all_loops = false);
 
 }  // namespace qmv

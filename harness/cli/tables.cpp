@@ -52,9 +52,11 @@ void print_peak_table(const std::vector<PeakRow>& rows) {
     t.push_back({gpu ? r.device : "cpu", measure,
                  fmt::format("{:.2f}", r.gbps_best), fmt::format("{:.2f}", r.gbps_median),
                  r.datasheet_gbps > 0 ? fmt::format("{:.2f}", r.datasheet_gbps) : "-",
-                 fmt::format("{:.0f}", static_cast<double>(r.buffer_bytes) / (1 << 20)), std::to_string(r.repetitions)});
+                 fmt::format("{:.0f}", static_cast<double>(r.buffer_bytes) / (1 << 20)), std::to_string(r.repetitions),
+                 r.read_loop.empty() ? "-" : r.read_loop});
   }
-  print_table({"device", "measure", "GB/s (best)", "GB/s (median)", "datasheet GB/s", "buffer MiB", "reps"}, t);
+  print_table({"device", "measure", "GB/s (best)", "GB/s (median)", "datasheet GB/s", "buffer MiB", "reps", "read loop"},
+              t);
 }
 
 void print_peer_tables(const std::vector<TimedRow>& rows) {

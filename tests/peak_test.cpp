@@ -1,0 +1,235 @@
+// The CPU read peak: every loop of the read family sums exactly the words it is given,
+// the ISA mask decides which loops run, and peak CSVs carry the winning loop (older
+// files without it still read). No timing is checked.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/csv.h"
+#include "harness/peak.h"
+#include "kernels/cpu_features.h"
+#include "kernels/kernel.h"
+
+namespace qmv {
+namespace {
+
+constexpr std::uint32_t kAvx2Only = CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C;
+
+class ScopedMask {
+ public:
+  explicit ScopedMask(std::uint32_t allowed) : previous_(cpu_feature_mask()) { set_cpu_feature_mask(allowed); }
+  ~ScopedMask() { set_cpu_feature_mask(previous_); }
+
+ private:
+  std::uint32_t previous_;
+};
+
+std::string temp_path(const std::string& name) {
+  const std::string dir = std::string(QMV_TEST_TMP) + "/peak";
+  std::filesystem::create_directories(dir);
+  return dir + "/" + name;
+}
+
+std::uint64_t plain_sum(const std::uint64_t* p, std::size_t n) {
+  std::uint64_t s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+
+bool runs_here(const ReadLoop& l) { return missing_cpu_features(l.features) == 0; }
+
+TEST(ReadLoops, TheFamilyCoversStreamsWidthsAndPrefetch) {
+  std::set<int> streams, widths;
+  bool with_prefetch = false, without_prefetch = false;
+  std::set<std::string> names;
+  for (const ReadLoop& l : all_read_loops()) {
+    streams.insert(l.streams);
+    widths.insert(l.vector_bits);
+    (l.prefetch_bytes > 0 ? with_prefetch : without_prefetch) = true;
+    EXPECT_TRUE(names.insert(l.name).second) << "two loops named " << l.name;
+    EXPECT_EQ(l.name.find(','), std::string::npos) << "a CSV field: " << l.name;
+    ASSERT_NE(l.sum, nullptr) << l.name;
+  }
+  EXPECT_EQ(streams, (std::set<int>{1, 2, 4, 8}));
+  EXPECT_TRUE(with_prefetch && without_prefetch);
+#if defined(__x86_64__)
+  EXPECT_TRUE(widths.count(256) && widths.count(512)) << "256- and 512-bit loads";
+#endif
+}
+
+// Random words around and inside the range: a loop that reads one word too many or too
+// few, or drops a stream's remainder, gets another sum.
+TEST(ReadLoops, EveryLoopSumsExactlyItsWordsAtAnySizeAndAlignment) {
+  std::mt19937_64 rng(20240514);
+  std::vector<std::uint64_t> buf(3 * 65536 + 64);
+  for (auto& w : buf) w = rng();
+  const std::size_t sizes[] = {0, 1, 3, 7, 8, 15, 16, 17, 127, 128, 129, 255, 1023, 1031, 4099, 65536 + 13, 3 * 65536 + 1};
+  int loops_run = 0;
+  for (const ReadLoop& l : all_read_loops()) {
+    if (!runs_here(l)) continue;
+    ++loops_run;
+    for (std::size_t n : sizes)
+      for (std::size_t offset : {std::size_t(0), std::size_t(1), std::size_t(3), std::size_t(5)}) {
+        if (offset + n + 8 > buf.size()) continue;
+        const std::uint64_t* p = buf.data() + offset;
+        ASSERT_EQ(l.sum(p, n), plain_sum(p, n)) << l.name << " words " << n << " offset " << offset;
+      }
+  }
+  EXPECT_GT(loops_run, 0);
+}
+
+TEST(ReadLoops, ThreadsSplitTheBufferWithoutLosingOrRepeatingWords) {
+  std::mt19937_64 rng(7);
+  std::vector<std::uint64_t> buf(200003);
+  for (auto& w : buf) w = rng();
+  for (const ReadLoop& l : usable_read_loops())
+    for (int threads : {1, 2, 3})
+      for (std::size_t n : {std::size_t(5), std::size_t(1001), buf.size() - 2}) {
+        const std::uint64_t* p = buf.data() + 1;  // not on a cache line
+        ASSERT_EQ(read_with_threads(l, p, n, threads), plain_sum(p, n))
+            << l.name << " threads " << threads << " words " << n;
+      }
+}
+
+TEST(ReadLoops, TheIsaMaskDecidesTheWidths) {
+  const auto widths = [] {
+    std::set<int> w;
+    for (const ReadLoop& l : usable_read_loops()) w.insert(l.vector_bits);
+    return w;
+  };
+  {
+    ScopedMask mask(kAvx2Only);
+    for (const ReadLoop& l : usable_read_loops()) {
+      EXPECT_NE(l.vector_bits, 512) << l.name;
+      EXPECT_EQ(l.features & static_cast<std::uint32_t>(CpuFeature::AVX512F), 0u) << l.name;
+    }
+    if (!missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2))) {
+      EXPECT_EQ(widths(), std::set<int>{256}) << "AVX2 loads, not the baseline's, where AVX2 runs";
+    }
+  }
+  {
+    ScopedMask mask(0);
+    EXPECT_EQ(widths(), std::set<int>{128}) << "nothing beyond the baseline ISA";
+  }
+  if (!missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX512F))) {
+    EXPECT_EQ(widths(), (std::set<int>{256, 512})) << "unmasked on an AVX-512 CPU";
+  }
+}
+
+// A small buffer: this checks the bookkeeping, not the speed.
+TEST(ReadPeak, TriesEveryUsableLoopAndReportsTheWinner) {
+  const std::size_t bytes = std::size_t(4) << 20;
+  const PeakResult r = measure_read_bandwidth(2, 2, {}, bytes);
+  const std::vector<ReadLoop> usable = usable_read_loops();
+  EXPECT_EQ(r.threads, 2);
+  EXPECT_EQ(r.bytes, bytes);
+  ASSERT_EQ(r.loops.size(), usable.size());
+  std::set<std::string> names;
+  for (const ReadLoop& l : usable) names.insert(l.name);
+  for (std::size_t i = 0; i < r.loops.size(); ++i) {
+    EXPECT_TRUE(names.count(r.loops[i].name)) << r.loops[i].name;
+    EXPECT_GT(r.loops[i].best_gbps, 0);
+    EXPECT_LE(r.loops[i].median_gbps, r.loops[i].best_gbps);
+    if (i > 0) {
+      EXPECT_GE(r.loops[i - 1].best_gbps, r.loops[i].best_gbps) << "best first";
+    }
+  }
+  EXPECT_TRUE(names.count(r.read_loop)) << r.read_loop;
+  EXPECT_EQ(r.repetitions, 3) << "the screening pass and two repetitions";
+  const auto winner = std::find_if(r.loops.begin(), r.loops.end(), [&](const auto& l) { return l.name == r.read_loop; });
+  ASSERT_NE(winner, r.loops.end());
+  EXPECT_EQ(r.best_gbps, winner->best_gbps);
+  EXPECT_EQ(r.median_gbps, winner->median_gbps);
+  // No finalist beats the winner; a loop with one screening pass may, by luck alone.
+  for (const ReadLoopSpeed& l : r.loops) {
+    if (l.repetitions > 1) {
+      EXPECT_LE(l.best_gbps, r.best_gbps) << l.name;
+    }
+  }
+}
+
+TEST(ReadPeak, UnderTheAvx2MaskNo512BitLoopRuns) {
+  ScopedMask mask(kAvx2Only);
+  const PeakResult r = measure_read_bandwidth(1, 1, {}, std::size_t(2) << 20);
+  ASSERT_FALSE(r.loops.empty());
+  for (const ReadLoopSpeed& l : r.loops) EXPECT_EQ(l.name.rfind("avx512", 0), std::string::npos) << l.name;
+  EXPECT_EQ(r.read_loop.rfind("avx512", 0), std::string::npos) << r.read_loop;
+  EXPECT_THROW(measure_read_bandwidth(1, 1, "avx512.s1", std::size_t(1) << 20), std::invalid_argument);
+}
+
+TEST(ReadPeak, OneLoopAloneWhenNamed) {
+  const ReadLoop& l = usable_read_loops().back();
+  const PeakResult r = measure_read_bandwidth(1, 3, l.name, std::size_t(1) << 20);
+  EXPECT_EQ(r.read_loop, l.name);
+  ASSERT_EQ(r.loops.size(), 1u);
+  EXPECT_EQ(r.repetitions, 3);
+  EXPECT_THROW(measure_read_bandwidth(1, 1, "no.such.loop", std::size_t(1) << 20), std::invalid_argument);
+}
+
+TEST(PeakCsv, RowsRoundTripWithTheirReadLoop) {
+  const RunContext ctx{"m", "cpu", "gpu0", "gcc", "abc", "qmvlab peak"};
+  std::mt19937_64 rng(99);
+  std::uniform_real_distribution<double> u(1, 100);
+  for (bool gpu : {false, true}) {
+    PeakRow cpu{2, 1 << 30, 8, u(rng), u(rng)};
+    cpu.read_loop = "avx2.s4.pf2k";
+    PeakRow read{0, 1 << 30, 7, 1000 * u(rng), 1000 * u(rng), "cuda-read", 3350, "vec4 unroll 8"};
+    const std::string path = temp_path(gpu ? "gpu.csv" : "cpu.csv");
+    {
+      CsvWriter w(path, peak_header(gpu), false);
+      w.write(peak_fields(ctx, cpu, gpu));
+      if (gpu) w.write(peak_fields(ctx, read, gpu));
+    }
+    EXPECT_EQ(detect_csv_kind(path), CsvKind::Peak);
+    const auto back = read_peak_csv(path);
+    ASSERT_EQ(back.size(), gpu ? 2u : 1u);
+    EXPECT_EQ(back[0].read_loop, cpu.read_loop);
+    EXPECT_EQ(back[0].gbps_best, cpu.gbps_best);
+    EXPECT_EQ(back[0].gbps_median, cpu.gbps_median);
+    EXPECT_EQ(back[0].repetitions, 8);
+    EXPECT_EQ(back[0].device, "cpu");
+    if (gpu) {
+      EXPECT_EQ(back[1].read_loop, read.read_loop);
+      EXPECT_EQ(back[1].device, "cuda-read");
+      EXPECT_EQ(back[1].datasheet_gbps, 3350);
+    }
+  }
+}
+
+// As `qmvlab peak --out` wrote them before the read_loop column.
+TEST(PeakCsv, FilesWithoutTheReadLoopColumnStillRead) {
+  const std::string cpu = temp_path("old-cpu.csv");
+  std::ofstream(cpu) << "machine,cpu_model,gpu,compiler,git_commit,threads,buffer_bytes,repetitions,gbps_best,"
+                        "gbps_median,command\n"
+                        "box,Xeon,none,gcc 12,abc,1,2013265920,7,13.84,13.82,build/qmvlab peak\n"
+                        "box,Xeon,none,gcc 12,abc,2,2013265920,7,26.97,26.90,build/qmvlab peak\n";
+  EXPECT_EQ(detect_csv_kind(cpu), CsvKind::Peak);
+  const auto rows = read_peak_csv(cpu);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].threads, 2);
+  EXPECT_EQ(rows[1].gbps_best, 26.97);
+  EXPECT_EQ(rows[1].read_loop, "");
+  EXPECT_EQ(rows[1].device, "cpu");
+
+  const std::string gpu = temp_path("old-gpu.csv");
+  std::ofstream(gpu) << "machine,cpu_model,gpu,compiler,git_commit,threads,buffer_bytes,repetitions,gbps_best,"
+                        "gbps_median,device,datasheet_gbps,command\n"
+                        "box,Xeon,H100,gcc 12,abc,0,1073741824,7,3000,2900,cuda,3350,build/qmvlab peak\n";
+  EXPECT_EQ(detect_csv_kind(gpu), CsvKind::Peak);
+  const auto g = read_peak_csv(gpu);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].device, "cuda");
+  EXPECT_EQ(g[0].read_loop, "");
+  EXPECT_EQ(g[0].datasheet_gbps, 3350);
+}
+
+}  // namespace
+}  // namespace qmv
