@@ -50,12 +50,14 @@ namespace qmv {
 // The plan value that turns fusion off: `ffn_up_gate=none`.
 inline constexpr const char* kNoKernel = "none";
 // Variant suffixes `auto` tries in order when it has no bench CSV: per weight type, the
-// family that is fastest on x86 first (see results/intel-xeon-2c/default.csv), the
+// family that is fastest on x86 first (see results/intel-xeon-2c/default.csv and, for a
+// CPU with AVX2 only, results/intel-xeon-2c-isa-avx2-fma-f16c/default.csv), the
 // references last. A suffix a type lacks is skipped.
-inline constexpr const char* kAutoOrder[] = {"avx512vnni_4row_q8k", "avx512vnni_4row_q8_1", "avx512vnni_q8k",
-                                             "avx512vnni_q8_1",     "avx2_q8k",             "avx2_f32",
-                                             "avx2",                "scalar_q8k",           "scalar_f32",
-                                             "scalar"};
+inline constexpr const char* kAutoOrder[] = {
+    "avx512vnni_4row_q8k", "avx2_r8x2_q8_1", "avx512vnni_4row_q8_1", "avx512vnni_q8k", "avx512vnni_q8_1",
+    "avx2_r8x2_q8k",       "avx2_2row_q8k",  "avx2_4row_q8k",        "avx2_4row_q8_1", "avx2_q8k",
+    "avx2_q8_1",           "avx2_f32",       "avx2",                 "scalar_q8k",     "scalar_f32",
+    "scalar"};
 // The same for CUDA kernels (`--device cuda`): the K-quant family's multi-warp
 // f32-activation variants, the DP4A ones, then the warp-per-row kernels every type has.
 inline constexpr const char* kAutoOrderCuda[] = {"multiwarp_f32.w3", "multiwarp_f32.w2", "multiwarp_f32.w4",
