@@ -1,6 +1,7 @@
-// Shared core of the legacy-quant x Q8_1 AVX2 integer kernels (q4_0, q4_1, q5_0, q5_1,
-// q8_0 *_avx2_q8_1.cpp and *_avx2_4row_q8_1.cpp, compiled with -mavx2 -mfma -mf16c;
-// include this header from no other file). Only AVX2, FMA and F16C instructions.
+// Shared core of the legacy-quant x Q8_1 AVX2 integer kernels, one row and four rows
+// (the avx2_q8_1 and avx2_4row_q8_1 kernels of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, whose
+// files are built with -mavx2 -mfma -mf16c; no other file includes it). Only AVX2, FMA
+// and F16C instructions.
 //
 // A step takes a pair of consecutive weight blocks A, B of a row (a row's odd last
 // block is a pair whose B half is zero).

@@ -21,7 +21,7 @@
 // of them sum to at most 30720 < 2^15; Q5's pairs reach 7936, so its int16 sums are
 // widened every four pairs. The int32 block dot plus 16 * 32 * 128 is far inside
 // int32 and exact in float.
-// Include only from the *_avx2_r8_q8_1.cpp kernel files (built with -mavx2 -mfma -mf16c).
+// Included only by the avx2_r8 kernels' files, built with -mavx2 -mfma -mf16c.
 #pragma once
 
 #include "x86_common.h"
