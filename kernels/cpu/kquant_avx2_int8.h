@@ -248,8 +248,9 @@ Status run_one_row(const MatVecArgs& a) {
 // NR rows at a time. A tile of n rows is cut into NR contiguous parts of q = n/NR rows
 // and step k takes row k of each part, so each weight stream walks consecutive rows
 // (its prefetch runs on into the stream's next row) and the NR streams lie in
-// different pages; the reasoning is that of the AVX-512 four-row kernels
-// (q4_K_avx512vnni_4row_q8k.cpp). Rows left over (n % NR) take the one-row dot.
+// different pages, which keeps more misses in flight on cold weights
+// (q4_K_avx512vnni_4row_q8k.cpp explains the choice). Rows left over (n % NR) take the
+// one-row dot.
 template <class Block, int NR, DotRowsFn<Block> DotN, DotRowsFn<Block> Dot1>
 Status run_row_groups(const MatVecArgs& a) {
   const std::int64_t nb = a.shape.cols / kSuperBlock;

@@ -29,8 +29,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include <omp.h>
-
 #include "kernel.h"
 #include "kernels/cpu_tiling.h"
 #include "row_interleaved.h"
@@ -120,7 +118,7 @@ template <class Layout, int NG>
 Status run(const MatVecArgs& a) {
   const auto* m = static_cast<const RowGroups<Layout>*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks, groups = m->groups, rows = a.shape.rows;
+  const std::int64_t nb = m->blocks;
   const auto* x = static_cast<const BlockQ8_1*>(a.x);
   auto* xi = static_cast<XBlockInfo*>(thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlockInfo)));
   for (std::int64_t b = 0; b < nb; ++b) {
@@ -130,40 +128,9 @@ Status run(const MatVecArgs& a) {
     // d * sum is exact in float: 11 + 13 significant bits.
     xi[b] = {d, -Layout::kZero * sum, d * static_cast<float>(sum)};
   }
-  // The groups [g0, g1) in NG contiguous parts read side by side; the last group of
-  // the matrix (maybe padded) and the parts' leftovers one at a time.
-  auto run_range = [&](std::int64_t g0, std::int64_t g1) {
-    const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
-    const std::int64_t part = (full_end - g0) / NG;
-    for (std::int64_t k = 0; k < part; ++k) {
-      const Layout* w[NG];
-      float* out[NG];
-      for (int i = 0; i < NG; ++i) {
-        const std::int64_t g = g0 + i * part + k;
-        w[i] = m->data + g * nb;
-        out[i] = a.y + g * kGroupRows;
-      }
-      dot_groups<Layout, NG>(w, x, xi, nb, out);
-    }
-    for (std::int64_t g = g0 + NG * part; g < g1; ++g) {
-      alignas(32) float tmp[kGroupRows];
-      const Layout* w[1] = {m->data + g * nb};
-      float* out[1] = {tmp};
-      dot_groups<Layout, 1>(w, x, xi, nb, out);
-      for (std::int64_t r = g * kGroupRows; r < rows && r < (g + 1) * kGroupRows; ++r) a.y[r] = tmp[r - g * kGroupRows];
-    }
-  };
-  // Each thread takes one contiguous run of groups.
-  const int threads = rows < cpu_tiling().min_parallel_rows ? 1 : a.threads;
-  if (threads <= 1) {
-    run_range(0, groups);
-  } else {
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), n = omp_get_num_threads();
-      run_range(groups * t / n, groups * (t + 1) / n);
-    }
-  }
+  for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
+    dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
+  });
   return Status::Ok();
 }
 

@@ -1,8 +1,8 @@
-// Q4_0 weights x Q8_1 activations, AVX2 (no AVX-512, no VNNI), one row at a time. Two
-// blocks per step share one register (one per 128-bit lane), so one int -> float
-// conversion and one FMA apply both blocks' scales: nibbles as stored (q+8), the -8 as
-// -8*sum(q_x) per block added to the int32 dot (legacy_quants_avx2_int8.h). The weight
-// stream is prefetched in software; q4_0.cpu.avx2_4row_q8_1 adds row sharing.
+// Q4_0 weights x Q8_1 activations, AVX2, one row at a time. Two blocks per step share
+// one register (one per 128-bit lane), so one int -> float conversion and one FMA apply
+// both blocks' scales: nibbles as stored (q+8), the -8 as -8*sum(q_x) per block added
+// to the int32 dot (legacy_quants_avx2_int8.h). The weight stream is prefetched in
+// software; q4_0.cpu.avx2_4row_q8_1 adds row sharing.
 #include "legacy_quants_avx2_int8.h"
 
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(

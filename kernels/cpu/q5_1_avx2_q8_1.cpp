@@ -1,9 +1,8 @@
-// Q5_1 weights x Q8_1 activations, AVX2 (no AVX-512, no VNNI), one row at a time. Two
-// blocks per step share one register (one per 128-bit lane), so one int -> float
-// conversion and one FMA apply both blocks' scales: nibbles plus fifth bits spread
-// from qh (vpshufb + compare), the m term as m_w * d_x * sum(q_x)
-// (legacy_quants_avx2_int8.h). The weight stream is prefetched in software;
-// q5_1.cpu.avx2_4row_q8_1 adds row sharing.
+// Q5_1 weights x Q8_1 activations, AVX2, one row at a time. Two blocks per step share
+// one register (one per 128-bit lane), so one int -> float conversion and one FMA apply
+// both blocks' scales: nibbles plus fifth bits spread from qh (vpshufb + compare), the
+// m term as m_w * d_x * sum(q_x) (legacy_quants_avx2_int8.h). The weight stream is
+// prefetched in software; q5_1.cpu.avx2_4row_q8_1 adds row sharing.
 #include "legacy_quants_avx2_int8.h"
 
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(

@@ -1,9 +1,9 @@
-// Q8_0 weights x Q8_1 activations, AVX2 (no AVX-512, no VNNI), four rows at a time:
-// each activation pair (two blocks, loaded once per step) feeds the dot products of
-// four rows, one from each quarter of the row tile, whose weight streams are
-// prefetched in software (each quarter's start at the tile's start, as the rows of
-// small models are short). The math per row is that of q8_0.cpu.avx2_q8_1
-// (legacy_quants_avx2_int8.h); rows left over (tile rows % 4) take the one-row path.
+// Q8_0 weights x Q8_1 activations, AVX2, four rows at a time: each activation pair (two
+// blocks, loaded once per step) feeds the dot products of four rows, one from each
+// quarter of the row tile, whose weight streams are prefetched in software (each
+// quarter's start at the tile's start, as the rows of small models are short). The math
+// per row is that of q8_0.cpu.avx2_q8_1 (legacy_quants_avx2_int8.h); rows left over
+// (tile rows % 4) take the one-row path.
 #include "legacy_quants_avx2_int8.h"
 
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(

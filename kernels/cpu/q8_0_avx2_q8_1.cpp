@@ -1,10 +1,9 @@
-// Q8_0 weights x Q8_1 activations, AVX2 (no AVX-512, no VNNI), one row at a time. Two
-// blocks per step share one register (one per 128-bit lane), so one int -> float
-// conversion and one FMA apply both blocks' scales: signed quants widened to int16
-// (vpmovsxbw) against the activation widened once per call, vpmaddwd: exact where
-// maddubs would saturate or the sign trick would fail on -128
-// (legacy_quants_avx2_int8.h). The weight stream is prefetched in software;
-// q8_0.cpu.avx2_4row_q8_1 adds row sharing.
+// Q8_0 weights x Q8_1 activations, AVX2, one row at a time. Two blocks per step share
+// one register (one per 128-bit lane), so one int -> float conversion and one FMA apply
+// both blocks' scales: signed quants widened to int16 (vpmovsxbw) against the
+// activation widened once per call, vpmaddwd: exact where maddubs would saturate or the
+// sign trick would fail on -128 (legacy_quants_avx2_int8.h). The weight stream is
+// prefetched in software; q8_0.cpu.avx2_4row_q8_1 adds row sharing.
 #include "legacy_quants_avx2_int8.h"
 
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(

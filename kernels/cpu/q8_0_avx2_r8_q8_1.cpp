@@ -15,8 +15,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include <omp.h>
-
 #include "kernel.h"
 #include "kernels/cpu_tiling.h"
 #include "row_interleaved.h"
@@ -71,46 +69,17 @@ template <int NG>
 qmv::Status run(const qmv::MatVecArgs& a) {
   const auto* m = static_cast<const qmv::interleave::Q8_0x8Matrix*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks, groups = m->groups, rows = a.shape.rows;
+  const std::int64_t nb = m->blocks;
   const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
   auto* x = static_cast<XBlock16*>(qmv::thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlock16)));
   for (std::int64_t b = 0; b < nb; ++b) {
     for (int i = 0; i < qmv::kQ8_1Block; ++i) x[b].q[i] = xq[b].qs[i];
     x[b].d = _cvtsh_ss(xq[b].d);
   }
-  // The groups [g0, g1) in NG contiguous parts read side by side; the matrix's last
-  // group (maybe padded) and the parts' leftovers one at a time.
-  auto run_range = [&](std::int64_t g0, std::int64_t g1) {
-    const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
-    const std::int64_t part = (full_end - g0) / NG;
-    for (std::int64_t k = 0; k < part; ++k) {
-      const BlockQ8_0x8* w[NG];
-      float* out[NG];
-      for (int i = 0; i < NG; ++i) {
-        const std::int64_t g = g0 + i * part + k;
-        w[i] = m->data + g * nb;
-        out[i] = a.y + g * kGroupRows;
-      }
-      dot_groups<NG>(w, x, nb, out);
-    }
-    for (std::int64_t g = g0 + NG * part; g < g1; ++g) {
-      alignas(32) float tmp[kGroupRows];
-      const BlockQ8_0x8* w[1] = {m->data + g * nb};
-      float* out[1] = {tmp};
-      dot_groups<1>(w, x, nb, out);
-      for (std::int64_t r = g * kGroupRows; r < rows && r < (g + 1) * kGroupRows; ++r) a.y[r] = tmp[r - g * kGroupRows];
-    }
-  };
-  const int threads = rows < qmv::cpu_tiling().min_parallel_rows ? 1 : a.threads;
-  if (threads <= 1) {
-    run_range(0, groups);
-  } else {
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), n = omp_get_num_threads();
-      run_range(groups * t / n, groups * (t + 1) / n);
-    }
-  }
+  qmv::interleave::for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const BlockQ8_0x8* const* w,
+                                                                float* const* out) {
+    dot_groups<decltype(count)::value>(w, x, nb, out);
+  });
   return qmv::Status::Ok();
 }
 

@@ -11,16 +11,21 @@
 namespace qmv::interleave {
 namespace {
 
+// Row r's 16 nibble bytes into the four 32-byte chunks of the legacy layouts.
+void copy_nibble_quads(std::uint8_t (&qs)[4][4 * kGroupRows], int r, const std::uint8_t* in) {
+  for (int c = 0; c < 4; ++c) std::memcpy(&qs[c][4 * r], in + 4 * c, 4);
+}
+
 // Row r of a group from its plain block, one function per layout.
 void fill(BlockQ4_0x8& o, int r, const BlockQ4_0& in) {
   o.d[r] = in.d;
-  for (int c = 0; c < 4; ++c) std::memcpy(&o.qs[c][4 * r], &in.qs[4 * c], 4);
+  copy_nibble_quads(o.qs, r, in.qs);
 }
 
 void fill(BlockQ4_1x8& o, int r, const BlockQ4_1& in) {
   o.d[r] = in.d;
   o.m[r] = in.m;
-  for (int c = 0; c < 4; ++c) std::memcpy(&o.qs[c][4 * r], &in.qs[4 * c], 4);
+  copy_nibble_quads(o.qs, r, in.qs);
 }
 
 // qh as BlockQ5_0x8 describes it, from the plain little-endian qh word.
@@ -38,14 +43,14 @@ std::uint32_t rearranged_fifth_bits(const std::uint8_t qh[4]) {
 void fill(BlockQ5_0x8& o, int r, const BlockQ5_0& in) {
   o.d[r] = in.d;
   o.qh[r] = rearranged_fifth_bits(in.qh);
-  for (int c = 0; c < 4; ++c) std::memcpy(&o.qs[c][4 * r], &in.qs[4 * c], 4);
+  copy_nibble_quads(o.qs, r, in.qs);
 }
 
 void fill(BlockQ5_1x8& o, int r, const BlockQ5_1& in) {
   o.d[r] = in.d;
   o.m[r] = in.m;
   o.qh[r] = rearranged_fifth_bits(in.qh);
-  for (int c = 0; c < 4; ++c) std::memcpy(&o.qs[c][4 * r], &in.qs[4 * c], 4);
+  copy_nibble_quads(o.qs, r, in.qs);
 }
 
 void fill(BlockQ8_0x8& o, int r, const BlockQ8_0& in) {

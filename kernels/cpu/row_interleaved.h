@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernel.h"
+#include "kernels/cpu_tiling.h"
 
 namespace qmv::interleave {
 
@@ -125,6 +127,48 @@ using Q4_Kx8Matrix = RowGroups<BlockQ4_Kx8>;  // blocks: super-blocks per row
 // KernelSpec::prepare / release for Q4_K weights (cols % 256 == 0; any rows).
 Status prepare_q4_Kx8(const MatVecArgs& a, PreparedWeights* out);
 void release_q4_Kx8(PreparedWeights p);
+
+namespace {
+
+// The outputs of a row-interleaved matrix m: each thread takes one contiguous run of
+// groups (one sequential stream), read as NG parts side by side; the matrix's last
+// group (maybe padded) and the parts' leftovers go one at a time, the padded one
+// through a scratch output. dot(count, w, out) computes `count` groups (NG or 1,
+// a std::integral_constant) from w[i] into out[i][0..7]. Internal linkage: the
+// kernels that call it are built with ISA flags.
+template <int NG, class Layout, class Dot>
+void for_each_group(const RowGroups<Layout>& m, float* y, int threads, Dot&& dot) {
+  const std::int64_t nb = m.blocks, groups = m.groups, rows = m.shape.rows;
+  auto run_range = [&](std::int64_t g0, std::int64_t g1) {
+    const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
+    const std::int64_t part = (full_end - g0) / NG;
+    for (std::int64_t k = 0; k < part; ++k) {
+      const Layout* w[NG];
+      float* out[NG];
+      for (int i = 0; i < NG; ++i) {
+        const std::int64_t g = g0 + i * part + k;
+        w[i] = m.data + g * nb;
+        out[i] = y + g * kGroupRows;
+      }
+      dot(std::integral_constant<int, NG>{}, w, out);
+    }
+    for (std::int64_t g = g0 + NG * part; g < g1; ++g) {
+      alignas(32) float tmp[kGroupRows];
+      const Layout* w[1] = {m.data + g * nb};
+      float* out[1] = {tmp};
+      dot(std::integral_constant<int, 1>{}, w, out);
+      for (std::int64_t r = g * kGroupRows; r < rows && r < (g + 1) * kGroupRows; ++r) y[r] = tmp[r - g * kGroupRows];
+    }
+  };
+  if (threads <= 1 || rows < cpu_tiling().min_parallel_rows) {
+    run_range(0, groups);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) run_range(groups * t / threads, groups * (t + 1) / threads);
+}
+
+}  // namespace
 
 // The error of a kernel called without its prepared copy, or with another shape's (a
 // plain function: kernel files built with ISA flags make no strings themselves).
