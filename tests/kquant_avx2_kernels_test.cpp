@@ -19,6 +19,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
+#include "tests/int8_activations.h"
 
 namespace qmv {
 namespace {
@@ -40,25 +41,6 @@ std::vector<Block> random_blocks(std::int64_t n, std::mt19937& rng) {
     b.d = random_half(rng);
   }
   return w;
-}
-
-std::vector<BlockQ8K> random_q8k(std::int64_t cols, std::mt19937& rng) {
-  std::vector<BlockQ8K> x(static_cast<std::size_t>(cols / kSuperBlock));
-  std::uniform_int_distribution<int> q(-128, 127), pick(0, 7);
-  std::uniform_real_distribution<float> d(0.001f, 0.1f);
-  for (auto& b : x) {
-    b.d = d(rng);
-    for (auto& v : b.qs) {
-      const int p = pick(rng);
-      v = static_cast<std::int8_t>(p == 0 ? -128 : p == 1 ? 127 : q(rng));
-    }
-    for (int g = 0; g < 16; ++g) {
-      int s = 0;
-      for (int i = 0; i < 16; ++i) s += b.qs[16 * g + i];
-      b.bsums[g] = static_cast<std::int16_t>(s);
-    }
-  }
-  return x;
 }
 
 class TilingGuard {
@@ -121,7 +103,7 @@ int check_all(const std::vector<std::int64_t>& row_counts, const std::vector<std
     ran += static_cast<int>(kernels.size());
     for (std::int64_t cols : col_counts) {
       const std::int64_t nb = cols / kSuperBlock;
-      const auto xq = random_q8k(cols, rng);
+      const auto xq = test::extreme_q8_K(cols, rng);
       std::vector<float> xf(static_cast<std::size_t>(cols)), row(static_cast<std::size_t>(cols));
       dequantize_row_q8_K(xq.data(), xf.data(), cols);
       for (std::int64_t rows : row_counts) {

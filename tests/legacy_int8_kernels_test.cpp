@@ -21,6 +21,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
+#include "tests/int8_activations.h"
 
 namespace qmv {
 namespace {
@@ -56,24 +57,6 @@ std::vector<BlockQ8_1> gaussian_q8_1(std::int64_t cols, std::mt19937& rng) {
   std::vector<BlockQ8_1> q(static_cast<std::size_t>(cols / kQ8_1Block));
   quantize_row_q8_1(x.data(), q.data(), cols);
   return q;
-}
-
-// Q8_1 blocks with quants in [-128, 127], a quarter of them at the extremes.
-std::vector<BlockQ8_1> extreme_q8_1(std::int64_t cols, std::mt19937& rng) {
-  std::vector<BlockQ8_1> x(static_cast<std::size_t>(cols / kQ8_1Block));
-  std::uniform_int_distribution<int> q(-128, 127), pick(0, 7);
-  std::uniform_real_distribution<float> d(0.001f, 0.1f);
-  for (auto& b : x) {
-    b.d = fp32_to_fp16(d(rng));
-    int sum = 0;
-    for (auto& v : b.qs) {
-      const int p = pick(rng);
-      v = static_cast<std::int8_t>(p == 0 ? -128 : p == 1 ? 127 : q(rng));
-      sum += v;
-    }
-    b.s = fp32_to_fp16(fp16_to_fp32(b.d) * static_cast<float>(sum));
-  }
-  return x;
 }
 
 // sum_j |w_ij x_j| per row, the scale of a row's float rounding.
@@ -156,7 +139,7 @@ std::set<std::string> check_usable_kernels(std::mt19937& rng) {
       for (std::int64_t rows : row_counts) {
         const Shape shape{rows, cols};
         const auto w = random_weights(t, shape, rng);
-        for (const auto& xq : {gaussian_q8_1(cols, rng), extreme_q8_1(cols, rng)}) {
+        for (const auto& xq : {gaussian_q8_1(cols, rng), test::extreme_q8_1(cols, rng)}) {
           std::vector<float> seen(static_cast<std::size_t>(cols));
           dequantize_row_q8_1(xq.data(), seen.data(), cols);
           const auto ref = run_kernel(*reference, shape, w, seen.data(), seen.size() * sizeof(float), 1);

@@ -14,6 +14,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
+#include "tests/int8_activations.h"
 
 namespace qmv {
 namespace {
@@ -29,26 +30,6 @@ std::vector<BlockQ4K> random_q4k(std::int64_t rows, std::int64_t cols, std::mt19
     for (auto& q : b.qs) q = static_cast<std::uint8_t>(byte(rng));
   }
   return w;
-}
-
-// Q8_K with quants in [-128, 127], a quarter of them at the extremes.
-std::vector<BlockQ8K> random_q8k(std::int64_t cols, std::mt19937& rng) {
-  std::vector<BlockQ8K> x(static_cast<std::size_t>(cols / kSuperBlock));
-  std::uniform_int_distribution<int> q(-128, 127), pick(0, 7);
-  std::uniform_real_distribution<float> d(0.001f, 0.1f);
-  for (auto& b : x) {
-    b.d = d(rng);
-    for (auto& v : b.qs) {
-      const int p = pick(rng);
-      v = static_cast<std::int8_t>(p == 0 ? -128 : p == 1 ? 127 : q(rng));
-    }
-    for (int g = 0; g < 16; ++g) {
-      int s = 0;
-      for (int i = 0; i < 16; ++i) s += b.qs[16 * g + i];
-      b.bsums[g] = static_cast<std::int16_t>(s);
-    }
-  }
-  return x;
 }
 
 // Double-precision W x on the dequantized weights; also sum |W||x| per row.
@@ -89,7 +70,7 @@ TEST(Q4KKernels, AdversarialBlocksMatchTheReference) {
     for (std::int64_t rows : row_counts) {
       const Shape shape{rows, cols};
       const auto w = random_q4k(rows, cols, rng), w2 = random_q4k(rows, cols, rng);
-      const auto xq = random_q8k(cols, rng);
+      const auto xq = test::extreme_q8_K(cols, rng);
       std::vector<float> xq_f(static_cast<std::size_t>(cols)), xf(static_cast<std::size_t>(cols));
       dequantize_row_q8_K(xq.data(), xq_f.data(), cols);
       std::normal_distribution<float> gauss(0.0f, 1.0f);

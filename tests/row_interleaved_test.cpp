@@ -14,6 +14,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
+#include "tests/int8_activations.h"
 
 namespace qmv {
 namespace {
@@ -30,24 +31,6 @@ std::vector<BlockQ4_0> random_q4_0(Shape s, std::mt19937& rng) {
     for (auto& q : b.qs) q = static_cast<std::uint8_t>(byte(rng));
   }
   return w;
-}
-
-// Q8_1 blocks with a quarter of their quants at -128 or 127.
-std::vector<BlockQ8_1> random_q8_1(std::int64_t cols, std::mt19937& rng) {
-  std::vector<BlockQ8_1> x(static_cast<std::size_t>(cols / kQ8_1Block));
-  std::uniform_int_distribution<int> q(-128, 127), pick(0, 7);
-  std::uniform_real_distribution<float> d(0.001f, 0.1f);
-  for (auto& b : x) {
-    b.d = fp32_to_fp16(d(rng));
-    int sum = 0;
-    for (auto& v : b.qs) {
-      const int p = pick(rng);
-      v = static_cast<std::int8_t>(p == 0 ? -128 : p == 1 ? 127 : q(rng));
-      sum += v;
-    }
-    b.s = fp32_to_fp16(fp16_to_fp32(b.d) * static_cast<float>(sum));
-  }
-  return x;
 }
 
 // Row r's exact dot and the sum of its terms' magnitudes.
@@ -118,7 +101,7 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
     for (const std::int64_t rows : {1, 7, 8, 9, 23, 64, 130, 257}) {
       const Shape s{rows, cols};
       const auto w = random_q4_0(s, rng);
-      const auto x = random_q8_1(cols, rng);
+      const auto x = test::extreme_q8_1(cols, rng);
       const KernelSpec* found = global_registry().find(name);
       ASSERT_NE(found, nullptr) << name;
       const KernelSpec& k = *found;
@@ -180,7 +163,7 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
             std::memcpy(&w[off], &d, sizeof(d));  // every legacy block starts with d, then m if any
             if (has_min) std::memcpy(&w[off + 2], &m, sizeof(m));
           }
-          const auto x = random_q8_1(cols, rng);
+          const auto x = test::extreme_q8_1(cols, rng);
           PreparedMatrix pm;
           ASSERT_TRUE(pm.prepare(*k, matvec_args(s, w.data(), w.size(), nullptr, 0, nullptr)).ok());
           for (const int threads : {1, 2}) {
@@ -227,26 +210,6 @@ std::vector<std::uint8_t> random_q4_K(Shape s, std::mt19937& rng) {
   return w;
 }
 
-// Q8_K blocks with a quarter of their quants at -128 or 127, and the block sums they imply.
-std::vector<BlockQ8K> random_q8_K(std::int64_t cols, std::mt19937& rng) {
-  std::vector<BlockQ8K> x(static_cast<std::size_t>(cols / kSuperBlock));
-  std::uniform_int_distribution<int> q(-128, 127), pick(0, 7);
-  std::uniform_real_distribution<float> d(0.001f, 0.1f);
-  for (auto& b : x) {
-    b.d = d(rng);
-    for (int i = 0; i < kSuperBlock; ++i) {
-      const int p = pick(rng);
-      b.qs[i] = static_cast<std::int8_t>(p == 0 ? -128 : p == 1 ? 127 : q(rng));
-    }
-    for (int j = 0; j < kSuperBlock / 16; ++j) {
-      int sum = 0;
-      for (int i = 0; i < 16; ++i) sum += b.qs[16 * j + i];
-      b.bsums[j] = static_cast<std::int16_t>(sum);
-    }
-  }
-  return x;
-}
-
 TEST(RowInterleaved, Q4_KMatchesTheExactDotOnEveryRemainder) {
   std::mt19937 rng(9);
   int checked = 0;
@@ -258,7 +221,7 @@ TEST(RowInterleaved, Q4_KMatchesTheExactDotOnEveryRemainder) {
       for (const std::int64_t rows : {1, 7, 8, 9, 23, 40, 130}) {
         const Shape s{rows, cols};
         const auto w = random_q4_K(s, rng);
-        const auto x = random_q8_K(cols, rng);
+        const auto x = test::extreme_q8_K(cols, rng);
         std::vector<float> xf(static_cast<std::size_t>(cols)), wf(static_cast<std::size_t>(cols));
         for (std::int64_t i = 0; i < cols; ++i)
           xf[static_cast<std::size_t>(i)] = x[static_cast<std::size_t>(i / kSuperBlock)].d *
@@ -299,7 +262,7 @@ TEST(RowInterleaved, RefusesToRunWithoutItsPreparedCopy) {
   std::mt19937 rng(3);
   const Shape s{16, 64}, other{8, 64};
   const auto w = random_q4_0(s, rng);
-  const auto x = random_q8_1(s.cols, rng);
+  const auto x = test::extreme_q8_1(s.cols, rng);
   std::vector<float> y(16, NAN);
   MatVecArgs a = matvec_args(s, w.data(), w.size() * sizeof(BlockQ4_0), x.data(), x.size() * sizeof(BlockQ8_1), y.data());
   EXPECT_FALSE(invoke(k, a).ok());
