@@ -61,6 +61,21 @@ void parallel_row_tiles(std::int64_t rows, int threads, TileFn&& tile) {
   for (std::int64_t i = 0; i < n_tiles; ++i) tile(i * height, std::min(rows, (i + 1) * height));
 }
 
+// How the multi-row kernels take the rows of a tile [r0, r1): cut into NR contiguous
+// parts of q = (r1 - r0) / NR rows, step k hands rows(r) the NR rows r0 + i*q + k, one
+// from each part, so each weight stream walks consecutive rows; the rows left over go
+// to row(r) one at a time.
+template <int NR, class RowsFn, class RowFn>
+void for_rows_in_parts(std::int64_t r0, std::int64_t r1, RowsFn&& rows, RowFn&& row) {
+  const std::int64_t q = (r1 - r0) / NR;
+  for (std::int64_t k = 0; k < q; ++k) {
+    std::int64_t r[NR];
+    for (int i = 0; i < NR; ++i) r[i] = r0 + i * q + k;
+    rows(r);
+  }
+  for (std::int64_t r = r0 + NR * q; r < r1; ++r) row(r);
+}
+
 // The loop of a kernel that computes one row at a time: y[r] = RowDot(row r's
 // blocks, x, blocks per row), over row tiles. For float weights a block is one value.
 template <class WeightBlock, class Activation,

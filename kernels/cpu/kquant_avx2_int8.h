@@ -258,18 +258,19 @@ Status run_row_groups(const MatVecArgs& a) {
   const auto* x = static_cast<const BlockQ8K*>(a.x);
   float* y = a.y;
   parallel_row_tiles(a.shape.rows, a.threads, [=](std::int64_t r0, std::int64_t r1) {
-    const std::int64_t q = (r1 - r0) / NR;
-    for (std::int64_t k = 0; k < q; ++k) {
-      const Block* rows[NR];
-      for (int i = 0; i < NR; ++i) rows[i] = w + (r0 + i * q + k) * nb;
-      float out[NR];
-      DotN(rows, x, nb, out);
-      for (int i = 0; i < NR; ++i) y[r0 + i * q + k] = out[i];
-    }
-    for (std::int64_t r = r0 + NR * q; r < r1; ++r) {
-      const Block* row[1] = {w + r * nb};
-      Dot1(row, x, nb, y + r);
-    }
+    for_rows_in_parts<NR>(
+        r0, r1,
+        [&](const std::int64_t (&r)[NR]) {
+          const Block* rows[NR];
+          for (int i = 0; i < NR; ++i) rows[i] = w + r[i] * nb;
+          float out[NR];
+          DotN(rows, x, nb, out);
+          for (int i = 0; i < NR; ++i) y[r[i]] = out[i];
+        },
+        [&](std::int64_t r) {
+          const Block* row[1] = {w + r * nb};
+          Dot1(row, x, nb, y + r);
+        });
   });
   return Status::Ok();
 }

@@ -406,18 +406,19 @@ Status run_four_rows(const MatVecArgs& a) {
         for (int offset = 0; offset < kPrefetchBytes; offset += 64) x86::prefetch_line(start + offset);
       }
     }
-    for (std::int64_t k = 0; k < q; ++k) {
-      const std::int64_t r[4] = {r0 + k, r0 + q + k, r0 + 2 * q + k, r0 + 3 * q + k};
-      const std::uint8_t* rows[4] = {w + r[0] * row_bytes, w + r[1] * row_bytes, w + r[2] * row_bytes,
-                                     w + r[3] * row_bytes};
-      float out[4];
-      dot_rows<Format, 4>(rows, x, nb, out);
-      for (int i = 0; i < 4; ++i) a.y[r[i]] = out[i];
-    }
-    for (std::int64_t r = r0 + 4 * q; r < r1; ++r) {
-      const std::uint8_t* rows[1] = {w + r * row_bytes};
-      dot_rows<Format, 1>(rows, x, nb, a.y + r);
-    }
+    for_rows_in_parts<4>(
+        r0, r1,
+        [&](const std::int64_t (&r)[4]) {
+          const std::uint8_t* rows[4] = {w + r[0] * row_bytes, w + r[1] * row_bytes, w + r[2] * row_bytes,
+                                         w + r[3] * row_bytes};
+          float out[4];
+          dot_rows<Format, 4>(rows, x, nb, out);
+          for (int i = 0; i < 4; ++i) a.y[r[i]] = out[i];
+        },
+        [&](std::int64_t r) {
+          const std::uint8_t* rows[1] = {w + r * row_bytes};
+          dot_rows<Format, 1>(rows, x, nb, a.y + r);
+        });
   });
   return Status::Ok();
 }
