@@ -11,6 +11,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "harness/data.h"
 #include "harness/machine.h"
@@ -61,23 +62,46 @@ WeightArena make_arena(WeightType type, std::size_t min_bytes, std::uint64_t see
   return a;
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The first build of a (kernel, shape)'s prepared copies: the median wall time of one
+// copy's prepare() and the bytes of one copy (BenchRow::prepare_us, prepared_bytes).
+struct FirstPrepare {
+  double median_us = 0;
+  std::size_t bytes = 0;
+};
+using PrepareKey = std::tuple<const KernelSpec*, std::int64_t, std::int64_t>;  // kernel, rows, cols
+
 // The prepared copies (KernelSpec::prepare) of one point's weight windows. Only one
 // point's are held at a time: a cold rotation of them is as large as the arena, so
 // interleaved points each re-make theirs when their turn comes, before the timed loop.
+// Points of one kernel and shape (other thread counts) share the copies.
 struct PreparedRotation {
   const KernelSpec* spec = nullptr;
   Shape shape;
   std::vector<PreparedMatrix> slots;
+  // Only the first build counts: the later ones of interleaved runs are the same work.
+  std::map<PrepareKey, FirstPrepare> first_builds;
 
   Status ensure(const KernelSpec& k, MatVecArgs args, const std::uint8_t* base, std::size_t stride,
                 std::size_t count) {
     if (spec == &k && shape == args.shape && slots.size() == count) return Status::Ok();
     slots.clear();  // frees the previous point's copies first
     spec = nullptr;
+    std::vector<double> us;
     for (std::size_t i = 0; i < count; ++i) {
       args.w = base + i * stride;
+      // A fused kernel's window holds both its matrices, and its copy covers both.
+      if (k.op == OpKind::FusedUpGate) args.w2 = base + i * stride + stride / 2;
       PreparedMatrix m;
-      if (Status st = m.prepare(k, args); !st.ok()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const Status st = m.prepare(k, args);
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      if (!st.ok()) {
         slots.clear();
         return st;
       }
@@ -85,6 +109,8 @@ struct PreparedRotation {
     }
     spec = &k;
     shape = args.shape;
+    if (!slots.empty())
+      first_builds.try_emplace({&k, shape.rows, shape.cols}, FirstPrepare{median(us), slots.front().bytes()});
     return Status::Ok();
   }
 };
@@ -300,6 +326,11 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     if (!point_done) return;
     BenchRow row = make_row(pt, collector.seconds_per_call[name], cfg, peak_gbps);
     if (row.act_quant == "before") row.act_quant_median_us = quant_us.at({pt.spec->act, pt.shape.cols});
+    if (const auto b = rotation->first_builds.find({pt.spec, pt.shape.rows, pt.shape.cols});
+        b != rotation->first_builds.end()) {
+      row.prepare_us = b->second.median_us;
+      row.prepared_bytes = static_cast<std::int64_t>(b->second.bytes);
+    }
     progress.point_done(out, std::move(row));
   };
   benchmark::RunSpecifiedBenchmarks(&collector);
@@ -398,12 +429,6 @@ Status time_repetition(GpuPoint& g, cuda::EventTimer& timer) {
   if (auto st = time_launches(g, g.launches, both, launch_quantizer_and_matvec, timer, s); !st.ok()) return st;
   g.with_quant_s.push_back(s);
   return Status::Ok();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 BenchRow make_gpu_row(const GpuPoint& g, const BenchConfig& cfg) {

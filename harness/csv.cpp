@@ -117,6 +117,16 @@ const std::vector<std::string> kGpuBenchColumns = {
     "gpu_mem_clock_mhz", "gpu_bus_bits",   "gpu_l2_bytes"};
 const std::vector<std::string> kGpuPeakColumns = {"device", "datasheet_gbps"};
 
+// `h` without its columns from `first` to `last`, both included.
+std::vector<std::string> without(std::vector<std::string> h, std::string_view first, std::string_view last) {
+  const auto from = std::find(h.begin(), h.end(), first);
+  h.erase(from, std::find(from, h.end(), last) + 1);
+  return h;
+}
+
+// The bench columns a sweep row has: all the CPU ones but the weight transform's.
+std::vector<std::string> sweep_bench_header() { return without(bench_header(), "prepare_us", "prepared_bytes"); }
+
 // Inserts `extra` before the last column (`command`).
 std::vector<std::string> before_command(std::vector<std::string> fields, const std::vector<std::string>& extra) {
   fields.insert(fields.end() - 1, extra.begin(), extra.end());
@@ -140,17 +150,17 @@ std::vector<std::string> bench_header(bool gpu_columns) {
       kContextColumns, {"kernel", "op", "weight_type", "act_format", "backend", "rows", "cols", "threads", "cache",
                         "tile_rows", "min_parallel_rows", "repetitions", "time_min_us", "time_median_us",
                         "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps", "peak_pct",
-                        "gflops", "act_quant", "act_quant_median_us", "command"});
+                        "gflops", "act_quant", "act_quant_median_us", "prepare_us", "prepared_bytes", "command"});
   return gpu_columns ? before_command(std::move(h), kGpuBenchColumns) : h;
 }
 
-std::vector<std::string> legacy_bench_header(bool gpu_columns) {
-  std::vector<std::string> h = bench_header(gpu_columns);
-  h.erase(std::find(h.begin(), h.end(), "act_quant"), std::find(h.begin(), h.end(), "act_quant_median_us") + 1);
-  return h;
+std::vector<std::vector<std::string>> legacy_bench_headers(bool gpu_columns) {
+  const std::vector<std::string> before_prepare = without(bench_header(gpu_columns), "prepare_us", "prepared_bytes");
+  return {before_prepare, without(before_prepare, "act_quant", "act_quant_median_us")};
 }
 
 std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, bool gpu_columns) {
+  const bool prepared = r.prepare_us > 0 || r.prepared_bytes > 0;
   std::vector<std::string> f = with_context(
       context_fields(ctx),
       {r.kernel, r.op, r.weight_type, r.act_format, r.backend, std::to_string(r.rows), std::to_string(r.cols),
@@ -158,6 +168,7 @@ std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, 
        std::to_string(r.repetitions), num(r.time_min_us), num(r.time_median_us), num(r.time_max_us),
        std::to_string(r.bytes_per_call), num(r.gbps_median), num(r.gbps_best), num(r.peak_gbps), num(r.peak_pct),
        num(r.gflops), r.act_quant, r.act_quant_median_us > 0 ? num(r.act_quant_median_us) : std::string(),
+       prepared ? num(r.prepare_us) : std::string(), prepared ? std::to_string(r.prepared_bytes) : std::string(),
        ctx.command});
   return gpu_columns ? before_command(std::move(f), gpu_bench_fields(r)) : f;
 }
@@ -198,15 +209,23 @@ const std::vector<std::string> kSweepColumns = {"experiment", "model_op",    "st
 }  // namespace
 
 std::vector<std::string> sweep_header() {
-  std::vector<std::string> h = bench_header();
+  std::vector<std::string> h = sweep_bench_header();
   h.insert(h.end(), kSweepColumns.begin(), kSweepColumns.end());
   return h;
 }
 
 std::vector<std::string> legacy_sweep_header() {
-  std::vector<std::string> h = legacy_bench_header();
+  std::vector<std::string> h = without(sweep_bench_header(), "act_quant", "act_quant_median_us");
   h.insert(h.end(), kSweepColumns.begin(), kSweepColumns.end());
   return h;
+}
+
+std::vector<std::string> sweep_bench_fields(const RunContext& ctx, const BenchRow& r) {
+  std::vector<std::string> f = bench_fields(ctx, r);
+  const std::vector<std::string> h = bench_header();
+  const auto at = std::find(h.begin(), h.end(), "prepare_us") - h.begin();
+  f.erase(f.begin() + at, f.begin() + at + 2);
+  return f;
 }
 
 std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bool gpu_columns) {
@@ -265,8 +284,11 @@ CsvKind detect_csv_kind(const std::string& path) {
   std::string first;
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));
   if (!std::getline(in, first)) throw std::runtime_error(fmt::format("{}: empty file", path));
-  for (bool gpu : {false, true})
-    if (first == join(bench_header(gpu)) || first == join(legacy_bench_header(gpu))) return CsvKind::Bench;
+  for (bool gpu : {false, true}) {
+    if (first == join(bench_header(gpu))) return CsvKind::Bench;
+    for (const auto& h : legacy_bench_headers(gpu))
+      if (first == join(h)) return CsvKind::Bench;
+  }
   if (first == join(check_header())) return CsvKind::Check;
   for (bool gpu : {false, true})
     if (first == join(peak_header(gpu)) || first == join(legacy_peak_header(gpu))) return CsvKind::Peak;
@@ -275,15 +297,16 @@ CsvKind detect_csv_kind(const std::string& path) {
 }
 
 std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
-  // The CPU columns, then the optional GPU ones (as kGpuBenchColumns).
-  static constexpr std::array<const char*, 42> kNames = {
+  // The CPU columns older files have too, then the optional ones: the GPU's (as
+  // kGpuBenchColumns), the activation quantization's, the weight transform's.
+  static constexpr std::array<const char*, 44> kNames = {
       "machine", "cpu_model", "gpu", "compiler", "git_commit", "kernel", "op", "weight_type", "act_format",
       "backend", "rows", "cols", "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions",
       "time_min_us", "time_median_us", "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
       "peak_pct", "gflops", "command",
       "launches_per_rep", "quant_median_us", "time_with_quant_median_us", "datasheet_gbps", "datasheet_pct",
       "rotation_bytes", "gpu_name", "gpu_sm_count", "gpu_driver", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz",
-      "gpu_bus_bits", "gpu_l2_bytes", "act_quant", "act_quant_median_us"};
+      "gpu_bus_bits", "gpu_l2_bytes", "act_quant", "act_quant_median_us", "prepare_us", "prepared_bytes"};
   std::vector<BenchRow> rows;
   csv_columns::read(path, "bench", kNames, 27, [&](const Fields& f) {
     if (ctx && rows.empty())
@@ -325,6 +348,8 @@ std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
     r.gpu_l2_bytes = f.number<std::int64_t>("gpu_l2_bytes");
     r.act_quant = f["act_quant"];
     r.act_quant_median_us = f.number<double>("act_quant_median_us");
+    r.prepare_us = f.number<double>("prepare_us");
+    r.prepared_bytes = f.number<std::int64_t>("prepared_bytes");
     rows.push_back(std::move(r));
   });
   return rows;

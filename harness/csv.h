@@ -39,6 +39,13 @@ struct BenchRow {
   // adds act_quant_median_us to the time of "before" rows (see bench.h).
   std::string act_quant;
   double act_quant_median_us = 0;
+  // The one-off weight transform of a CPU kernel that has one (KernelSpec::prepare),
+  // never inside the timed calls; both 0 (written empty) for other kernels and for
+  // CUDA rows. prepare_us: the wall time of one prepare() of one weight copy as the bench
+  // calls it, the median over the copies of the first build of the (kernel, shape)'s
+  // rotation; prepared_bytes: the bytes of one prepared copy (both matrices of a fused pair).
+  double prepare_us = 0;
+  std::int64_t prepared_bytes = 0;
   // CUDA rows only (the GPU columns, empty for CPU rows; see bench_header). Times per
   // call: the on-GPU Q8_1 activation quantization alone, and quantization followed by
   // the matvec (0: not measured, for kernels that take no Q8_1).
@@ -102,10 +109,11 @@ class CsvWriter {
 
 // With gpu_columns, the CUDA columns of BenchRow come before `command` (a run that
 // selects CUDA kernels writes them; CPU rows leave them empty). Without, the CPU
-// columns alone, as sweeps and CPU-only benches write. Files written before the
-// act_quant columns existed (legacy_bench_header) are still read, those columns empty.
+// columns alone, as CPU-only benches write. Files written before the act_quant
+// columns, or before prepare_us and prepared_bytes (legacy_bench_headers), are still
+// read, the columns they lack empty.
 std::vector<std::string> bench_header(bool gpu_columns = false);
-std::vector<std::string> legacy_bench_header(bool gpu_columns = false);
+std::vector<std::vector<std::string>> legacy_bench_headers(bool gpu_columns = false);
 std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, bool gpu_columns = false);
 std::vector<std::string> check_header();
 std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r);
@@ -113,10 +121,13 @@ std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r);
 // written before the `read_loop` column (legacy_peak_header) are still read, it empty.
 std::vector<std::string> peak_header(bool gpu_columns = false);
 std::vector<std::string> legacy_peak_header(bool gpu_columns = false);
-// A sweep row: the bench columns, then experiment, model_op, status, reason and the
-// check results (harness/experiment.h writes and reads them).
+// A sweep row: the CPU bench columns but prepare_us and prepared_bytes (sweep files
+// keep the columns they had, so existing ones still resume), then experiment,
+// model_op, status, reason and the check results (harness/experiment.h writes and
+// reads them). sweep_bench_fields: the bench part of a sweep row.
 std::vector<std::string> sweep_header();
 std::vector<std::string> legacy_sweep_header();
+std::vector<std::string> sweep_bench_fields(const RunContext& ctx, const BenchRow& r);
 std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bool gpu_columns = false);
 
 // The speeds a plan's `auto` chooses by, from bench rows.

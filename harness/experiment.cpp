@@ -258,10 +258,10 @@ std::vector<std::string> sweep_fields(const RunContext& ctx, const std::string& 
   id.cols = p.shape.shape.cols;
   id.threads = p.threads;
   id.cache = p.cache;
-  std::vector<std::string> f = bench_fields(ctx, bench ? *bench : id);
+  std::vector<std::string> f = sweep_bench_fields(ctx, bench ? *bench : id);
   if (!bench) {
     // Nothing was timed: the measurement columns stay empty rather than read as zeros.
-    const auto h = bench_header();
+    const auto h = sweep_header();
     const auto first = std::find(h.begin(), h.end(), "tile_rows") - h.begin();
     const auto last = std::find(h.begin(), h.end(), "command") - h.begin();
     for (auto i = first; i < last; ++i) f[static_cast<std::size_t>(i)].clear();

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "harness/csv.h"
+#include "kernels/cpu_features.h"
+#include "kernels/registry.h"
 #include "tests/cli_run.h"
 #include "tests/tiny_model.h"
 
@@ -199,6 +201,58 @@ TEST(Cli, BenchAndPeakWriteCsvsWithShareOfPeak) {
   const auto peaks = qmv::read_peak_csv(pout);
   ASSERT_EQ(peaks.size(), 1u);
   EXPECT_GT(peaks[0].gbps_best, 0);
+}
+
+// A kernel with a weight transform gets its prepare time and prepared size in the CSV
+// and one note under the table; one without leaves both columns empty. The file keeps
+// the same header either way.
+TEST(Cli, BenchRecordsTheWeightTransformApartFromTheMatvec) {
+  const char* prepared = "q4_0.cpu.avx2_r8_q8_1";
+  const char* plain = "q4_0.cpu.scalar_f32";
+  const qmv::KernelSpec* k = qmv::global_registry().find(prepared);
+  ASSERT_NE(k, nullptr);
+  ASSERT_NE(qmv::global_registry().find(plain), nullptr);
+  if (qmv::missing_cpu_features(k->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+  const std::int64_t rows = 37, cols = 256;  // 37 rows: the last group of eight is padded
+  const std::string out = tmp("bench-prepared.csv");
+  const CliRun r = qmvlab(std::string("bench --kernels ") + prepared + "," + plain + " --shapes 37x256 --threads 1,2 "
+                          "--warm --reps 1 --min-time 0.001 --peak-reps 1 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(std::string("prepared weights: ") + prepared + " 37x256: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(std::string("prepared weights: ") + plain), std::string::npos) << r.output;
+  // One note per kernel and shape, not per thread count.
+  EXPECT_EQ(r.output.find("prepared weights: "), r.output.rfind("prepared weights: ")) << r.output;
+  const auto rows_back = qmv::read_bench_csv(out);
+  ASSERT_EQ(rows_back.size(), 4u);
+  // Eight-row groups of plain Q4_0 blocks: 40 rows of cols / 32 blocks of 18 bytes.
+  const std::int64_t expected_bytes = (rows + 7) / 8 * 8 * (cols / 32) * 18;
+  for (const auto& row : rows_back) {
+    if (row.kernel == prepared) {
+      EXPECT_GT(row.prepare_us, 0) << row.threads;
+      EXPECT_EQ(row.prepared_bytes, expected_bytes) << row.threads;
+    } else {
+      EXPECT_EQ(row.kernel, plain);
+      EXPECT_EQ(row.prepare_us, 0);
+      EXPECT_EQ(row.prepared_bytes, 0);
+    }
+  }
+  // The text itself: the header of any CPU bench, and empty fields for the kernel
+  // without a transform (the fields before `command`, quoted as it holds commas, end with
+  // act_quant "none", its empty time and the two empty columns).
+  std::ifstream in(out);
+  std::string header, line;
+  std::getline(in, header);
+  std::string expected_header;
+  for (const auto& c : qmv::bench_header()) expected_header += (expected_header.empty() ? "" : ",") + c;
+  EXPECT_EQ(header, expected_header);
+  int plain_lines = 0;
+  while (std::getline(in, line)) {
+    const std::string before_command = line.substr(0, line.rfind(",\""));
+    if (line.find(std::string(",") + plain + ",matvec,") == std::string::npos) continue;  // its kernel column
+    ++plain_lines;
+    EXPECT_EQ(before_command.substr(before_command.size() - 8), ",none,,,") << line;
+  }
+  EXPECT_EQ(plain_lines, 2);
 }
 
 }  // namespace

@@ -41,6 +41,10 @@ BenchRow random_bench_row(std::mt19937_64& g, int i) {
   r.peak_gbps = u(g);
   r.peak_pct = u(g) / 100;
   r.gflops = u(g);
+  if (g() % 2) {  // a kernel with a weight transform
+    r.prepare_us = u(g);
+    r.prepared_bytes = 1 + static_cast<std::int64_t>(g() % (1ull << 36));
+  }
   return r;
 }
 
@@ -83,7 +87,75 @@ TEST(Csv, BenchRowsRoundTripExactly) {
     EXPECT_EQ(back[i].gbps_median, rows[i].gbps_median);
     EXPECT_EQ(back[i].peak_pct, rows[i].peak_pct);
     EXPECT_EQ(back[i].gflops, rows[i].gflops);
+    EXPECT_EQ(back[i].prepare_us, rows[i].prepare_us);
+    EXPECT_EQ(back[i].prepared_bytes, rows[i].prepared_bytes);
   }
+}
+
+// The weight transform's columns follow act_quant_median_us whatever was selected, so
+// every CPU bench has one header; a kernel without a transform leaves them empty.
+TEST(Csv, TheWeightTransformColumnsAreAlwaysThereAndEmptyWithoutOne) {
+  for (bool gpu : {false, true}) {
+    const auto h = bench_header(gpu);
+    const auto at = std::find(h.begin(), h.end(), "act_quant_median_us");
+    ASSERT_LT(at + 2, h.end());
+    EXPECT_EQ(at[1], "prepare_us");
+    EXPECT_EQ(at[2], "prepared_bytes");
+    std::mt19937_64 g(std::random_device{}());
+    BenchRow r = random_bench_row(g, 0);
+    r.prepare_us = 0, r.prepared_bytes = 0;
+    const auto f = bench_fields(RunContext{}, r, gpu);
+    ASSERT_EQ(f.size(), h.size());
+    EXPECT_EQ(f[static_cast<std::size_t>(at - h.begin()) + 1], "");
+    EXPECT_EQ(f[static_cast<std::size_t>(at - h.begin()) + 2], "");
+  }
+}
+
+// Files from before the weight transform's columns, and from before the act_quant ones,
+// are bench files still, read with the columns they lack as 0; the sweep's bench columns
+// stay those of the files before the weight transform's, so existing sweeps resume.
+TEST(Csv, OlderBenchFilesStillRead) {
+  std::mt19937_64 g(std::random_device{}());
+  const RunContext ctx{"m", "cpu", "none", "gcc", "abc", "qmvlab bench"};
+  for (bool gpu : {false, true}) {
+    const auto headers = legacy_bench_headers(gpu);
+    ASSERT_EQ(headers.size(), 2u);
+    for (std::size_t v = 0; v < headers.size(); ++v) {
+      const auto& old = headers[v];
+      EXPECT_EQ(std::count(old.begin(), old.end(), "prepare_us"), 0);
+      EXPECT_EQ(std::count(old.begin(), old.end(), "act_quant"), v == 0 ? 1 : 0);
+      const std::string path = temp_path(fmt::format("old-{}-{}.csv", gpu, v));
+      std::vector<BenchRow> rows;
+      {
+        CsvWriter w(path, old, false);
+        const auto full = bench_header(gpu);
+        for (int i = 0; i < 3; ++i) {
+          rows.push_back(random_bench_row(g, i));
+          rows.back().act_quant = "before";
+          rows.back().act_quant_median_us = 1.5;
+          const auto all = bench_fields(ctx, rows.back(), gpu);
+          std::vector<std::string> f;
+          for (const auto& c : old)
+            f.push_back(all[static_cast<std::size_t>(std::find(full.begin(), full.end(), c) - full.begin())]);
+          w.write(f);
+        }
+      }
+      EXPECT_EQ(detect_csv_kind(path), CsvKind::Bench) << path;
+      const auto back = read_bench_csv(path);
+      ASSERT_EQ(back.size(), rows.size());
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        EXPECT_EQ(back[i].time_median_us, rows[i].time_median_us);
+        EXPECT_EQ(back[i].prepare_us, 0);
+        EXPECT_EQ(back[i].prepared_bytes, 0);
+        EXPECT_EQ(back[i].act_quant_median_us, v == 0 ? 1.5 : 0);
+      }
+    }
+  }
+  const auto sweep = sweep_header();
+  const auto bench_part = legacy_bench_headers().front();
+  ASSERT_GT(sweep.size(), bench_part.size());
+  EXPECT_TRUE(std::equal(bench_part.begin(), bench_part.end(), sweep.begin()));
+  EXPECT_EQ(sweep_bench_fields(ctx, random_bench_row(g, 0)).size(), bench_part.size());
 }
 
 TEST(Csv, CheckAndPeakRowsRoundTrip) {
@@ -201,7 +273,8 @@ TEST(Csv, ReadErrorsNameFileLineAndColumn) {
   const std::string at = fmt::format("broken.csv: line {}: ", row + 1);
 
   // Each column a number is read from, with text that is not one.
-  for (const char* column : {"rows", "threads", "bytes_per_call", "gbps_median", "gflops"}) {
+  for (const char* column :
+       {"rows", "threads", "bytes_per_call", "gbps_median", "gflops", "prepare_us", "prepared_bytes"}) {
     const std::size_t c = static_cast<std::size_t>(std::find(header.begin(), header.end(), column) - header.begin());
     ASSERT_LT(c, header.size());
     std::vector<std::string> fields = bench_fields(ctx, random_bench_row(g, 0));

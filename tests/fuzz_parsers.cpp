@@ -359,7 +359,7 @@ void write_csv_seeds(const std::filesystem::path& dir) {
   write("peak_gpu", peak_header(true), {peak_fields(ctx, gp, true), peak_fields(ctx, PeakRow{}, true)}, {kPeak});
   // A sweep row: the bench columns then the sweep's; a point that did not run leaves
   // its measurement columns empty.
-  std::vector<std::string> ran = bench_fields(ctx, b), skipped = bench_fields(ctx, b);
+  std::vector<std::string> ran = sweep_bench_fields(ctx, b), skipped = sweep_bench_fields(ctx, b);
   for (const char* f : {"ci", "ffn_up,ffn_gate", "ok", "", "1", "1e-14", "2e-5", "3e-4"}) ran.push_back(f);
   skipped[11] = "4";
   for (std::size_t i = 14; i + 1 < skipped.size(); ++i) skipped[i].clear();

@@ -86,7 +86,7 @@ void write_sweep(const std::string& path, const std::vector<SweepLine>& lines, b
   auto index = [&](const char* c) { return static_cast<std::size_t>(std::find(header.begin(), header.end(), c) - header.begin()); };
   CsvWriter w(path, legacy ? legacy_sweep_header() : header, false);
   for (const SweepLine& l : lines) {
-    std::vector<std::string> f = bench_fields(kCtx, l.row);
+    std::vector<std::string> f = sweep_bench_fields(kCtx, l.row);
     if (l.status != "ok")
       for (std::size_t i = index("tile_rows"); i < index("command"); ++i) f[i].clear();
     const bool ok = l.status == "ok";

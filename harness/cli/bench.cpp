@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
+#include <string>
+#include <tuple>
 
 #include "harness/bench.h"
 #include "harness/cli/command.h"
@@ -85,6 +88,7 @@ class BenchCommand : public Command {
     for (const auto& s : res.skipped) fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
     fmt::print("\n");
     print_bench_table(res.rows);
+    print_weight_transforms(res.rows);
     if (csv) fmt::print("\nwrote {}\n", csv->path());
     return res.rows.empty() ? 1 : 0;
   }
@@ -105,6 +109,19 @@ class BenchCommand : public Command {
                      : std::string());
     }
     std::fflush(stdout);
+  }
+
+  // One line per (kernel, shape) whose kernel transforms its weights once (the thread
+  // counts share the prepared copies).
+  static void print_weight_transforms(const std::vector<BenchRow>& rows) {
+    std::set<std::tuple<std::string, std::int64_t, std::int64_t>> printed;
+    for (const BenchRow& r : rows) {
+      if (r.prepared_bytes <= 0 || !printed.insert({r.kernel, r.rows, r.cols}).second) continue;
+      if (printed.size() == 1) fmt::print("\n");
+      const double bytes = static_cast<double>(r.prepared_bytes);
+      fmt::print("prepared weights: {} {}x{}: {:.2f} ms once, {:.1f} {}\n", r.kernel, r.rows, r.cols,
+                 r.prepare_us / 1e3, bytes >= 1e6 ? bytes / 1e6 : bytes / 1e3, bytes >= 1e6 ? "MB" : "kB");
+    }
   }
 
   CLI::App* cmd_ = nullptr;
