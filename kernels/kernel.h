@@ -119,8 +119,9 @@ struct KernelSpec {
   std::size_t (*bytes_moved)(Shape) = nullptr;
   std::string description;  // one line, shown by `qmvlab list`
   // Optional weight transform, done once per matrix and never inside a timed call:
-  // prepare() makes the kernel's own copy of args.w (args.shape), release() frees
-  // it, and run() finds it in MatVecArgs::prepared. MatVec kernels on the CPU only.
+  // prepare() makes the kernel's own copy of args.w (args.shape; a fused kernel's
+  // covers args.w2 too), release() frees it, and run() finds it in
+  // MatVecArgs::prepared. CPU kernels only.
   Status (*prepare)(const MatVecArgs&, PreparedWeights*) = nullptr;
   void (*release)(PreparedWeights) = nullptr;
   // A kernel that takes f32 activations and converts them itself inside the call (as
@@ -143,7 +144,8 @@ class PreparedMatrix {
   PreparedMatrix(PreparedMatrix&& other) noexcept;
   PreparedMatrix& operator=(PreparedMatrix&& other) noexcept;
   ~PreparedMatrix();
-  // spec.prepare on args.w (a no-op returning Ok for kernels without one).
+  // spec.prepare on args.w (and args.w2 for a fused kernel); a no-op returning Ok
+  // for kernels without one.
   Status prepare(const KernelSpec& spec, const MatVecArgs& args);
   const void* handle() const { return weights_.handle; }
   std::size_t bytes() const { return weights_.bytes; }

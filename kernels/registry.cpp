@@ -99,8 +99,8 @@ Status Registry::add(KernelSpec spec) {
   if (spec.name.empty()) return Status::Error("kernel spec without a name");
   if (!spec.run || !spec.supports)
     return Status::Error(fmt::format("kernel {} lacks run() or supports()", spec.name));
-  if (spec.prepare && (!spec.release || spec.op != OpKind::MatVec || spec.backend != Backend::CPU))
-    return Status::Error(fmt::format("kernel {}: a weight transform needs release() and a CPU matvec", spec.name));
+  if (spec.prepare && (!spec.release || spec.backend != Backend::CPU))
+    return Status::Error(fmt::format("kernel {}: a weight transform needs release() and a CPU kernel", spec.name));
   if (!spec.act_converted_to.empty() && (!spec.act_round_trip || spec.act != ActFormat::F32))
     return Status::Error(fmt::format("kernel {}: converting its activation needs f32 input and act_round_trip",
                                      spec.name));

@@ -84,16 +84,19 @@ void CpuForward::prepare_all_weights() {
   auto prepare_op = [&](const MatvecOp& m) {
     for (const KernelSpec* k : {m.kernel, m.outlier_kernel})
       if (k && k->prepare && m.w)
-        for_each_invocation(*k, m, nullptr, nullptr, [&](const void* w, std::size_t w_bytes, auto&&...) {
-          prepared_weights(*k, m.shape, w, w_bytes);
-        });
+        for_each_invocation(*k, m, nullptr, nullptr,
+                            [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, auto&&...) {
+                              prepared_weights(*k, m.shape, w, w_bytes, w2, w2_bytes);
+                            });
   };
   for (const LayerOps& l : program_.layers)
     for (const MatvecOp* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) prepare_op(*m);
   prepare_op(program_.lm_head);
   repack_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  repack_.matrices = static_cast<int>(prepared_weights_.size());
-  for (const auto& [key, copy] : prepared_weights_) repack_.bytes += copy.bytes();
+  for (const auto& [key, copy] : prepared_weights_) {
+    repack_.matrices += key.first->op == OpKind::FusedUpGate ? 2 : 1;  // a fused copy holds both matrices
+    repack_.bytes += copy.bytes();
+  }
 }
 
 std::uint64_t CpuForward::bytes_per_token(int pos) const {
@@ -151,9 +154,10 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
   std::size_t x_bytes = 0;
   activation(kernel->act, x_bytes);  // quantized (and timed) on its own, before the matvec's clock
   if (kernel->prepare)
-    for_each_invocation(*kernel, m, y, y2, [&](const void* w, std::size_t w_bytes, auto&&...) {
-      prepared_weights(*kernel, m.shape, w, w_bytes);
-    });
+    for_each_invocation(*kernel, m, y, y2,
+                        [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, auto&&...) {
+                          prepared_weights(*kernel, m.shape, w, w_bytes, w2, w2_bytes);
+                        });
   const auto t0 = Clock::now();
   for_each_invocation(*kernel, m, y, y2,
                       [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, float* out,
@@ -162,7 +166,7 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
                         const void* x = activation(kernel->act, x_bytes);
                         MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, out, w2, w2_bytes, out2);
                         a.threads = threads_;
-                        if (kernel->prepare) a.prepared = prepared_weights(*kernel, m.shape, w, w_bytes);
+                        if (kernel->prepare) a.prepared = prepared_weights(*kernel, m.shape, w, w_bytes, w2, w2_bytes);
                         const Status st = invoke(*kernel, a);
                         if (!st.ok())
                           throw std::runtime_error(
@@ -172,10 +176,12 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
   ++times_.calls[part];
 }
 
-const void* CpuForward::prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes) {
+const void* CpuForward::prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,
+                                         const void* w2, std::size_t w2_bytes) {
+  // Keyed by w alone: a fused kernel's w2 is the one matrix that goes with its w.
   auto [it, made] = prepared_weights_.try_emplace({&kernel, w});
   if (made) {
-    const Status st = it->second.prepare(kernel, matvec_args(shape, w, w_bytes, nullptr, 0, nullptr));
+    const Status st = it->second.prepare(kernel, matvec_args(shape, w, w_bytes, nullptr, 0, nullptr, w2, w2_bytes));
     if (!st.ok()) {
       prepared_weights_.erase(it);
       throw std::runtime_error(fmt::format("{}: preparing its weights: {}", kernel.name, st.error));

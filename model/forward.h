@@ -112,7 +112,8 @@ class CpuForward {
   // construction (prepare_all_weights), outside every op's time.
   std::map<std::pair<const KernelSpec*, const void*>, PreparedMatrix> prepared_weights_;
   WeightRepack repack_;
-  const void* prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes);
+  const void* prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,
+                               const void* w2, std::size_t w2_bytes);
   void prepare_all_weights();
 
   // The ops of decode_step on the CPU (model/step.h calls them in order).

@@ -293,8 +293,13 @@ const KernelSpec* first_in_default_order(WeightType w, Shape s, Backend backend,
   return backend == Backend::CUDA ? try_order(kAutoOrderCuda) : try_order(kAutoOrder);
 }
 
-// The first available fused kernel for the type, by name.
+// The first available fused kernel for the type, in kAutoOrderFused, then by name.
 const KernelSpec* first_fused(WeightType w, Shape s, Backend backend, ActFilter act = {}) {
+  for (const char* variant : kAutoOrderFused) {
+    const std::string name = fmt::format("{}.{}.{}", to_string(w), to_string(backend), variant);
+    if (const KernelSpec* k = global_registry().find(name); k && runnable(*k, OpKind::FusedUpGate, w, s, backend, act))
+      return k;
+  }
   for (const KernelSpec& k : global_registry().all())
     if (runnable(k, OpKind::FusedUpGate, w, s, backend, act)) return &k;
   return nullptr;

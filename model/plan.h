@@ -58,6 +58,9 @@ inline constexpr const char* kAutoOrder[] = {
     "avx2_r8x2_q8k",       "avx2_2row_q8k",  "avx2_4row_q8k",        "avx2_4row_q8_1", "avx2_q8k",
     "avx2_q8_1",           "avx2_f32",       "avx2",                 "scalar_q8k",     "scalar_f32",
     "scalar"};
+// The same for the fused up+gate kernels; a fused kernel not listed comes after these.
+inline constexpr const char* kAutoOrderFused[] = {"avx512vnni_up_gate_q8k", "avx2_r8_up_gate_q8_1",
+                                                  "avx2_r8_up_gate_q8k"};
 // The same for CUDA kernels (`--device cuda`): the K-quant family's multi-warp
 // f32-activation variants, the DP4A ones, then the warp-per-row kernels every type has.
 inline constexpr const char* kAutoOrderCuda[] = {"multiwarp_f32.w3", "multiwarp_f32.w2", "multiwarp_f32.w4",

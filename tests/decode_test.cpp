@@ -156,6 +156,34 @@ TEST(Forward, RepackedKernelsAreMadeAtLoadAndAgree) {
   EXPECT_LE(nmse(run_logits(m, r8_plan, 2, tokens), plain_q8k), nmse(plain_q8k, scalar_f32));
 }
 
+// The fused up+gate kernel on repacked pairs: each pair made once at load (two matrices
+// per fused op), gate and up each from its own matrix, logits as the plain plan's.
+TEST(Forward, FusedRepackedUpGateIsMadeAtLoadAndAgrees) {
+  const KernelSpec* fused = global_registry().find("q4_K.cpu.avx2_r8_up_gate_q8k");
+  ASSERT_NE(fused, nullptr);
+  if (missing_cpu_features(fused->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(toy_model("llama", "q4_K_m"));
+  const auto tokens = random_tokens(8, m.config.vocab_size, rng);
+  const std::string plain_plan = "q4_K=q4_K.cpu.scalar_q8k,q6_K=q6_K.cpu.scalar_q8k,ffn_up_gate=none";
+  const std::string fused_plan = plain_plan.substr(0, plain_plan.rfind(',')) + ",ffn_up_gate=" + fused->name;
+  const auto planned = resolve_plan(load_plan(fused_plan), m.weights, 2);
+  int matrices = 0;
+  std::uint64_t bytes = 0;
+  for (const PlannedMatvec& p : planned)
+    if (p.kernel == fused) {
+      matrices += 2 * p.count;
+      bytes += 2ull * p.count * ((p.shape.rows + 7) / 8) * (p.shape.cols / kSuperBlock) * sizeof(interleave::BlockQ4_Kx8);
+    }
+  ASSERT_GT(matrices, 0) << "the toy model's gate and up are not Q4_K";
+  const CpuForward repacked(m.config, m.weights, planned, 2, 8);
+  EXPECT_EQ(repacked.weight_repack().matrices, matrices);
+  EXPECT_EQ(repacked.weight_repack().bytes, bytes);
+  const auto scalar_f32 = run_logits(m, "q4_K=q4_K.cpu.scalar_f32,q6_K=q6_K.cpu.scalar_f32,ffn_up_gate=none", 2, tokens);
+  const auto plain_q8k = run_logits(m, plain_plan, 2, tokens);
+  EXPECT_LE(nmse(run_logits(m, fused_plan, 2, tokens), plain_q8k), nmse(plain_q8k, scalar_f32));
+}
+
 TEST(Forward, ContextAndVocabularyBoundsAreErrors) {
   const LoadedModel m(toy_model("llama", "q8_0"));
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1);

@@ -99,7 +99,8 @@ int check_all(const std::vector<std::int64_t>& row_counts, const std::vector<std
   for (const TypeCase& tc : type_cases()) {
     std::vector<const KernelSpec*> kernels;
     for (const KernelSpec* k : global_registry().select(tc.pattern))
-      if (k->act == ActFormat::Q8_K && missing_cpu_features(k->cpu_features) == 0) kernels.push_back(k);
+      if (k->op == OpKind::MatVec && k->act == ActFormat::Q8_K && missing_cpu_features(k->cpu_features) == 0)
+        kernels.push_back(k);
     ran += static_cast<int>(kernels.size());
     for (std::int64_t cols : col_counts) {
       const std::int64_t nb = cols / kSuperBlock;

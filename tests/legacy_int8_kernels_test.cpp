@@ -133,7 +133,8 @@ std::set<std::string> check_usable_kernels(std::mt19937& rng) {
     if (reference == nullptr) continue;
     std::vector<const KernelSpec*> kernels;
     for (const KernelSpec* k : global_registry().select(type + ".cpu.*"))
-      if (k->act == ActFormat::Q8_1 && missing_cpu_features(k->cpu_features) == 0) kernels.push_back(k);
+      if (k->op == OpKind::MatVec && k->act == ActFormat::Q8_1 && missing_cpu_features(k->cpu_features) == 0)
+        kernels.push_back(k);
     if (kernels.empty()) continue;  // this CPU runs none of them
     for (std::int64_t cols : col_counts) {
       for (std::int64_t rows : row_counts) {

@@ -46,7 +46,12 @@ std::string error_of(const KernelPlan& plan, const ModelWeights& w) {
   return "";
 }
 
+// The fused Q4_K kernel `auto` takes without a bench CSV: the first available in
+// kAutoOrderFused, else the first by name.
 const KernelSpec* available_fused_q4_K() {
+  for (const char* v : kAutoOrderFused)
+    if (const KernelSpec* k = global_registry().find(std::string("q4_K.cpu.") + v); k && availability(*k).available)
+      return k;
   for (const KernelSpec& k : global_registry().all())
     if (k.op == OpKind::FusedUpGate && k.weight == WeightType::Q4_K && k.backend == Backend::CPU &&
         availability(k).available)

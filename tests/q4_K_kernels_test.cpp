@@ -84,9 +84,12 @@ TEST(Q4KKernels, AdversarialBlocksMatchTheReference) {
         if (k->act != ActFormat::Q8_K && k->act != ActFormat::F32) continue;
         const bool q8 = k->act == ActFormat::Q8_K;
         const bool fused = k->op == OpKind::FusedUpGate;
-        // Kernels with their own weight layout read the copy made from w.
+        // Kernels with their own weight layout read the copy made from w (and w2, fused).
         PreparedMatrix prepared;
-        ASSERT_TRUE(prepared.prepare(*k, matvec_args(shape, w.data(), w.size() * sizeof(BlockQ4K), nullptr, 0, nullptr)).ok());
+        ASSERT_TRUE(prepared
+                        .prepare(*k, matvec_args(shape, w.data(), w.size() * sizeof(BlockQ4K), nullptr, 0, nullptr,
+                                                 fused ? w2.data() : nullptr, fused ? w2.size() * sizeof(BlockQ4K) : 0))
+                        .ok());
         for (const CpuTiling& t : tilings) {
           for (int threads : {1, 2}) {
             TilingGuard guard(t);

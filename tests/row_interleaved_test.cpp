@@ -1,6 +1,6 @@
-// The row-interleaved (R8) kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K): the repack keeps
-// every weight, and the kernels on the repacked copy match a float64 dot product of
-// the very blocks they read, on row counts that leave every remainder of the eight-row groups, column counts of one
+// The row-interleaved (R8) kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K), plain and fused
+// up+gate: the repack keeps every weight, and the kernels on the repacked copy match a
+// float64 dot product of the very blocks they read, on row counts that leave every remainder of the eight-row groups, column counts of one
 // block and more, activations at the quant extremes, threads 1 and 2 (and the
 // threaded path forced on small matrices), outputs NaN-poisoned first.
 #include <gtest/gtest.h>
@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/row_interleaved.h"
@@ -59,6 +61,11 @@ class TilingGuard {
  private:
   CpuTiling saved_;
 };
+
+// The one-stream R8 kernel of a fused R8 kernel's type and activation.
+std::string r8_kernel_name(const KernelSpec& fused) {
+  return std::string(to_string(fused.weight)) + ".cpu.avx2_r8_" + (fused.act == ActFormat::Q8_K ? "q8k" : "q8_1");
+}
 
 const KernelSpec& q4_0x8_kernel() {
   const KernelSpec* k = global_registry().find(kQ4_0x8Kernel);
@@ -255,6 +262,98 @@ TEST(RowInterleaved, Q4_KMatchesTheExactDotOnEveryRemainder) {
       }
   }
   EXPECT_EQ(checked, 2 * 3 * 7 * 4);
+}
+
+// Random weights of a row-interleaved type: every byte random, then finite fp16 scales
+// of both signs where a block keeps them (legacy: d, and m for the _1 types; Q4_K: d, dmin).
+std::vector<std::uint8_t> random_weights(WeightType type, Shape s, std::mt19937& rng) {
+  if (type == WeightType::Q4_K) return random_q4_K(s, rng);
+  std::vector<std::uint8_t> w(row_bytes(type, s.cols) * static_cast<std::size_t>(s.rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
+  const bool has_min = type == WeightType::Q4_1 || type == WeightType::Q5_1;
+  for (std::size_t off = 0; off < w.size(); off += block_bytes(type)) {
+    const fp16_bits d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(scale(rng));
+    std::memcpy(&w[off], &d, sizeof(d));
+    if (has_min) std::memcpy(&w[off + 2], &m, sizeof(m));
+  }
+  return w;
+}
+
+// The fused up+gate kernels on their repacked pair: y from w and y2 from w2 (two
+// different random matrices, so a swap or a mix-up fails), each matching the float64
+// dot of its own matrix on every group remainder, threads 1 and 2, both outputs
+// NaN-poisoned and untouched past the last row.
+TEST(RowInterleaved, FusedUpGateMatchesBothMatricesOnEveryRemainder) {
+  std::mt19937 rng(13);
+  int kernels = 0, checked = 0;
+  for (const KernelSpec& k : global_registry().all()) {
+    if (k.op != OpKind::FusedUpGate || !k.prepare || k.backend != Backend::CPU) continue;
+    ++kernels;
+    if (missing_cpu_features(k.cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+    const std::int64_t block = k.weight == WeightType::Q4_K ? kSuperBlock : kLegacyBlock;
+    for (const std::int64_t cols : {block, 3 * block})
+      for (const std::int64_t rows : {1, 7, 8, 9, 23, 130}) {
+        const Shape s{rows, cols};
+        const auto w = random_weights(k.weight, s, rng), w2 = random_weights(k.weight, s, rng);
+        std::vector<float> xf(static_cast<std::size_t>(cols)), wf(static_cast<std::size_t>(cols));
+        std::vector<std::uint8_t> x;
+        if (k.act == ActFormat::Q8_K) {
+          const auto q = test::extreme_q8_K(cols, rng);
+          x.assign(reinterpret_cast<const std::uint8_t*>(q.data()), reinterpret_cast<const std::uint8_t*>(q.data() + q.size()));
+        } else {
+          const auto q = test::extreme_q8_1(cols, rng);
+          x.assign(reinterpret_cast<const std::uint8_t*>(q.data()), reinterpret_cast<const std::uint8_t*>(q.data() + q.size()));
+        }
+        dequantize_activation(k.act, x.data(), xf.data(), cols);
+        MatVecArgs a = matvec_args(s, w.data(), w.size(), nullptr, 0, nullptr, w2.data(), w2.size());
+        PreparedMatrix pm;
+        ASSERT_TRUE(pm.prepare(k, a).ok()) << k.name;
+        PreparedMatrix single;  // the pair holds two matrices of one repacked matrix's size
+        ASSERT_TRUE(single.prepare(*global_registry().find(r8_kernel_name(k)), a).ok()) << k.name;
+        EXPECT_EQ(pm.bytes(), 2 * single.bytes()) << k.name;
+        for (const int threads : {1, 2}) {
+          TilingGuard tiling({64, 1});
+          std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN), y2 = y;
+          a = matvec_args(s, w.data(), w.size(), x.data(), x.size(), y.data(), w2.data(), w2.size(), y2.data());
+          a.threads = threads;
+          a.prepared = pm.handle();
+          const Status st = invoke(k, a);
+          ASSERT_TRUE(st.ok()) << st.error;
+          for (const auto& [weights, out] : {std::pair{&w, &y}, std::pair{&w2, &y2}})
+            for (std::int64_t r = 0; r < rows; ++r) {
+              dequantize_row(k.weight, weights->data() + row_bytes(k.weight, cols) * static_cast<std::size_t>(r),
+                             wf.data(), cols);
+              double dot = 0, magnitude = 0;
+              for (std::size_t i = 0; i < wf.size(); ++i) {
+                dot += double(wf[i]) * xf[i];
+                magnitude += std::fabs(double(wf[i]) * xf[i]);
+              }
+              ASSERT_NEAR((*out)[static_cast<std::size_t>(r)], dot, 1e-5 * magnitude + 1e-6)
+                  << k.name << " " << to_string(s) << (out == &y ? " y" : " y2") << " row " << r << " threads "
+                  << threads;
+            }
+          for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r)
+            ASSERT_TRUE(std::isnan(y[r]) && std::isnan(y2[r])) << k.name << " wrote past the last row, at " << r;
+          ++checked;
+        }
+      }
+  }
+  EXPECT_EQ(kernels, 6);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K
+  EXPECT_EQ(checked, kernels * 2 * 6 * 2);
+}
+
+TEST(RowInterleaved, FusedPrepareWithoutTheSecondMatrixIsAnError) {
+  const KernelSpec* k = global_registry().find("q4_0.cpu.avx2_r8_up_gate_q8_1");
+  ASSERT_NE(k, nullptr);
+  std::mt19937 rng(4);
+  const Shape s{16, 64};
+  const auto w = random_q4_0(s, rng);
+  PreparedMatrix pm;
+  const Status st = pm.prepare(*k, matvec_args(s, w.data(), w.size() * sizeof(BlockQ4_0), nullptr, 0, nullptr));
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(pm.handle(), nullptr);
 }
 
 TEST(RowInterleaved, RefusesToRunWithoutItsPreparedCopy) {

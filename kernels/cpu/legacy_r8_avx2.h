@@ -114,12 +114,9 @@ void dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo*
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], Layout::kHasMin ? _mm256_add_ps(acc[i], acc_m[i]) : acc[i]);
 }
 
-template <class Layout, int NG>
-Status run(const MatVecArgs& a) {
-  const auto* m = static_cast<const RowGroups<Layout>*>(a.prepared);
-  if (!m || !(m->shape == a.shape)) return not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks;
-  const auto* x = static_cast<const BlockQ8_1*>(a.x);
+// The call's per-block activation info (XBlockInfo), in per-thread scratch.
+template <class Layout>
+const XBlockInfo* activation_info(const BlockQ8_1* x, std::int64_t nb) {
   auto* xi = static_cast<XBlockInfo*>(thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlockInfo)));
   for (std::int64_t b = 0; b < nb; ++b) {
     std::int32_t sum = 0;
@@ -128,10 +125,55 @@ Status run(const MatVecArgs& a) {
     // d * sum is exact in float: 11 + 13 significant bits.
     xi[b] = {d, -Layout::kZero * sum, d * static_cast<float>(sum)};
   }
+  return xi;
+}
+
+template <class Layout, int NG>
+Status run(const MatVecArgs& a) {
+  const auto* m = static_cast<const RowGroups<Layout>*>(a.prepared);
+  if (!m || !(m->shape == a.shape)) return not_prepared_for(a.shape);
+  const std::int64_t nb = m->blocks;
+  const auto* x = static_cast<const BlockQ8_1*>(a.x);
+  const XBlockInfo* xi = activation_info<Layout>(x, nb);
   for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
     dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
   });
   return Status::Ok();
+}
+
+// Fused up+gate: group g of both matrices per step, two streams sharing the activation.
+template <class Layout>
+Status run_up_gate(const MatVecArgs& a) {
+  const auto* p = static_cast<const RowGroupPair<Layout>*>(a.prepared);
+  if (!p || !(p->first.shape == a.shape)) return not_prepared_for(a.shape);
+  const std::int64_t nb = p->first.blocks;
+  const auto* x = static_cast<const BlockQ8_1*>(a.x);
+  const XBlockInfo* xi = activation_info<Layout>(x, nb);
+  for_each_group_pair(*p, a.y, a.y2, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
+    dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
+  });
+  return Status::Ok();
+}
+
+// The registry records of a layout's kernels: NG weight streams per thread (1: avx2_r8,
+// 2: avx2_r8x2), and the fused up+gate one.
+template <class Layout, int NG>
+KernelRecord r8_record(WeightType type, const char* name, const char* description) {
+  KernelRecord r = cpu_matvec_kernel(name, type, ActFormat::Q8_1, run<Layout, NG>, description,
+                                     CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C);
+  r.prepare = prepare_rows<Layout>;
+  r.release = release_rows<Layout>;
+  return r;
+}
+
+template <class Layout>
+KernelRecord r8_up_gate_record(WeightType type, const char* name, const char* description) {
+  KernelRecord r = cpu_matvec_kernel(name, type, ActFormat::Q8_1, run_up_gate<Layout>, description,
+                                     CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C);
+  r.op = OpKind::FusedUpGate;
+  r.prepare = prepare_row_pair<Layout>;
+  r.release = release_row_pair<Layout>;
+  return r;
 }
 
 }  // namespace

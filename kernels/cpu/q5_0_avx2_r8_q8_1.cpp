@@ -1,27 +1,22 @@
 // Q5_0 weights in the row-interleaved layout x Q8_1 activations, AVX2, one or two
-// weight streams per thread (legacy_r8_avx2.h).
+// weight streams per thread, and fused up+gate (legacy_r8_avx2.h).
 #include "legacy_r8_avx2.h"
 
 namespace {
-
-template <int NG>
-qmv::KernelRecord record(const char* name, const char* description) {
-  qmv::KernelRecord r = qmv::cpu_matvec_kernel(
-      name, qmv::WeightType::Q5_0, qmv::ActFormat::Q8_1, qmv::interleave::run<qmv::interleave::BlockQ5_0x8, NG>,
-      description, qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C);
-  r.prepare = qmv::interleave::prepare_q5_0x8;
-  r.release = qmv::interleave::release_q5_0x8;
-  return r;
-}
-
+using Layout = qmv::interleave::BlockQ5_0x8;
 }  // namespace
 
-QMV_REGISTER_KERNEL(record<1>(
+QMV_REGISTER_KERNEL((qmv::interleave::r8_record<Layout, 1>(qmv::WeightType::Q5_0,
     "q5_0.cpu.avx2_r8_q8_1",
     "Q5_0 x Q8_1, AVX2, weights repacked once into eight-row interleaved blocks (fifth bits "
     "rearranged for one shift per register): one float "
-    "lane per row, eight rows' scales in one conversion, one weight stream per thread"));
-QMV_REGISTER_KERNEL(record<2>(
+    "lane per row, eight rows' scales in one conversion, one weight stream per thread")));
+QMV_REGISTER_KERNEL((qmv::interleave::r8_record<Layout, 2>(qmv::WeightType::Q5_0,
     "q5_0.cpu.avx2_r8x2_q8_1",
     "Q5_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, two weight streams "
-    "per thread (the two halves of its rows) sharing each activation load"));
+    "per thread (the two halves of its rows) sharing each activation load")));
+QMV_REGISTER_KERNEL(qmv::interleave::r8_up_gate_record<Layout>(
+    qmv::WeightType::Q5_0, "q5_0.cpu.avx2_r8_up_gate_q8_1",
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q5_0 x Q8_1, AVX2, both matrices repacked once "
+    "into eight-row interleaved blocks: group g of each per step, two weight streams sharing "
+    "each activation load, both outputs in one parallel region"));

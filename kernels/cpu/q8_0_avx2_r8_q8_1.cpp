@@ -65,17 +65,23 @@ void dot_groups(const BlockQ8_0x8* const w[NG], const XBlock16* x, std::int64_t 
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], _mm256_permutevar8x32_ps(acc[i], to_row_order));
 }
 
-template <int NG>
-qmv::Status run(const qmv::MatVecArgs& a) {
-  const auto* m = static_cast<const qmv::interleave::Q8_0x8Matrix*>(a.prepared);
-  if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks;
+// The call's activation widened to int16, in per-thread scratch.
+const XBlock16* widened_activation(const qmv::MatVecArgs& a, std::int64_t nb) {
   const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
   auto* x = static_cast<XBlock16*>(qmv::thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlock16)));
   for (std::int64_t b = 0; b < nb; ++b) {
     for (int i = 0; i < qmv::kQ8_1Block; ++i) x[b].q[i] = xq[b].qs[i];
     x[b].d = _cvtsh_ss(xq[b].d);
   }
+  return x;
+}
+
+template <int NG>
+qmv::Status run(const qmv::MatVecArgs& a) {
+  const auto* m = static_cast<const qmv::interleave::Q8_0x8Matrix*>(a.prepared);
+  if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
+  const std::int64_t nb = m->blocks;
+  const XBlock16* x = widened_activation(a, nb);
   qmv::interleave::for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const BlockQ8_0x8* const* w,
                                                                 float* const* out) {
     dot_groups<decltype(count)::value>(w, x, nb, out);
@@ -83,13 +89,39 @@ qmv::Status run(const qmv::MatVecArgs& a) {
   return qmv::Status::Ok();
 }
 
+qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
+  const auto* p = static_cast<const qmv::interleave::RowGroupPair<BlockQ8_0x8>*>(a.prepared);
+  if (!p || !(p->first.shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
+  const std::int64_t nb = p->first.blocks;
+  const XBlock16* x = widened_activation(a, nb);
+  qmv::interleave::for_each_group_pair(*p, a.y, a.y2, a.threads, [&](auto count, const BlockQ8_0x8* const* w,
+                                                                      float* const* out) {
+    dot_groups<decltype(count)::value>(w, x, nb, out);
+  });
+  return qmv::Status::Ok();
+}
+
+constexpr std::uint32_t kFeatures = qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C;
+
 template <int NG>
 qmv::KernelRecord record(const char* name, const char* description) {
-  qmv::KernelRecord r = qmv::cpu_matvec_kernel(name, qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run<NG>,
-                                               description,
-                                               qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C);
-  r.prepare = qmv::interleave::prepare_q8_0x8;
-  r.release = qmv::interleave::release_q8_0x8;
+  qmv::KernelRecord r =
+      qmv::cpu_matvec_kernel(name, qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run<NG>, description, kFeatures);
+  r.prepare = qmv::interleave::prepare_rows<BlockQ8_0x8>;
+  r.release = qmv::interleave::release_rows<BlockQ8_0x8>;
+  return r;
+}
+
+qmv::KernelRecord up_gate_record() {
+  qmv::KernelRecord r = qmv::cpu_matvec_kernel(
+      "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run_up_gate,
+      "fused FFN up+gate (y = W x, y2 = W2 x), Q8_0 x Q8_1, AVX2, both matrices repacked once into "
+      "eight-row interleaved blocks: group g of each per step, two weight streams sharing each "
+      "activation load, both outputs in one parallel region",
+      kFeatures);
+  r.op = qmv::OpKind::FusedUpGate;
+  r.prepare = qmv::interleave::prepare_row_pair<BlockQ8_0x8>;
+  r.release = qmv::interleave::release_row_pair<BlockQ8_0x8>;
   return r;
 }
 
@@ -103,3 +135,4 @@ QMV_REGISTER_KERNEL(record<2>(
     "q8_0.cpu.avx2_r8x2_q8_1",
     "Q8_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, two weight streams "
     "per thread (the two halves of its rows) sharing each activation load"));
+QMV_REGISTER_KERNEL(up_gate_record());

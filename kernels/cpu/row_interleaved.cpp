@@ -67,28 +67,31 @@ void fill(BlockQ4_Kx8& o, int r, const BlockQ4K& in) {
     for (int c = 0; c < 8; ++c) std::memcpy(&o.qs[pair][c][4 * r], &in.qs[32 * pair + 4 * c], 4);
 }
 
-// The interleaved copy of a matrix of Block (values per block: kValuesPerBlock), the
-// last group padded with zero rows.
-template <class Layout, class Block>
-Status prepare_groups(const MatVecArgs& a, PreparedWeights* out, const char* type) {
+// Frees a matrix's interleaved data (nothing for one never made).
+template <class Layout>
+void free_groups(const RowGroups<Layout>& m) {
+  std::free(const_cast<Layout*>(m.data));
+}
+
+// The interleaved copy of the matrix at w (shape, w_bytes), the last group padded with
+// zero rows.
+template <class Layout>
+Status make_groups(Shape shape, const void* w, std::size_t w_bytes, RowGroups<Layout>& out) {
+  using Block = typename Layout::Plain;
   constexpr int values = kValuesPerBlock<Block>;
-  if (a.shape.cols % values != 0 || a.shape.rows < 1)
+  const char* type = Layout::kPlainName;
+  if (shape.cols % values != 0 || shape.rows < 1)
     return Status::Error(fmt::format("{} row interleave needs cols % {} == 0 and rows >= 1", type, values));
-  const std::int64_t blocks = a.shape.cols / values;
-  const std::int64_t groups = (a.shape.rows + kGroupRows - 1) / kGroupRows;
+  if (!w) return Status::Error(fmt::format("{} row interleave: no weights", type));
+  const std::int64_t blocks = shape.cols / values;
+  const std::int64_t groups = (shape.rows + kGroupRows - 1) / kGroupRows;
   const std::size_t bytes = static_cast<std::size_t>(groups * blocks) * sizeof(Layout);
-  if (a.w_bytes < static_cast<std::size_t>(a.shape.rows * blocks) * sizeof(Block))
+  if (w_bytes < static_cast<std::size_t>(shape.rows * blocks) * sizeof(Block))
     return Status::Error(fmt::format("{} row interleave: the weights are shorter than the shape", type));
-  void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  auto* matrix = new (std::nothrow) RowGroups<Layout>;
-  if (!memory || !matrix) {
-    std::free(memory);
-    delete matrix;
-    return Status::Error(fmt::format("out of memory for the {} row-interleaved copy", type));
-  }
-  auto* dst = static_cast<Layout*>(memory);
-  const auto* src = static_cast<const Block*>(a.w);
-  const std::int64_t rows = a.shape.rows;
+  auto* dst = static_cast<Layout*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  if (!dst) return Status::Error(fmt::format("out of memory for the {} row-interleaved copy", type));
+  const auto* src = static_cast<const Block*>(w);
+  const std::int64_t rows = shape.rows;
 #pragma omp parallel for schedule(static)
   for (std::int64_t g = 0; g < groups; ++g) {
     for (std::int64_t b = 0; b < blocks; ++b) {
@@ -97,50 +100,74 @@ Status prepare_groups(const MatVecArgs& a, PreparedWeights* out, const char* typ
       for (int r = 0; r < kGroupRows && g * kGroupRows + r < rows; ++r) fill(o, r, src[(g * kGroupRows + r) * blocks + b]);
     }
   }
-  *matrix = {a.shape, groups, blocks, dst};
-  *out = {matrix, bytes};
+  out = {shape, groups, blocks, dst};
   return Status::Ok();
 }
 
 template <class Layout>
-void release_groups(PreparedWeights p) {
-  const auto* matrix = static_cast<const RowGroups<Layout>*>(p.handle);
-  if (!matrix) return;
-  std::free(const_cast<Layout*>(matrix->data));
-  delete matrix;
+std::size_t data_bytes(const RowGroups<Layout>& m) {
+  return static_cast<std::size_t>(m.groups * m.blocks) * sizeof(Layout);
 }
 
 }  // namespace
 
-Status prepare_q4_0x8(const MatVecArgs& a, PreparedWeights* out) {
-  return prepare_groups<BlockQ4_0x8, BlockQ4_0>(a, out, "Q4_0");
+template <class Layout>
+Status prepare_rows(const MatVecArgs& a, PreparedWeights* out) {
+  RowGroups<Layout> m;
+  if (Status st = make_groups(a.shape, a.w, a.w_bytes, m); !st.ok()) return st;
+  auto* handle = new (std::nothrow) RowGroups<Layout>(m);
+  if (!handle) {
+    free_groups(m);
+    return Status::Error("out of memory for a row-interleaved matrix");
+  }
+  *out = {handle, data_bytes(m)};
+  return Status::Ok();
 }
-void release_q4_0x8(PreparedWeights p) { release_groups<BlockQ4_0x8>(p); }
 
-Status prepare_q4_1x8(const MatVecArgs& a, PreparedWeights* out) {
-  return prepare_groups<BlockQ4_1x8, BlockQ4_1>(a, out, "Q4_1");
+template <class Layout>
+void release_rows(PreparedWeights p) {
+  const auto* m = static_cast<const RowGroups<Layout>*>(p.handle);
+  if (!m) return;
+  free_groups(*m);
+  delete m;
 }
-void release_q4_1x8(PreparedWeights p) { release_groups<BlockQ4_1x8>(p); }
 
-Status prepare_q5_0x8(const MatVecArgs& a, PreparedWeights* out) {
-  return prepare_groups<BlockQ5_0x8, BlockQ5_0>(a, out, "Q5_0");
+template <class Layout>
+Status prepare_row_pair(const MatVecArgs& a, PreparedWeights* out) {
+  RowGroupPair<Layout> pair;
+  Status st = make_groups(a.shape, a.w, a.w_bytes, pair.first);
+  if (st.ok()) st = make_groups(a.shape, a.w2, a.w2_bytes, pair.second);
+  auto* handle = st.ok() ? new (std::nothrow) RowGroupPair<Layout>(pair) : nullptr;
+  if (!handle) {
+    free_groups(pair.first);
+    free_groups(pair.second);
+    return st.ok() ? Status::Error("out of memory for a row-interleaved matrix pair") : st;
+  }
+  *out = {handle, data_bytes(pair.first) + data_bytes(pair.second)};
+  return Status::Ok();
 }
-void release_q5_0x8(PreparedWeights p) { release_groups<BlockQ5_0x8>(p); }
 
-Status prepare_q5_1x8(const MatVecArgs& a, PreparedWeights* out) {
-  return prepare_groups<BlockQ5_1x8, BlockQ5_1>(a, out, "Q5_1");
+template <class Layout>
+void release_row_pair(PreparedWeights p) {
+  const auto* pair = static_cast<const RowGroupPair<Layout>*>(p.handle);
+  if (!pair) return;
+  free_groups(pair->first);
+  free_groups(pair->second);
+  delete pair;
 }
-void release_q5_1x8(PreparedWeights p) { release_groups<BlockQ5_1x8>(p); }
 
-Status prepare_q8_0x8(const MatVecArgs& a, PreparedWeights* out) {
-  return prepare_groups<BlockQ8_0x8, BlockQ8_0>(a, out, "Q8_0");
-}
-void release_q8_0x8(PreparedWeights p) { release_groups<BlockQ8_0x8>(p); }
-
-Status prepare_q4_Kx8(const MatVecArgs& a, PreparedWeights* out) {
-  return prepare_groups<BlockQ4_Kx8, BlockQ4K>(a, out, "Q4_K");
-}
-void release_q4_Kx8(PreparedWeights p) { release_groups<BlockQ4_Kx8>(p); }
+#define QMV_ROW_INTERLEAVED_LAYOUT(Layout)                                      \
+  template Status prepare_rows<Layout>(const MatVecArgs&, PreparedWeights*);     \
+  template void release_rows<Layout>(PreparedWeights);                           \
+  template Status prepare_row_pair<Layout>(const MatVecArgs&, PreparedWeights*); \
+  template void release_row_pair<Layout>(PreparedWeights);
+QMV_ROW_INTERLEAVED_LAYOUT(BlockQ4_0x8)
+QMV_ROW_INTERLEAVED_LAYOUT(BlockQ4_1x8)
+QMV_ROW_INTERLEAVED_LAYOUT(BlockQ5_0x8)
+QMV_ROW_INTERLEAVED_LAYOUT(BlockQ5_1x8)
+QMV_ROW_INTERLEAVED_LAYOUT(BlockQ8_0x8)
+QMV_ROW_INTERLEAVED_LAYOUT(BlockQ4_Kx8)
+#undef QMV_ROW_INTERLEAVED_LAYOUT
 
 Status not_prepared_for(Shape shape) {
   return Status::Error("no row-interleaved copy of this " + to_string(shape) +

@@ -34,6 +34,8 @@ struct RowGroups {
 // qs: its low nibbles are weights 4c..4c+3 of row r, its high nibbles weights
 // 16+4c..16+4c+3, so one 32-byte load gives four weights of each of the eight rows.
 struct BlockQ4_0x8 {
+  using Plain = BlockQ4_0;  // the plain block it interleaves
+  static constexpr const char* kPlainName = "Q4_0";
   static constexpr int kZero = 8;  // w = d * (q - 8)
   static constexpr bool kHasMin = false;
   static constexpr bool kFifthBits = false;
@@ -45,6 +47,8 @@ using Q4_0x8Matrix = RowGroups<BlockQ4_0x8>;
 
 // Eight Q4_1 blocks likewise, with the eight rows' offsets m (w = d * q + m): 160 bytes.
 struct BlockQ4_1x8 {
+  using Plain = BlockQ4_1;  // the plain block it interleaves
+  static constexpr const char* kPlainName = "Q4_1";
   static constexpr int kZero = 0;
   static constexpr bool kHasMin = true;
   static constexpr bool kFifthBits = false;
@@ -59,6 +63,8 @@ using Q4_1x8Matrix = RowGroups<BlockQ4_1x8>;
 // 32-bit word qh[r] rearranged so byte k holds, for chunk c, the fifth bit of weight
 // 4c+k at bit 2c and that of weight 16+4c+k at bit 2c+1. 176 bytes, as eight blocks.
 struct BlockQ5_0x8 {
+  using Plain = BlockQ5_0;  // the plain block it interleaves
+  static constexpr const char* kPlainName = "Q5_0";
   static constexpr int kZero = 16;
   static constexpr bool kHasMin = false;
   static constexpr bool kFifthBits = true;
@@ -71,6 +77,8 @@ using Q5_0x8Matrix = RowGroups<BlockQ5_0x8>;
 
 // Eight Q5_1 blocks (w = d * q + m), as Q5_0's with the rows' m: 192 bytes.
 struct BlockQ5_1x8 {
+  using Plain = BlockQ5_1;  // the plain block it interleaves
+  static constexpr const char* kPlainName = "Q5_1";
   static constexpr int kZero = 0;
   static constexpr bool kHasMin = true;
   static constexpr bool kFifthBits = true;
@@ -86,24 +94,14 @@ using Q5_1x8Matrix = RowGroups<BlockQ5_1x8>;
 // quants 4c..4c+3 of row r. d is stored in the order the kernel's vphaddd leaves the
 // rows in (0 1 4 5 2 3 6 7), so it scales them without a permute. 272 bytes.
 struct BlockQ8_0x8 {
+  using Plain = BlockQ8_0;  // the plain block it interleaves
+  static constexpr const char* kPlainName = "Q8_0";
   static constexpr int kDOrder[kGroupRows] = {0, 1, 4, 5, 2, 3, 6, 7};
   fp16_bits d[kGroupRows];
   std::int8_t qs[8][4 * kGroupRows];
 };
 static_assert(sizeof(BlockQ8_0x8) == kGroupRows * sizeof(BlockQ8_0));
 using Q8_0x8Matrix = RowGroups<BlockQ8_0x8>;
-
-// KernelSpec::prepare / release for the legacy types (cols % 32 == 0; any rows).
-Status prepare_q4_0x8(const MatVecArgs& a, PreparedWeights* out);
-void release_q4_0x8(PreparedWeights p);
-Status prepare_q4_1x8(const MatVecArgs& a, PreparedWeights* out);
-void release_q4_1x8(PreparedWeights p);
-Status prepare_q5_0x8(const MatVecArgs& a, PreparedWeights* out);
-void release_q5_0x8(PreparedWeights p);
-Status prepare_q5_1x8(const MatVecArgs& a, PreparedWeights* out);
-void release_q5_1x8(PreparedWeights p);
-Status prepare_q8_0x8(const MatVecArgs& a, PreparedWeights* out);
-void release_q8_0x8(PreparedWeights p);
 
 // Eight Q4_K super-blocks, one per row of a group, same 256 columns: 1184 bytes, 32
 // more than eight plain blocks, for scales and mins unpacked to a byte each, so a
@@ -114,6 +112,8 @@ void release_q8_0x8(PreparedWeights p);
 //                   low nibbles are weights 64g+4c.. of sub-block 2g and high nibbles
 //                   weights 64g+32+4c.. of sub-block 2g+1
 struct BlockQ4_Kx8 {
+  using Plain = BlockQ4K;  // the plain block it interleaves
+  static constexpr const char* kPlainName = "Q4_K";
   fp16_bits d[kGroupRows];
   fp16_bits dmin[kGroupRows];
   std::uint8_t scales[8][kGroupRows];
@@ -124,22 +124,54 @@ static_assert(sizeof(BlockQ4_Kx8) == kGroupRows * sizeof(BlockQ4K) + 32);
 
 using Q4_Kx8Matrix = RowGroups<BlockQ4_Kx8>;  // blocks: super-blocks per row
 
-// KernelSpec::prepare / release for Q4_K weights (cols % 256 == 0; any rows).
-Status prepare_q4_Kx8(const MatVecArgs& a, PreparedWeights* out);
-void release_q4_Kx8(PreparedWeights p);
+// A fused up+gate kernel's prepared weights: both matrices (same shape) in one handle,
+// `first` from MatVecArgs::w (output y), `second` from w2 (output y2).
+template <class Layout>
+struct RowGroupPair {
+  RowGroups<Layout> first, second;
+};
+
+// KernelSpec::prepare / release of the row-interleaved kernels, for each layout above
+// (cols a multiple of the plain block's values, any rows): prepare_rows makes the
+// RowGroups of args.w, prepare_row_pair the RowGroupPair of args.w and args.w2.
+template <class Layout>
+Status prepare_rows(const MatVecArgs& a, PreparedWeights* out);
+template <class Layout>
+void release_rows(PreparedWeights p);
+template <class Layout>
+Status prepare_row_pair(const MatVecArgs& a, PreparedWeights* out);
+template <class Layout>
+void release_row_pair(PreparedWeights p);
 
 namespace {
 
+// Calls run_range(g0, g1) for each thread's contiguous run of `groups` groups (one
+// sequential stream), or once for all of them where one thread is better.
+template <class RunRange>
+void parallel_groups(std::int64_t groups, std::int64_t rows, int threads, RunRange&& run_range) {
+  if (threads <= 1 || rows < cpu_tiling().min_parallel_rows) {
+    run_range(0, groups);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) run_range(groups * t / threads, groups * (t + 1) / threads);
+}
+
+// Outputs of group g computed into tmp: the rows the matrix has go to y.
+inline void store_group(const float* tmp, float* y, std::int64_t g, std::int64_t rows) {
+  for (std::int64_t r = g * kGroupRows; r < rows && r < (g + 1) * kGroupRows; ++r) y[r] = tmp[r - g * kGroupRows];
+}
+
 // The outputs of a row-interleaved matrix m: each thread takes one contiguous run of
-// groups (one sequential stream), read as NG parts side by side; the matrix's last
-// group (maybe padded) and the parts' leftovers go one at a time, the padded one
-// through a scratch output. dot(count, w, out) computes `count` groups (NG or 1,
-// a std::integral_constant) from w[i] into out[i][0..7]. Internal linkage: the
-// kernels that call it are built with ISA flags.
+// groups, read as NG parts side by side; the matrix's last group (maybe padded) and
+// the parts' leftovers go one at a time, the padded one through a scratch output.
+// dot(count, w, out) computes `count` groups (NG or 1, a std::integral_constant) from
+// w[i] into out[i][0..7]. Internal linkage: the kernels that call it are built with
+// ISA flags.
 template <int NG, class Layout, class Dot>
 void for_each_group(const RowGroups<Layout>& m, float* y, int threads, Dot&& dot) {
   const std::int64_t nb = m.blocks, groups = m.groups, rows = m.shape.rows;
-  auto run_range = [&](std::int64_t g0, std::int64_t g1) {
+  parallel_groups(groups, rows, threads, [&](std::int64_t g0, std::int64_t g1) {
     const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
     const std::int64_t part = (full_end - g0) / NG;
     for (std::int64_t k = 0; k < part; ++k) {
@@ -157,15 +189,33 @@ void for_each_group(const RowGroups<Layout>& m, float* y, int threads, Dot&& dot
       const Layout* w[1] = {m.data + g * nb};
       float* out[1] = {tmp};
       dot(std::integral_constant<int, 1>{}, w, out);
-      for (std::int64_t r = g * kGroupRows; r < rows && r < (g + 1) * kGroupRows; ++r) y[r] = tmp[r - g * kGroupRows];
+      store_group(tmp, y, g, rows);
     }
-  };
-  if (threads <= 1 || rows < cpu_tiling().min_parallel_rows) {
-    run_range(0, groups);
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) run_range(groups * t / threads, groups * (t + 1) / threads);
+  });
+}
+
+// The outputs of a fused pair p (y = first x, y2 = second x): group g of both
+// matrices in one dot call (count 2: two weight streams sharing each activation
+// load), each thread a contiguous run of groups, the padded last group through
+// scratch outputs.
+template <class Layout, class Dot>
+void for_each_group_pair(const RowGroupPair<Layout>& p, float* y, float* y2, int threads, Dot&& dot) {
+  const std::int64_t nb = p.first.blocks, rows = p.first.shape.rows;
+  parallel_groups(p.first.groups, rows, threads, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g) {
+      const Layout* w[2] = {p.first.data + g * nb, p.second.data + g * nb};
+      if ((g + 1) * kGroupRows <= rows) {
+        float* out[2] = {y + g * kGroupRows, y2 + g * kGroupRows};
+        dot(std::integral_constant<int, 2>{}, w, out);
+        continue;
+      }
+      alignas(32) float tmp[2][kGroupRows];
+      float* out[2] = {tmp[0], tmp[1]};
+      dot(std::integral_constant<int, 2>{}, w, out);
+      store_group(tmp[0], y, g, rows);
+      store_group(tmp[1], y2, g, rows);
+    }
+  });
 }
 
 }  // namespace
