@@ -3,16 +3,18 @@
 // 32-byte loads hold four weights of each of the eight rows per lane: low nibbles
 // (sub-block 2g) meet a broadcast of the four matching activation quants in
 // vpmaddubsw, high nibbles (sub-block 2g+1) the four quants 32 further on. Each
-// sub-block's eight int16 pair sums add up in int16, one vpmaddwd against ones gives
-// the eight rows' sub-block dots, and one vpmulld by the eight rows' 6-bit scales
-// (unpacked to bytes by the repack, loaded eight at a time) weights them. The min
-// term is the eight rows' mins times the sub-block's activation sum from the Q8_K
-// block sums. The rows' d and dmin convert in one vcvtph2ps each.
+// sub-block's eight int16 pair sums add up in int16, and one vpmaddwd against the
+// eight rows' 6-bit scales, each repeated in both int16 halves of its lane by one
+// vpshufb, gives the scaled sub-block dots in int32. The min term takes one vpmaddwd
+// per two sub-blocks: the rows' mins, stored in pairs by the repack and widened to
+// int16, against the two sub-blocks' activation sums (made once per call from the
+// Q8_K block sums). The rows' d and dmin convert in one vcvtph2ps each.
 //
 // Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size and eight of them
 // at most 30720 < 2^15; a sub-block dot (<= 61440) times a scale (<= 63), over eight
-// sub-blocks, and the mins term (63 * 4096 * 8) are far inside int32 and the float
-// conversion loses nothing that matters next to the Q8_K rounding.
+// sub-blocks, is far inside int32; a sub-block's activation sum is at most
+// 32 * 128 = 4096 in size (int16), times a min (<= 63) over eight sub-blocks likewise.
+// The float conversion loses nothing that matters next to the Q8_K rounding.
 #include "x86_common.h"
 
 #include <cstdint>
@@ -37,20 +39,34 @@ inline __m256i broadcast_quad(const std::int8_t* q) {
   return _mm256_set1_epi32(v);
 }
 
-inline __m256i bytes_to_lanes(const std::uint8_t* eight) {
-  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(eight)));
-}
-
 inline __m256 fp16x8(const qmv::fp16_bits* h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
+// Eight rows' scale bytes as int16 pairs (s_r, s_r) in lane r: the eight bytes in both
+// 128-bit halves, each half picking its four rows.
+inline __m256i scale_pairs(const std::uint8_t* eight, __m256i pick) {
+  std::int64_t v;
+  std::memcpy(&v, eight, sizeof(v));
+  return _mm256_shuffle_epi8(_mm256_set1_epi64x(v), pick);
+}
+
+// Per super-block of the activation: the sums of sub-blocks 2p and 2p+1 as the int16
+// pair of word p, for the min term's vpmaddwd.
+struct XMinSums {
+  std::int32_t pair[4];
+};
+
 // NG groups of eight rows against the activation, into out[i][0..7]: each group a
-// weight stream of its own, each activation quad loaded once for all of them.
+// weight stream of its own, each activation quad loaded once for all of them. Each
+// quarter of a super-block prefetches a quarter of the block kPrefetchBytes ahead:
+// the same lines as one burst per block, but spread so the misses queue evenly.
 template <int NG>
-void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, std::int64_t nb, float* const out[NG]) {
+void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
+                float* const out[NG]) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i pick = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,  //
+                                        4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
   __m256 acc[NG];
   for (int i = 0; i < NG; ++i) acc[i] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
@@ -58,11 +74,10 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, std::int
     const __m256 dx = _mm256_set1_ps(xb.d);
     for (int i = 0; i < NG; ++i) {
       const BlockQ4_Kx8& wb = w[i][b];
-      const std::uintptr_t here = reinterpret_cast<std::uintptr_t>(&wb);
-      for (int line = 0; line < static_cast<int>(sizeof(BlockQ4_Kx8)); line += 64)
-        qmv::x86::prefetch_line(here + kPrefetchBytes + line);
+      const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kPrefetchBytes;
       __m256i isum = _mm256_setzero_si256(), imin = _mm256_setzero_si256();
       for (int g = 0; g < 4; ++g) {
+        for (int line = 5 * g; line < 5 * g + 5; ++line) qmv::x86::prefetch_line(ahead + 64 * line);
         __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
         const std::int8_t* xq = xb.qs + 64 * g;
         for (int c = 0; c < 8; ++c) {
@@ -71,13 +86,10 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, std::int
           hi16 = _mm256_add_epi16(
               hi16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), broadcast_quad(xq + 32 + 4 * c)));
         }
-        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(_mm256_madd_epi16(lo16, ones), bytes_to_lanes(wb.scales[2 * g])));
-        isum = _mm256_add_epi32(isum,
-                                _mm256_mullo_epi32(_mm256_madd_epi16(hi16, ones), bytes_to_lanes(wb.scales[2 * g + 1])));
-      }
-      for (int j = 0; j < 8; ++j) {
-        const __m256i xsum = _mm256_set1_epi32(xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
-        imin = _mm256_add_epi32(imin, _mm256_mullo_epi32(bytes_to_lanes(wb.mins[j]), xsum));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo16, scale_pairs(wb.scales[2 * g], pick)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi16, scale_pairs(wb.scales[2 * g + 1], pick)));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.min_pairs[g])));
+        imin = _mm256_add_epi32(imin, _mm256_madd_epi16(mins, _mm256_set1_epi32(xm[b].pair[g])));
       }
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(fp16x8(wb.d), dx), acc[i]);
       acc[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(fp16x8(wb.dmin), dx), acc[i]);
@@ -86,15 +98,28 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, std::int
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
+// The call's XMinSums, in per-thread scratch.
+const XMinSums* min_sums(const qmv::BlockQ8K* x, std::int64_t nb) {
+  auto* xm = static_cast<XMinSums*>(qmv::thread_scratch(static_cast<std::size_t>(nb) * sizeof(XMinSums)));
+  for (std::int64_t b = 0; b < nb; ++b)
+    for (int p = 0; p < 4; ++p) {
+      const int lo = x[b].bsums[4 * p] + x[b].bsums[4 * p + 1], hi = x[b].bsums[4 * p + 2] + x[b].bsums[4 * p + 3];
+      xm[b].pair[p] = static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint16_t>(lo)) |
+                                                (static_cast<std::uint32_t>(static_cast<std::uint16_t>(hi)) << 16));
+    }
+  return xm;
+}
+
 template <int NG>
 qmv::Status run(const qmv::MatVecArgs& a) {
   const auto* m = static_cast<const qmv::interleave::Q4_Kx8Matrix*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
   const std::int64_t nb = m->blocks;
   const auto* x = static_cast<const qmv::BlockQ8K*>(a.x);
+  const XMinSums* xm = min_sums(x, nb);
   qmv::interleave::for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const BlockQ4_Kx8* const* w,
                                                                 float* const* out) {
-    dot_groups<decltype(count)::value>(w, x, nb, out);
+    dot_groups<decltype(count)::value>(w, x, xm, nb, out);
   });
   return qmv::Status::Ok();
 }
@@ -104,9 +129,10 @@ qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
   if (!p || !(p->first.shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
   const std::int64_t nb = p->first.blocks;
   const auto* x = static_cast<const qmv::BlockQ8K*>(a.x);
+  const XMinSums* xm = min_sums(x, nb);
   qmv::interleave::for_each_group_pair(*p, a.y, a.y2, a.threads, [&](auto count, const BlockQ4_Kx8* const* w,
                                                                       float* const* out) {
-    dot_groups<decltype(count)::value>(w, x, nb, out);
+    dot_groups<decltype(count)::value>(w, x, xm, nb, out);
   });
   return qmv::Status::Ok();
 }

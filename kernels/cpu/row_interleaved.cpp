@@ -62,7 +62,7 @@ void fill(BlockQ8_0x8& o, int r, const BlockQ8_0& in) {
 void fill(BlockQ4_Kx8& o, int r, const BlockQ4K& in) {
   o.d[r] = in.d;
   o.dmin[r] = in.dmin;
-  for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, in.scales, o.scales[j][r], o.mins[j][r]);
+  for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, in.scales, o.scales[j][r], o.min_pairs[j / 2][2 * r + j % 2]);
   for (int pair = 0; pair < 4; ++pair)
     for (int c = 0; c < 8; ++c) std::memcpy(&o.qs[pair][c][4 * r], &in.qs[32 * pair + 4 * c], 4);
 }

@@ -104,10 +104,13 @@ static_assert(sizeof(BlockQ8_0x8) == kGroupRows * sizeof(BlockQ8_0));
 using Q8_0x8Matrix = RowGroups<BlockQ8_0x8>;
 
 // Eight Q4_K super-blocks, one per row of a group, same 256 columns: 1184 bytes, 32
-// more than eight plain blocks, for scales and mins unpacked to a byte each, so a
-// kernel loads sub-block j's eight scales (or mins) with one 8-byte load.
+// more than eight plain blocks, for scales and mins unpacked to a byte each, laid out
+// for the kernel's int16 multiplies:
 //   d, dmin         row r's fp16 super-block scales in lane r
-//   scales[j][r]    the 6-bit scale of sub-block j of row r; mins[j][r] likewise
+//   scales[j][r]    the 6-bit scale of sub-block j of row r (one 8-byte load per j)
+//   min_pairs[p]    bytes 2r, 2r+1: the 6-bit mins of sub-blocks 2p and 2p+1 of row r,
+//                   so widened to int16 they pair with two sub-blocks' activation sums
+//                   in one vpmaddwd
 //   qs[g][c]        32 bytes: bytes 4r..4r+3 = qs[32g+4c .. 32g+4c+3] of row r, whose
 //                   low nibbles are weights 64g+4c.. of sub-block 2g and high nibbles
 //                   weights 64g+32+4c.. of sub-block 2g+1
@@ -117,7 +120,7 @@ struct BlockQ4_Kx8 {
   fp16_bits d[kGroupRows];
   fp16_bits dmin[kGroupRows];
   std::uint8_t scales[8][kGroupRows];
-  std::uint8_t mins[8][kGroupRows];
+  std::uint8_t min_pairs[4][2 * kGroupRows];
   std::uint8_t qs[4][8][4 * kGroupRows];
 };
 static_assert(sizeof(BlockQ4_Kx8) == kGroupRows * sizeof(BlockQ4K) + 32);
