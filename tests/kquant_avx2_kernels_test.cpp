@@ -20,6 +20,7 @@
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
 #include "tests/int8_activations.h"
+#include "tests/tiling_guard.h"
 
 namespace qmv {
 namespace {
@@ -43,14 +44,7 @@ std::vector<Block> random_blocks(std::int64_t n, std::mt19937& rng) {
   return w;
 }
 
-class TilingGuard {
- public:
-  explicit TilingGuard(CpuTiling t) : saved_(cpu_tiling()) { set_cpu_tiling(t); }
-  ~TilingGuard() { set_cpu_tiling(saved_); }
-
- private:
-  CpuTiling saved_;
-};
+using test::TilingGuard;
 
 class MaskGuard {
  public:
@@ -175,8 +169,8 @@ TEST(kquant_avx2, AdversarialBlocksMatchTheReference) {
   EXPECT_GE(ran, 6);
 }
 
-// As on an AVX2-only CPU: the same kernels must be selectable and correct with the
-// AVX-512 features masked off (the mask is restored afterwards).
+// Under the mask avx2,fma,f16c the same kernels must be selectable and correct (the
+// mask is restored afterwards).
 TEST(kquant_avx2, AdversarialBlocksUnderTheAvx2Mask) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
   MaskGuard mask(parse_cpu_features("avx2,fma,f16c"));

@@ -1,5 +1,5 @@
-// The legacy-quant (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) x Q8_1 CPU kernels (AVX2 and
-// AVX-512 VNNI integer dot products) against the scalar reference kernel of the same
+// The legacy-quant (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) x Q8_1 CPU kernels (integer dot
+// products at every ISA level) against the scalar reference kernel of the same
 // weight type, run on the very values the Q8_1 activation stands for. Weights are
 // random bytes (every nibble, fifth bit and Q8_0 quant, -128 included) with random
 // fp16 scales and offsets of both signs; the activations are Gaussian with outlier
@@ -7,8 +7,8 @@
 // extremes (-128, which our quantizer never emits). Column counts leave every
 // remainder of the kernels' two- and four-block steps; row counts cover the four-row
 // path and its remainders inside tiles of awkward sizes, on one and two threads. A
-// second pass runs under an AVX2-only feature mask, where the AVX2 kernels must be
-// the ones checked and the AVX-512 ones unavailable.
+// second pass runs under the feature mask avx2,fma,f16c, where exactly the kernels
+// that need no more than those are checked.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +22,7 @@
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
 #include "tests/int8_activations.h"
+#include "tests/tiling_guard.h"
 
 namespace qmv {
 namespace {
@@ -94,14 +95,7 @@ std::vector<float> run_kernel(const KernelSpec& k, Shape s, const std::vector<st
   return y;
 }
 
-class TilingGuard {
- public:
-  explicit TilingGuard(CpuTiling t) : saved_(cpu_tiling()) { set_cpu_tiling(t); }
-  ~TilingGuard() { set_cpu_tiling(saved_); }
-
- private:
-  CpuTiling saved_;
-};
+using test::TilingGuard;
 
 class FeatureMaskGuard {
  public:
@@ -196,7 +190,7 @@ TEST(LegacyInt8Kernels, RandomBlocksMatchTheScalarReference) {
   }
 }
 
-// As on an AVX2-only CPU: the AVX2 kernels are checked, the AVX-512 ones refused.
+// Under the mask avx2,fma,f16c: the kernels needing only those run, the rest are refused.
 TEST(LegacyInt8Kernels, AvxTwoKernelsUnderTheAvx2Mask) {
   if (missing_cpu_features(kAvx2Features) != 0) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
   FeatureMaskGuard mask(kAvx2Features);

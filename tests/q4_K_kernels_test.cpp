@@ -15,6 +15,7 @@
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
 #include "tests/int8_activations.h"
+#include "tests/tiling_guard.h"
 
 namespace qmv {
 namespace {
@@ -47,14 +48,7 @@ void reference(const std::vector<BlockQ4K>& w, const std::vector<float>& x, std:
   }
 }
 
-class TilingGuard {
- public:
-  explicit TilingGuard(CpuTiling t) : saved_(cpu_tiling()) { set_cpu_tiling(t); }
-  ~TilingGuard() { set_cpu_tiling(saved_); }
-
- private:
-  CpuTiling saved_;
-};
+using test::TilingGuard;
 
 TEST(Q4KKernels, AdversarialBlocksMatchTheReference) {
   std::vector<const KernelSpec*> kernels;

@@ -17,6 +17,7 @@
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
 #include "tests/int8_activations.h"
+#include "tests/tiling_guard.h"
 
 namespace qmv {
 namespace {
@@ -53,14 +54,7 @@ Expected exact_row(const BlockQ4_0* w, const BlockQ8_1* x, std::int64_t nb) {
   return e;
 }
 
-class TilingGuard {
- public:
-  explicit TilingGuard(CpuTiling t) : saved_(cpu_tiling()) { set_cpu_tiling(t); }
-  ~TilingGuard() { set_cpu_tiling(saved_); }
-
- private:
-  CpuTiling saved_;
-};
+using test::TilingGuard;
 
 // The one-stream R8 kernel of a fused R8 kernel's type and activation.
 std::string r8_kernel_name(const KernelSpec& fused) {

@@ -159,21 +159,12 @@ Status run_up_gate(const MatVecArgs& a) {
 // 2: avx2_r8x2), and the fused up+gate one.
 template <class Layout, int NG>
 KernelRecord r8_record(WeightType type, const char* name, const char* description) {
-  KernelRecord r = cpu_matvec_kernel(name, type, ActFormat::Q8_1, run<Layout, NG>, description,
-                                     CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C);
-  r.prepare = prepare_rows<Layout>;
-  r.release = release_rows<Layout>;
-  return r;
+  return avx2_record<Layout>(OpKind::MatVec, name, type, ActFormat::Q8_1, run<Layout, NG>, description);
 }
 
 template <class Layout>
 KernelRecord r8_up_gate_record(WeightType type, const char* name, const char* description) {
-  KernelRecord r = cpu_matvec_kernel(name, type, ActFormat::Q8_1, run_up_gate<Layout>, description,
-                                     CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C);
-  r.op = OpKind::FusedUpGate;
-  r.prepare = prepare_row_pair<Layout>;
-  r.release = release_row_pair<Layout>;
-  return r;
+  return avx2_record<Layout>(OpKind::FusedUpGate, name, type, ActFormat::Q8_1, run_up_gate<Layout>, description);
 }
 
 }  // namespace

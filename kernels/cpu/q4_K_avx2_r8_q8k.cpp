@@ -137,28 +137,10 @@ qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
   return qmv::Status::Ok();
 }
 
-constexpr std::uint32_t kFeatures = qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C;
-
 template <int NG>
 qmv::KernelRecord record(const char* name, const char* description) {
-  qmv::KernelRecord r =
-      qmv::cpu_matvec_kernel(name, qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run<NG>, description, kFeatures);
-  r.prepare = qmv::interleave::prepare_rows<BlockQ4_Kx8>;
-  r.release = qmv::interleave::release_rows<BlockQ4_Kx8>;
-  return r;
-}
-
-qmv::KernelRecord up_gate_record() {
-  qmv::KernelRecord r = qmv::cpu_matvec_kernel(
-      "q4_K.cpu.avx2_r8_up_gate_q8k", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run_up_gate,
-      "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX2, both matrices repacked once into "
-      "eight-row interleaved super-blocks: group g of each per step, two weight streams sharing "
-      "each activation load, both outputs in one parallel region",
-      kFeatures);
-  r.op = qmv::OpKind::FusedUpGate;
-  r.prepare = qmv::interleave::prepare_row_pair<BlockQ4_Kx8>;
-  r.release = qmv::interleave::release_row_pair<BlockQ4_Kx8>;
-  return r;
+  return qmv::interleave::avx2_record<BlockQ4_Kx8>(qmv::OpKind::MatVec, name, qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K,
+                                               run<NG>, description);
 }
 
 }  // namespace
@@ -171,4 +153,8 @@ QMV_REGISTER_KERNEL(record<2>(
     "q4_K.cpu.avx2_r8x2_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
     "streams per thread (the two halves of its rows) sharing each activation load"));
-QMV_REGISTER_KERNEL(up_gate_record());
+QMV_REGISTER_KERNEL(qmv::interleave::avx2_record<BlockQ4_Kx8>(
+    qmv::OpKind::FusedUpGate, "q4_K.cpu.avx2_r8_up_gate_q8k", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run_up_gate,
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX2, both matrices repacked once into "
+    "eight-row interleaved super-blocks: group g of each per step, two weight streams sharing "
+    "each activation load, both outputs in one parallel region"));

@@ -101,28 +101,10 @@ qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
   return qmv::Status::Ok();
 }
 
-constexpr std::uint32_t kFeatures = qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C;
-
 template <int NG>
 qmv::KernelRecord record(const char* name, const char* description) {
-  qmv::KernelRecord r =
-      qmv::cpu_matvec_kernel(name, qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run<NG>, description, kFeatures);
-  r.prepare = qmv::interleave::prepare_rows<BlockQ8_0x8>;
-  r.release = qmv::interleave::release_rows<BlockQ8_0x8>;
-  return r;
-}
-
-qmv::KernelRecord up_gate_record() {
-  qmv::KernelRecord r = qmv::cpu_matvec_kernel(
-      "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run_up_gate,
-      "fused FFN up+gate (y = W x, y2 = W2 x), Q8_0 x Q8_1, AVX2, both matrices repacked once into "
-      "eight-row interleaved blocks: group g of each per step, two weight streams sharing each "
-      "activation load, both outputs in one parallel region",
-      kFeatures);
-  r.op = qmv::OpKind::FusedUpGate;
-  r.prepare = qmv::interleave::prepare_row_pair<BlockQ8_0x8>;
-  r.release = qmv::interleave::release_row_pair<BlockQ8_0x8>;
-  return r;
+  return qmv::interleave::avx2_record<BlockQ8_0x8>(qmv::OpKind::MatVec, name, qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1,
+                                               run<NG>, description);
 }
 
 }  // namespace
@@ -135,4 +117,8 @@ QMV_REGISTER_KERNEL(record<2>(
     "q8_0.cpu.avx2_r8x2_q8_1",
     "Q8_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, two weight streams "
     "per thread (the two halves of its rows) sharing each activation load"));
-QMV_REGISTER_KERNEL(up_gate_record());
+QMV_REGISTER_KERNEL(qmv::interleave::avx2_record<BlockQ8_0x8>(
+    qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run_up_gate,
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q8_0 x Q8_1, AVX2, both matrices repacked once into "
+    "eight-row interleaved blocks: group g of each per step, two weight streams sharing each "
+    "activation load, both outputs in one parallel region"));

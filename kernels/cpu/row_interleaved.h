@@ -148,6 +148,20 @@ void release_row_pair(PreparedWeights p);
 
 namespace {
 
+// The registry record of an AVX2 row-interleaved kernel: a matvec reading its prepared
+// RowGroups, or, with op FusedUpGate, a fused kernel reading its prepared RowGroupPair.
+template <class Layout>
+KernelRecord avx2_record(OpKind op, const char* name, WeightType type, ActFormat act,
+                         Status (*run)(const MatVecArgs&), const char* description) {
+  KernelRecord r =
+      cpu_matvec_kernel(name, type, act, run, description, CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C);
+  r.op = op;
+  const bool pair = op == OpKind::FusedUpGate;
+  r.prepare = pair ? prepare_row_pair<Layout> : prepare_rows<Layout>;
+  r.release = pair ? release_row_pair<Layout> : release_rows<Layout>;
+  return r;
+}
+
 // Calls run_range(g0, g1) for each thread's contiguous run of `groups` groups (one
 // sequential stream), or once for all of them where one thread is better.
 template <class RunRange>
