@@ -230,7 +230,8 @@ QMV_HD bool better_candidate(float v, int i, float best_v, int best_i) {
 
 QMV_HD bool finite(float v) { return v - v == 0.0f; }  // false for inf and NaN
 
-// Float bits mapped so that unsigned order is float order (for finite values).
+// Float bits mapped so that unsigned order is float order (for finite values). -0
+// takes +0's key: they compare equal, so they tie by index, as in the CPU sampler.
 QMV_HD std::uint32_t order_key(float f) {
   std::uint32_t bits;
 #if defined(__CUDA_ARCH__)
@@ -238,6 +239,7 @@ QMV_HD std::uint32_t order_key(float f) {
 #else
   std::memcpy(&bits, &f, sizeof bits);
 #endif
+  if (bits == 0x80000000u) bits = 0;
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 

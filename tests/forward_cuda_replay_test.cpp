@@ -750,7 +750,9 @@ TEST(GpuSampler, NonFiniteLogitsAreReportedByTheirFirstIndex) {
 }
 
 TEST(GpuSampler, TemperatureTopKTopPDrawExactlyWhatTheRulesKeep) {
-  std::mt19937 rng(fresh_seed());
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   struct Case {
     float temperature;
     int top_k;
@@ -802,7 +804,10 @@ TEST(GpuSampler, KeepsTheCpuSamplersTokensAtTiedThresholds) {
                         {few_values, 1.0f, 10, 1.0f},
                         {few_values, 1.0f, 0, 0.6f},
                         {few_values, 1.3f, 12, 0.7f},
-                        {few_values, 1.0f, 0, 1e-20f}};  // p * mass rounds to 0: the top token alone
+                        {few_values, 1.0f, 0, 1e-20f},  // p * mass rounds to 0: the top token alone
+                        // -0 and +0 are one logit: ties by index, not by sign bit
+                        {{1, -0.0f, 0.0f, -0.0f, 0.0f, -1}, 1.0f, 3, 1.0f},
+                        {{-0.0f, 0.0f, -0.0f, 0.0f, -3}, 1.0f, 0, 0.3f}};
   for (const Case& c : cases) {
     std::set<int> cpu_tokens, gpu_tokens;
     SampleParams p;
