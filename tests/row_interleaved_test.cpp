@@ -1,4 +1,4 @@
-// The row-interleaved (R8) kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K), plain and fused
+// The row-interleaved (R8) kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K), plain and fused
 // up+gate: the repack keeps every weight, and the kernels on the repacked copy match a
 // float64 dot product of the very blocks they read, on row counts that leave every remainder of the eight-row groups, column counts of one
 // block and more, activations at the quant extremes, threads 1 and 2 (and the
@@ -23,7 +23,9 @@ namespace qmv {
 namespace {
 
 constexpr const char* kQ4_0x8Kernel = "q4_0.cpu.avx2_r8_q8_1";
-constexpr const char* kQ4_Kx8Kernels[] = {"q4_K.cpu.avx2_r8_q8k", "q4_K.cpu.avx2_r8x2_q8k"};
+// The K-quant R8 kernels: one weight stream per thread and two.
+constexpr const char* kKQuantX8Kernels[] = {"q4_K.cpu.avx2_r8_q8k", "q4_K.cpu.avx2_r8x2_q8k", "q5_K.cpu.avx2_r8_q8k",
+                                            "q5_K.cpu.avx2_r8x2_q8k"};
 
 std::vector<BlockQ4_0> random_q4_0(Shape s, std::mt19937& rng) {
   std::vector<BlockQ4_0> w(static_cast<std::size_t>(s.rows * (s.cols / kLegacyBlock)));
@@ -198,30 +200,30 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
 
 // Random Q4_K blocks: every byte random (so the 6-bit scales and mins take every value),
 // finite fp16 d and dmin of both signs.
-std::vector<std::uint8_t> random_q4_K(Shape s, std::mt19937& rng) {
-  std::vector<std::uint8_t> w(row_bytes(WeightType::Q4_K, s.cols) * static_cast<std::size_t>(s.rows));
+std::vector<std::uint8_t> random_k_quant(WeightType type, Shape s, std::mt19937& rng) {
+  std::vector<std::uint8_t> w(row_bytes(type, s.cols) * static_cast<std::size_t>(s.rows));
   std::uniform_int_distribution<int> byte(0, 255);
   for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
   std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
-  for (std::size_t off = 0; off < w.size(); off += sizeof(BlockQ4K)) {
-    auto* blk = reinterpret_cast<BlockQ4K*>(&w[off]);
-    blk->d = fp32_to_fp16(scale(rng));
-    blk->dmin = fp32_to_fp16(scale(rng));
+  for (std::size_t off = 0; off < w.size(); off += block_bytes(type)) {
+    const fp16_bits d = fp32_to_fp16(scale(rng)), dmin = fp32_to_fp16(scale(rng));
+    std::memcpy(&w[off], &d, sizeof(d));  // Q4_K and Q5_K both start with d, dmin
+    std::memcpy(&w[off + 2], &dmin, sizeof(dmin));
   }
   return w;
 }
 
-TEST(RowInterleaved, Q4_KMatchesTheExactDotOnEveryRemainder) {
+TEST(RowInterleaved, KQuantsMatchTheExactDotOnEveryRemainder) {
   std::mt19937 rng(9);
   int checked = 0;
-  for (const char* name : kQ4_Kx8Kernels) {
+  for (const char* name : kKQuantX8Kernels) {
     const KernelSpec* k = global_registry().find(name);
     ASSERT_NE(k, nullptr) << name;
     if (missing_cpu_features(k->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
     for (const std::int64_t cols : {256, 768, 2048})
       for (const std::int64_t rows : {1, 7, 8, 9, 23, 40, 130}) {
         const Shape s{rows, cols};
-        const auto w = random_q4_K(s, rng);
+        const auto w = random_k_quant(k->weight, s, rng);
         const auto x = test::extreme_q8_K(cols, rng);
         std::vector<float> xf(static_cast<std::size_t>(cols)), wf(static_cast<std::size_t>(cols));
         for (std::int64_t i = 0; i < cols; ++i)
@@ -239,7 +241,7 @@ TEST(RowInterleaved, Q4_KMatchesTheExactDotOnEveryRemainder) {
             const Status st = invoke(*k, a);
             ASSERT_TRUE(st.ok()) << st.error;
             for (std::int64_t r = 0; r < rows; ++r) {
-              dequantize_row(WeightType::Q4_K, w.data() + row_bytes(WeightType::Q4_K, cols) * static_cast<std::size_t>(r),
+              dequantize_row(k->weight, w.data() + row_bytes(k->weight, cols) * static_cast<std::size_t>(r),
                              wf.data(), cols);
               double dot = 0, magnitude = 0;
               for (std::size_t i = 0; i < wf.size(); ++i) {
@@ -255,13 +257,13 @@ TEST(RowInterleaved, Q4_KMatchesTheExactDotOnEveryRemainder) {
           }
       }
   }
-  EXPECT_EQ(checked, 2 * 3 * 7 * 4);
+  EXPECT_EQ(checked, 4 * 3 * 7 * 4);
 }
 
 // Random weights of a row-interleaved type: every byte random, then finite fp16 scales
-// of both signs where a block keeps them (legacy: d, and m for the _1 types; Q4_K: d, dmin).
+// of both signs where a block keeps them (legacy: d, and m for the _1 types; Q4_K, Q5_K: d, dmin).
 std::vector<std::uint8_t> random_weights(WeightType type, Shape s, std::mt19937& rng) {
-  if (type == WeightType::Q4_K) return random_q4_K(s, rng);
+  if (type == WeightType::Q4_K || type == WeightType::Q5_K) return random_k_quant(type, s, rng);
   std::vector<std::uint8_t> w(row_bytes(type, s.cols) * static_cast<std::size_t>(s.rows));
   std::uniform_int_distribution<int> byte(0, 255);
   for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
@@ -286,7 +288,7 @@ TEST(RowInterleaved, FusedUpGateMatchesBothMatricesOnEveryRemainder) {
     if (k.op != OpKind::FusedUpGate || !k.prepare || k.backend != Backend::CPU) continue;
     ++kernels;
     if (missing_cpu_features(k.cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
-    const std::int64_t block = k.weight == WeightType::Q4_K ? kSuperBlock : kLegacyBlock;
+    const std::int64_t block = block_values(k.weight);
     for (const std::int64_t cols : {block, 3 * block})
       for (const std::int64_t rows : {1, 7, 8, 9, 23, 130}) {
         const Shape s{rows, cols};
@@ -334,7 +336,7 @@ TEST(RowInterleaved, FusedUpGateMatchesBothMatricesOnEveryRemainder) {
         }
       }
   }
-  EXPECT_EQ(kernels, 6);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K
+  EXPECT_EQ(kernels, 7);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K
   EXPECT_EQ(checked, kernels * 2 * 6 * 2);
 }
 

@@ -15,47 +15,16 @@
 // sub-blocks, is far inside int32; a sub-block's activation sum is at most
 // 32 * 128 = 4096 in size (int16), times a min (<= 63) over eight sub-blocks likewise.
 // The float conversion loses nothing that matters next to the Q8_K rounding.
-#include "x86_common.h"
-
-#include <cstdint>
-#include <cstring>
-
-#include "kernel.h"
-#include "kernels/cpu_tiling.h"
-#include "row_interleaved.h"
+#include "kquant_r8_avx2.h"
 
 namespace {
 
 using qmv::interleave::BlockQ4_Kx8;
-using qmv::interleave::kGroupRows;
+using qmv::interleave::XMinSums;
 
 // How far ahead of the super-block being read each weight stream is prefetched, in
 // bytes (the hardware prefetcher alone leaves a single stream short of the peak).
 constexpr int kPrefetchBytes = 1024;
-
-inline __m256i broadcast_quad(const std::int8_t* q) {
-  std::int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-inline __m256 fp16x8(const qmv::fp16_bits* h) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
-}
-
-// Eight rows' scale bytes as int16 pairs (s_r, s_r) in lane r: the eight bytes in both
-// 128-bit halves, each half picking its four rows.
-inline __m256i scale_pairs(const std::uint8_t* eight, __m256i pick) {
-  std::int64_t v;
-  std::memcpy(&v, eight, sizeof(v));
-  return _mm256_shuffle_epi8(_mm256_set1_epi64x(v), pick);
-}
-
-// Per super-block of the activation: the sums of sub-blocks 2p and 2p+1 as the int16
-// pair of word p, for the min term's vpmaddwd.
-struct XMinSums {
-  std::int32_t pair[4];
-};
 
 // NG groups of eight rows against the activation, into out[i][0..7]: each group a
 // weight stream of its own, each activation quad loaded once for all of them. Each
@@ -65,8 +34,7 @@ template <int NG>
 void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                 float* const out[NG]) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i pick = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,  //
-                                        4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+  const __m256i pick = qmv::interleave::scale_pair_control();
   __m256 acc[NG];
   for (int i = 0; i < NG; ++i) acc[i] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
@@ -82,59 +50,32 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
         const std::int8_t* xq = xb.qs + 64 * g;
         for (int c = 0; c < 8; ++c) {
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[g][c]));
-          lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), broadcast_quad(xq + 4 * c)));
+          lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), qmv::interleave::broadcast_quad(xq + 4 * c)));
           hi16 = _mm256_add_epi16(
-              hi16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), broadcast_quad(xq + 32 + 4 * c)));
+              hi16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), qmv::interleave::broadcast_quad(xq + 32 + 4 * c)));
         }
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo16, scale_pairs(wb.scales[2 * g], pick)));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi16, scale_pairs(wb.scales[2 * g + 1], pick)));
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.min_pairs[g])));
-        imin = _mm256_add_epi32(imin, _mm256_madd_epi16(mins, _mm256_set1_epi32(xm[b].pair[g])));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo16, qmv::interleave::scale_pairs(wb.scales[2 * g], pick)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi16, qmv::interleave::scale_pairs(wb.scales[2 * g + 1], pick)));
+        imin = _mm256_add_epi32(imin, qmv::interleave::min_term(wb.min_pairs[g], xm[b].pair[g]));
       }
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(fp16x8(wb.d), dx), acc[i]);
-      acc[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(fp16x8(wb.dmin), dx), acc[i]);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(qmv::interleave::fp16x8(wb.d), dx), acc[i]);
+      acc[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(qmv::interleave::fp16x8(wb.dmin), dx), acc[i]);
     }
   }
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
-// The call's XMinSums, in per-thread scratch.
-const XMinSums* min_sums(const qmv::BlockQ8K* x, std::int64_t nb) {
-  auto* xm = static_cast<XMinSums*>(qmv::thread_scratch(static_cast<std::size_t>(nb) * sizeof(XMinSums)));
-  for (std::int64_t b = 0; b < nb; ++b)
-    for (int p = 0; p < 4; ++p) {
-      const int lo = x[b].bsums[4 * p] + x[b].bsums[4 * p + 1], hi = x[b].bsums[4 * p + 2] + x[b].bsums[4 * p + 3];
-      xm[b].pair[p] = static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint16_t>(lo)) |
-                                                (static_cast<std::uint32_t>(static_cast<std::uint16_t>(hi)) << 16));
-    }
-  return xm;
-}
+// dot_groups for the drivers of kquant_r8_avx2.h.
+constexpr auto dot = [](auto count, const BlockQ4_Kx8* const* w, const qmv::BlockQ8K* x, const XMinSums* xm,
+                        std::int64_t nb, float* const* out) { dot_groups<decltype(count)::value>(w, x, xm, nb, out); };
 
 template <int NG>
 qmv::Status run(const qmv::MatVecArgs& a) {
-  const auto* m = static_cast<const qmv::interleave::Q4_Kx8Matrix*>(a.prepared);
-  if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks;
-  const auto* x = static_cast<const qmv::BlockQ8K*>(a.x);
-  const XMinSums* xm = min_sums(x, nb);
-  qmv::interleave::for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const BlockQ4_Kx8* const* w,
-                                                                float* const* out) {
-    dot_groups<decltype(count)::value>(w, x, xm, nb, out);
-  });
-  return qmv::Status::Ok();
+  return qmv::interleave::run_kquant_rows<NG, BlockQ4_Kx8>(a, dot);
 }
 
 qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
-  const auto* p = static_cast<const qmv::interleave::RowGroupPair<BlockQ4_Kx8>*>(a.prepared);
-  if (!p || !(p->first.shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
-  const std::int64_t nb = p->first.blocks;
-  const auto* x = static_cast<const qmv::BlockQ8K*>(a.x);
-  const XMinSums* xm = min_sums(x, nb);
-  qmv::interleave::for_each_group_pair(*p, a.y, a.y2, a.threads, [&](auto count, const BlockQ4_Kx8* const* w,
-                                                                      float* const* out) {
-    dot_groups<decltype(count)::value>(w, x, xm, nb, out);
-  });
-  return qmv::Status::Ok();
+  return qmv::interleave::run_kquant_row_pair<BlockQ4_Kx8>(a, dot);
 }
 
 template <int NG>

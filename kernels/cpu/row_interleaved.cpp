@@ -67,6 +67,23 @@ void fill(BlockQ4_Kx8& o, int r, const BlockQ4K& in) {
     for (int c = 0; c < 8; ++c) std::memcpy(&o.qs[pair][c][4 * r], &in.qs[32 * pair + 4 * c], 4);
 }
 
+void fill(BlockQ5_Kx8& o, int r, const BlockQ5K& in) {
+  o.d[r] = in.d;
+  o.dmin[r] = in.dmin;
+  for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, in.scales, o.scales[j][r], o.min_pairs[j / 2][2 * r + j % 2]);
+  for (int g = 0; g < 4; ++g) {
+    BlockQ5_Kx8::Quarter& q = o.quarter[g];
+    for (int c = 0; c < 8; ++c) {
+      std::memcpy(&q.qs[c][4 * r], &in.qs[32 * g + 4 * c], 4);
+      for (int k = 0; k < 4; ++k) {
+        // Bit j of qh[l] is the fifth bit of weight 32j + l (sub-block j).
+        const int low = (in.qh[4 * c + k] >> (2 * g)) & 1, high = (in.qh[4 * c + k] >> (2 * g + 1)) & 1;
+        q.qh[c / 4][4 * r + k] |= static_cast<std::uint8_t>((low << (2 * (c % 4))) | (high << (2 * (c % 4) + 1)));
+      }
+    }
+  }
+}
+
 // Frees a matrix's interleaved data (nothing for one never made).
 template <class Layout>
 void free_groups(const RowGroups<Layout>& m) {
@@ -167,6 +184,7 @@ QMV_ROW_INTERLEAVED_LAYOUT(BlockQ5_0x8)
 QMV_ROW_INTERLEAVED_LAYOUT(BlockQ5_1x8)
 QMV_ROW_INTERLEAVED_LAYOUT(BlockQ8_0x8)
 QMV_ROW_INTERLEAVED_LAYOUT(BlockQ4_Kx8)
+QMV_ROW_INTERLEAVED_LAYOUT(BlockQ5_Kx8)
 #undef QMV_ROW_INTERLEAVED_LAYOUT
 
 Status not_prepared_for(Shape shape) {

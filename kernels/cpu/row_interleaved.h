@@ -127,6 +127,32 @@ static_assert(sizeof(BlockQ4_Kx8) == kGroupRows * sizeof(BlockQ4K) + 32);
 
 using Q4_Kx8Matrix = RowGroups<BlockQ4_Kx8>;  // blocks: super-blocks per row
 
+// Eight Q5_K super-blocks: 1440 bytes, 32 more than eight plain blocks. d, dmin,
+// scales and min_pairs as BlockQ4_Kx8's; per pair g of sub-blocks (2g, 2g+1) a
+// quarter holding
+//   qs[c]           as BlockQ4_Kx8's qs[g][c]: four low and four high nibbles per row
+//   qh[h][4r+k]     the fifth bits of row r for chunks c = 4h..4h+3: bit 2(c-4h) is
+//                   that of weight 64g+4c+k (the low nibble's), bit 2(c-4h)+1 that of
+//                   weight 64g+32+4c+k (the high nibble's)
+// so one 32-byte load of qh serves four chunks, each taking its bits by a constant
+// shift, and a quarter is read front to back.
+struct BlockQ5_Kx8 {
+  using Plain = BlockQ5K;  // the plain block it interleaves
+  static constexpr const char* kPlainName = "Q5_K";
+  struct Quarter {
+    std::uint8_t qh[2][4 * kGroupRows];
+    std::uint8_t qs[8][4 * kGroupRows];
+  };
+  fp16_bits d[kGroupRows];
+  fp16_bits dmin[kGroupRows];
+  std::uint8_t scales[8][kGroupRows];
+  std::uint8_t min_pairs[4][2 * kGroupRows];
+  Quarter quarter[4];
+};
+static_assert(sizeof(BlockQ5_Kx8) == kGroupRows * sizeof(BlockQ5K) + 32);
+
+using Q5_Kx8Matrix = RowGroups<BlockQ5_Kx8>;  // blocks: super-blocks per row
+
 // A fused up+gate kernel's prepared weights: both matrices (same shape) in one handle,
 // `first` from MatVecArgs::w (output y), `second` from w2 (output y2).
 template <class Layout>
