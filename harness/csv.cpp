@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -18,9 +19,24 @@
 
 namespace qmv {
 
+namespace {
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
 RunContext current_context(const std::string& command) {
   const MachineInfo& m = machine_info();
-  return {m.machine, m.cpu_model, m.gpu, m.compiler, m.git_commit, command};
+  RunContext ctx{m.machine, m.cpu_model, m.gpu, m.compiler, m.git_commit, command};
+  // An array task's own SLURM_JOB_ID differs per task; the array's id and the task's
+  // index are what squeue, sacct and scancel name it by ("1234_5").
+  ctx.slurm_array_task_id = env_or_empty("SLURM_ARRAY_TASK_ID");
+  ctx.slurm_job_id = env_or_empty(ctx.slurm_array_task_id.empty() ? "SLURM_JOB_ID" : "SLURM_ARRAY_JOB_ID");
+  ctx.slurm_node = env_or_empty("SLURMD_NODENAME");
+  return ctx;
 }
 
 std::string csv_escape(std::string_view field) {
@@ -206,18 +222,20 @@ std::vector<std::string> legacy_peak_header(bool gpu_columns) {
 namespace {
 const std::vector<std::string> kSweepColumns = {"experiment", "model_op",    "status",            "reason",
                                                 "check_passed", "nmse_kernel", "nmse_e2e_gaussian", "nmse_e2e_outliers"};
+const std::vector<std::string> kSlurmColumns = {"slurm_job_id", "slurm_array_task_id", "slurm_node"};
 }  // namespace
 
 std::vector<std::string> sweep_header() {
   std::vector<std::string> h = sweep_bench_header();
   h.insert(h.end(), kSweepColumns.begin(), kSweepColumns.end());
+  h.insert(h.end(), kSlurmColumns.begin(), kSlurmColumns.end());
   return h;
 }
 
-std::vector<std::string> legacy_sweep_header() {
-  std::vector<std::string> h = without(sweep_bench_header(), "act_quant", "act_quant_median_us");
-  h.insert(h.end(), kSweepColumns.begin(), kSweepColumns.end());
-  return h;
+std::vector<std::vector<std::string>> legacy_sweep_headers() {
+  std::vector<std::string> before_slurm = sweep_bench_header();
+  before_slurm.insert(before_slurm.end(), kSweepColumns.begin(), kSweepColumns.end());
+  return {before_slurm, without(before_slurm, "act_quant", "act_quant_median_us")};
 }
 
 std::vector<std::string> sweep_bench_fields(const RunContext& ctx, const BenchRow& r) {
@@ -292,7 +310,9 @@ CsvKind detect_csv_kind(const std::string& path) {
   if (first == join(check_header())) return CsvKind::Check;
   for (bool gpu : {false, true})
     if (first == join(peak_header(gpu)) || first == join(legacy_peak_header(gpu))) return CsvKind::Peak;
-  if (first == join(sweep_header()) || first == join(legacy_sweep_header())) return CsvKind::Sweep;
+  if (first == join(sweep_header())) return CsvKind::Sweep;
+  for (const auto& h : legacy_sweep_headers())
+    if (first == join(h)) return CsvKind::Sweep;
   return CsvKind::Unknown;
 }
 

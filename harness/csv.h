@@ -16,6 +16,11 @@ namespace qmv {
 // Where and how a row was produced; repeated on every row so a row stands alone.
 struct RunContext {
   std::string machine, cpu_model, gpu, compiler, git_commit, command;
+  // The Slurm job this process runs in, empty outside one (sweep rows carry them, so
+  // rows merged from a cluster name the job and the node that wrote them):
+  // SLURM_ARRAY_JOB_ID (or SLURM_JOB_ID outside an array), SLURM_ARRAY_TASK_ID,
+  // SLURMD_NODENAME.
+  std::string slurm_job_id = {}, slurm_array_task_id = {}, slurm_node = {};
 };
 RunContext current_context(const std::string& command);
 
@@ -121,12 +126,14 @@ std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r);
 // written before the `read_loop` column (legacy_peak_header) are still read, it empty.
 std::vector<std::string> peak_header(bool gpu_columns = false);
 std::vector<std::string> legacy_peak_header(bool gpu_columns = false);
-// A sweep row: the CPU bench columns but prepare_us and prepared_bytes (sweep files
-// keep the columns they had, so existing ones still resume), then experiment,
-// model_op, status, reason and the check results (harness/experiment.h writes and
-// reads them). sweep_bench_fields: the bench part of a sweep row.
+// A sweep row: the CPU bench columns but prepare_us and prepared_bytes, then
+// experiment, model_op, status, reason, the check results and the Slurm job
+// (slurm_job_id, slurm_array_task_id, slurm_node; harness/experiment.h writes and
+// reads them). Files written before the Slurm columns, or also before the act_quant
+// ones (legacy_sweep_headers, newest first), still read and resume, the columns they
+// lack empty. sweep_bench_fields: the bench part of a sweep row.
 std::vector<std::string> sweep_header();
-std::vector<std::string> legacy_sweep_header();
+std::vector<std::vector<std::string>> legacy_sweep_headers();
 std::vector<std::string> sweep_bench_fields(const RunContext& ctx, const BenchRow& r);
 std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bool gpu_columns = false);
 

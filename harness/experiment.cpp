@@ -269,7 +269,8 @@ std::vector<std::string> sweep_fields(const RunContext& ctx, const std::string& 
   auto num = [](double v) { return fmt::format("{}", v); };
   f.insert(f.end(), {experiment, p.shape.ops, status, reason, check.ran ? (check.passed ? "1" : "0") : "",
                      check.ran ? num(check.nmse_kernel) : "", check.ran ? num(check.nmse_e2e_gaussian) : "",
-                     check.ran ? num(check.nmse_e2e_outliers) : ""});
+                     check.ran ? num(check.nmse_e2e_outliers) : "", ctx.slurm_job_id, ctx.slurm_array_task_id,
+                     ctx.slurm_node});
   return f;
 }
 
@@ -287,7 +288,7 @@ std::string CsvTable::key(std::size_t row) const {
 
 namespace {
 
-constexpr std::size_t kSweepColumns = 37;
+constexpr std::size_t kSweepColumns = 40;
 
 template <class In, std::size_t... I>
 bool read_row_into(In& in, std::array<std::string, kSweepColumns>& a, std::index_sequence<I...>) {
@@ -320,8 +321,12 @@ CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial) {
     return line;
   };
   const std::string first = text.substr(0, text.find('\n'));
-  if (first != joined(t.header) && first != joined(legacy_sweep_header()))
-    throw std::runtime_error(fmt::format("{}: not a sweep CSV of this qmvlab (its header differs)", path));
+  if (first != joined(t.header)) {
+    const auto legacy = legacy_sweep_headers();
+    if (std::none_of(legacy.begin(), legacy.end(), [&](const auto& h) { return first == joined(h); }))
+      throw std::runtime_error(fmt::format("{}: not a sweep CSV of this qmvlab (its header differs)", path));
+    t.older_header = true;
+  }
   if (dropped_partial) *dropped_partial = false;
   if (text.size() == first.size()) text += '\n';  // the header alone, complete: no rows yet
   if (text.back() != '\n') {

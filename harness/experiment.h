@@ -70,8 +70,8 @@ Shard parse_shard(std::string_view spec);
 // the same on every machine and whatever other points there are.
 bool in_shard(const std::string& key, Shard shard);
 
-// The sweep CSV: the bench columns, then experiment, model_op, status, reason and the
-// check results (see sweep_header() in csv.h).
+// The sweep CSV: the bench columns, then experiment, model_op, status, reason, the
+// check results and the Slurm job from `ctx` (see sweep_header() in csv.h).
 struct SweepCheck {
   bool ran = false;
   bool passed = false;
@@ -88,11 +88,13 @@ std::vector<std::string> sweep_fields(const RunContext& ctx, const std::string& 
 struct CsvTable {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
+  bool older_header = false;  // read_sweep_csv: the file has a legacy header (its missing columns read "")
   std::size_t column(const std::string& name) const;  // throws when absent
   std::string key(std::size_t row) const;             // point_key of a sweep row
 };
-// Reads a sweep CSV; refuses another header. A last line cut short by an interrupted
-// write is dropped (and `dropped_partial` set) rather than refused.
+// Reads a sweep CSV, its rows in the current columns; refuses a header that is neither
+// sweep_header() nor one of legacy_sweep_headers(). A last line cut short by an
+// interrupted write is dropped (and `dropped_partial` set) rather than refused.
 CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial = nullptr);
 
 // Joins sweep CSVs: same header required; a point met again is dropped (its key is

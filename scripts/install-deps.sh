@@ -4,10 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# slurm-wlm and munge: the Slurm sweep test (tests/slurm_sweep_test.py) starts a one-node
+# cluster of its own from them; nothing here configures or starts their services.
 packages=(build-essential cmake git python3 python3-venv
           libeigen3-dev libbenchmark-dev libgtest-dev libcli11-dev libtomlplusplus-dev
           libfccp-dev libcpuinfo-dev libfmt-dev libicu-dev nlohmann-json3-dev clang libclang-rt-14-dev
-          valgrind)
+          valgrind slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "harness/csv.h"
+#include "tests/scoped_env.h"
 
 namespace qmv {
 namespace {
@@ -193,6 +194,35 @@ TEST(Csv, CheckAndPeakRowsRoundTrip) {
   ASSERT_EQ(peaks.size(), 1u);
   EXPECT_EQ(peaks[0].threads, 2);
   EXPECT_EQ(peaks[0].gbps_best, 17.5);
+}
+
+// The context names the Slurm job it runs in: an array task by the array's id and its
+// index (how squeue, sacct and scancel name it), any other job by its own id.
+TEST(Csv, ContextNamesTheSlurmJobItRunsIn) {
+  {
+    const testing::ScopedEnv env(testing::no_slurm_job());
+    const RunContext c = current_context("cmd");
+    EXPECT_EQ(c.slurm_job_id, "");
+    EXPECT_EQ(c.slurm_array_task_id, "");
+    EXPECT_EQ(c.slurm_node, "");
+    EXPECT_FALSE(c.machine.empty());
+  }
+  {
+    const testing::ScopedEnv env({{"SLURM_JOB_ID", "900"}, {"SLURM_ARRAY_JOB_ID", std::nullopt},
+                                  {"SLURM_ARRAY_TASK_ID", std::nullopt}, {"SLURMD_NODENAME", "gpu-a100-03"}});
+    const RunContext c = current_context("cmd");
+    EXPECT_EQ(c.slurm_job_id, "900");
+    EXPECT_EQ(c.slurm_array_task_id, "");
+    EXPECT_EQ(c.slurm_node, "gpu-a100-03");
+  }
+  {
+    const testing::ScopedEnv env({{"SLURM_JOB_ID", "913"}, {"SLURM_ARRAY_JOB_ID", "880"},
+                                  {"SLURM_ARRAY_TASK_ID", "4"}, {"SLURMD_NODENAME", "n1"}});
+    const RunContext c = current_context("cmd");
+    EXPECT_EQ(c.slurm_job_id, "880");
+    EXPECT_EQ(c.slurm_array_task_id, "4");
+    EXPECT_EQ(c.slurm_node, "n1");
+  }
 }
 
 TEST(Csv, AppendKeepsOneHeaderAndRefusesAnotherFormat) {

@@ -215,10 +215,17 @@ std::string tmp_path(const std::string& name) {
   return dir + "/" + name;
 }
 
+// The context of rows written outside any Slurm job, wherever the tests run.
+RunContext context_outside_slurm() {
+  RunContext ctx = current_context("test");
+  ctx.slurm_job_id = ctx.slurm_array_task_id = ctx.slurm_node = "";
+  return ctx;
+}
+
 // Writes a sweep CSV of the given points (skipped rows, which need no timing).
 void write_sweep(const std::string& path, const std::vector<SweepPoint>& points, const std::string& exp = "t1") {
   CsvWriter w(path, sweep_header(), false);
-  const RunContext ctx = current_context("test");
+  const RunContext ctx = context_outside_slurm();
   for (const auto& p : points) w.write(sweep_fields(ctx, exp, p, nullptr, {}, "skipped", "a, \"quoted\" reason"));
 }
 
@@ -243,6 +250,88 @@ TEST(Experiment, MergeJoinsSortsAndDropsDuplicates) {
 
   std::ofstream(tmp_path("other.csv")) << "machine,kernel\nx,y\n";
   EXPECT_THROW(merge_sweeps({tmp_path("a.csv"), tmp_path("other.csv")}, &dups), std::runtime_error);
+}
+
+// Rows written in a Slurm job name it (the last columns). Files from before those
+// columns, and from before the act_quant ones too, still read (flagged older_header,
+// the columns they lack empty) and merge into the current columns.
+TEST(Experiment, SweepRowsNameTheSlurmJobAndOlderFilesStillRead) {
+  const Registry reg = test_registry();
+  const auto points = expand_points(parse_experiment(kValid, "t1.toml", reg), reg);
+  RunContext ctx = context_outside_slurm();
+  ctx.slurm_job_id = "4242";
+  ctx.slurm_array_task_id = "3";
+  ctx.slurm_node = "node-7";
+  const std::vector<std::string> header = sweep_header();
+  ASSERT_GE(header.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(header.end() - 3, header.end()),
+            (std::vector<std::string>{"slurm_job_id", "slurm_array_task_id", "slurm_node"}));
+  BenchRow timed;  // act_quant columns filled, so a file without them visibly loses them
+  timed.act_quant = "before";
+  timed.act_quant_median_us = 1.25;
+  timed.time_median_us = 3.5;
+  const auto row_of = [&](const SweepPoint& p) {
+    BenchRow b = timed;
+    b.kernel = p.kernel->name;
+    b.rows = p.shape.shape.rows;
+    b.cols = p.shape.shape.cols;
+    b.threads = p.threads;
+    b.cache = p.cache;
+    return sweep_fields(ctx, "t1", p, &b, {}, "ok", "");
+  };
+
+  const std::string now = tmp_path("slurm-now.csv");
+  {
+    CsvWriter w(now, header, false);
+    for (const auto& p : points) w.write(row_of(p));
+  }
+  EXPECT_EQ(detect_csv_kind(now), CsvKind::Sweep);
+  const CsvTable t = read_sweep_csv(now);
+  EXPECT_FALSE(t.older_header);
+  ASSERT_EQ(t.rows.size(), points.size());
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    EXPECT_EQ(t.key(i), point_key(points[i]));
+    EXPECT_EQ(t.rows[i][t.column("slurm_job_id")], "4242");
+    EXPECT_EQ(t.rows[i][t.column("slurm_array_task_id")], "3");
+    EXPECT_EQ(t.rows[i][t.column("slurm_node")], "node-7");
+    EXPECT_EQ(t.rows[i][t.column("act_quant")], "before");
+  }
+
+  const auto legacy = legacy_sweep_headers();
+  ASSERT_EQ(legacy.size(), 2u);
+  EXPECT_EQ(legacy[0], std::vector<std::string>(header.begin(), header.end() - 3));
+  for (std::size_t v = 0; v < legacy.size(); ++v) {
+    const std::string old = tmp_path("slurm-older-" + std::to_string(v) + ".csv");
+    {
+      CsvWriter w(old, legacy[v], false);
+      for (const auto& p : points) {
+        const std::vector<std::string> full = row_of(p);
+        std::vector<std::string> f;
+        for (const auto& c : legacy[v])
+          f.push_back(full[static_cast<std::size_t>(std::find(header.begin(), header.end(), c) - header.begin())]);
+        w.write(f);
+      }
+    }
+    EXPECT_EQ(detect_csv_kind(old), CsvKind::Sweep) << old;
+    const CsvTable o = read_sweep_csv(old);
+    EXPECT_TRUE(o.older_header) << old;
+    EXPECT_EQ(o.header, header);
+    ASSERT_EQ(o.rows.size(), points.size());
+    for (std::size_t i = 0; i < o.rows.size(); ++i) {
+      EXPECT_EQ(o.key(i), point_key(points[i]));
+      EXPECT_EQ(o.rows[i][o.column("time_median_us")], "3.5");
+      EXPECT_EQ(o.rows[i][o.column("status")], "ok");
+      EXPECT_EQ(o.rows[i][o.column("slurm_job_id")], "");
+      EXPECT_EQ(o.rows[i][o.column("slurm_node")], "");
+      EXPECT_EQ(o.rows[i][o.column("act_quant")], v == 0 ? "before" : "");
+    }
+    // An older shard merges with a current one, into the current columns.
+    std::vector<std::string> dups;
+    const CsvTable m = merge_sweeps({old, now}, &dups);
+    EXPECT_EQ(m.header, header);
+    EXPECT_EQ(m.rows.size(), points.size());
+    EXPECT_EQ(dups.size(), points.size());
+  }
 }
 
 TEST(Experiment, CutShortLastLineIsDroppedNotRefused) {

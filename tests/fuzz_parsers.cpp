@@ -357,13 +357,15 @@ void write_csv_seeds(const std::filesystem::path& dir) {
   write("peak", peak_header(), {peak_fields(ctx, PeakRow{2, 1 << 30, 7, 17.5, 16.25})}, {kPeak});
   PeakRow gp{0, 1 << 30, 7, 3000, 2900.5, "cuda", 3350};
   write("peak_gpu", peak_header(true), {peak_fields(ctx, gp, true), peak_fields(ctx, PeakRow{}, true)}, {kPeak});
-  // A sweep row: the bench columns then the sweep's; a point that did not run leaves
-  // its measurement columns empty.
+  // A sweep row: the bench columns, the sweep's, then the Slurm job's; a point that did
+  // not run leaves its measurement columns empty.
   std::vector<std::string> ran = sweep_bench_fields(ctx, b), skipped = sweep_bench_fields(ctx, b);
-  for (const char* f : {"ci", "ffn_up,ffn_gate", "ok", "", "1", "1e-14", "2e-5", "3e-4"}) ran.push_back(f);
+  for (const char* f : {"ci", "ffn_up,ffn_gate", "ok", "", "1", "1e-14", "2e-5", "3e-4", "4242", "3", "node7"})
+    ran.push_back(f);
   skipped[11] = "4";
   for (std::size_t i = 14; i + 1 < skipped.size(); ++i) skipped[i].clear();
-  for (const char* f : {"ci", "", "skipped", "unavailable: needs avx512_vnni", "", "", "", ""}) skipped.push_back(f);
+  for (const char* f : {"ci", "", "skipped", "unavailable: needs avx512_vnni", "", "", "", "", "", "", ""})
+    skipped.push_back(f);
   write("sweep", sweep_header(), {ran, skipped}, {kSweep, kResults, kBench});
 }
 

@@ -79,12 +79,12 @@ struct SweepLine {
 };
 
 // A sweep CSV as the sweep writes it (sweep_fields): the bench columns, emptied for a
-// point not timed, then the sweep's own. `legacy` drops the act_quant columns, as files
-// written before them lack them.
+// point not timed, then the sweep's own and the (empty) Slurm ones. `legacy` drops the
+// act_quant and Slurm columns, as files written before them lack them.
 void write_sweep(const std::string& path, const std::vector<SweepLine>& lines, bool legacy = false) {
   const std::vector<std::string> header = sweep_header();
   auto index = [&](const char* c) { return static_cast<std::size_t>(std::find(header.begin(), header.end(), c) - header.begin()); };
-  CsvWriter w(path, legacy ? legacy_sweep_header() : header, false);
+  CsvWriter w(path, legacy ? legacy_sweep_headers().back() : header, false);
   for (const SweepLine& l : lines) {
     std::vector<std::string> f = sweep_bench_fields(kCtx, l.row);
     if (l.status != "ok")
@@ -92,7 +92,9 @@ void write_sweep(const std::string& path, const std::vector<SweepLine>& lines, b
     const bool ok = l.status == "ok";
     f.insert(f.end(), {"default", "attn_q", l.status, l.reason, ok ? "1" : "", ok ? "1e-12" : "", ok ? "1e-9" : "",
                        ok ? "1e-9" : ""});
-    if (legacy) {
+    if (!legacy) {
+      f.insert(f.end(), {"", "", ""});
+    } else {
       f.erase(f.begin() + static_cast<std::ptrdiff_t>(index("act_quant_median_us")));
       f.erase(f.begin() + static_cast<std::ptrdiff_t>(index("act_quant")));
     }

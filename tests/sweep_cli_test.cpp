@@ -1,6 +1,7 @@
 // `qmvlab sweep` and `qmvlab merge` end to end, on tiny real runs of scalar kernels.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -8,6 +9,7 @@
 #include "harness/csv.h"
 #include "harness/experiment.h"
 #include "tests/cli_run.h"
+#include "tests/scoped_env.h"
 
 namespace {
 
@@ -147,6 +149,84 @@ TEST(SweepCli, ShardsMergeIntoTheWholeSweep) {
   std::ofstream(tmp("not-sweep.csv")) << "a,b\n1,2\n";
   expect_error("merge " + tmp("bad.csv") + " " + tmp("shard-1.csv") + " " + tmp("not-sweep.csv"),
                "not-sweep.csv: not a sweep CSV");
+}
+
+// Outside Slurm the Slurm columns are empty. A file from before them resumes: its rows
+// are written again under the current header, as they were, and the points run now (in
+// an array task) name the job, the task and the node.
+TEST(SweepCli, OlderFilesResumeAndRowsNameTheSlurmJob) {
+  const std::string exp = write_experiment("slurm.toml", "check = false\n");
+  const std::string full = tmp("slurm-full.csv"), part = tmp("slurm-part.csv");
+  {
+    const qmv::testing::ScopedEnv env(qmv::testing::no_slurm_job());
+    const CliRun r = qmvlab("sweep " + exp + " --out " + full + " --peak-reps 1");
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  const qmv::CsvTable all = qmv::read_sweep_csv(full);
+  for (const auto& row : all.rows)
+    for (const char* c : {"slurm_job_id", "slurm_array_task_id", "slurm_node"}) EXPECT_EQ(row[all.column(c)], "");
+  // The first four rows as a qmvlab from before the Slurm columns wrote them.
+  const std::vector<std::string> older = qmv::legacy_sweep_headers().front();
+  const std::size_t kept = 4;
+  ASSERT_GT(all.rows.size(), kept);
+  {
+    qmv::CsvWriter w(part, older, false);
+    for (std::size_t i = 0; i < kept; ++i) {
+      std::vector<std::string> f;
+      for (const auto& c : older) f.push_back(all.rows[i][all.column(c)]);
+      w.write(f);
+    }
+  }
+  ASSERT_TRUE(qmv::read_sweep_csv(part).older_header);
+  {
+    const qmv::testing::ScopedEnv env({{"SLURM_JOB_ID", "557"}, {"SLURM_ARRAY_JOB_ID", "555"},
+                                       {"SLURM_ARRAY_TASK_ID", "2"}, {"SLURMD_NODENAME", "node-a100-1"}});
+    const CliRun r = qmvlab("sweep " + exp + " --out " + part + " --resume --peak-reps 1");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("rewriting its rows with the current columns"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(std::to_string(kept) + " already in the CSV"), std::string::npos) << r.output;
+  }
+  std::ifstream in(part);
+  std::string first;
+  std::getline(in, first);
+  std::string want;
+  for (const auto& c : qmv::sweep_header()) want += (want.empty() ? "" : ",") + c;
+  EXPECT_EQ(first, want);
+  const qmv::CsvTable after = qmv::read_sweep_csv(part);
+  EXPECT_FALSE(after.older_header);
+  ASSERT_EQ(after.rows.size(), all.rows.size());
+  EXPECT_EQ(keys_of(after), keys_of(all));
+  for (std::size_t i = 0; i < after.rows.size(); ++i) {
+    const auto& row = after.rows[i];
+    if (i < kept) {
+      EXPECT_EQ(row, all.rows[i]) << "row " << i << " changed";
+      continue;
+    }
+    EXPECT_EQ(row[after.column("slurm_job_id")], "555");
+    EXPECT_EQ(row[after.column("slurm_array_task_id")], "2");
+    EXPECT_EQ(row[after.column("slurm_node")], "node-a100-1");
+  }
+}
+
+// The committed results still resume: every sweep CSV under results/ reads, and a dry
+// run of --resume on a copy counts its rows as done.
+TEST(SweepCli, CommittedSweepResultsStillResume) {
+  int files = 0;
+  for (const auto& dir : std::filesystem::directory_iterator(std::string(QMV_SOURCE_DIR) + "/results")) {
+    const std::filesystem::path csv = dir.path() / "default.csv";
+    if (!std::filesystem::exists(csv) || qmv::detect_csv_kind(csv.string()) != qmv::CsvKind::Sweep) continue;
+    ++files;
+    const qmv::CsvTable t = qmv::read_sweep_csv(csv.string());
+    ASSERT_FALSE(t.rows.empty()) << csv;
+    const std::string copy = tmp("committed-" + dir.path().filename().string() + ".csv");
+    std::filesystem::copy_file(csv, copy, std::filesystem::copy_options::overwrite_existing);
+    const CliRun r = qmvlab(std::string("sweep ") + QMV_SOURCE_DIR + "/experiments/default.toml --out " + copy +
+                            " --resume --dry-run");
+    ASSERT_EQ(r.code, 0) << csv << "\n" << r.output;
+    EXPECT_NE(r.output.find(" already in the CSV"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find(", 0 already in the CSV"), std::string::npos) << csv << ": no row counted\n" << r.output;
+  }
+  EXPECT_GT(files, 0) << "no results/*/default.csv";
 }
 
 TEST(SweepCli, BadInputIsOneClearLine) {

@@ -80,7 +80,8 @@ SweepCheck summarize(const CheckResult& r) {
   return c;
 }
 
-// Writes the rows of an existing CSV again, minus a cut-short last line.
+// Writes the rows of an existing CSV again, minus a cut-short last line, under the
+// current header.
 void rewrite(const std::string& path, const CsvTable& t) {
   CsvWriter w(path, t.header, false);
   for (const auto& r : t.rows) w.write(r);
@@ -117,6 +118,8 @@ SweepCommand::SweepCommand(CLI::App& app) {
   o.sweep->add_option("--peak-reps", o.peak_reps, "Repetitions of the peak bandwidth read per thread count")
       ->check(CLI::Range(1, 100))->capture_default_str();
   o.sweep->add_option("--seed", o.seed, "Check seed (0: a fresh one, printed)");
+  o.sweep->footer("On a Slurm cluster, scripts/slurm_sweep.py runs the shards as one job array per machine type "
+                  "and merges each machine's (experiments/README.md).");
 
   o.merge = app.add_subcommand("merge", "Join sweep CSVs (shards) into one, sorted by point");
   o.merge->add_option("out", o.merge_out, "Merged CSV to write")->required();
@@ -155,10 +158,12 @@ int SweepCommand::run(const std::string& command_line) {
                                              done.rows[i][exp_col], exp.name));
       keys.insert(done.key(i));
     }
-    if (partial) {
-      fmt::print("{}: dropping a cut-short last line\n", out);
-      if (!o.dry_run) rewrite(out, done);
-    }
+    if (partial) fmt::print("{}: dropping a cut-short last line\n", out);
+    // Rows are appended in the current columns: a file from before some of them is
+    // written again first, the columns its rows lack left empty.
+    if (done.older_header)
+      fmt::print("{}: {} its rows with the current columns\n", out, o.dry_run ? "would rewrite" : "rewriting");
+    if ((partial || done.older_header) && !o.dry_run) rewrite(out, done);
     std::erase_if(points, [&](const SweepPoint& p) { return keys.count(point_key(p)) > 0; });
     already = shard_points - points.size();
   }
