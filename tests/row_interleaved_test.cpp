@@ -1,4 +1,4 @@
-// The row-interleaved (R8) kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K), plain and fused
+// The row-interleaved (R8) kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), plain and fused
 // up+gate: the repack keeps every weight, and the kernels on the repacked copy match a
 // float64 dot product of the very blocks they read, on row counts that leave every remainder of the eight-row groups, column counts of one
 // block and more, activations at the quant extremes, threads 1 and 2 (and the
@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
@@ -25,7 +26,7 @@ namespace {
 constexpr const char* kQ4_0x8Kernel = "q4_0.cpu.avx2_r8_q8_1";
 // The K-quant R8 kernels: one weight stream per thread and two.
 constexpr const char* kKQuantX8Kernels[] = {"q4_K.cpu.avx2_r8_q8k", "q4_K.cpu.avx2_r8x2_q8k", "q5_K.cpu.avx2_r8_q8k",
-                                            "q5_K.cpu.avx2_r8x2_q8k"};
+                                            "q5_K.cpu.avx2_r8x2_q8k", "q6_K.cpu.avx2_r8_q8k", "q6_K.cpu.avx2_r8x2_q8k"};
 
 std::vector<BlockQ4_0> random_q4_0(Shape s, std::mt19937& rng) {
   std::vector<BlockQ4_0> w(static_cast<std::size_t>(s.rows * (s.cols / kLegacyBlock)));
@@ -198,8 +199,8 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
   EXPECT_EQ(checked, 4 * 2 * 3 * 5 * 2);
 }
 
-// Random Q4_K blocks: every byte random (so the 6-bit scales and mins take every value),
-// finite fp16 d and dmin of both signs.
+// Random K-quant blocks (Q4_K, Q5_K, Q6_K): every byte random (so the scales and mins
+// take every value), finite fp16 d (and dmin) of both signs.
 std::vector<std::uint8_t> random_k_quant(WeightType type, Shape s, std::mt19937& rng) {
   std::vector<std::uint8_t> w(row_bytes(type, s.cols) * static_cast<std::size_t>(s.rows));
   std::uniform_int_distribution<int> byte(0, 255);
@@ -207,6 +208,10 @@ std::vector<std::uint8_t> random_k_quant(WeightType type, Shape s, std::mt19937&
   std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
   for (std::size_t off = 0; off < w.size(); off += block_bytes(type)) {
     const fp16_bits d = fp32_to_fp16(scale(rng)), dmin = fp32_to_fp16(scale(rng));
+    if (type == WeightType::Q6_K) {  // d last; its int8 scales stay random bytes
+      std::memcpy(&w[off + offsetof(BlockQ6K, d)], &d, sizeof(d));
+      continue;
+    }
     std::memcpy(&w[off], &d, sizeof(d));  // Q4_K and Q5_K both start with d, dmin
     std::memcpy(&w[off + 2], &dmin, sizeof(dmin));
   }
@@ -257,13 +262,13 @@ TEST(RowInterleaved, KQuantsMatchTheExactDotOnEveryRemainder) {
           }
       }
   }
-  EXPECT_EQ(checked, 4 * 3 * 7 * 4);
+  EXPECT_EQ(checked, 6 * 3 * 7 * 4);
 }
 
 // Random weights of a row-interleaved type: every byte random, then finite fp16 scales
 // of both signs where a block keeps them (legacy: d, and m for the _1 types; Q4_K, Q5_K: d, dmin).
 std::vector<std::uint8_t> random_weights(WeightType type, Shape s, std::mt19937& rng) {
-  if (type == WeightType::Q4_K || type == WeightType::Q5_K) return random_k_quant(type, s, rng);
+  if (block_values(type) == kSuperBlock) return random_k_quant(type, s, rng);
   std::vector<std::uint8_t> w(row_bytes(type, s.cols) * static_cast<std::size_t>(s.rows));
   std::uniform_int_distribution<int> byte(0, 255);
   for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));

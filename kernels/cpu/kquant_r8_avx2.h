@@ -1,4 +1,4 @@
-// What the AVX2 kernels of the row-interleaved K-quant layouts (Q4_K, Q5_K in
+// What the AVX2 kernels of the row-interleaved K-quant layouts (Q4_K, Q5_K, Q6_K in
 // row_interleaved.h) x Q8_K share: the activation broadcasts, the eight rows' scales
 // as int16 pairs, and the per-call activation sums their min term multiplies.
 // Included only by files built with -mavx2 -mfma -mf16c; internal linkage.
@@ -69,7 +69,8 @@ inline __m256i min_term(const std::uint8_t* min_pairs16, std::int32_t x_pair) {
 
 // The matvec (NG weight streams per thread) and fused up+gate runs of a K-quant
 // layout: the prepared matrix or pair checked against the call's shape, the
-// activation's min sums made once per call, then dot(count, w, x, xm, nb, out) for
+// activation's min sums made once per call for a layout with mins (else xm is null),
+// then dot(count, w, x, xm, nb, out) for
 // each step's `count` groups.
 template <int NG, class Layout, class Dot>
 Status run_kquant_rows(const MatVecArgs& a, Dot&& dot) {
@@ -77,7 +78,7 @@ Status run_kquant_rows(const MatVecArgs& a, Dot&& dot) {
   if (!m || !(m->shape == a.shape)) return not_prepared_for(a.shape);
   const std::int64_t nb = m->blocks;
   const auto* x = static_cast<const BlockQ8K*>(a.x);
-  const XMinSums* xm = min_sums(x, nb);
+  const XMinSums* xm = Layout::kMinPairs ? min_sums(x, nb) : nullptr;
   for_each_group<NG>(*m, a.y, a.threads,
                      [&](auto count, const Layout* const* w, float* const* out) { dot(count, w, x, xm, nb, out); });
   return Status::Ok();
@@ -89,7 +90,7 @@ Status run_kquant_row_pair(const MatVecArgs& a, Dot&& dot) {
   if (!p || !(p->first.shape == a.shape)) return not_prepared_for(a.shape);
   const std::int64_t nb = p->first.blocks;
   const auto* x = static_cast<const BlockQ8K*>(a.x);
-  const XMinSums* xm = min_sums(x, nb);
+  const XMinSums* xm = Layout::kMinPairs ? min_sums(x, nb) : nullptr;
   for_each_group_pair(*p, a.y, a.y2, a.threads,
                       [&](auto count, const Layout* const* w, float* const* out) { dot(count, w, x, xm, nb, out); });
   return Status::Ok();

@@ -84,6 +84,31 @@ void fill(BlockQ5_Kx8& o, int r, const BlockQ5K& in) {
   }
 }
 
+// Weight i of a plain Q6_K block: its low 4 bits and its top 2 bits.
+void q6_K_quant(const BlockQ6K& in, int i, int& low, int& high) {
+  const int half = i / 128, quarter = (i % 128) / 32, l = i % 32;
+  low = (in.ql[64 * half + 32 * (quarter & 1) + l] >> (4 * (quarter >> 1))) & 0x0f;
+  high = (in.qh[32 * half + l] >> (2 * quarter)) & 0x03;
+}
+
+void fill(BlockQ6_Kx8& o, int r, const BlockQ6K& in) {
+  o.d[r] = in.d;
+  for (int m = 0; m < 8; ++m) {
+    o.scale_pairs[m][2 * r] = in.scales[2 * m];
+    o.scale_pairs[m][2 * r + 1] = in.scales[2 * m + 1];
+  }
+  for (int g = 0; g < 4; ++g)
+    for (int c = 0; c < 8; ++c)
+      for (int k = 0; k < 4; ++k) {
+        int low_a, high_a, low_b, high_b;
+        q6_K_quant(in, 64 * g + 4 * c + k, low_a, high_a);
+        q6_K_quant(in, 64 * g + 32 + 4 * c + k, low_b, high_b);
+        BlockQ6_Kx8::Quarter& q = o.quarter[g];
+        q.ql[c][4 * r + k] = static_cast<std::uint8_t>(low_a | (low_b << 4));
+        q.qh[c / 2][4 * r + k] |= static_cast<std::uint8_t>((high_a | (high_b << 2)) << (4 * (c % 2)));
+      }
+}
+
 // Frees a matrix's interleaved data (nothing for one never made).
 template <class Layout>
 void free_groups(const RowGroups<Layout>& m) {
@@ -185,6 +210,7 @@ QMV_ROW_INTERLEAVED_LAYOUT(BlockQ5_1x8)
 QMV_ROW_INTERLEAVED_LAYOUT(BlockQ8_0x8)
 QMV_ROW_INTERLEAVED_LAYOUT(BlockQ4_Kx8)
 QMV_ROW_INTERLEAVED_LAYOUT(BlockQ5_Kx8)
+QMV_ROW_INTERLEAVED_LAYOUT(BlockQ6_Kx8)
 #undef QMV_ROW_INTERLEAVED_LAYOUT
 
 Status not_prepared_for(Shape shape) {

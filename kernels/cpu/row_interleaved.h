@@ -117,6 +117,7 @@ using Q8_0x8Matrix = RowGroups<BlockQ8_0x8>;
 struct BlockQ4_Kx8 {
   using Plain = BlockQ4K;  // the plain block it interleaves
   static constexpr const char* kPlainName = "Q4_K";
+  static constexpr bool kMinPairs = true;
   fp16_bits d[kGroupRows];
   fp16_bits dmin[kGroupRows];
   std::uint8_t scales[8][kGroupRows];
@@ -139,6 +140,7 @@ using Q4_Kx8Matrix = RowGroups<BlockQ4_Kx8>;  // blocks: super-blocks per row
 struct BlockQ5_Kx8 {
   using Plain = BlockQ5K;  // the plain block it interleaves
   static constexpr const char* kPlainName = "Q5_K";
+  static constexpr bool kMinPairs = true;
   struct Quarter {
     std::uint8_t qh[2][4 * kGroupRows];
     std::uint8_t qs[8][4 * kGroupRows];
@@ -152,6 +154,34 @@ struct BlockQ5_Kx8 {
 static_assert(sizeof(BlockQ5_Kx8) == kGroupRows * sizeof(BlockQ5K) + 32);
 
 using Q5_Kx8Matrix = RowGroups<BlockQ5_Kx8>;  // blocks: super-blocks per row
+
+// Eight Q6_K super-blocks: 1680 bytes, as eight plain blocks. Weights are taken in
+// pairs g of 64 (64g.. for the low nibbles, 64g+32.. for the high ones, as Q4_K's):
+//   d                 row r's fp16 scale in lane r
+//   scale_pairs[m]    bytes 2r, 2r+1: the int8 scales of sub-blocks 2m and 2m+1 of
+//                     row r, so sign-extended to int16 they pair with two sub-blocks'
+//                     activation sums in one vpmaddwd (the -32 offset), and one
+//                     vpshufb + shift spreads either one over the eight rows
+//   quarter[g].ql[c]  bytes 4r+k: the low 4 bits of weight 64g+4c+k of row r (low
+//                     nibble) and of weight 64g+32+4c+k (high nibble)
+//   quarter[g].qh[v]  bytes 4r+k: the top 2 bits of those weights for chunks 2v and
+//                     2v+1: bits 0-1 and 2-3 for chunk 2v's low and high weight,
+//                     bits 4-5 and 6-7 for chunk 2v+1's
+struct BlockQ6_Kx8 {
+  using Plain = BlockQ6K;  // the plain block it interleaves
+  static constexpr const char* kPlainName = "Q6_K";
+  static constexpr bool kMinPairs = false;  // its offset is -32, in the kernel
+  struct Quarter {
+    std::uint8_t qh[4][4 * kGroupRows];
+    std::uint8_t ql[8][4 * kGroupRows];
+  };
+  fp16_bits d[kGroupRows];
+  std::int8_t scale_pairs[8][2 * kGroupRows];
+  Quarter quarter[4];
+};
+static_assert(sizeof(BlockQ6_Kx8) == kGroupRows * sizeof(BlockQ6K));
+
+using Q6_Kx8Matrix = RowGroups<BlockQ6_Kx8>;  // blocks: super-blocks per row
 
 // A fused up+gate kernel's prepared weights: both matrices (same shape) in one handle,
 // `first` from MatVecArgs::w (output y), `second` from w2 (output y2).
