@@ -67,33 +67,61 @@ inline __m256i min_term(const std::uint8_t* min_pairs16, std::int32_t x_pair) {
   return _mm256_madd_epi16(mins, _mm256_set1_epi32(x_pair));
 }
 
-// The matvec (NG weight streams per thread) and fused up+gate runs of a K-quant
-// layout: the prepared matrix or pair checked against the call's shape, the
-// activation's min sums made once per call for a layout with mins (else xm is null),
-// then dot(count, w, x, xm, nb, out) for
-// each step's `count` groups.
-template <int NG, class Layout, class Dot>
-Status run_kquant_rows(const MatVecArgs& a, Dot&& dot) {
+// Bit B of every byte of `bits` moved to bit 4 (bits B+1.. to 5..), then masked:
+// how the Q5_K and Q6_K kernels take a chunk's high bits from a load that holds
+// several chunks' (shifts by a constant, within each byte once masked).
+template <int B>
+inline __m256i bits_to_4(__m256i bits, __m256i mask) {
+  if constexpr (B < 4) return _mm256_and_si256(_mm256_slli_epi16(bits, 4 - B), mask);
+  else if constexpr (B > 4) return _mm256_and_si256(_mm256_srli_epi16(bits, B - 4), mask);
+  else return _mm256_and_si256(bits, mask);
+}
+
+// A K-quant R8 kernel family K: K::Layout, K::kType and K::dot_groups<NG>(w, x, xm, nb,
+// out) computing NG groups into out[i][0..7]. Its matvec (NG weight streams per
+// thread) and fused up+gate runs check the prepared matrix or pair against the call's
+// shape and make the activation's min sums once per call for a layout with mins (else
+// xm is null).
+template <class K, int NG>
+Status run_kquant_rows(const MatVecArgs& a) {
+  using Layout = typename K::Layout;
   const auto* m = static_cast<const RowGroups<Layout>*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return not_prepared_for(a.shape);
   const std::int64_t nb = m->blocks;
   const auto* x = static_cast<const BlockQ8K*>(a.x);
   const XMinSums* xm = Layout::kMinPairs ? min_sums(x, nb) : nullptr;
-  for_each_group<NG>(*m, a.y, a.threads,
-                     [&](auto count, const Layout* const* w, float* const* out) { dot(count, w, x, xm, nb, out); });
+  for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
+    K::template dot_groups<decltype(count)::value>(w, x, xm, nb, out);
+  });
   return Status::Ok();
 }
 
-template <class Layout, class Dot>
-Status run_kquant_row_pair(const MatVecArgs& a, Dot&& dot) {
+template <class K>
+Status run_kquant_row_pair(const MatVecArgs& a) {
+  using Layout = typename K::Layout;
   const auto* p = static_cast<const RowGroupPair<Layout>*>(a.prepared);
   if (!p || !(p->first.shape == a.shape)) return not_prepared_for(a.shape);
   const std::int64_t nb = p->first.blocks;
   const auto* x = static_cast<const BlockQ8K*>(a.x);
   const XMinSums* xm = Layout::kMinPairs ? min_sums(x, nb) : nullptr;
-  for_each_group_pair(*p, a.y, a.y2, a.threads,
-                      [&](auto count, const Layout* const* w, float* const* out) { dot(count, w, x, xm, nb, out); });
+  for_each_group_pair(*p, a.y, a.y2, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
+    K::template dot_groups<decltype(count)::value>(w, x, xm, nb, out);
+  });
   return Status::Ok();
+}
+
+// The registry records of family K: a matvec with NG streams per thread, or the fused
+// up+gate kernel on a repacked pair.
+template <class K, int NG>
+KernelRecord kquant_r8_record(const char* name, const char* description) {
+  return avx2_record<typename K::Layout>(OpKind::MatVec, name, K::kType, ActFormat::Q8_K, run_kquant_rows<K, NG>,
+                                         description);
+}
+
+template <class K>
+KernelRecord kquant_r8_up_gate_record(const char* name, const char* description) {
+  return avx2_record<typename K::Layout>(OpKind::FusedUpGate, name, K::kType, ActFormat::Q8_K, run_kquant_row_pair<K>,
+                                         description);
 }
 
 }  // namespace

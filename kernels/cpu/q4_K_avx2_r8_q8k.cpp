@@ -65,37 +65,29 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
-// dot_groups for the drivers of kquant_r8_avx2.h.
-constexpr auto dot = [](auto count, const BlockQ4_Kx8* const* w, const qmv::BlockQ8K* x, const XMinSums* xm,
-                        std::int64_t nb, float* const* out) { dot_groups<decltype(count)::value>(w, x, xm, nb, out); };
-
-template <int NG>
-qmv::Status run(const qmv::MatVecArgs& a) {
-  return qmv::interleave::run_kquant_rows<NG, BlockQ4_Kx8>(a, dot);
-}
-
-qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
-  return qmv::interleave::run_kquant_row_pair<BlockQ4_Kx8>(a, dot);
-}
-
-template <int NG>
-qmv::KernelRecord record(const char* name, const char* description) {
-  return qmv::interleave::avx2_record<BlockQ4_Kx8>(qmv::OpKind::MatVec, name, qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K,
-                                               run<NG>, description);
-}
+// The family's entry for the runs and records of kquant_r8_avx2.h.
+struct Q4K {
+  using Layout = BlockQ4_Kx8;
+  static constexpr qmv::WeightType kType = qmv::WeightType::Q4_K;
+  template <int NG>
+  static void dot_groups(const Layout* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
+                         float* const out[NG]) {
+    ::dot_groups<NG>(w, x, xm, nb, out);
+  }
+};
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(record<1>(
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 1>(
     "q4_K.cpu.avx2_r8_q8k",
     "Q4_K x Q8_K, AVX2, weights repacked once into eight-row interleaved super-blocks "
-    "(scales and mins a byte each): one float lane per row, one weight stream per thread"));
-QMV_REGISTER_KERNEL(record<2>(
+    "(scales and mins a byte each): one float lane per row, one weight stream per thread")));
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 2>(
     "q4_K.cpu.avx2_r8x2_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
-    "streams per thread (the two halves of its rows) sharing each activation load"));
-QMV_REGISTER_KERNEL(qmv::interleave::avx2_record<BlockQ4_Kx8>(
-    qmv::OpKind::FusedUpGate, "q4_K.cpu.avx2_r8_up_gate_q8k", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run_up_gate,
+    "streams per thread (the two halves of its rows) sharing each activation load")));
+QMV_REGISTER_KERNEL(qmv::interleave::kquant_r8_up_gate_record<Q4K>(
+    "q4_K.cpu.avx2_r8_up_gate_q8k",
     "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX2, both matrices repacked once into "
     "eight-row interleaved super-blocks: group g of each per step, two weight streams sharing "
     "each activation load, both outputs in one parallel region"));

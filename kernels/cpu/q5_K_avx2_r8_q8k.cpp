@@ -27,22 +27,14 @@ using qmv::interleave::XMinSums;
 constexpr int kPrefetchBytes = 1536;
 constexpr int kLinesPerQuarter = 6;
 
-// The fifth bits of bit position B of every byte of `bits`, at bit 4.
-template <int B>
-inline __m256i fifth_bits(__m256i bits, __m256i bit4) {
-  if constexpr (B < 4) return _mm256_and_si256(_mm256_slli_epi16(bits, 4 - B), bit4);
-  else if constexpr (B > 4) return _mm256_and_si256(_mm256_srli_epi16(bits, B - 4), bit4);
-  else return _mm256_and_si256(bits, bit4);
-}
-
 // Chunk 4h+C of a quarter: its 5-bit low- and high-nibble weights against their
 // activation quads, added into lo16 and hi16.
 template <int C>
 inline void chunk(const std::uint8_t* qs32, __m256i qh, const std::int8_t* xq, __m256i& lo16, __m256i& hi16) {
   const __m256i m4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs32));
-  const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), fifth_bits<2 * C>(qh, bit4));
-  const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), fifth_bits<2 * C + 1>(qh, bit4));
+  const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), qmv::interleave::bits_to_4<2 * C>(qh, bit4));
+  const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), qmv::interleave::bits_to_4<2 * C + 1>(qh, bit4));
   lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(lo, qmv::interleave::broadcast_quad(xq)));
   hi16 = _mm256_add_epi16(hi16, _mm256_maddubs_epi16(hi, qmv::interleave::broadcast_quad(xq + 32)));
 }
@@ -89,38 +81,30 @@ void dot_groups(const BlockQ5_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
-// dot_groups for the drivers of kquant_r8_avx2.h.
-constexpr auto dot = [](auto count, const BlockQ5_Kx8* const* w, const qmv::BlockQ8K* x, const XMinSums* xm,
-                        std::int64_t nb, float* const* out) { dot_groups<decltype(count)::value>(w, x, xm, nb, out); };
-
-template <int NG>
-qmv::Status run(const qmv::MatVecArgs& a) {
-  return qmv::interleave::run_kquant_rows<NG, BlockQ5_Kx8>(a, dot);
-}
-
-qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
-  return qmv::interleave::run_kquant_row_pair<BlockQ5_Kx8>(a, dot);
-}
-
-template <int NG>
-qmv::KernelRecord record(const char* name, const char* description) {
-  return qmv::interleave::avx2_record<BlockQ5_Kx8>(qmv::OpKind::MatVec, name, qmv::WeightType::Q5_K, qmv::ActFormat::Q8_K,
-                                               run<NG>, description);
-}
+// The family's entry for the runs and records of kquant_r8_avx2.h.
+struct Q5K {
+  using Layout = BlockQ5_Kx8;
+  static constexpr qmv::WeightType kType = qmv::WeightType::Q5_K;
+  template <int NG>
+  static void dot_groups(const Layout* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
+                         float* const out[NG]) {
+    ::dot_groups<NG>(w, x, xm, nb, out);
+  }
+};
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(record<1>(
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q5K, 1>(
     "q5_K.cpu.avx2_r8_q8k",
     "Q5_K x Q8_K, AVX2, weights repacked once into eight-row interleaved super-blocks "
     "(scales and mins a byte each, fifth bits four chunks per load): one float lane per row, "
-    "one weight stream per thread"));
-QMV_REGISTER_KERNEL(record<2>(
+    "one weight stream per thread")));
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q5K, 2>(
     "q5_K.cpu.avx2_r8x2_q8k",
     "Q5_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
-    "streams per thread (the two halves of its rows) sharing each activation load"));
-QMV_REGISTER_KERNEL(qmv::interleave::avx2_record<BlockQ5_Kx8>(
-    qmv::OpKind::FusedUpGate, "q5_K.cpu.avx2_r8_up_gate_q8k", qmv::WeightType::Q5_K, qmv::ActFormat::Q8_K, run_up_gate,
+    "streams per thread (the two halves of its rows) sharing each activation load")));
+QMV_REGISTER_KERNEL(qmv::interleave::kquant_r8_up_gate_record<Q5K>(
+    "q5_K.cpu.avx2_r8_up_gate_q8k",
     "fused FFN up+gate (y = W x, y2 = W2 x), Q5_K x Q8_K, AVX2, both matrices repacked once into "
     "eight-row interleaved super-blocks: group g of each per step, two weight streams sharing "
     "each activation load, both outputs in one parallel region"));

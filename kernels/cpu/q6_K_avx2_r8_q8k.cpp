@@ -27,14 +27,6 @@ using qmv::interleave::XMinSums;
 constexpr int kPrefetchBytes = 2048;
 constexpr int kLinesPerQuarter = 7;
 
-// The top 2 bits of every byte of `bits` from position B (0, 2, 4, 6) to bits 4-5.
-template <int B>
-inline __m256i top_bits(__m256i bits, __m256i bits45) {
-  if constexpr (B < 4) return _mm256_and_si256(_mm256_slli_epi16(bits, 4 - B), bits45);
-  else if constexpr (B > 4) return _mm256_and_si256(_mm256_srli_epi16(bits, B - 4), bits45);
-  else return _mm256_and_si256(bits, bits45);
-}
-
 // The vpshufb controls that spread, from a scale pair block broadcast to both halves,
 // the first (Second = false) or second scale of each row into the high bytes of both
 // int16 halves of its lane (the low bytes zero, for the arithmetic shift).
@@ -54,10 +46,10 @@ inline void chunk_pair(const BlockQ6_Kx8::Quarter& q, const std::int8_t* xq, __m
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.qh[V]));
   const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.ql[2 * V]));
   const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.ql[2 * V + 1]));
-  const __m256i a0 = _mm256_or_si256(_mm256_and_si256(v0, m4), top_bits<0>(qh, bits45));
-  const __m256i b0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), top_bits<2>(qh, bits45));
-  const __m256i a1 = _mm256_or_si256(_mm256_and_si256(v1, m4), top_bits<4>(qh, bits45));
-  const __m256i b1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), top_bits<6>(qh, bits45));
+  const __m256i a0 = _mm256_or_si256(_mm256_and_si256(v0, m4), qmv::interleave::bits_to_4<0>(qh, bits45));
+  const __m256i b0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), qmv::interleave::bits_to_4<2>(qh, bits45));
+  const __m256i a1 = _mm256_or_si256(_mm256_and_si256(v1, m4), qmv::interleave::bits_to_4<4>(qh, bits45));
+  const __m256i b1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), qmv::interleave::bits_to_4<6>(qh, bits45));
   using qmv::interleave::broadcast_quad;
   const __m256i sum_a = _mm256_add_epi16(_mm256_maddubs_epi16(a0, broadcast_quad(xq + 8 * V)),
                                          _mm256_maddubs_epi16(a1, broadcast_quad(xq + 8 * V + 4)));
@@ -113,26 +105,24 @@ void dot_groups(const BlockQ6_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
-template <int NG>
-qmv::Status run(const qmv::MatVecArgs& a) {
-  return qmv::interleave::run_kquant_rows<NG, BlockQ6_Kx8>(
-      a, [](auto count, const BlockQ6_Kx8* const* w, const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
-            float* const* out) { dot_groups<decltype(count)::value>(w, x, xm, nb, out); });
-}
-
-template <int NG>
-qmv::KernelRecord record(const char* name, const char* description) {
-  return qmv::interleave::avx2_record<BlockQ6_Kx8>(qmv::OpKind::MatVec, name, qmv::WeightType::Q6_K, qmv::ActFormat::Q8_K,
-                                               run<NG>, description);
-}
+// The family's entry for the runs and records of kquant_r8_avx2.h.
+struct Q6K {
+  using Layout = BlockQ6_Kx8;
+  static constexpr qmv::WeightType kType = qmv::WeightType::Q6_K;
+  template <int NG>
+  static void dot_groups(const Layout* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
+                         float* const out[NG]) {
+    ::dot_groups<NG>(w, x, xm, nb, out);
+  }
+};
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(record<1>(
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q6K, 1>(
     "q6_K.cpu.avx2_r8_q8k",
     "Q6_K x Q8_K, AVX2, weights repacked once into eight-row interleaved super-blocks "
-    "(top 2 bits two chunks per load, scales paired): one float lane per row, one weight stream per thread"));
-QMV_REGISTER_KERNEL(record<2>(
+    "(top 2 bits two chunks per load, scales paired): one float lane per row, one weight stream per thread")));
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q6K, 2>(
     "q6_K.cpu.avx2_r8x2_q8k",
     "Q6_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
-    "streams per thread (the two halves of its rows) sharing each activation load"));
+    "streams per thread (the two halves of its rows) sharing each activation load")));
