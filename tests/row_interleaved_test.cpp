@@ -266,7 +266,8 @@ TEST(RowInterleaved, KQuantsMatchTheExactDotOnEveryRemainder) {
 }
 
 // Random weights of a row-interleaved type: every byte random, then finite fp16 scales
-// of both signs where a block keeps them (legacy: d, and m for the _1 types; Q4_K, Q5_K: d, dmin).
+// of both signs where a block keeps them (legacy: d, and m for the _1 types; Q4_K, Q5_K: d,
+// dmin; Q6_K: d).
 std::vector<std::uint8_t> random_weights(WeightType type, Shape s, std::mt19937& rng) {
   if (block_values(type) == kSuperBlock) return random_k_quant(type, s, rng);
   std::vector<std::uint8_t> w(row_bytes(type, s.cols) * static_cast<std::size_t>(s.rows));
