@@ -18,6 +18,7 @@
 #include "harness/peak.h"
 #include "kernels/availability.h"
 #include "kernels/cpu_tiling.h"
+#include "kernels/weight_memory.h"
 #ifdef QMV_HAVE_CUDA
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/quantize_q8_1.h"
@@ -33,19 +34,17 @@ struct Point {
   std::string name;  // unique benchmark name
 };
 
-struct FreeDeleter {
-  void operator()(std::uint8_t* p) const { std::free(p); }
-};
-
 // Random valid blocks of one weight type, several times the last-level cache. A
 // matrix of that type is just its rows' blocks back to back, so every shape is a
 // window into the arena: a cold call reads the window after the previous call's, and
 // the window it reads was last touched a whole arena ago, long evicted. One arena per
 // type serves every point, which is what lets repetitions of different points
-// interleave without re-filling gigabytes in between.
+// interleave without re-filling gigabytes in between. Weight memory, as the kernels'
+// prepared copies and the peak's buffer: the same pages for every read timed.
 struct WeightArena {
   std::size_t bytes = 0;
-  std::unique_ptr<std::uint8_t, FreeDeleter> data;
+  WeightMemory memory;
+  std::uint8_t* data() const { return static_cast<std::uint8_t*>(memory.data()); }
 };
 
 WeightArena make_arena(WeightType type, std::size_t min_bytes, std::uint64_t seed) {
@@ -55,10 +54,9 @@ WeightArena make_arena(WeightType type, std::size_t min_bytes, std::uint64_t see
   const auto tile = random_quantized_matrix(type, tile_shape, seed);
   WeightArena a;
   a.bytes = (min_bytes / tile.size() + 1) * tile.size();
-  a.data.reset(static_cast<std::uint8_t*>(std::aligned_alloc(64, (a.bytes + 63) / 64 * 64)));
-  if (!a.data) throw std::bad_alloc();
+  a.memory = WeightMemory(a.bytes);
   for (std::size_t off = 0; off < a.bytes; off += tile.size())
-    std::memcpy(a.data.get() + off, tile.data(), tile.size());
+    std::memcpy(a.data() + off, tile.data(), tile.size());
   return a;
 }
 
@@ -282,7 +280,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     args.threads = pt.threads;
     benchmark::RegisterBenchmark(
         pt.name.c_str(),
-        [spec = pt.spec, base = arena.data.get(), stride, slots, fused, args, rotation](benchmark::State& st) mutable {
+        [spec = pt.spec, base = arena.data(), stride, slots, fused, args, rotation](benchmark::State& st) mutable {
           if (spec->prepare) {
             if (const Status s = rotation->ensure(*spec, args, base, stride, slots); !s.ok()) {
               st.SkipWithError(("preparing the weights: " + s.error).c_str());

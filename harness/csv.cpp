@@ -208,15 +208,14 @@ std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r) 
 }
 
 std::vector<std::string> peak_header(bool gpu_columns) {
-  std::vector<std::string> h = with_context(
-      kContextColumns, {"threads", "buffer_bytes", "repetitions", "gbps_best", "gbps_median", "read_loop", "command"});
+  std::vector<std::string> h = with_context(kContextColumns, {"threads", "buffer_bytes", "repetitions", "gbps_best",
+                                                              "gbps_median", "read_loop", "huge_page_pct", "command"});
   return gpu_columns ? before_command(std::move(h), kGpuPeakColumns) : h;
 }
 
-std::vector<std::string> legacy_peak_header(bool gpu_columns) {
-  std::vector<std::string> h =
-      with_context(kContextColumns, {"threads", "buffer_bytes", "repetitions", "gbps_best", "gbps_median", "command"});
-  return gpu_columns ? before_command(std::move(h), kGpuPeakColumns) : h;
+std::vector<std::vector<std::string>> legacy_peak_headers(bool gpu_columns) {
+  const std::vector<std::string> before_pages = without(peak_header(gpu_columns), "huge_page_pct", "huge_page_pct");
+  return {before_pages, without(before_pages, "read_loop", "read_loop")};
 }
 
 namespace {
@@ -249,7 +248,8 @@ std::vector<std::string> sweep_bench_fields(const RunContext& ctx, const BenchRo
 std::vector<std::string> peak_fields(const RunContext& ctx, const PeakRow& r, bool gpu_columns) {
   std::vector<std::string> f = with_context(
       context_fields(ctx), {std::to_string(r.threads), std::to_string(r.buffer_bytes), std::to_string(r.repetitions),
-                            num(r.gbps_best), num(r.gbps_median), r.read_loop, ctx.command});
+                            num(r.gbps_best), num(r.gbps_median), r.read_loop,
+                            r.huge_page_pct >= 0 ? num(r.huge_page_pct) : std::string(), ctx.command});
   if (!gpu_columns) return f;
   return before_command(std::move(f), {r.device, r.datasheet_gbps > 0 ? num(r.datasheet_gbps) : std::string()});
 }
@@ -308,8 +308,11 @@ CsvKind detect_csv_kind(const std::string& path) {
       if (first == join(h)) return CsvKind::Bench;
   }
   if (first == join(check_header())) return CsvKind::Check;
-  for (bool gpu : {false, true})
-    if (first == join(peak_header(gpu)) || first == join(legacy_peak_header(gpu))) return CsvKind::Peak;
+  for (bool gpu : {false, true}) {
+    if (first == join(peak_header(gpu))) return CsvKind::Peak;
+    for (const auto& h : legacy_peak_headers(gpu))
+      if (first == join(h)) return CsvKind::Peak;
+  }
   if (first == join(sweep_header())) return CsvKind::Sweep;
   for (const auto& h : legacy_sweep_headers())
     if (first == join(h)) return CsvKind::Sweep;
@@ -408,10 +411,11 @@ std::vector<CheckRow> read_check_csv(const std::string& path) {
 }
 
 std::vector<PeakRow> read_peak_csv(const std::string& path) {
-  // The CPU columns, then the optional ones: the GPU's (as kGpuPeakColumns), read_loop.
-  static constexpr std::array<const char*, 8> kNames = {"threads",     "buffer_bytes", "repetitions",
-                                                        "gbps_best",   "gbps_median",  "device",
-                                                        "datasheet_gbps", "read_loop"};
+  // The CPU columns, then the optional ones: the GPU's (as kGpuPeakColumns), read_loop,
+  // huge_page_pct.
+  static constexpr std::array<const char*, 9> kNames = {"threads",        "buffer_bytes", "repetitions",
+                                                        "gbps_best",      "gbps_median",  "device",
+                                                        "datasheet_gbps", "read_loop",    "huge_page_pct"};
   std::vector<PeakRow> rows;
   csv_columns::read(path, "peak", kNames, 5, [&](const Fields& f) {
     PeakRow r;
@@ -423,6 +427,7 @@ std::vector<PeakRow> read_peak_csv(const std::string& path) {
     if (!f["device"].empty()) r.device = f["device"];
     r.datasheet_gbps = f.number<double>("datasheet_gbps");
     r.read_loop = f["read_loop"];
+    if (!f["huge_page_pct"].empty()) r.huge_page_pct = f.number<double>("huge_page_pct");
     rows.push_back(std::move(r));
   });
   return rows;

@@ -88,6 +88,7 @@ struct PeakRow {
   std::string device = "cpu";
   double datasheet_gbps = 0;
   std::string read_loop = {};  // empty in files from before the read-loop family
+  double huge_page_pct = -1;    // of the buffer in huge pages; negative: unknown (GPU rows, older files)
 };
 
 // Quotes a field when it holds a comma, quote or newline (RFC 4180).
@@ -123,9 +124,10 @@ std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, 
 std::vector<std::string> check_header();
 std::vector<std::string> check_fields(const RunContext& ctx, const CheckRow& r);
 // With gpu_columns (a machine with a CUDA device), `device` and `datasheet_gbps`. Files
-// written before the `read_loop` column (legacy_peak_header) are still read, it empty.
+// written before the `huge_page_pct` column, or also before `read_loop`
+// (legacy_peak_headers, newest first), are still read, the columns they lack empty.
 std::vector<std::string> peak_header(bool gpu_columns = false);
-std::vector<std::string> legacy_peak_header(bool gpu_columns = false);
+std::vector<std::vector<std::string>> legacy_peak_headers(bool gpu_columns = false);
 // A sweep row: the CPU bench columns but prepare_us and prepared_bytes, then
 // experiment, model_op, status, reason, the check results and the Slurm job
 // (slurm_job_id, slurm_array_task_id, slurm_node; harness/experiment.h writes and

@@ -14,6 +14,7 @@
 #include "harness/machine.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel.h"
+#include "kernels/weight_memory.h"
 #ifdef QMV_HAVE_CUDA
 #include "kernels/cuda/cuda_device.h"
 #endif
@@ -182,12 +183,10 @@ PeakResult measure_read_bandwidth(int threads, int repetitions, const std::strin
   }
   repetitions = std::max(repetitions, 1);
   const std::size_t words = (buffer_bytes ? buffer_bytes : cold_buffer_bytes()) / sizeof(std::uint64_t);
-  // Page-aligned, so every loop's loads start on cache lines, as a kernel's weights do.
-  struct FreeAligned {
-    void operator()(std::uint64_t* p) const { ::operator delete[](p, std::align_val_t(4096)); }
-  };
-  std::unique_ptr<std::uint64_t[], FreeAligned> buf(
-      static_cast<std::uint64_t*>(::operator new[](words * sizeof(std::uint64_t), std::align_val_t(4096))));
+  // Weight memory, as the kernels read: the same pages (huge where granted), so the
+  // ceiling is the one their reads meet.
+  WeightMemory memory(words * sizeof(std::uint64_t));
+  auto* buf = static_cast<std::uint64_t*>(memory.data());
   // First touch by the threads that will read it, so pages land on their node.
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::size_t i = 0; i < words; ++i) buf[i] = i;
@@ -196,7 +195,7 @@ PeakResult measure_read_bandwidth(int threads, int repetitions, const std::strin
   const double gigabytes = static_cast<double>(words * sizeof(std::uint64_t)) / 1e9;
   const auto timed_pass = [&](const ReadLoop& loop) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::uint64_t total = read_with_threads(loop, buf.get(), words, threads);
+    const std::uint64_t total = read_with_threads(loop, buf, words, threads);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;
     return gigabytes / s;
@@ -223,6 +222,7 @@ PeakResult measure_read_bandwidth(int threads, int repetitions, const std::strin
   PeakResult result;
   result.threads = threads;
   result.bytes = words * sizeof(std::uint64_t);
+  result.huge_page_share = huge_page_share(buf, result.bytes);
   for (std::size_t i = 0; i < loops.size(); ++i)
     result.loops.push_back({loops[i].name, *std::max_element(gbps[i].begin(), gbps[i].end()), median_of(gbps[i]),
                             static_cast<int>(gbps[i].size())});

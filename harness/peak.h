@@ -42,6 +42,7 @@ struct PeakResult {
   double median_gbps = 0; // the winning loop's median
   int repetitions = 0;
   std::string read_loop;  // the winning loop (ReadLoop::name)
+  double huge_page_share = -1;  // of the buffer in huge pages, 0..1; negative: unknown
   std::vector<ReadLoopSpeed> loops;  // every loop timed, best first
 };
 

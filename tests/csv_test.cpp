@@ -185,15 +185,50 @@ TEST(Csv, CheckAndPeakRowsRoundTrip) {
   EXPECT_FALSE(back[0].passed);
 
   const std::string ppath = temp_path("peak.csv");
+  PeakRow paged{2, 1 << 30, 7, 17.5, 16.25};
+  paged.read_loop = "avx2.s4.pf512";
+  paged.huge_page_pct = 87.5;
   {
     CsvWriter w(ppath, peak_header(), false);
-    w.write(peak_fields(ctx, PeakRow{2, 1 << 30, 7, 17.5, 16.25}));
+    w.write(peak_fields(ctx, paged));
+    w.write(peak_fields(ctx, PeakRow{1, 1 << 30, 7, 9.5, 9.25}));  // pages unknown
   }
   EXPECT_EQ(detect_csv_kind(ppath), CsvKind::Peak);
   const auto peaks = read_peak_csv(ppath);
-  ASSERT_EQ(peaks.size(), 1u);
+  ASSERT_EQ(peaks.size(), 2u);
   EXPECT_EQ(peaks[0].threads, 2);
   EXPECT_EQ(peaks[0].gbps_best, 17.5);
+  EXPECT_EQ(peaks[0].read_loop, "avx2.s4.pf512");
+  EXPECT_EQ(peaks[0].huge_page_pct, 87.5);
+  EXPECT_LT(peaks[1].huge_page_pct, 0);
+}
+
+// Peak files from before the huge_page_pct column, and from before read_loop too, are
+// still peak files, read with those columns empty.
+TEST(Csv, OlderPeakFilesReadWithoutTheNewerColumns) {
+  const RunContext ctx = current_context("qmvlab peak");
+  const PeakRow row{2, 1 << 30, 7, 17.5, 16.25, "cpu", 0, "avx512.s8", 100};
+  const std::vector<std::string> fields = peak_fields(ctx, row);
+  const std::vector<std::string> header = peak_header();
+  for (const auto& legacy : legacy_peak_headers()) {
+    const std::string path = temp_path("old-peak.csv");
+    {
+      CsvWriter w(path, legacy, false);
+      std::vector<std::string> f;
+      for (const std::string& column : legacy)
+        f.push_back(fields[std::find(header.begin(), header.end(), column) - header.begin()]);
+      w.write(f);
+    }
+    SCOPED_TRACE(fmt::format("{} columns", legacy.size()));
+    EXPECT_EQ(detect_csv_kind(path), CsvKind::Peak);
+    const auto back = read_peak_csv(path);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].gbps_best, 17.5);
+    EXPECT_LT(back[0].huge_page_pct, 0);
+    const bool has_loop = std::find(legacy.begin(), legacy.end(), "read_loop") != legacy.end();
+    EXPECT_EQ(back[0].read_loop, has_loop ? "avx512.s8" : "");
+  }
+  EXPECT_EQ(legacy_peak_headers().size(), 2u);
 }
 
 // The context names the Slurm job it runs in: an array task by the array's id and its

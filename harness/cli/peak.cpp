@@ -77,9 +77,12 @@ std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, c
     const PeakResult p = measure_read_bandwidth(t, reps, read_loop);
     PeakRow row{t, static_cast<std::int64_t>(p.bytes), p.repetitions, p.best_gbps, p.median_gbps};
     row.read_loop = p.read_loop;
-    fmt::print("peak read bandwidth, {} thread{}: {:.2f} GB/s (best of {}, median {:.2f}), read loop {}{}\n", t,
+    if (p.huge_page_share >= 0) row.huge_page_pct = 100 * p.huge_page_share;
+    fmt::print("peak read bandwidth, {} thread{}: {:.2f} GB/s (best of {}, median {:.2f}), read loop {}{}{}\n", t,
                t == 1 ? "" : "s", p.best_gbps, p.repetitions, p.median_gbps, p.read_loop,
-               p.loops.size() > 1 ? fmt::format(" of {} screened", p.loops.size()) : "");
+               p.loops.size() > 1 ? fmt::format(" of {} screened", p.loops.size()) : "",
+               p.huge_page_share >= 0 ? fmt::format(", {:.0f}% of the buffer in huge pages", 100 * p.huge_page_share)
+                                      : "");
     if (all_loops) {
       for (const ReadLoopSpeed& l : p.loops)
         fmt::print("  {:<18} best {:6.2f} GB/s, median {:6.2f} ({} pass{})\n", l.name, l.best_gbps, l.median_gbps,

@@ -2,6 +2,8 @@
 // byte moves, shared by the kernels of every ISA level that read the layout.
 #include "row_interleaved.h"
 
+#include "kernels/weight_memory.h"
+
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -109,10 +111,16 @@ void fill(BlockQ6_Kx8& o, int r, const BlockQ6K& in) {
       }
 }
 
+// The bytes of a matrix's interleaved data.
+template <class Layout>
+std::size_t data_bytes(const RowGroups<Layout>& m) {
+  return static_cast<std::size_t>(m.groups * m.blocks) * sizeof(Layout);
+}
+
 // Frees a matrix's interleaved data (nothing for one never made).
 template <class Layout>
 void free_groups(const RowGroups<Layout>& m) {
-  std::free(const_cast<Layout*>(m.data));
+  free_weight_memory(const_cast<Layout*>(m.data), data_bytes(m));
 }
 
 // The interleaved copy of the matrix at w (shape, w_bytes), the last group padded with
@@ -130,7 +138,7 @@ Status make_groups(Shape shape, const void* w, std::size_t w_bytes, RowGroups<La
   const std::size_t bytes = static_cast<std::size_t>(groups * blocks) * sizeof(Layout);
   if (w_bytes < static_cast<std::size_t>(shape.rows * blocks) * sizeof(Block))
     return Status::Error(fmt::format("{} row interleave: the weights are shorter than the shape", type));
-  auto* dst = static_cast<Layout*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  auto* dst = static_cast<Layout*>(alloc_weight_memory(bytes));
   if (!dst) return Status::Error(fmt::format("out of memory for the {} row-interleaved copy", type));
   const auto* src = static_cast<const Block*>(w);
   const std::int64_t rows = shape.rows;
@@ -144,11 +152,6 @@ Status make_groups(Shape shape, const void* w, std::size_t w_bytes, RowGroups<La
   }
   out = {shape, groups, blocks, dst};
   return Status::Ok();
-}
-
-template <class Layout>
-std::size_t data_bytes(const RowGroups<Layout>& m) {
-  return static_cast<std::size_t>(m.groups * m.blocks) * sizeof(Layout);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
+#include "kernels/weight_memory.h"
 
 namespace qmv {
 namespace {
@@ -162,6 +163,9 @@ Status prepare_repacked(const MatVecArgs& a, PreparedWeights* out) {
     free_repacked(m);
     return Status::Error("ggml has no repacked layout for this type and shape on this CPU");
   }
+  // ggml's buffer on the pages our weights get (kernels/weight_memory.h), advised before
+  // the first write, so the comparison is of kernels and not of page sizes.
+  advise_huge_pages(ggml_backend_buffer_get_base(m->buffer), bytes);
   ggml_backend_tensor_set(m->tensor, a.w, 0, ggml_nbytes(m->tensor));
   *out = {m, bytes};
   return Status::Ok();
