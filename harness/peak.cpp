@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <memory>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>

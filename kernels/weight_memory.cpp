@@ -18,10 +18,12 @@ namespace {
 std::uintptr_t round_up(std::uintptr_t v, std::uintptr_t to) { return (v + to - 1) / to * to; }
 
 // QMV_HUGE_PAGES=off asks for ordinary pages instead (MADV_NOHUGEPAGE), to measure
-// what the huge pages are worth or to read as a program that never asks for them.
+// what the huge pages are worth or to read as a program that never asks for them; a
+// value that is neither "on" nor "off" the command line refuses
+// (huge_pages_setting_error).
 bool huge_pages_wanted() {
   static const bool wanted = [] {
-    const char* v = std::getenv("QMV_HUGE_PAGES");
+    const char* v = std::getenv(kHugePagesEnv);
     return !(v && std::string_view(v) == "off");
   }();
   return wanted;
@@ -37,6 +39,12 @@ bool mapped_on_its_own(std::size_t bytes) {
 }
 
 }  // namespace
+
+std::string huge_pages_setting_error() {
+  const char* v = std::getenv(kHugePagesEnv);
+  if (!v || std::string_view(v) == "on" || std::string_view(v) == "off") return {};
+  return std::string(kHugePagesEnv) + "='" + v + "': expected on or off";
+}
 
 void* alloc_weight_memory(std::size_t bytes) {
   if (bytes == 0) bytes = 1;

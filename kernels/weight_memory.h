@@ -10,8 +10,17 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace qmv {
+
+// The environment variable that chooses the pages: unset or "on", huge where granted;
+// "off", ordinary.
+inline constexpr const char* kHugePagesEnv = "QMV_HUGE_PAGES";
+
+// Why the environment's QMV_HUGE_PAGES is not a setting ("" when it is unset, "on" or
+// "off"), for the command line to refuse it before anything is allocated.
+std::string huge_pages_setting_error();
 
 // Buffers of at least this many bytes get their own huge-page-advised mapping; smaller
 // ones come from the heap, 64-byte aligned (a mapping each would waste a huge page on

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "kernels/weight_memory.h"
+#include "tests/cli_run.h"
 
 namespace qmv {
 namespace {
@@ -67,6 +69,18 @@ TEST(WeightMemory, OwnerMovesAndFreesOnce) {
   c = std::move(b);  // frees c's own buffer, takes b's
   EXPECT_EQ(c.data(), p);
   expect_holds_random_words(c.data(), c.bytes(), std::random_device{}());
+}
+
+// QMV_HUGE_PAGES takes on or off; anything else is refused before a command runs.
+TEST(WeightMemory, TheCommandLineRefusesAnUnknownPagesSetting) {
+  for (const char* ok : {"on", "off"}) {
+    ::setenv(kHugePagesEnv, ok, 1);
+    const testing::CliRun r = testing::qmvlab("list --machine");
+    EXPECT_EQ(r.code, 0) << ok << ": " << r.output;
+  }
+  ::setenv(kHugePagesEnv, "of", 1);
+  testing::expect_error("list --machine", "QMV_HUGE_PAGES='of': expected on or off");
+  ::unsetenv(kHugePagesEnv);
 }
 
 #if defined(__linux__)

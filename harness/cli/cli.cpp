@@ -10,6 +10,7 @@
 #include "harness/cli/command.h"
 #include "harness/machine.h"
 #include "kernels/cpu_features.h"
+#include "kernels/weight_memory.h"
 
 namespace qmv {
 namespace {
@@ -56,10 +57,11 @@ std::string apply_cpu_feature_mask(int argc, char** argv) {
 }  // namespace
 
 int run_cli(int argc, char** argv) {
-  if (const std::string error = apply_cpu_feature_mask(argc, argv); !error.empty()) {
-    fmt::print(stderr, "qmvlab: {}\n", error);
-    return 2;
-  }
+  for (const std::string& error : {apply_cpu_feature_mask(argc, argv), huge_pages_setting_error()})
+    if (!error.empty()) {
+      fmt::print(stderr, "qmvlab: {}\n", error);
+      return 2;
+    }
   CLI::App app{
       "qmvlab: which quantized GEMV kernel is fastest and accurate enough, on this machine.\n"
       "Kernels are GGUF K-quant matvec plugins; every subcommand reads the registry."};
