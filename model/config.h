@@ -71,14 +71,15 @@ ModelConfig read_config(const gguf::File& f);
 // naming the tensor.
 ModelWeights bind_weights(const gguf::File& f, const ModelConfig& c);
 
-// A model ready to run: the mapped file, its configuration and its weights (views
-// into the file, so it is neither copied nor moved).
+// A model ready to run: the opened file (mapped, or loaded into weight memory), its
+// configuration and its weights (views into the file, so it is neither copied nor
+// moved).
 struct LoadedModel {
   gguf::File file;
   ModelConfig config;
   ModelWeights weights;
-  explicit LoadedModel(const std::string& path)
-      : file(gguf::File::open(path)), config(read_config(file)), weights(bind_weights(file, config)) {}
+  explicit LoadedModel(const std::string& path, gguf::Residence residence = gguf::Residence::Mapped)
+      : file(gguf::File::open(path, residence)), config(read_config(file)), weights(bind_weights(file, config)) {}
   LoadedModel(const LoadedModel&) = delete;
   LoadedModel& operator=(const LoadedModel&) = delete;
 };

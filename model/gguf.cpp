@@ -9,7 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <new>
 #include <sstream>
+
+#include "kernels/weight_memory.h"
 
 namespace qmv::gguf {
 
@@ -140,7 +144,28 @@ Value read_scalar(Cursor& c, ValueType t, const char* what) {
 
 }  // namespace
 
-File File::open(const std::string& path) {
+namespace {
+
+// The whole of `fd` (`size` bytes) read into weight memory.
+std::shared_ptr<WeightMemory> read_into_weight_memory(int fd, std::size_t size, const std::string& path) {
+  auto copy = std::make_shared<WeightMemory>(size);
+  auto* out = static_cast<std::uint8_t*>(copy->data());
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw GgufError(path + ": cannot read: " + std::strerror(errno));
+    if (n == 0)
+      throw GgufError(path + ": the file ended at byte " + std::to_string(done) + " of " + std::to_string(size) +
+                      " while it was read");
+    done += static_cast<std::size_t>(n);
+  }
+  return copy;
+}
+
+}  // namespace
+
+File File::open(const std::string& path, Residence residence) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw GgufError(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -153,12 +178,29 @@ File File::open(const std::string& path) {
     ::close(fd);
     throw GgufError(path + ": empty file");
   }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) throw GgufError(path + ": cannot map: " + std::strerror(errno));
   File f;
-  f.mapping_ = std::shared_ptr<void>(map, [size](void* p) { munmap(p, size); });
-  f.bytes_ = {static_cast<const std::uint8_t*>(map), size};
+  f.residence_ = residence;
+  if (residence == Residence::Loaded) {
+    std::shared_ptr<WeightMemory> copy;
+    try {
+      copy = read_into_weight_memory(fd, size, path);
+    } catch (const std::bad_alloc&) {
+      ::close(fd);
+      throw GgufError(path + ": not enough memory to load its " + std::to_string(size) + " bytes");
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    f.bytes_ = {static_cast<const std::uint8_t*>(copy->data()), size};
+    f.mapping_ = std::move(copy);
+  } else {
+    void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) throw GgufError(path + ": cannot map: " + std::strerror(errno));
+    f.mapping_ = std::shared_ptr<void>(map, [size](void* p) { munmap(p, size); });
+    f.bytes_ = {static_cast<const std::uint8_t*>(map), size};
+  }
   try {
     f.parse_all();
   } catch (const GgufError& e) {

@@ -65,11 +65,18 @@ struct Tensor {
   const std::uint8_t* data = nullptr;  // view into the file
 };
 
+// Where an opened file's bytes live. Mapped: the file's mapping, read in place from
+// the page cache (4 KiB pages; what inspecting a model needs). Loaded: read once into
+// weight memory (kernels/weight_memory.h: 2 MiB pages where granted), so matvecs that
+// read the weights in place stream them as the bench's arenas are streamed, at the
+// cost of reading the whole file at open and holding a copy beside the page cache.
+enum class Residence { Mapped, Loaded };
+
 class File {
  public:
-  // Memory-maps and validates `path`. Throws GgufError (or a system error message
-  // for an unreadable path).
-  static File open(const std::string& path);
+  // Opens and validates `path`. Throws GgufError (or a system error message for an
+  // unreadable path).
+  static File open(const std::string& path, Residence residence = Residence::Mapped);
   // Validates bytes already in memory; the caller keeps them alive (tests, fuzzing).
   static File parse(std::span<const std::uint8_t> bytes);
 
@@ -77,6 +84,8 @@ class File {
   std::uint32_t alignment() const { return alignment_; }
   std::size_t data_offset() const { return data_offset_; }
   std::size_t size() const { return bytes_.size(); }
+  const std::uint8_t* data() const { return bytes_.data(); }
+  Residence residence() const { return residence_; }
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const Tensor* find_tensor(std::string_view name) const;
   // Keys in file order, and lookup.
@@ -92,7 +101,8 @@ class File {
   double array_number(const Value& array, std::uint64_t index) const;
 
  private:
-  std::shared_ptr<void> mapping_;  // keeps the mmap alive for open()
+  std::shared_ptr<void> mapping_;  // keeps open()'s mapping or loaded copy alive
+  Residence residence_ = Residence::Mapped;
   std::span<const std::uint8_t> bytes_;
   std::uint32_t version_ = 0;
   std::uint32_t alignment_ = 32;

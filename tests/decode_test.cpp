@@ -123,6 +123,21 @@ TEST(Forward, KernelChoicesAgreeWithinTheirArithmetic) {
   EXPECT_LE(between, loss);
 }
 
+TEST(Forward, WeightsLoadedIntoWeightMemoryGiveTheMappedLogitsBitForBit) {
+  std::mt19937 rng(fresh_seed());
+  const std::string path = toy_model("llama", "q4_K_m");
+  const LoadedModel mapped(path), loaded(path, gguf::Residence::Loaded);
+  EXPECT_EQ(mapped.file.residence(), gguf::Residence::Mapped);
+  ASSERT_EQ(loaded.file.residence(), gguf::Residence::Loaded);
+  // A copy, not the mapping: the forward built on it reads other addresses.
+  ASSERT_EQ(loaded.file.size(), mapped.file.size());
+  EXPECT_NE(loaded.file.data(), mapped.file.data());
+  EXPECT_EQ(std::memcmp(loaded.file.data(), mapped.file.data(), mapped.file.size()), 0);
+  const auto tokens = random_tokens(6, mapped.config.vocab_size, rng);
+  const std::string plan = "auto";
+  EXPECT_EQ(run_logits(loaded, plan, 2, tokens), run_logits(mapped, plan, 2, tokens));
+}
+
 TEST(Forward, RepackedKernelsAreMadeAtLoadAndAgree) {
   const KernelSpec* r8 = global_registry().find("q4_K.cpu.avx2_r8x2_q8k");
   ASSERT_NE(r8, nullptr);
@@ -239,6 +254,13 @@ TEST(DecodeCli, JsonAndCsvRecordTheRun) {
   EXPECT_EQ(j["decode_steps"], 6);
   EXPECT_GT(j["decode_tok_s"].get<double>(), 0.0);
   EXPECT_EQ(j["threads"], 1);
+  EXPECT_EQ(j["weights_in"], "weight memory");  // the CPU's default
+  EXPECT_GT(j["load_s"].get<double>(), 0.0);
+  const nlohmann::json mapped = decode_json("--model " + model + " --prompt-tokens 256,40,41,42 -n 7 --ignore-eos "
+                                            "--no-peak --quiet --threads 1 --mmap");
+  EXPECT_EQ(mapped["weights_in"], "mapping");
+  EXPECT_FALSE(mapped.contains("huge_page_pct"));
+  EXPECT_EQ(mapped["generated_tokens"], j["generated_tokens"]);
 
   const std::string csv = tmp("decode.csv");
   std::filesystem::remove(csv);

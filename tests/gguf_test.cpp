@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -88,21 +90,53 @@ TEST(Gguf, EveryMalformedCorpusFileIsRefusedWithItsReason) {
     const std::string stem = entry.path().stem().string();
     if (stem.rfind("valid", 0) == 0) {
       EXPECT_NO_THROW(File::open(entry.path().string())) << stem;
+      EXPECT_NO_THROW(File::open(entry.path().string(), Residence::Loaded)) << stem;
       continue;
     }
     ++seen;
     const auto want = expected.find(stem);
     ASSERT_NE(want, expected.end()) << "corpus file without an expected message: " << stem;
-    try {
-      File::open(entry.path().string());
-      ADD_FAILURE() << stem << " was accepted";
-    } catch (const GgufError& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find(want->second), std::string::npos) << stem << ": " << msg;
-      EXPECT_NE(msg.find(stem), std::string::npos) << "the error names the file: " << msg;
+    for (const Residence residence : {Residence::Mapped, Residence::Loaded}) {
+      try {
+        File::open(entry.path().string(), residence);
+        ADD_FAILURE() << stem << " was accepted";
+      } catch (const GgufError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(want->second), std::string::npos) << stem << ": " << msg;
+        EXPECT_NE(msg.find(stem), std::string::npos) << "the error names the file: " << msg;
+      }
     }
   }
   EXPECT_EQ(seen, static_cast<int>(expected.size()));
+}
+
+// A file larger than a huge page, loaded: its bytes land in weight memory (2 MiB
+// aligned), every tensor views the copy, and the copy is the file.
+TEST(Gguf, ALoadedFileIsACopyInWeightMemory) {
+  auto bytes = read_bytes(kCorpus + "/valid.gguf");
+  ASSERT_FALSE(bytes.empty());
+  std::mt19937 gen(std::random_device{}());
+  const std::size_t padding = (std::size_t{5} << 20) + std::uniform_int_distribution<std::size_t>(0, 4095)(gen);
+  for (std::size_t i = 0; i < padding; ++i) bytes.push_back(static_cast<std::uint8_t>(gen()));  // after the data
+  const std::string path = (std::filesystem::temp_directory_path() / "qmv-gguf-loaded-test.gguf").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  const File mapped = File::open(path), loaded = File::open(path, Residence::Loaded);
+  std::filesystem::remove(path);
+  EXPECT_EQ(loaded.residence(), Residence::Loaded);
+  ASSERT_EQ(loaded.size(), bytes.size());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(loaded.data()) % (std::uintptr_t{2} << 20), 0u);
+  EXPECT_EQ(std::memcmp(loaded.data(), bytes.data(), bytes.size()), 0);
+  ASSERT_EQ(loaded.tensors().size(), mapped.tensors().size());
+  for (std::size_t i = 0; i < loaded.tensors().size(); ++i) {
+    const Tensor &l = loaded.tensors()[i], &m = mapped.tensors()[i];
+    EXPECT_EQ(l.name, m.name);
+    EXPECT_EQ(l.data - loaded.data(), m.data - mapped.data()) << l.name;
+    EXPECT_EQ(std::memcmp(l.data, m.data, l.bytes), 0) << l.name;
+  }
+  EXPECT_EQ(loaded.get_string("general.architecture"), "llama");
 }
 
 TEST(Gguf, EveryTruncationIsAnErrorNeverACrash) {

@@ -96,7 +96,8 @@ bool TuneCommand::chosen() const { return o_.cmd->parsed(); }
 
 int TuneCommand::run(const std::string&) {
   const Options& o = o_;
-  const LoadedModel m(o.model);
+  // Loaded as `decode` loads it, so the decode comparison reads weights as decode does.
+  const LoadedModel m(o.model, o.no_decode ? gguf::Residence::Mapped : gguf::Residence::Loaded);
   const ModelConfig& c = m.config;
   const ModelWeights& w = m.weights;
   const std::string stem = std::filesystem::path(o.model).stem().string();
