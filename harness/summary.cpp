@@ -600,7 +600,8 @@ std::string context_lines(const ResultsSummary& s, bool md) {
   if (!s.has_peak) peak = not_measured(kPeak);
   for (const PeakRow& p : s.peaks) {
     peak += peak.empty() ? "" : ", ";
-    const std::string loop = p.read_loop.empty() ? "" : ", " + p.read_loop;
+    std::string loop = p.read_loop.empty() ? "" : ", " + p.read_loop;
+    if (p.huge_page_pct >= 0) loop += fmt::format(", {:.0f}% in huge pages", p.huge_page_pct);
     peak += p.device == "cpu"
                 ? fmt::format("{:.2f} GB/s ({}{})", p.gbps_best, plural(p.threads, "thread", "threads"), loop)
                 : fmt::format("{:.2f} GB/s ({}{})", p.gbps_best, p.device, loop);

@@ -120,6 +120,24 @@ TEST(Cli, CheckWritesCsvThatReportReads) {
   EXPECT_NE(rep.output.find("q6_K.cpu.scalar_q8k"), std::string::npos);
 }
 
+TEST(Cli, ReportOfAPeakCsvShowsTheHugePageShare) {
+  const std::string out = tmp("peak-pages.csv");
+  const qmv::RunContext ctx{"m", "cpu", "none", "gcc", "abc", "qmvlab peak"};
+  qmv::PeakRow paged{2, 1 << 30, 5, 38.5, 37.25};
+  paged.read_loop = "avx2.s2.pf512";
+  paged.huge_page_pct = 87.5;
+  {
+    qmv::CsvWriter w(out, qmv::peak_header(), false);
+    w.write(qmv::peak_fields(ctx, paged));
+    w.write(qmv::peak_fields(ctx, qmv::PeakRow{1, 1 << 30, 5, 19.5, 19.25}));  // pages unknown
+  }
+  const CliRun rep = qmvlab("report " + out);
+  ASSERT_EQ(rep.code, 0) << rep.output;
+  EXPECT_NE(rep.output.find("| huge pages"), std::string::npos) << rep.output;
+  EXPECT_NE(rep.output.find("| avx2.s2.pf512 | 88%"), std::string::npos) << rep.output;
+  EXPECT_NE(rep.output.find("| -             | -          |"), std::string::npos) << "unknown: '-'\n" << rep.output;
+}
+
 TEST(Cli, CheckCsvSaysWhatItDidNotCheckAndWhy) {
   const std::string out = tmp("check-skipped.csv");
   // 3x7: no whole block for the quantized kernels, any length for the float ones.

@@ -395,6 +395,26 @@ TEST(Summary, DecodeAgainstLlamaCpp) {
   EXPECT_EQ(text.find("not measured (no decode-vs-llamacpp.csv)"), std::string::npos) << text;
 }
 
+TEST(Summary, ThePeakLineSaysTheLoopAndThePages) {
+  const std::string dir = fresh_dir("summary_peak");
+  const RunContext ctx{"m", "cpu", "none", "gcc", "abc", "qmvlab peak"};
+  const int pct = uniform_int(1, 100);
+  PeakRow paged{2, 1 << 30, 5, 38.5, 37.25};
+  paged.read_loop = "avx2.s2.pf512";
+  paged.huge_page_pct = pct;
+  {
+    CsvWriter w(dir + "/peak.csv", peak_header(), false);
+    w.write(peak_fields(ctx, PeakRow{1, 1 << 30, 5, 19.5, 19.25}));  // an older row: loop and pages unknown
+    w.write(peak_fields(ctx, paged));
+  }
+  const std::string text = summary_text(summarize_results(dir));
+  EXPECT_NE(text.find(fmt::format("peak read 19.50 GB/s (1 thread), 38.50 GB/s (2 threads, avx2.s2.pf512, {}% in "
+                                  "huge pages)",
+                                  pct)),
+            std::string::npos)
+      << text;
+}
+
 TEST(SummaryCli, MarkdownEmbedsThePlotsPresent) {
   const std::string dir = fresh_dir("summary_md");
   const RandomSweep rs = random_sweep(true);

@@ -53,9 +53,11 @@ void print_peak_table(const std::vector<PeakRow>& rows) {
                  fmt::format("{:.2f}", r.gbps_best), fmt::format("{:.2f}", r.gbps_median),
                  r.datasheet_gbps > 0 ? fmt::format("{:.2f}", r.datasheet_gbps) : "-",
                  fmt::format("{:.0f}", static_cast<double>(r.buffer_bytes) / (1 << 20)), std::to_string(r.repetitions),
-                 r.read_loop.empty() ? "-" : r.read_loop});
+                 r.read_loop.empty() ? "-" : r.read_loop,
+                 r.huge_page_pct >= 0 ? fmt::format("{:.0f}%", r.huge_page_pct) : "-"});
   }
-  print_table({"device", "measure", "GB/s (best)", "GB/s (median)", "datasheet GB/s", "buffer MiB", "reps", "read loop"},
+  print_table({"device", "measure", "GB/s (best)", "GB/s (median)", "datasheet GB/s", "buffer MiB", "reps", "read loop",
+               "huge pages"},
               t);
 }
 
