@@ -29,6 +29,10 @@ bool huge_pages_wanted() {
   return wanted;
 }
 
+#if defined(__linux__)
+int page_advice() { return huge_pages_wanted() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE; }
+#endif
+
 bool mapped_on_its_own(std::size_t bytes) {
 #if defined(__linux__)
   return bytes >= kHugePageBytes;
@@ -62,7 +66,7 @@ void* alloc_weight_memory(std::size_t bytes) {
   const std::uintptr_t end = start + span, used_end = aligned + length;
   if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
   void* p = reinterpret_cast<void*>(aligned);
-  madvise(p, length, huge_pages_wanted() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);  // advice: the OS may refuse it
+  madvise(p, length, page_advice());  // advice: the OS may refuse it
   return p;
 #else
   return nullptr;
@@ -87,7 +91,7 @@ void advise_huge_pages(void* p, std::size_t bytes) {
   const std::uintptr_t first = round_up(start, kHugePageBytes);
   const std::uintptr_t last = (start + bytes) / kHugePageBytes * kHugePageBytes;
   if (last > first)
-    madvise(reinterpret_cast<void*>(first), last - first, huge_pages_wanted() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    madvise(reinterpret_cast<void*>(first), last - first, page_advice());
 #else
   (void)p, (void)bytes;
 #endif

@@ -146,9 +146,22 @@ Value read_scalar(Cursor& c, ValueType t, const char* what) {
 
 namespace {
 
+// An open file descriptor, closed on every way out of File::open.
+struct OpenFd {
+  int fd;
+  ~OpenFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 // The whole of `fd` (`size` bytes) read into weight memory.
 std::shared_ptr<WeightMemory> read_into_weight_memory(int fd, std::size_t size, const std::string& path) {
-  auto copy = std::make_shared<WeightMemory>(size);
+  std::shared_ptr<WeightMemory> copy;
+  try {
+    copy = std::make_shared<WeightMemory>(size);
+  } catch (const std::bad_alloc&) {
+    throw GgufError(path + ": not enough memory to load its " + std::to_string(size) + " bytes");
+  }
   auto* out = static_cast<std::uint8_t*>(copy->data());
   std::size_t done = 0;
   while (done < size) {
@@ -166,37 +179,20 @@ std::shared_ptr<WeightMemory> read_into_weight_memory(int fd, std::size_t size, 
 }  // namespace
 
 File File::open(const std::string& path, Residence residence) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw GgufError(path + ": cannot open: " + std::strerror(errno));
+  const OpenFd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) throw GgufError(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw GgufError(path + ": not a regular file");
-  }
+  if (fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) throw GgufError(path + ": not a regular file");
   const auto size = static_cast<std::size_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    throw GgufError(path + ": empty file");
-  }
+  if (size == 0) throw GgufError(path + ": empty file");
   File f;
   f.residence_ = residence;
   if (residence == Residence::Loaded) {
-    std::shared_ptr<WeightMemory> copy;
-    try {
-      copy = read_into_weight_memory(fd, size, path);
-    } catch (const std::bad_alloc&) {
-      ::close(fd);
-      throw GgufError(path + ": not enough memory to load its " + std::to_string(size) + " bytes");
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
+    std::shared_ptr<WeightMemory> copy = read_into_weight_memory(file.fd, size, path);
     f.bytes_ = {static_cast<const std::uint8_t*>(copy->data()), size};
     f.mapping_ = std::move(copy);
   } else {
-    void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
+    void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd, 0);
     if (map == MAP_FAILED) throw GgufError(path + ": cannot map: " + std::strerror(errno));
     f.mapping_ = std::shared_ptr<void>(map, [size](void* p) { munmap(p, size); });
     f.bytes_ = {static_cast<const std::uint8_t*>(map), size};
