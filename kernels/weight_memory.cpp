@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string_view>
 #include <utility>
@@ -31,16 +33,79 @@ bool huge_pages_wanted() {
 
 #if defined(__linux__)
 int page_advice() { return huge_pages_wanted() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE; }
-#endif
 
-bool mapped_on_its_own(std::size_t bytes) {
-#if defined(__linux__)
-  return bytes >= kHugePageBytes;
-#else
-  (void)bytes;
-  return false;
-#endif
+// A 2 MiB-aligned mapping of `bytes` (whole huge pages), advised; nullptr when out of
+// memory. Mapped one huge page longer, then the unaligned head and the tail given back.
+void* map_huge_aligned(std::size_t bytes) {
+  const std::size_t span = bytes + kHugePageBytes;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = round_up(start, kHugePageBytes);
+  if (aligned > start) munmap(raw, aligned - start);
+  const std::uintptr_t end = start + span, used_end = aligned + bytes;
+  if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, bytes, page_advice());  // advice: the OS may refuse it
+  return p;
 }
+
+// Buffers up to kLargestCarvedBytes are carved one after another out of shared
+// chunks, so a small matrix, and the many copies of a bench rotation, sit in huge
+// pages without a mapping each. A chunk is unmapped when the last buffer carved from
+// it is freed. Larger buffers get a mapping of their own, rounded up to whole huge
+// pages: a partial huge page at the end would be backed by ordinary ones.
+struct Chunk {
+  std::size_t used = 0;  // bytes carved, from the start
+  std::size_t live = 0;  // buffers carved and not yet freed
+};
+
+class ChunkPool {
+ public:
+  void* carve(std::size_t bytes) {
+    const std::size_t n = round_up(bytes, 64);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = chunks_.find(current_);
+    if (it == chunks_.end() || it->second.used + n > kWeightChunkBytes) {
+      void* base = map_huge_aligned(kWeightChunkBytes);
+      if (!base) return nullptr;
+      current_ = reinterpret_cast<std::uintptr_t>(base);
+      it = chunks_.emplace(current_, Chunk{}).first;
+    }
+    void* p = reinterpret_cast<void*>(it->first + it->second.used);
+    it->second.used += n;
+    ++it->second.live;
+    return p;
+  }
+
+  void release(void* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = chunks_.upper_bound(a);
+    if (it == chunks_.begin()) return;
+    --it;
+    if (a >= it->first + kWeightChunkBytes || --it->second.live > 0) return;
+    munmap(reinterpret_cast<void*>(it->first), kWeightChunkBytes);
+    if (it->first == current_) current_ = 0;
+    chunks_.erase(it);
+  }
+
+  std::size_t count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return chunks_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::uintptr_t, Chunk> chunks_;  // by base address
+  std::uintptr_t current_ = 0;              // the chunk new buffers are carved from
+};
+
+ChunkPool& chunk_pool() {
+  static ChunkPool* pool = new ChunkPool;  // never destroyed: buffers may outlive statics
+  return *pool;
+}
+#endif
 
 }  // namespace
 
@@ -52,36 +117,30 @@ std::string huge_pages_setting_error() {
 
 void* alloc_weight_memory(std::size_t bytes) {
   if (bytes == 0) bytes = 1;
-  if (!mapped_on_its_own(bytes)) return std::aligned_alloc(64, round_up(bytes, 64));
 #if defined(__linux__)
-  // Map one huge page more than asked, keep the 2 MiB-aligned part and give back the
-  // head and the tail, so the mapping starts on a huge-page boundary.
-  const std::size_t length = round_up(bytes, 4096);
-  const std::size_t span = length + kHugePageBytes;
-  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto start = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t aligned = round_up(start, kHugePageBytes);
-  if (aligned > start) munmap(raw, aligned - start);
-  const std::uintptr_t end = start + span, used_end = aligned + length;
-  if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
-  void* p = reinterpret_cast<void*>(aligned);
-  madvise(p, length, page_advice());  // advice: the OS may refuse it
-  return p;
+  if (bytes <= kLargestCarvedBytes) return chunk_pool().carve(bytes);
+  return map_huge_aligned(round_up(bytes, kHugePageBytes));
 #else
-  return nullptr;
+  return std::aligned_alloc(64, round_up(bytes, 64));
 #endif
 }
 
 void free_weight_memory(void* p, std::size_t bytes) {
   if (!p) return;
   if (bytes == 0) bytes = 1;
-  if (!mapped_on_its_own(bytes)) {
-    std::free(p);
-    return;
-  }
 #if defined(__linux__)
-  munmap(p, round_up(bytes, 4096));
+  if (bytes <= kLargestCarvedBytes) chunk_pool().release(p);
+  else munmap(p, round_up(bytes, kHugePageBytes));
+#else
+  std::free(p);
+#endif
+}
+
+std::size_t weight_memory_chunks() {
+#if defined(__linux__)
+  return chunk_pool().count();
+#else
+  return 0;
 #endif
 }
 

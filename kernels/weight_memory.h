@@ -1,8 +1,11 @@
 // Memory for weights that kernels stream: the bench's arenas, the kernels' prepared
-// (repacked) copies and the peak's read buffer. A large buffer is mapped on its own,
-// 2 MiB-aligned and advised for transparent huge pages, so a cold read that walks
+// (repacked) copies, a loaded model and the peak's read buffer. All of it lies in
+// 2 MiB-aligned mappings advised for transparent huge pages, so a cold read that walks
 // gigabytes takes one TLB miss per 2 MiB instead of one per 4 KiB: where the OS grants
 // the pages, the peak and every kernel read faster alike (results/README.md, "Pages").
+// A large buffer has a mapping of its own, whole huge pages long; smaller ones are
+// carved out of shared chunks, so that neither a small matrix nor the end of a
+// large one is left in ordinary pages.
 // The OS may refuse (THP "never", fragmented memory): the buffer is then ordinary
 // pages, which huge_page_share() reports. QMV_HUGE_PAGES=off in the environment asks
 // for ordinary pages throughout (MADV_NOHUGEPAGE), to measure what the huge ones are
@@ -22,15 +25,18 @@ inline constexpr const char* kHugePagesEnv = "QMV_HUGE_PAGES";
 // "off"), for the command line to refuse it before anything is allocated.
 std::string huge_pages_setting_error();
 
-// Buffers of at least this many bytes get their own huge-page-advised mapping; smaller
-// ones come from the heap, 64-byte aligned (a mapping each would waste a huge page on
-// a small matrix and run into the process's mapping limit on a long rotation).
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+// The shared chunks, and the largest buffer carved out of one.
+inline constexpr std::size_t kWeightChunkBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kLargestCarvedBytes = kWeightChunkBytes / 4;
 
-// `bytes` of uninitialised memory, 64-byte aligned (2 MiB for a large buffer);
+// `bytes` of uninitialised memory, 64-byte aligned (2 MiB for a buffer over
+// kLargestCarvedBytes);
 // nullptr when out of memory. Free with free_weight_memory and the same byte count.
 void* alloc_weight_memory(std::size_t bytes);
 void free_weight_memory(void* p, std::size_t bytes);
+// How many shared chunks are mapped now: each holds at least one buffer.
+std::size_t weight_memory_chunks();
 
 // Advises the whole 2 MiB pages inside [p, p + bytes) as the buffers above are: for
 // weight memory allocated elsewhere (a peer's repacked buffer) before it is first

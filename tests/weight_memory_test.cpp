@@ -1,11 +1,15 @@
 // Weight memory (kernels/weight_memory.h): large buffers on their own 2 MiB-aligned
-// mapping, small ones from the heap, every byte writable and read back, and the
-// huge-page share it reports bounded and of the range asked about.
+// mapping, small ones carved out of shared chunks, all of it in whole huge pages
+// advised as such, every byte writable and read back, chunks returned when their last
+// buffer goes, and the huge-page share it reports bounded and of the range asked about.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/weight_memory.h"
@@ -29,7 +33,8 @@ void expect_holds_random_words(void* p, std::size_t bytes, std::uint64_t seed) {
 
 TEST(WeightMemory, LargeBuffersStartOnAHugePageAndHoldEveryByte) {
   std::random_device rd;
-  for (std::size_t bytes : {kHugePageBytes, 3 * kHugePageBytes + 4160, std::size_t{40} << 20}) {
+  for (std::size_t bytes : {kLargestCarvedBytes + 64, kLargestCarvedBytes + 3 * kHugePageBytes + 4160,
+                            std::size_t{40} << 20}) {
     SCOPED_TRACE(bytes);
     void* p = alloc_weight_memory(bytes);
     ASSERT_NE(p, nullptr);
@@ -39,22 +44,46 @@ TEST(WeightMemory, LargeBuffersStartOnAHugePageAndHoldEveryByte) {
     expect_holds_random_words(p, bytes, rd());
     const double share = huge_page_share(p, bytes);
     // Whether the OS grants huge pages is its choice; the share must still be one.
-    if (share >= 0) EXPECT_LE(share, 1.0);
+    if (share >= 0) {
+      EXPECT_LE(share, 1.0);
+    }
     free_weight_memory(p, bytes);
   }
 }
 
-TEST(WeightMemory, SmallBuffersAreCacheLineAligned) {
+// Buffers carved out of the same chunks must not overlap: each is filled while all
+// are held, and each must still hold its own words after the others were written.
+TEST(WeightMemory, SmallBuffersAreCacheLineAlignedAndApart) {
   std::random_device rd;
-  std::vector<void*> held;
-  for (std::size_t bytes : {std::size_t{1}, std::size_t{64}, std::size_t{4096} + 8, kHugePageBytes - 64}) {
-    SCOPED_TRACE(bytes);
+  std::mt19937_64 rng(rd());
+  struct Held {
+    void* p;
+    std::size_t bytes;
+    std::uint64_t seed;
+  };
+  std::vector<Held> held;
+  for (std::size_t bytes : {std::size_t{1}, std::size_t{64}, std::size_t{4096} + 8, kHugePageBytes - 64,
+                            kHugePageBytes + 4160, kLargestCarvedBytes, std::size_t{300} << 10}) {
     void* p = alloc_weight_memory(bytes);
-    ASSERT_NE(p, nullptr);
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
-    expect_holds_random_words(p, bytes, rd());
-    free_weight_memory(p, bytes);
+    ASSERT_NE(p, nullptr) << bytes;
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u) << bytes;
+    held.push_back({p, bytes, rng()});
   }
+  for (const Held& h : held) {
+    auto* w = static_cast<std::uint64_t*>(h.p);
+    std::mt19937_64 words(h.seed);
+    for (std::size_t i = 0; i < h.bytes / sizeof(std::uint64_t); ++i) w[i] = words();
+  }
+  for (const Held& h : held) {
+    SCOPED_TRACE(h.bytes);
+    const auto* w = static_cast<const std::uint64_t*>(h.p);
+    std::mt19937_64 words(h.seed);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < h.bytes / sizeof(std::uint64_t); ++i) wrong += w[i] != words();
+    EXPECT_EQ(wrong, 0u);
+  }
+  std::shuffle(held.begin(), held.end(), rng);
+  for (const Held& h : held) free_weight_memory(h.p, h.bytes);
 }
 
 TEST(WeightMemory, OwnerMovesAndFreesOnce) {
@@ -84,6 +113,79 @@ TEST(WeightMemory, TheCommandLineRefusesAnUnknownPagesSetting) {
 }
 
 #if defined(__linux__)
+// The mapping of /proc/self/smaps that holds address `a`: its range and VmFlags line
+// (empty when no mapping holds it).
+struct Mapping {
+  std::uintptr_t lo = 0, hi = 0;
+  std::string flags;
+};
+Mapping mapping_holding(const void* a) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(a);
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (!f) return {};
+  Mapping m, found;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long lo = 0, hi = 0;
+    char dash = 0;
+    if (std::sscanf(line, "%lx%c%lx", &lo, &dash, &hi) == 3 && dash == '-') {
+      m = {lo, hi, ""};
+    } else if (std::string(line).rfind("VmFlags:", 0) == 0 && addr >= m.lo && addr < m.hi) {
+      found = m;
+      found.flags = line;
+    }
+  }
+  std::fclose(f);
+  return found;
+}
+
+// Every buffer, small or large, lies in memory advised for huge pages (VmFlags "hg")
+// that reaches a 2 MiB boundary past its last byte, so no part of it is left on a
+// partial huge page the OS backs with ordinary pages.
+TEST(WeightMemory, EveryBufferLiesInWholeHugePagesAdvisedForThem) {
+  if (const char* v = std::getenv(kHugePagesEnv); v && std::string(v) == "off")
+    GTEST_SKIP() << "QMV_HUGE_PAGES=off asks for ordinary pages";
+  std::vector<std::size_t> sizes = {std::size_t{300} << 10, kHugePageBytes + 4160,
+                                    kLargestCarvedBytes + kHugePageBytes + 4160};
+  std::vector<void*> held;
+  for (std::size_t bytes : sizes) {
+    SCOPED_TRACE(bytes);
+    void* p = alloc_weight_memory(bytes);
+    ASSERT_NE(p, nullptr);
+    held.push_back(p);
+    const auto* first = static_cast<const std::uint8_t*>(p);
+    for (const void* a : {static_cast<const void*>(first), static_cast<const void*>(first + bytes - 1)}) {
+      const Mapping m = mapping_holding(a);
+      ASSERT_NE(m.hi, 0u) << "no mapping holds the buffer";
+      EXPECT_NE(m.flags.find(" hg"), std::string::npos) << m.flags;
+    }
+    const auto last = reinterpret_cast<std::uintptr_t>(first + bytes - 1);
+    EXPECT_GE(mapping_holding(first + bytes - 1).hi, (last / kHugePageBytes + 1) * kHugePageBytes);
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) free_weight_memory(held[i], sizes[i]);
+}
+
+// A chunk stays mapped while any buffer carved from it is held, and is given back to
+// the OS with the last one.
+TEST(WeightMemory, AChunkIsReturnedWithItsLastBuffer) {
+  const std::size_t before = weight_memory_chunks();
+  // Five buffers of a quarter chunk each cannot share one chunk: at least one is new.
+  std::vector<void*> held;
+  for (int i = 0; i < 5; ++i) {
+    held.push_back(alloc_weight_memory(kLargestCarvedBytes));
+    ASSERT_NE(held.back(), nullptr);
+  }
+  EXPECT_GT(weight_memory_chunks(), before);
+  for (int i = 0; i < 4; ++i) free_weight_memory(held[i], kLargestCarvedBytes);
+  EXPECT_GT(weight_memory_chunks(), before) << "the last buffer's chunk went while it was held";
+  const Mapping m = mapping_holding(held[4]);
+  EXPECT_NE(m.hi, 0u);
+  expect_holds_random_words(held[4], kLargestCarvedBytes, 4);
+  free_weight_memory(held[4], kLargestCarvedBytes);
+  EXPECT_EQ(weight_memory_chunks(), before) << "a chunk outlived its last buffer";
+  EXPECT_EQ(mapping_holding(held[4]).hi, 0u) << "the last buffer's chunk is still mapped";
+}
+
 // The share is of the range asked about: memory the process never mapped holds none.
 TEST(WeightMemory, HugePageShareOfUnmappedRangeIsZero) {
   WeightMemory m(4 * kHugePageBytes);
