@@ -45,9 +45,10 @@ struct XBlockInfo {
 };
 
 // How far ahead of the block being read each weight stream is prefetched, in
-// interleaved blocks (eight rows' blocks: 144 bytes of Q4_0; 3 and 16 were slower on
-// one thread).
-constexpr int kPrefetchBlocks = 8;
+// interleaved blocks (eight rows' blocks: 144 bytes of Q4_0, 272 of Q8_0). With the
+// prepared copies wholly in huge pages, 32 beat 8 and 16
+// (results/intel-xeon-2c/r8-prefetch-chunked-pages.csv).
+constexpr int kPrefetchBlocks = 32;
 
 // The 32-bit lanes of v shifted left by s bits (right by -s); s is a constant after
 // unrolling.

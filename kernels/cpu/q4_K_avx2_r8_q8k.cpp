@@ -23,8 +23,9 @@ using qmv::interleave::BlockQ4_Kx8;
 using qmv::interleave::XMinSums;
 
 // How far ahead of the super-block being read each weight stream is prefetched, in
-// bytes (the hardware prefetcher alone leaves a single stream short of the peak).
-constexpr int kPrefetchBytes = 1024;
+// bytes (the hardware prefetcher alone leaves a single stream short of the peak):
+// 2048 beat 1024 and 4096 (results/intel-xeon-2c/r8-prefetch-chunked-pages.csv).
+constexpr int kPrefetchBytes = 2048;
 
 // NG groups of eight rows against the activation, into out[i][0..7]: each group a
 // weight stream of its own, each activation quad loaded once for all of them. Each

@@ -143,5 +143,35 @@ inline void dot_rows(const BlockQ4K* const w[NR], const XBlock* x, std::int64_t 
   for (int i = 0; i < NR; ++i) out[i] = finish(r[i]);
 }
 
+// The matvec that takes NR rows at a time (for_rows_in_parts): one row from each of NR
+// contiguous parts of a row tile, so each weight stream walks consecutive rows, its
+// prefetch runs on into the stream's next row, and the streams lie in different pages.
+// Rows left over take the one-row path.
+template <int NR>
+Status run_rows_in_parts(const MatVecArgs& a) {
+  const std::int64_t nb = a.shape.cols / kSuperBlock;
+  const auto* w = static_cast<const BlockQ4K*>(a.w);
+  const XBlock* x = prepared_activation(a, nb);
+  parallel_row_tiles(a.shape.rows, a.threads, [&](std::int64_t r0, std::int64_t r1) {
+    for_rows_in_parts<NR>(
+        r0, r1,
+        [&](const std::int64_t (&r)[NR]) {
+          const BlockQ4K* rows[NR];
+          for (int i = 0; i < NR; ++i) rows[i] = w + r[i] * nb;
+          float out[NR];
+          dot_rows<NR, true>(rows, x, nb, out);
+          for (int i = 0; i < NR; ++i) a.y[r[i]] = out[i];
+        },
+        [&](std::int64_t r) {
+          const BlockQ4K* rows[1] = {w + r * nb};
+          dot_rows<1, true>(rows, x, nb, a.y + r);
+        });
+  });
+  return Status::Ok();
+}
+
+inline constexpr std::uint32_t kFeatures = CpuFeature::AVX512F | CpuFeature::AVX512BW | CpuFeature::AVX512VL |
+                                           CpuFeature::AVX512VNNI | CpuFeature::F16C;
+
 }  // namespace
 }  // namespace qmv::q4k_vnni

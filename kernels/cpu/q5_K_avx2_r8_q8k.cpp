@@ -21,10 +21,12 @@ using qmv::interleave::BlockQ5_Kx8;
 using qmv::interleave::XMinSums;
 
 // How far ahead of the super-block being read each weight stream is prefetched, in
-// bytes: just over one super-block (512 is slower, 2048 and 3072 no faster,
-// q5_K-r8-prefetch.csv in results/intel-xeon-2c). Each quarter of the 1440-byte
+// bytes: a little over two super-blocks, which beat 1536 once the prepared copies lay
+// wholly in huge pages (r8-prefetch-chunked-pages.csv in results/intel-xeon-2c; in
+// ordinary pages 512 was slower and 2048 and 3072 no faster than 1536,
+// q5_K-r8-prefetch.csv). Each quarter of the 1440-byte
 // super-block prefetches six lines: four quarters cover it at any alignment.
-constexpr int kPrefetchBytes = 1536;
+constexpr int kPrefetchBytes = 3072;
 constexpr int kLinesPerQuarter = 6;
 
 // Chunk 4h+C of a quarter: its 5-bit low- and high-nibble weights against their

@@ -22,8 +22,9 @@ using qmv::interleave::BlockQ6_Kx8;
 using qmv::interleave::XMinSums;
 
 // How far ahead of the super-block being read each weight stream is prefetched, in
-// bytes (just over one super-block), and the lines each quarter of the 1680-byte
-// super-block prefetches: four quarters of seven cover it at any alignment.
+// bytes (just over one super-block; 4096 was slower,
+// results/intel-xeon-2c/r8-prefetch-chunked-pages.csv), and the lines each quarter of
+// the 1680-byte super-block prefetches: four quarters of seven cover it at any alignment.
 constexpr int kPrefetchBytes = 2048;
 constexpr int kLinesPerQuarter = 7;
 
