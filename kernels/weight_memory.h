@@ -25,14 +25,16 @@ inline constexpr const char* kHugePagesEnv = "QMV_HUGE_PAGES";
 // "off"), for the command line to refuse it before anything is allocated.
 std::string huge_pages_setting_error();
 
+// A transparent huge page on x86-64 Linux.
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
-// The shared chunks, and the largest buffer carved out of one.
+// The shared chunks, and the largest buffer carved out of one. A chunk's space comes
+// back to the OS only with its last buffer: a buffer freed before then is not reused.
 inline constexpr std::size_t kWeightChunkBytes = std::size_t{64} << 20;
 inline constexpr std::size_t kLargestCarvedBytes = kWeightChunkBytes / 4;
 
-// `bytes` of uninitialised memory, 64-byte aligned (2 MiB for a buffer over
-// kLargestCarvedBytes);
-// nullptr when out of memory. Free with free_weight_memory and the same byte count.
+// `bytes` of uninitialised memory, 64-byte aligned (2 MiB-aligned for a buffer over
+// kLargestCarvedBytes); nullptr when out of memory. Free with free_weight_memory and
+// the same byte count.
 void* alloc_weight_memory(std::size_t bytes);
 void free_weight_memory(void* p, std::size_t bytes);
 // How many shared chunks are mapped now: each holds at least one buffer.
