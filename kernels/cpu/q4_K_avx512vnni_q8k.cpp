@@ -32,5 +32,4 @@ QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "q4_K.cpu.avx512vnni_q8k", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run,
     "Q4_K x Q8_K, AVX-512 VNNI, one row at a time: vpdpbusd nibbles x int8, "
     "scales by vpdpwssd, mins via bsums, weight stream prefetched",
-    qmv::CpuFeature::AVX512F | qmv::CpuFeature::AVX512BW | qmv::CpuFeature::AVX512VL |
-        qmv::CpuFeature::AVX512VNNI | qmv::CpuFeature::F16C));
+    qmv::q4k_vnni::kFeatures));

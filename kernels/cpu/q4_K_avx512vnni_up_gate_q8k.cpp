@@ -50,8 +50,7 @@ constexpr qmv::KernelRecord make_record() {
       "q4_K.cpu.avx512vnni_up_gate_q8k", qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run,
       "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX-512 VNNI: two rows of each "
       "matrix share each activation load, prefetched; both outputs in one parallel region",
-      qmv::CpuFeature::AVX512F | qmv::CpuFeature::AVX512BW | qmv::CpuFeature::AVX512VL |
-          qmv::CpuFeature::AVX512VNNI | qmv::CpuFeature::F16C);
+      qmv::q4k_vnni::kFeatures);
   s.op = qmv::OpKind::FusedUpGate;
   return s;
 }
