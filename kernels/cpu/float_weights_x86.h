@@ -17,10 +17,11 @@ namespace qmv::float_x86 {
 namespace {
 
 // How far ahead the weight stream is prefetched, in bytes (one prefetch per cache
-// line): the hardware prefetchers alone leave one stream below the read peak. 2 KiB
-// was the best distance tried for all three types; farther ahead gave part of the
-// gain back. The kernels' share of the peak: results/intel-xeon-2c/default.csv.
-inline constexpr std::uintptr_t kPrefetchBytes = 2048;
+// line): the hardware prefetchers alone leave one stream below the read peak. Of 256 to
+// 4096, 512 was best or within noise of it for all three types, and 2048 and 4096 lost
+// (results/amd-epyc-2c/float-prefetch.csv); the read peak's own winning loops prefetch
+// 512 bytes ahead too.
+inline constexpr std::uintptr_t kPrefetchBytes = 512;
 
 // Load8: eight weights from w as floats. Load1: one.
 template <class Weight, __m256 (*Load8)(const Weight*), float (*Load1)(const Weight*)>
