@@ -89,7 +89,7 @@ TEST(CpuFeatureMask, CheckSkipsWhatTheMaskLeavesOutAndRunsTheRest) {
   const bool has_avx512 = missing_cpu_features(CpuFeature::AVX512F | CpuFeature::AVX512BW | CpuFeature::AVX512VL |
                                                CpuFeature::AVX512VNNI) == 0;
   const bool has_avx2 = missing_cpu_features(kAvx2Only) == 0;
-  // Under this mask every AVX-512 VNNI Q4_K kernel is skipped on any CPU; the scalar
+  // Under this mask every avx512vnni Q4_K kernel is skipped on any CPU; the scalar
   // kernels run, and the AVX2 ones where the CPU has AVX2.
   const int avx512_kernels = static_cast<int>(global_registry().select("q4_K.cpu.avx512vnni*").size());
   ASSERT_GE(avx512_kernels, 3);
