@@ -11,6 +11,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <tuple>
 
 #include "harness/data.h"
@@ -74,22 +75,53 @@ struct FirstPrepare {
 };
 using PrepareKey = std::tuple<const KernelSpec*, std::int64_t, std::int64_t>;  // kernel, rows, cols
 
-// The prepared copies (KernelSpec::prepare) of one point's weight windows. Only one
-// point's are held at a time: a cold rotation of them is as large as the arena, so
-// interleaved points each re-make theirs when their turn comes, before the timed loop.
-// Points of one kernel and shape (other thread counts) share the copies.
-struct PreparedRotation {
-  const KernelSpec* spec = nullptr;
-  Shape shape;
-  std::vector<PreparedMatrix> slots;
-  // Only the first build counts: the later ones of interleaved runs are the same work.
+// The prepared copies (KernelSpec::prepare) of each (kernel, shape)'s weight windows,
+// shared by its points of other thread counts. Rotations stay alive while they fit in a
+// quarter of the RAM: an interleaved run then prepares each once, and no point's timing
+// follows the freeing and faulting-in of another's copies, which slows the reads after
+// it (harness/README.md, "Prepared weights"). Past that, the oldest are dropped and re-made at their next
+// turn, the same work. A rotation only has to outrun the caches, so it holds copies of
+// the first windows adding up to 4x the last-level cache (at least 64 MiB, at least two
+// copies, at most a 24th of the budget), not the whole arena.
+struct PreparedStore {
+  struct Rotation {
+    std::vector<PreparedMatrix> slots;
+    std::size_t bytes = 0;
+    std::uint64_t made = 0;  // order of building, for dropping the oldest
+  };
+  std::map<PrepareKey, Rotation> rotations;
+  std::size_t held_bytes = 0, budget_bytes = 0;
+  std::uint64_t builds = 0;
+  // Only the first build counts: a re-made rotation is the same work.
   std::map<PrepareKey, FirstPrepare> first_builds;
 
+  static std::size_t budget() { return std::max<std::size_t>(machine_info().ram_bytes / 4, std::size_t{1} << 30); }
+  static std::size_t rotation_target_bytes() {
+    return std::clamp<std::size_t>(4 * machine_info().llc_bytes, std::size_t{64} << 20, budget() / 24);
+  }
+
+  static std::size_t copies(std::size_t stride, std::size_t max_slots) {
+    return std::min(max_slots, std::max<std::size_t>(2, (rotation_target_bytes() + stride - 1) / stride));
+  }
+
+  // The rotation of (k, args.shape) over the windows base + i * stride, i < max_slots.
   Status ensure(const KernelSpec& k, MatVecArgs args, const std::uint8_t* base, std::size_t stride,
-                std::size_t count) {
-    if (spec == &k && shape == args.shape && slots.size() == count) return Status::Ok();
-    slots.clear();  // frees the previous point's copies first
-    spec = nullptr;
+                std::size_t max_slots, const Rotation*& out) {
+    const PrepareKey key{&k, args.shape.rows, args.shape.cols};
+    if (const auto r = rotations.find(key); r != rotations.end()) {
+      out = &r->second;
+      return Status::Ok();
+    }
+    const std::size_t count = copies(stride, max_slots);
+    // Making room first keeps the peak of memory held near the budget.
+    while (!rotations.empty() && held_bytes + count * stride > budget_bytes) {
+      auto oldest = std::min_element(rotations.begin(), rotations.end(),
+                                     [](const auto& a, const auto& b) { return a.second.made < b.second.made; });
+      held_bytes -= oldest->second.bytes;
+      rotations.erase(oldest);
+    }
+    Rotation rot;
+    rot.made = ++builds;
     std::vector<double> us;
     for (std::size_t i = 0; i < count; ++i) {
       args.w = base + i * stride;
@@ -99,16 +131,13 @@ struct PreparedRotation {
       const auto t0 = std::chrono::steady_clock::now();
       const Status st = m.prepare(k, args);
       us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-      if (!st.ok()) {
-        slots.clear();
-        return st;
-      }
-      slots.push_back(std::move(m));
+      if (!st.ok()) return st;
+      rot.bytes += m.bytes();
+      rot.slots.push_back(std::move(m));
     }
-    spec = &k;
-    shape = args.shape;
-    if (!slots.empty())
-      first_builds.try_emplace({&k, shape.rows, shape.cols}, FirstPrepare{median(us), slots.front().bytes()});
+    first_builds.try_emplace(key, FirstPrepare{median(us), rot.slots.front().bytes()});
+    held_bytes += rot.bytes;
+    out = &rotations.emplace(key, std::move(rot)).first->second;
     return Status::Ok();
   }
 };
@@ -255,7 +284,8 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     quantize_activation(pt.spec->act, xf.data(), x.data(), pt.shape.cols);
     if (pt.spec->act != ActFormat::F32) quant_us[{pt.spec->act, pt.shape.cols}] = act_quant_median_us(pt.spec->act, xf);
   }
-  auto rotation = std::make_shared<PreparedRotation>();
+  auto prepared = std::make_shared<PreparedStore>();
+  prepared->budget_bytes = PreparedStore::budget();
   std::vector<float> y(static_cast<std::size_t>(max_rows)), y2(static_cast<std::size_t>(max_rows));
 
   std::map<std::string, std::size_t> index_of;
@@ -280,17 +310,19 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     args.threads = pt.threads;
     benchmark::RegisterBenchmark(
         pt.name.c_str(),
-        [spec = pt.spec, base = arena.data(), stride, slots, fused, args, rotation](benchmark::State& st) mutable {
+        [spec = pt.spec, base = arena.data(), stride, slots = slots, fused, args, prepared](benchmark::State& st) mutable {
+          const PreparedStore::Rotation* rotation = nullptr;
           if (spec->prepare) {
-            if (const Status s = rotation->ensure(*spec, args, base, stride, slots); !s.ok()) {
+            if (const Status s = prepared->ensure(*spec, args, base, stride, slots, rotation); !s.ok()) {
               st.SkipWithError(("preparing the weights: " + s.error).c_str());
               return;
             }
+            slots = rotation->slots.size();
           }
           std::size_t slot = 0;
           for (auto _ : st) {
             args.w = base + slot * stride;
-            if (spec->prepare) args.prepared = rotation->slots[slot].handle();
+            if (rotation) args.prepared = rotation->slots[slot].handle();
             args.w2 = fused ? base + slot * stride + stride / 2 : nullptr;
             if (const Status s = invoke(*spec, args); !s.ok()) {
               st.SkipWithError(s.error.c_str());
@@ -305,6 +337,66 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
         ->Repetitions(cfg.repetitions);
   }
 
+  // The interleaved read peak: one more point per thread count, read with the loop the
+  // config names, on a buffer of its own (weight memory, as every buffer timed).
+  WeightMemory peak_buffer;
+  std::map<std::string, int> peak_point_threads;  // benchmark name -> thread count
+  std::map<int, std::string> peak_loop_of;
+  if (!cfg.warm)
+    for (const Point& pt : points)
+      if (const auto l = cfg.peak_read_loops.find(pt.threads); l != cfg.peak_read_loops.end())
+        peak_loop_of[pt.threads] = l->second;
+  const std::size_t peak_bytes =
+      (cfg.peak_buffer_bytes ? cfg.peak_buffer_bytes : cold_buffer_bytes()) / 64 * 64;
+  if (!peak_loop_of.empty()) {
+    peak_buffer = WeightMemory(peak_bytes);
+    auto* words = static_cast<std::uint64_t*>(peak_buffer.data());
+    for (std::size_t i = 0; i < peak_bytes / 8; ++i) words[i] = i * 0x9e3779b97f4a7c15ull + 1;
+  }
+  const std::vector<ReadLoop> loops = usable_read_loops();
+  for (const auto& [threads, loop_name] : peak_loop_of) {
+    const auto loop = std::find_if(loops.begin(), loops.end(), [&](const ReadLoop& l) { return l.name == loop_name; });
+    if (loop == loops.end())
+      throw std::invalid_argument("read loop '" + loop_name + "' is not one this CPU and ISA mask allow");
+    const std::string name = fmt::format("peak/{}/threads:{}", loop_name, threads);
+    peak_point_threads[name] = threads;
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 [loop = *loop, buf = static_cast<const std::uint64_t*>(peak_buffer.data()),
+                                  words = peak_bytes / 8, threads = threads](benchmark::State& st) {
+                                   for (auto _ : st) benchmark::DoNotOptimize(read_with_threads(loop, buf, words, threads));
+                                 })
+        ->UseRealTime()
+        ->MinTime(cfg.min_time_s)
+        ->Repetitions(cfg.repetitions);
+  }
+
+  // An interleaved run whose rotations all fit prepares them before any timing, so the
+  // first repetitions are not the ones that follow fresh page faults.
+  if (cfg.interleave) {
+    std::map<PrepareKey, std::size_t> need;
+    for (const Point& pt : points)
+      if (pt.spec->prepare) {
+        const std::size_t stride = matrix_bytes(pt);
+        const std::size_t slots = cfg.warm ? 1 : arenas.at(pt.spec->weight).bytes / stride;
+        need[{pt.spec, pt.shape.rows, pt.shape.cols}] = stride * PreparedStore::copies(stride, slots);
+      }
+    std::size_t total = 0;
+    for (const auto& [key, bytes] : need) total += bytes;
+    if (total <= prepared->budget_bytes)
+      for (const Point& pt : points) {
+        if (!pt.spec->prepare) continue;
+        const std::size_t stride = matrix_bytes(pt);
+        MatVecArgs args;
+        args.shape = pt.shape;
+        args.w_bytes = args.w2_bytes = pt.spec->op == OpKind::FusedUpGate ? stride / 2 : stride;
+        args.threads = pt.threads;
+        const PreparedStore::Rotation* unused = nullptr;
+        // A failure here recurs at the point's turn, which reports it.
+        (void)prepared->ensure(*pt.spec, args, arenas.at(pt.spec->weight).data(), stride,
+                               cfg.warm ? 1 : arenas.at(pt.spec->weight).bytes / stride, unused);
+      }
+  }
+
   // Google Benchmark takes its interleaving switch as a command-line flag.
   std::string interleave_flag =
       std::string("--benchmark_enable_random_interleaving=") + (cfg.interleave ? "true" : "false");
@@ -314,7 +406,9 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   benchmark::Initialize(&argc, argv);
 
   Collector collector;
+  std::vector<BenchRow> held_rows;  // with an interleaved peak: the rows wait for its median
   collector.on_run = [&](const std::string& name, bool point_done) {
+    if (peak_point_threads.count(name)) return;
     const Point& pt = points[index_of.at(name)];
     if (auto e = collector.errors.find(name); e != collector.errors.end()) {
       progress.point_failed(out, pt, "kernel error: " + e->second, cfg.repetitions);
@@ -324,15 +418,31 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     if (!point_done) return;
     BenchRow row = make_row(pt, collector.seconds_per_call[name], cfg, peak_gbps);
     if (row.act_quant == "before") row.act_quant_median_us = quant_us.at({pt.spec->act, pt.shape.cols});
-    if (const auto b = rotation->first_builds.find({pt.spec, pt.shape.rows, pt.shape.cols});
-        b != rotation->first_builds.end()) {
+    if (const auto b = prepared->first_builds.find({pt.spec, pt.shape.rows, pt.shape.cols});
+        b != prepared->first_builds.end()) {
       row.prepare_us = b->second.median_us;
       row.prepared_bytes = static_cast<std::int64_t>(b->second.bytes);
     }
-    progress.point_done(out, std::move(row));
+    if (peak_loop_of.count(pt.threads))
+      held_rows.push_back(std::move(row));
+    else
+      progress.point_done(out, std::move(row));
   };
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::ClearRegisteredBenchmarks();
+
+  for (const auto& [name, threads] : peak_point_threads) {
+    const auto t = collector.seconds_per_call.find(name);
+    if (t == collector.seconds_per_call.end() || t->second.empty()) continue;
+    out.interleaved_peak_gbps[threads] = static_cast<double>(peak_bytes) / (median(t->second) * 1e9);
+  }
+  for (BenchRow& row : held_rows) {
+    if (const auto p = out.interleaved_peak_gbps.find(row.threads); p != out.interleaved_peak_gbps.end()) {
+      row.peak_gbps = p->second;
+      row.peak_pct = 100.0 * row.gbps_median / row.peak_gbps;
+    }
+    progress.point_done(out, std::move(row));
+  }
 }
 
 #ifdef QMV_HAVE_CUDA

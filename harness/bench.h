@@ -6,6 +6,7 @@
 // read; GPU: a device-to-device copy) and, for GPU rows, the datasheet bandwidth.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,6 +29,14 @@ struct BenchConfig {
   // every kernel alike rather than on whichever ran during a slow spell.
   bool interleave = true;
   std::uint64_t seed = 1;
+  // Cold CPU runs: per thread count, a read loop of the peak's family (ReadLoop::name)
+  // timed as one more point of the run, on a buffer of `peak_buffer_bytes` (0: the
+  // peak's size, cold_buffer_bytes()). Each CPU row's peak_gbps is then that loop's
+  // median in this run, so on a machine whose bandwidth drifts, peak_pct compares two
+  // medians of the same stretch of time. Thread counts without a loop, and warm runs,
+  // keep the peak_gbps passed to run_bench.
+  std::map<int, std::string> peak_read_loops;
+  std::size_t peak_buffer_bytes = 0;
 };
 
 struct BenchSkip {
@@ -39,12 +48,17 @@ struct BenchSkip {
 struct BenchOutcome {
   std::vector<BenchRow> rows;
   std::vector<BenchSkip> skipped;
+  // The read loops of BenchConfig::peak_read_loops as timed in this run: median GB/s
+  // per thread count (what the rows' peak_gbps then is).
+  std::map<int, double> interleaved_peak_gbps;
 };
 
-// peak_gbps: measured read bandwidth per thread count (see peak.h); CUDA rows use the
+// peak_gbps: measured read bandwidth per thread count (see peak.h), unless the run
+// times its own (BenchConfig::peak_read_loops); CUDA rows use the
 // GPU's measured copy bandwidth (gpu_peak(), measured once per process). `on_row` is
-// called as each point has all its repetitions (CSV rows written as they come);
-// `on_progress` after every timed repetition.
+// called as each point has all its repetitions (CSV rows written as they come; with an
+// interleaved peak, once the whole run is done, as the rows need its median);
+// `on_progress` after every timed kernel repetition.
 BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std::vector<Shape>& shapes,
                        const BenchConfig& config, const std::map<int, double>& peak_gbps,
                        const std::function<void(const BenchRow&, int done, int total)>& on_row = {},

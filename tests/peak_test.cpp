@@ -1,22 +1,27 @@
 // The CPU read peak: every loop of the read family sums exactly the words it is given,
-// the ISA mask decides which loops run, and peak CSVs carry the winning loop (older
-// files without it still read). No timing is checked.
+// the ISA mask decides which loops run, peak CSVs carry the winning loop (older files
+// without it still read), and a cold bench makes each row a share of the read loop it
+// timed among the kernels. No timing is checked.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "harness/bench.h"
 #include "harness/csv.h"
 #include "harness/peak.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel.h"
+#include "kernels/registry.h"
 
 namespace qmv {
 namespace {
@@ -229,6 +234,79 @@ TEST(PeakCsv, FilesWithoutTheReadLoopColumnStillRead) {
   EXPECT_EQ(g[0].device, "cuda");
   EXPECT_EQ(g[0].read_loop, "");
   EXPECT_EQ(g[0].datasheet_gbps, 3350);
+}
+
+// Two cheap kernels available on every x86 machine, timed cold on 1 and 2 threads.
+std::vector<const KernelSpec*> two_scalar_kernels() {
+  std::vector<const KernelSpec*> ks;
+  for (const char* name : {"q4_K.cpu.scalar_f32", "f32.cpu.scalar"}) {
+    const KernelSpec* k = global_registry().find(name);
+    if (!k) throw std::logic_error(std::string("no kernel ") + name);
+    ks.push_back(k);
+  }
+  return ks;
+}
+
+BenchConfig quick_cold_bench() {
+  BenchConfig b;
+  b.threads = {1, 2};
+  b.repetitions = 3;
+  b.min_time_s = 0.002;
+  b.seed = std::random_device{}();
+  b.peak_buffer_bytes = std::size_t{16} << 20;
+  return b;
+}
+
+// A read loop picked at random from those this machine runs.
+std::string some_usable_loop() {
+  const auto loops = usable_read_loops();
+  std::mt19937 rng(std::random_device{}());
+  return loops[std::uniform_int_distribution<std::size_t>(0, loops.size() - 1)(rng)].name;
+}
+
+// A peak no real read comes near: a row that keeps it was not given the interleaved one.
+constexpr double kGivenPeak = 1e-6;
+
+TEST(InterleavedPeak, ColdRowsAreAShareOfTheReadLoopTimedAmongThem) {
+  BenchConfig cfg = quick_cold_bench();
+  const std::string loop = some_usable_loop();
+  cfg.peak_read_loops = {{1, loop}, {2, loop}};
+  const BenchOutcome out = run_bench(two_scalar_kernels(), {{64, 512}, {128, 256}}, cfg, {{1, kGivenPeak}, {2, kGivenPeak}});
+  ASSERT_TRUE(out.skipped.empty()) << out.skipped.front().kernel << ": " << out.skipped.front().reason;
+  ASSERT_EQ(out.rows.size(), 8u);
+  ASSERT_EQ(out.interleaved_peak_gbps.size(), 2u) << loop;
+  for (const auto& [threads, gbps] : out.interleaved_peak_gbps) {
+    // 16 MiB read at 10 MB/s would take 1.6 s a pass: any machine reads far faster.
+    EXPECT_GT(gbps, 0.01) << loop << ", " << threads << " thread(s)";
+    EXPECT_TRUE(std::isfinite(gbps));
+  }
+  for (const BenchRow& r : out.rows) {
+    EXPECT_EQ(r.peak_gbps, out.interleaved_peak_gbps.at(r.threads)) << r.kernel << " " << r.threads;
+    EXPECT_NEAR(r.peak_pct, 100.0 * r.gbps_median / r.peak_gbps, 1e-9 * r.peak_pct) << r.kernel;
+  }
+}
+
+TEST(InterleavedPeak, ThreadCountsWithoutALoopAndWarmRunsKeepThePeakGiven) {
+  BenchConfig cfg = quick_cold_bench();
+  cfg.peak_read_loops = {{1, some_usable_loop()}};
+  const std::map<int, double> given{{1, kGivenPeak}, {2, 2 * kGivenPeak}};
+  const BenchOutcome cold = run_bench(two_scalar_kernels(), {{64, 512}}, cfg, given);
+  ASSERT_EQ(cold.rows.size(), 4u);
+  ASSERT_EQ(cold.interleaved_peak_gbps.size(), 1u);
+  for (const BenchRow& r : cold.rows)
+    EXPECT_EQ(r.peak_gbps, r.threads == 1 ? cold.interleaved_peak_gbps.at(1) : given.at(2)) << r.kernel;
+
+  cfg.warm = true;
+  const BenchOutcome warm = run_bench(two_scalar_kernels(), {{64, 512}}, cfg, given);
+  ASSERT_EQ(warm.rows.size(), 4u);
+  EXPECT_TRUE(warm.interleaved_peak_gbps.empty());
+  for (const BenchRow& r : warm.rows) EXPECT_EQ(r.peak_gbps, given.at(r.threads)) << r.kernel;
+}
+
+TEST(InterleavedPeak, AnUnknownReadLoopIsRefused) {
+  BenchConfig cfg = quick_cold_bench();
+  cfg.peak_read_loops = {{1, "avx2.s3.pf7"}};
+  EXPECT_THROW(run_bench(two_scalar_kernels(), {{64, 512}}, cfg, {{1, kGivenPeak}}), std::invalid_argument);
 }
 
 }  // namespace

@@ -83,6 +83,28 @@ TEST(PreparedWeights, BenchTimesEveryPointAndFreesEveryCopy) {
   }
 }
 
+// Interleaved turns of different points do not re-make each other's copies: however
+// many repetitions, one rotation per (kernel, shape), shared by the thread counts.
+TEST(PreparedWeights, AnInterleavedBenchPreparesEachRotationOnce) {
+  const std::vector<const KernelSpec*> kernels{&find(kPreparedKernel), &find("q4_K.cpu.scalar_f32")};
+  const std::vector<Shape> shapes{{64, 512}, {128, 256}, {8, 1024}};
+  auto copies_made = [&](int repetitions) {
+    BenchConfig b = quick_bench(false);
+    b.threads = {1, 2};
+    b.repetitions = repetitions;
+    b.interleave = true;
+    const int before = prepared_copies_made();
+    const auto out = run_bench(kernels, shapes, b, {});
+    EXPECT_TRUE(out.skipped.empty()) << out.skipped.front().kernel << ": " << out.skipped.front().reason;
+    EXPECT_EQ(out.rows.size(), kernels.size() * shapes.size() * 2);
+    EXPECT_EQ(prepared_copies_live(), 0);
+    return prepared_copies_made() - before;
+  };
+  const int once = copies_made(1);
+  EXPECT_GE(once, 2 * static_cast<int>(shapes.size()));  // a cold rotation has at least two copies
+  EXPECT_EQ(copies_made(6), once);
+}
+
 TEST(PreparedWeights, TheModelRunnerPreparesEachMatrixOnce) {
   const std::string path = testing::tmp("prepared-toy.gguf");
   const testing::CliRun made = testing::qmvlab(fmt::format(

@@ -38,6 +38,9 @@ class BenchCommand : public Command {
         ->check(CLI::Range(0.001, 60.0))->capture_default_str();
     cmd_->add_option("--peak-reps", peak_reps_, "Repetitions of the peak bandwidth read")
         ->check(CLI::Range(1, 100))->capture_default_str();
+    cmd_->add_flag("--peak-once", peak_once_,
+                   "CPU, cold: every row's % of peak against the peak measured before the run (its best pass), not "
+                   "against the winning read loop timed interleaved with the kernels (its median in the run)");
     add_tiling_options(cmd_, tiling_);
     cmd_->add_option("--out", out_, "Write a CSV of results ({machine} expands to this machine's name)");
     cmd_->add_flag("--append", append_, "Append to --out instead of replacing it");
@@ -63,8 +66,12 @@ class BenchCommand : public Command {
     std::unique_ptr<CsvWriter> csv;
     if (!out_.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out_), bench_header(gpu_columns), append_);
     // The CPU roofline, when CPU kernels are timed (the GPU's is measured by the bench).
-    const auto peaks = any_of_backend(Backend::CPU) ? measure_peaks(cfg.threads, peak_reps_, nullptr, "", false)
-                                                    : std::map<int, double>{};
+    std::map<int, std::string> winning_loops;
+    const auto peaks = any_of_backend(Backend::CPU)
+                           ? measure_peaks(cfg.threads, peak_reps_, nullptr, "", false, false, nullptr, "", false,
+                                           &winning_loops)
+                           : std::map<int, double>{};
+    if (!cfg.warm && !peak_once_) cfg.peak_read_loops = winning_loops;
     fmt::print("timing {} kernel(s) x {} shape(s) x {} thread count(s), {} cache, {} reps{}\n", kernels.size(),
                shapes.size(), cfg.threads.size(), cfg.warm ? "warm" : "cold", cfg.repetitions,
                cfg.interleave ? ", interleaved" : "");
@@ -85,6 +92,9 @@ class BenchCommand : public Command {
                      cfg.repetitions, s, s * (runs_total - runs_done) / runs_done);
           std::fflush(stdout);
         });
+    for (const auto& [t, gbps] : res.interleaved_peak_gbps)
+      fmt::print("read peak timed among the kernels, {} thread{}: {:.2f} GB/s (median, {}): the rows' peak\n", t,
+                 t == 1 ? "" : "s", gbps, cfg.peak_read_loops.at(t));
     for (const auto& s : res.skipped) fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
     fmt::print("\n");
     print_bench_table(res.rows);
@@ -129,6 +139,7 @@ class BenchCommand : public Command {
   BenchConfig config_;
   bool append_ = false, no_interleave_ = false;
   int peak_reps_ = 5;
+  bool peak_once_ = false;
   CpuTiling tiling_ = cpu_tiling();
 };
 

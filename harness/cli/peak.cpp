@@ -68,7 +68,8 @@ class PeakCommand : public Command {
 
 std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
                                     const std::string& out, bool append, bool gpu, std::string* gpu_not_measured,
-                                    const std::string& read_loop, bool all_loops) {
+                                    const std::string& read_loop, bool all_loops,
+                                    std::map<int, std::string>* winning_loops) {
   const bool gpu_columns = gpu && machine_info().gpu != "none";
   std::unique_ptr<CsvWriter> csv;
   if (!out.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out), peak_header(gpu_columns), append);
@@ -96,6 +97,7 @@ std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, c
     std::fflush(stdout);
     if (csv) csv->write(peak_fields(*ctx, row, gpu_columns));
     peaks[t] = p.best_gbps;
+    if (winning_loops) (*winning_loops)[t] = p.read_loop;
   }
   if (gpu) {
     const GpuPeakResult g = measure_gpu_peaks(reps);

@@ -14,10 +14,11 @@ namespace qmv {
 // With `out` (and `ctx`), one CSV row per measurement. When the GPU was asked for and
 // could not be measured, `gpu_not_measured` (if given) gets the reason. With
 // `read_loop`, the CPU peak is that read loop's alone (measure_read_bandwidth); with
-// `all_loops`, every loop's speed is printed.
+// `all_loops`, every loop's speed is printed. `winning_loops`, if given, gets the CPU
+// read loop that won per thread count.
 std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
                                     const std::string& out, bool append, bool gpu = false,
                                     std::string* gpu_not_measured = nullptr, const std::string& read_loop = {},
-                                    bool all_loops = false);
+                                    bool all_loops = false, std::map<int, std::string>* winning_loops = nullptr);
 
 }  // namespace qmv

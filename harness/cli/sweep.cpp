@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "harness/bench.h"
 #include "harness/check.h"
@@ -39,6 +41,7 @@ class SweepCommand : public Command {
     std::string experiment, out, shard;
     bool resume = false, dry_run = false;
     int peak_reps = 5;
+    bool peak_once = false;
     std::uint64_t seed = 0;
     // merge
     std::string merge_out;
@@ -117,6 +120,9 @@ SweepCommand::SweepCommand(CLI::App& app) {
   o.sweep->add_flag("--dry-run", o.dry_run, "List the points (and what would be skipped) without running them");
   o.sweep->add_option("--peak-reps", o.peak_reps, "Repetitions of the peak bandwidth read per thread count")
       ->check(CLI::Range(1, 100))->capture_default_str();
+  o.sweep->add_flag("--peak-once", o.peak_once,
+                    "CPU, cold: rows' % of peak against the peak measured up front (best pass, raised by later "
+                    "re-measurements), not against the winning read loop timed among each kernel's points");
   o.sweep->add_option("--seed", o.seed, "Check seed (0: a fresh one, printed)");
   o.sweep->footer("On a Slurm cluster, scripts/slurm_sweep.py runs the shards as one job array per machine type "
                   "and merges each machine's (experiments/README.md).");
@@ -191,9 +197,10 @@ int SweepCommand::run(const std::string& command_line) {
     }
   for (const auto& [reason, n] : skip_reasons) fmt::print("skipped {} point(s): {}\n", n, reason);
 
-  // The roofline per thread count, before any kernel runs, and again during the sweep
-  // (below): on a shared machine one measurement can land in a busy moment, and every
-  // row's share of the peak would then read high.
+  // The roofline per thread count, before any kernel runs: it names the read loop that
+  // each cold CPU group times among its points (the rows' peak), and it is the peak of
+  // the other rows, re-measured during the sweep (below): on a shared machine one
+  // measurement can land in a busy moment, and every row's share would then read high.
   std::map<int, double> peaks;
   std::map<int, Clock::time_point> peak_measured;
   std::map<int, std::string> peak_loop;  // the read loop that won; the re-measurements time it alone
@@ -220,13 +227,20 @@ int SweepCommand::run(const std::string& command_line) {
   if (exp.check) fmt::print("check seed {} (rerun with --seed {})\n", seed, seed);
   std::fflush(stdout);
 
-  // One bench call per (kernel, threads, cache): its weight arena is filled once for
-  // all the kernel's shapes, and rows arrive (and are written) point by point.
-  std::map<std::tuple<std::string, int, std::string>, std::vector<const SweepPoint*>> groups;
-  std::vector<std::tuple<std::string, int, std::string>> order;
+  // One bench call per group. CPU: every kernel of one weight type with one thread count
+  // and cache, ggml's included, their points' repetitions interleaved in random order and,
+  // when cold, the winning read loop timed among them: each row's share of the peak, and
+  // each kernel against the peer, are medians of the same stretch of time, however the
+  // machine's bandwidth drifts. CUDA: one kernel's points, back to back.
+  using GroupKey = std::tuple<std::string, int, std::string>;
+  std::map<GroupKey, std::vector<const SweepPoint*>> groups;
+  std::vector<GroupKey> order;
   for (const auto& p : points) {
     if (!p.skip_reason.empty()) continue;
-    const auto g = std::make_tuple(p.kernel->name, p.threads, p.cache);
+    const std::string who = p.kernel->backend == Backend::CPU
+                                ? fmt::format("{} CPU kernels", to_string(p.kernel->weight))
+                                : p.kernel->name;
+    const GroupKey g{who, p.threads, p.cache};
     if (!groups.count(g)) order.push_back(g);
     groups[g].push_back(&p);
   }
@@ -236,46 +250,64 @@ int SweepCommand::run(const std::string& command_line) {
   const auto started = Clock::now();
   for (const auto& g : order) {
     const auto& group = groups.at(g);
-    const KernelSpec* k = group.front()->kernel;
     const int threads = std::get<1>(g);
+    const bool cpu = group.front()->kernel->backend == Backend::CPU;
+    std::vector<const KernelSpec*> kernels;
     std::vector<Shape> shapes;
-    for (const SweepPoint* p : group) shapes.push_back(p->shape.shape);
-    auto check_key = [&](Shape s) { return fmt::format("{}|{}|{}", k->name, to_string(s), threads); };
+    std::map<std::string, const SweepPoint*> wanted;  // by kernel|ROWSxCOLS
+    auto key_of = [](const std::string& kernel, Shape s) { return kernel + "|" + to_string(s); };
+    for (const SweepPoint* p : group) {
+      if (std::find(kernels.begin(), kernels.end(), p->kernel) == kernels.end()) kernels.push_back(p->kernel);
+      if (std::find(shapes.begin(), shapes.end(), p->shape.shape) == shapes.end()) shapes.push_back(p->shape.shape);
+      wanted[key_of(p->kernel->name, p->shape.shape)] = p;
+    }
+    auto check_key = [&](const std::string& kernel, Shape s) {
+      return fmt::format("{}|{}|{}", kernel, to_string(s), threads);
+    };
 
-    if (exp.check) {
-      std::vector<Shape> unchecked;
-      for (Shape s : shapes)
-        if (!checks.count(check_key(s))) unchecked.push_back(s);
-      if (!unchecked.empty()) {
+    if (exp.check)
+      for (const KernelSpec* k : kernels) {
+        std::vector<Shape> unchecked;
+        for (const SweepPoint* p : group)
+          if (p->kernel == k && !checks.count(check_key(k->name, p->shape.shape))) unchecked.push_back(p->shape.shape);
+        if (unchecked.empty()) continue;
         CheckConfig cc;
         cc.seed = seed;
         cc.threads = threads;
-        run_check({k}, unchecked, cc, [&](const CheckResult& r) { checks[check_key(r.shape)] = summarize(r); });
+        run_check({k}, unchecked, cc,
+                  [&](const CheckResult& r) { checks[check_key(k->name, r.shape)] = summarize(r); });
       }
-    }
 
     BenchConfig bc;
     bc.threads = {threads};
     bc.warm = std::get<2>(g) == "warm";
     bc.repetitions = exp.repetitions;
     bc.min_time_s = exp.min_time_s;
-    bc.interleave = false;  // each point finishes (and is written) before the next starts
-    auto point_of = [&](Shape s) -> const SweepPoint& {
-      for (const SweepPoint* p : group)
-        if (p->shape.shape == s) return *p;
-      throw std::logic_error("bench returned a shape the sweep did not ask for");
-    };
+    bc.interleave = cpu;
+    if (cpu && !bc.warm && !o.peak_once) bc.peak_read_loops = {{threads, peak_loop.at(threads)}};
     auto progress = [&](const SweepPoint& p, const std::string& result) {
       ++done;
       const double s = std::chrono::duration<double>(Clock::now() - started).count();
-      fmt::print("[{}/{}] {} {} {} {}: {} | {}, ETA {}\n", done, to_run, k->name, to_string(p.shape.shape), p.threads,
-                 p.cache, result, duration(s), duration(s / done * static_cast<double>(to_run - done)));
+      fmt::print("[{}/{}] {} {} {} {}: {} | {}, ETA {}\n", done, to_run, p.kernel->name, to_string(p.shape.shape),
+                 p.threads, p.cache, result, duration(s), duration(s / done * static_cast<double>(to_run - done)));
       std::fflush(stdout);
     };
-    if (k->backend == Backend::CPU) remeasure_peak(threads);
-    const BenchOutcome res = run_bench({k}, shapes, bc, peaks, [&](const BenchRow& row, int, int) {
-      const SweepPoint& p = point_of({row.rows, row.cols});
-      const SweepCheck c = exp.check ? checks.at(check_key(p.shape.shape)) : SweepCheck{};
+    if (cpu) {
+      remeasure_peak(threads);
+      // A group's rows come when all its repetitions are done: say what is running.
+      fmt::print("timing {}: {} kernel(s) x {} shape(s), {} thread(s), {}{}, interleaved\n", std::get<0>(g),
+                 kernels.size(), shapes.size(), threads, std::get<2>(g),
+                 bc.peak_read_loops.empty() ? "" : fmt::format(", with the read loop {}", peak_loop.at(threads)));
+      std::fflush(stdout);
+    }
+    // The bench times kernels x shapes; a pair the group does not hold (a shape the
+    // kernel's rule excludes, a point already in the CSV) is timed or refused there and
+    // dropped here.
+    const BenchOutcome res = run_bench(kernels, shapes, bc, peaks, [&](const BenchRow& row, int, int) {
+      const auto w = wanted.find(key_of(row.kernel, {row.rows, row.cols}));
+      if (w == wanted.end()) return;
+      const SweepPoint& p = *w->second;
+      const SweepCheck c = exp.check ? checks.at(check_key(row.kernel, p.shape.shape)) : SweepCheck{};
       const bool ok = !exp.check || c.passed;
       failed += !ok;
       csv.write(sweep_fields(ctx, exp.name, p, &row, c, ok ? "ok" : "failed",
@@ -283,12 +315,14 @@ int SweepCommand::run(const std::string& command_line) {
       progress(p, fmt::format("{:.2f} GB/s, {:.1f}% of peak, check {}", row.gbps_median, row.peak_pct,
                               !exp.check ? "off" : fmt::format("{} NMSE {:.1e}", c.passed ? "pass" : "FAIL", c.nmse_kernel)));
     });
-    for (const BenchSkip& s : res.skipped) {
-      const SweepPoint& p = point_of(s.shape);
-      const SweepCheck c = exp.check ? checks.at(check_key(p.shape.shape)) : SweepCheck{};
+    for (const BenchSkip& sk : res.skipped) {
+      const auto w = wanted.find(key_of(sk.kernel, sk.shape));
+      if (w == wanted.end()) continue;
+      const SweepPoint& p = *w->second;
+      const SweepCheck c = exp.check ? checks.at(check_key(sk.kernel, p.shape.shape)) : SweepCheck{};
       ++failed;
-      csv.write(sweep_fields(ctx, exp.name, p, nullptr, c, "failed", s.reason));
-      progress(p, "FAILED: " + s.reason);
+      csv.write(sweep_fields(ctx, exp.name, p, nullptr, c, "failed", sk.reason));
+      progress(p, "FAILED: " + sk.reason);
     }
   }
   const double s = std::chrono::duration<double>(Clock::now() - started).count();
