@@ -11,6 +11,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -337,15 +338,21 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
         ->Repetitions(cfg.repetitions);
   }
 
-  // The interleaved read peak: one more point per thread count, read with the loop the
-  // config names, on a buffer of its own (weight memory, as every buffer timed).
+  // The interleaved read peak: per thread count, the loop the config names, on a buffer
+  // of its own (weight memory, as every buffer timed), registered as one point per shape
+  // of the run (at least three). The peak is the median over all their repetitions: as
+  // many samples of the machine, spread over the run, as a kernel gets over its shapes,
+  // where one point's few would be at the mercy of a slow spell.
   WeightMemory peak_buffer;
   std::map<std::string, int> peak_point_threads;  // benchmark name -> thread count
   std::map<int, std::string> peak_loop_of;
+  std::map<int, std::set<std::pair<std::int64_t, std::int64_t>>> shapes_of;
   if (!cfg.warm)
     for (const Point& pt : points)
-      if (const auto l = cfg.peak_read_loops.find(pt.threads); l != cfg.peak_read_loops.end())
+      if (const auto l = cfg.peak_read_loops.find(pt.threads); l != cfg.peak_read_loops.end()) {
         peak_loop_of[pt.threads] = l->second;
+        shapes_of[pt.threads].insert({pt.shape.rows, pt.shape.cols});
+      }
   const std::size_t peak_bytes =
       (cfg.peak_buffer_bytes ? cfg.peak_buffer_bytes : cold_buffer_bytes()) / 64 * 64;
   if (!peak_loop_of.empty()) {
@@ -358,16 +365,20 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     const auto loop = std::find_if(loops.begin(), loops.end(), [&](const ReadLoop& l) { return l.name == loop_name; });
     if (loop == loops.end())
       throw std::invalid_argument("read loop '" + loop_name + "' is not one this CPU and ISA mask allow");
-    const std::string name = fmt::format("peak/{}/threads:{}", loop_name, threads);
-    peak_point_threads[name] = threads;
-    benchmark::RegisterBenchmark(name.c_str(),
-                                 [loop = *loop, buf = static_cast<const std::uint64_t*>(peak_buffer.data()),
-                                  words = peak_bytes / 8, threads = threads](benchmark::State& st) {
-                                   for (auto _ : st) benchmark::DoNotOptimize(read_with_threads(loop, buf, words, threads));
-                                 })
-        ->UseRealTime()
-        ->MinTime(cfg.min_time_s)
-        ->Repetitions(cfg.repetitions);
+    const std::size_t instances = std::max<std::size_t>(3, shapes_of.at(threads).size());
+    for (std::size_t i = 0; i < instances; ++i) {
+      const std::string name = fmt::format("peak/{}/threads:{}/{}", loop_name, threads, i + 1);
+      peak_point_threads[name] = threads;
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [loop = *loop, buf = static_cast<const std::uint64_t*>(peak_buffer.data()),
+                                    words = peak_bytes / 8, threads = threads](benchmark::State& st) {
+                                     for (auto _ : st)
+                                       benchmark::DoNotOptimize(read_with_threads(loop, buf, words, threads));
+                                   })
+          ->UseRealTime()
+          ->MinTime(cfg.min_time_s)
+          ->Repetitions(cfg.repetitions);
+    }
   }
 
   // An interleaved run whose rotations all fit prepares them before any timing, so the
@@ -431,11 +442,13 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::ClearRegisteredBenchmarks();
 
-  for (const auto& [name, threads] : peak_point_threads) {
-    const auto t = collector.seconds_per_call.find(name);
-    if (t == collector.seconds_per_call.end() || t->second.empty()) continue;
-    out.interleaved_peak_gbps[threads] = static_cast<double>(peak_bytes) / (median(t->second) * 1e9);
-  }
+  std::map<int, std::vector<double>> peak_seconds;
+  for (const auto& [name, threads] : peak_point_threads)
+    if (const auto t = collector.seconds_per_call.find(name); t != collector.seconds_per_call.end())
+      peak_seconds[threads].insert(peak_seconds[threads].end(), t->second.begin(), t->second.end());
+  for (const auto& [threads, seconds] : peak_seconds)
+    if (!seconds.empty())
+      out.interleaved_peak_gbps[threads] = static_cast<double>(peak_bytes) / (median(seconds) * 1e9);
   for (BenchRow& row : held_rows) {
     if (const auto p = out.interleaved_peak_gbps.find(row.threads); p != out.interleaved_peak_gbps.end()) {
       row.peak_gbps = p->second;
