@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "formats/formats.h"
 #include "kernel.h"
 
 namespace qmv {
@@ -53,7 +54,14 @@ std::uint32_t masked_cpu_features(std::uint32_t required) {
   return required & ~g_mask.load() & ~absent_in_hardware(required);
 }
 
-void set_cpu_feature_mask(std::uint32_t allowed) { g_mask.store(allowed); }
+void set_cpu_feature_mask(std::uint32_t allowed) {
+  g_mask.store(allowed);
+  // The activation quantizers live below the kernels and follow the mask from here.
+  const auto has = [&](std::uint32_t bits) { return (allowed & bits) == bits; };
+  set_quantizer_isa_limit(has(CpuFeature::AVX512F | CpuFeature::AVX512BW | CpuFeature::AVX512VL) ? QuantizerIsa::AVX512
+                          : has(static_cast<std::uint32_t>(CpuFeature::AVX2))                   ? QuantizerIsa::AVX2
+                                                                                                : QuantizerIsa::Scalar);
+}
 std::uint32_t cpu_feature_mask() { return g_mask.load(); }
 bool cpu_features_masked() { return g_mask.load() != kAllFeatures; }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/availability.h"
 #include "kernels/cpu_features.h"
+#include "kernels/formats/formats.h"
 #include "kernels/registry.h"
 #include "tests/cli_run.h"
 
@@ -62,6 +63,20 @@ TEST(CpuFeatureMask, AKernelNeedingAMaskedFeatureIsUnavailableAndSaysWhy) {
     EXPECT_GT(checked, 0);
   }
   EXPECT_FALSE(cpu_features_masked());
+}
+
+// The activation quantizers sit below the kernels and follow the mask too.
+TEST(CpuFeatureMask, TheActivationQuantizersFollowIt) {
+  const QuantizerIsa unmasked = active_quantizer_isa();
+  {
+    ScopedMask mask(kAvx2Only);
+    EXPECT_EQ(active_quantizer_isa(), unmasked == QuantizerIsa::Scalar ? QuantizerIsa::Scalar : QuantizerIsa::AVX2);
+  }
+  {
+    ScopedMask mask(static_cast<std::uint32_t>(CpuFeature::F16C));
+    EXPECT_EQ(active_quantizer_isa(), QuantizerIsa::Scalar);
+  }
+  EXPECT_EQ(active_quantizer_isa(), unmasked);
 }
 
 TEST(CpuFeatureMask, TheCommandLineAndTheEnvironmentSetItAndNameTheResultsFolder) {

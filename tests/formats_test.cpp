@@ -975,10 +975,17 @@ TEST(FloatQuantizer, RelativeErrorWithinHalfAnUlp) {
   }
 }
 
-// The vectorized activation quantizers (taken where the CPU has AVX-512) must write
-// the same bytes as the plain definitions: Gaussian rows with outliers, values on
-// exact rounding ties, NaN and infinity, all-zero blocks, huge and tiny scales.
-TEST(ActivationQuantizer, FastPathWritesTheSameBytesAsTheDefinition) {
+// Every vectorized activation quantizer this CPU can run (AVX2, AVX512) must write the
+// same bytes as the plain definitions: Gaussian rows with outliers, values on exact
+// rounding ties, NaN and infinity, all-zero blocks, huge and tiny scales.
+TEST(ActivationQuantizer, EveryVectorizedVersionWritesTheSameBytesAsTheDefinition) {
+  std::vector<QuantizerIsa> versions;
+  for (QuantizerIsa isa : {QuantizerIsa::AVX2, QuantizerIsa::AVX512}) {
+    float probe[256] = {1.0f};
+    BlockQ8K block;
+    if (quantize_row_q8_K_with(isa, probe, &block, 256)) versions.push_back(isa);
+  }
+  if (versions.empty()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX512: only the scalar quantizers run";
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal;
   const int n = 256 * 12;
@@ -1009,19 +1016,38 @@ TEST(ActivationQuantizer, FastPathWritesTheSameBytesAsTheDefinition) {
       default:
         break;
     }
-    std::vector<BlockQ8K> fast_k(n / 256), plain_k(n / 256);
-    std::vector<BlockQ8_1> fast_1(n / 32), plain_1(n / 32);
-    std::memset(fast_k.data(), 0x5a, fast_k.size() * sizeof(BlockQ8K));
-    std::memset(fast_1.data(), 0x5a, fast_1.size() * sizeof(BlockQ8_1));
-    quantize_row_q8_K(x.data(), fast_k.data(), n);
+    std::vector<BlockQ8K> plain_k(n / 256);
+    std::vector<BlockQ8_1> plain_1(n / 32);
     quantize_row_q8_K_scalar(x.data(), plain_k.data(), n);
-    quantize_row_q8_1(x.data(), fast_1.data(), n);
     quantize_row_q8_1_scalar(x.data(), plain_1.data(), n);
-    for (int b = 0; b < n / 256; ++b)
-      ASSERT_EQ(std::memcmp(&fast_k[b], &plain_k[b], sizeof(BlockQ8K)), 0) << "trial " << trial << " Q8_K block " << b;
-    for (int b = 0; b < n / 32; ++b)
-      ASSERT_EQ(std::memcmp(&fast_1[b], &plain_1[b], sizeof(BlockQ8_1)), 0) << "trial " << trial << " Q8_1 block " << b;
+    for (QuantizerIsa isa : versions) {
+      std::vector<BlockQ8K> fast_k(n / 256);
+      std::vector<BlockQ8_1> fast_1(n / 32);
+      std::memset(fast_k.data(), 0x5a, fast_k.size() * sizeof(BlockQ8K));
+      std::memset(fast_1.data(), 0x5a, fast_1.size() * sizeof(BlockQ8_1));
+      ASSERT_TRUE(quantize_row_q8_K_with(isa, x.data(), fast_k.data(), n));
+      ASSERT_TRUE(quantize_row_q8_1_with(isa, x.data(), fast_1.data(), n));
+      for (int b = 0; b < n / 256; ++b)
+        ASSERT_EQ(std::memcmp(&fast_k[b], &plain_k[b], sizeof(BlockQ8K)), 0)
+            << to_string(isa) << ", trial " << trial << " Q8_K block " << b;
+      for (int b = 0; b < n / 32; ++b)
+        ASSERT_EQ(std::memcmp(&fast_1[b], &plain_1[b], sizeof(BlockQ8_1)), 0)
+            << to_string(isa) << ", trial " << trial << " Q8_1 block " << b;
+    }
   }
+}
+
+// The public quantizers take the widest version the limit allows and the CPU
+// has; the limit comes back to where it was.
+TEST(ActivationQuantizer, TheLimitPicksTheVersion) {
+  const QuantizerIsa widest = active_quantizer_isa();
+  set_quantizer_isa_limit(QuantizerIsa::Scalar);
+  EXPECT_EQ(active_quantizer_isa(), QuantizerIsa::Scalar);
+  set_quantizer_isa_limit(QuantizerIsa::AVX2);
+  EXPECT_LE(active_quantizer_isa(), QuantizerIsa::AVX2);
+  EXPECT_EQ(active_quantizer_isa() == QuantizerIsa::AVX2, __builtin_cpu_supports("avx2") != 0);
+  set_quantizer_isa_limit(QuantizerIsa::AVX512);
+  EXPECT_EQ(active_quantizer_isa(), widest);
 }
 
 }  // namespace

@@ -210,11 +210,21 @@ void quantize_row(WeightType t, const float* x, void* blocks, std::int64_t n);
 // Activation quantizers. Q8_K: n a multiple of 256; Q8_1: n a multiple of 32.
 void quantize_row_q8_K(const float* x, BlockQ8K* y, std::int64_t n);
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::int64_t n);
-// The plain definitions of the two above. Where the CPU has AVX-512 BW/VL the public
-// functions run a vectorized version instead (decode quantizes every activation
-// vector); the two give the same bytes, which a test checks.
+// The plain definitions of the two above. The public functions run the widest
+// vectorized version the CPU has and the limit below allows (decode quantizes every
+// activation vector); every version gives the same bytes, which a test checks.
 void quantize_row_q8_K_scalar(const float* x, BlockQ8K* y, std::int64_t n);
 void quantize_row_q8_1_scalar(const float* x, BlockQ8_1* y, std::int64_t n);
+// The activation quantizers' instruction sets, narrowest first (AVX512: F, BW and VL).
+enum class QuantizerIsa { Scalar, AVX2, AVX512 };
+// The widest the public quantizers may use (default: all); the kernels' ISA mask sets
+// it, so a masked run quantizes as a CPU with only those features would.
+void set_quantizer_isa_limit(QuantizerIsa widest);
+QuantizerIsa active_quantizer_isa();
+const char* to_string(QuantizerIsa isa);
+// One version by name, for tests; false, writing nothing, where the CPU lacks it.
+bool quantize_row_q8_K_with(QuantizerIsa isa, const float* x, BlockQ8K* y, std::int64_t n);
+bool quantize_row_q8_1_with(QuantizerIsa isa, const float* x, BlockQ8_1* y, std::int64_t n);
 void dequantize_row_q8_K(const BlockQ8K* x, float* y, std::int64_t n);
 void dequantize_row_q8_1(const BlockQ8_1* x, float* y, std::int64_t n);
 

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cassert>
 #include <cmath>
@@ -686,24 +687,168 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_q8_1_avx5
 
 #pragma GCC diagnostic pop
 
-bool has_avx512_quantizers() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return yes;
+// The same two in AVX2, 8 values per register, with the same exactness argument; NaN
+// lanes are zeroed before the clamp, which would otherwise keep them.
+__attribute__((target("avx2"))) inline float abs_max8(const float* x, int n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
 }
+
+// round(x / d) clamped to [-127, 127] as int32 lanes; d > 0.
+__attribute__((target("avx2"))) inline __m256i quant8(const float* x, __m256 d) {
+  const __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), d);
+  __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_sub_ps(v, r);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  r = _mm256_add_ps(r, _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one));
+  r = _mm256_sub_ps(r, _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one));
+  r = _mm256_and_ps(r, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+  r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+  return _mm256_cvttps_epi32(r);
+}
+
+// 32 int32 lanes in [-127, 127] (a, b, c, d: 8 each, in order) as 32 int8 at `out`.
+__attribute__((target("avx2"))) inline void store_int8x32(std::int8_t* out, __m256i a, __m256i b, __m256i c,
+                                                            __m256i d) {
+  // The packs work within 128-bit lanes: the result's dwords come out as a0 b0 c0 d0
+  // a1 b1 c1 d1 (4 values each) and are put back in order.
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+__attribute__((target("avx2"))) inline int sum_int32x8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+__attribute__((target("avx2"))) void quantize_row_q8_K_avx2(const float* x, BlockQ8K* y, std::int64_t n) {
+  for (std::int64_t b = 0; b < n / kSuperBlock; ++b) {
+    const float* xb = x + b * kSuperBlock;
+    BlockQ8K& block = y[b];
+    const float d = abs_max8(xb, kSuperBlock) / 127.0f;
+    block.d = d;
+    if (!(d > 0.0f)) {
+      std::memset(block.qs, 0, sizeof(block.qs));
+      std::memset(block.bsums, 0, sizeof(block.bsums));
+      continue;
+    }
+    const __m256 vd = _mm256_set1_ps(d);
+    for (int i = 0; i < kSuperBlock; i += 32) {
+      const __m256i q0 = quant8(xb + i, vd), q1 = quant8(xb + i + 8, vd);
+      const __m256i q2 = quant8(xb + i + 16, vd), q3 = quant8(xb + i + 24, vd);
+      store_int8x32(block.qs + i, q0, q1, q2, q3);
+      block.bsums[i / 16] = static_cast<std::int16_t>(sum_int32x8(_mm256_add_epi32(q0, q1)));
+      block.bsums[i / 16 + 1] = static_cast<std::int16_t>(sum_int32x8(_mm256_add_epi32(q2, q3)));
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void quantize_row_q8_1_avx2(const float* x, BlockQ8_1* y, std::int64_t n) {
+  for (std::int64_t b = 0; b < n / kQ8_1Block; ++b) {
+    const float* xb = x + b * kQ8_1Block;
+    BlockQ8_1& block = y[b];
+    block.d = fp32_to_fp16(std::min(abs_max8(xb, kQ8_1Block) / 127.0f, kLargestFp16));
+    const float d = fp16_to_fp32(block.d);
+    if (!(d > 0.0f)) {
+      std::memset(block.qs, 0, sizeof(block.qs));
+      block.s = fp32_to_fp16(0.0f);
+      continue;
+    }
+    const __m256 vd = _mm256_set1_ps(d);
+    const __m256i q0 = quant8(xb, vd), q1 = quant8(xb + 8, vd), q2 = quant8(xb + 16, vd), q3 = quant8(xb + 24, vd);
+    store_int8x32(block.qs, q0, q1, q2, q3);
+    const int sum = sum_int32x8(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
+    block.s = fp32_to_fp16(d * static_cast<float>(sum));
+  }
+}
+
+bool cpu_has(QuantizerIsa isa) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512vl");
+  switch (isa) {
+    case QuantizerIsa::Scalar:
+      return true;
+    case QuantizerIsa::AVX2:
+      return avx2;
+    case QuantizerIsa::AVX512:
+      return avx512;
+  }
+  return false;
+}
+
+std::atomic<QuantizerIsa> g_isa_limit{QuantizerIsa::AVX512};
 
 }  // namespace
 
-void quantize_row_q8_K(const float* x, BlockQ8K* y, std::int64_t n) {
+void set_quantizer_isa_limit(QuantizerIsa widest) { g_isa_limit.store(widest); }
+
+QuantizerIsa active_quantizer_isa() {
+  for (QuantizerIsa isa : {QuantizerIsa::AVX512, QuantizerIsa::AVX2})
+    if (isa <= g_isa_limit.load() && cpu_has(isa)) return isa;
+  return QuantizerIsa::Scalar;
+}
+
+const char* to_string(QuantizerIsa isa) {
+  switch (isa) {
+    case QuantizerIsa::Scalar:
+      return "scalar";
+    case QuantizerIsa::AVX2:
+      return "avx2";
+    case QuantizerIsa::AVX512:
+      return "avx512";
+  }
+  return "?";
+}
+
+bool quantize_row_q8_K_with(QuantizerIsa isa, const float* x, BlockQ8K* y, std::int64_t n) {
   assert(n % kSuperBlock == 0);
-  if (has_avx512_quantizers()) return quantize_row_q8_K_avx512(x, y, n);
-  quantize_row_q8_K_scalar(x, y, n);
+  if (!cpu_has(isa)) return false;
+  switch (isa) {
+    case QuantizerIsa::AVX512:
+      quantize_row_q8_K_avx512(x, y, n);
+      break;
+    case QuantizerIsa::AVX2:
+      quantize_row_q8_K_avx2(x, y, n);
+      break;
+    case QuantizerIsa::Scalar:
+      quantize_row_q8_K_scalar(x, y, n);
+      break;
+  }
+  return true;
+}
+
+bool quantize_row_q8_1_with(QuantizerIsa isa, const float* x, BlockQ8_1* y, std::int64_t n) {
+  assert(n % kQ8_1Block == 0);
+  if (!cpu_has(isa)) return false;
+  switch (isa) {
+    case QuantizerIsa::AVX512:
+      quantize_row_q8_1_avx512(x, y, n);
+      break;
+    case QuantizerIsa::AVX2:
+      quantize_row_q8_1_avx2(x, y, n);
+      break;
+    case QuantizerIsa::Scalar:
+      quantize_row_q8_1_scalar(x, y, n);
+      break;
+  }
+  return true;
+}
+
+void quantize_row_q8_K(const float* x, BlockQ8K* y, std::int64_t n) {
+  quantize_row_q8_K_with(active_quantizer_isa(), x, y, n);
 }
 
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::int64_t n) {
-  assert(n % kQ8_1Block == 0);
-  if (has_avx512_quantizers()) return quantize_row_q8_1_avx512(x, y, n);
-  quantize_row_q8_1_scalar(x, y, n);
+  quantize_row_q8_1_with(active_quantizer_isa(), x, y, n);
 }
 
 // ---------------------------------------------------------------------------------
