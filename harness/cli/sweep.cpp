@@ -122,7 +122,7 @@ SweepCommand::SweepCommand(CLI::App& app) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   o.sweep->add_flag("--peak-once", o.peak_once,
                     "CPU, cold: rows' % of peak against the peak measured up front (best pass, raised by later "
-                    "re-measurements), not against the winning read loop timed among each kernel's points");
+                    "re-measurements), not against the winning read loop timed among each group's points");
   o.sweep->add_option("--seed", o.seed, "Check seed (0: a fresh one, printed)");
   o.sweep->footer("On a Slurm cluster, scripts/slurm_sweep.py runs the shards as one job array per machine type "
                   "and merges each machine's (experiments/README.md).");
