@@ -2,11 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu_features.h"
 #include "kernels/outliers.h"
+
+// glibc's vector math library (libmvec): expf on 8 lanes, the AVX2 variant of the
+// x86-64 vector function ABI, within 4 ulp of expf.
+extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256 x);
 
 namespace qmv {
 
@@ -29,6 +36,39 @@ void rms_norm(const float* x, const float* weight, float* y, int n, float eps) {
   for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }
 
+// s[t] = exp(s[t] - max_s) for t < n; returns their sum.
+__attribute__((target("avx2"))) float exp_shifted_avx2(float* s, int n, float max_s) {
+  const __m256 shift = _mm256_set1_ps(max_s);
+  __m256 acc = _mm256_setzero_ps();
+  int t = 0;
+  for (; t + 8 <= n; t += 8) {
+    const __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(s + t), shift));
+    _mm256_storeu_ps(s + t, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  for (; t < n; ++t) {
+    s[t] = std::exp(s[t] - max_s);
+    sum += s[t];
+  }
+  return sum;
+}
+
+// gate[i] = silu(gate[i]) * up[i].
+__attribute__((target("avx2"))) void swiglu_avx2(float* gate, const float* up, int n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
 float dot(const float* a, const float* b, int n) {
   float s = 0;
 #pragma omp simd reduction(+ : s)
@@ -40,7 +80,9 @@ float dot(const float* a, const float* b, int n) {
 
 CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
                        const std::vector<PlannedMatvec>& plan, int threads, int context)
-    : c_(config), threads_(std::max(1, threads)) {
+    : c_(config),
+      threads_(std::max(1, threads)),
+      avx2_exp_(missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2)) == 0) {
   context_ = context > 0 ? std::min(context, c_.context_length) : c_.context_length;
   bound_ = bind_plan(c_, weights, plan, Backend::CPU);
   const int q_width = c_.n_head * c_.head_dim, kv_width = c_.n_head_kv * c_.head_dim;
@@ -264,8 +306,9 @@ void CpuForward::attention(const LayerOps& l) {
     const float* keys = l.k_cache;
     const float* values = l.v_cache;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    // Heads are independent; a thread team only pays off once the cache is long.
-    const bool parallel = threads_ > 1 && static_cast<std::int64_t>(n_pos) * c_.n_head * hd >= (1 << 16);
+    // Heads are independent. The team is already awake from the matvecs, so it pays off
+    // from a few thousand multiply-adds per step (a few positions of a small model).
+    const bool parallel = threads_ > 1 && static_cast<std::int64_t>(n_pos) * c_.n_head * hd >= (1 << 12);
 #pragma omp parallel for num_threads(threads_) schedule(static) if (parallel)
     for (int h = 0; h < c_.n_head; ++h) {
       const float* q = program_.q + h * hd;
@@ -277,9 +320,13 @@ void CpuForward::attention(const LayerOps& l) {
         max_s = std::max(max_s, s[t]);
       }
       float sum = 0;
-      for (int t = 0; t < n_pos; ++t) {
-        s[t] = std::exp(s[t] - max_s);
-        sum += s[t];
+      if (avx2_exp_) {
+        sum = exp_shifted_avx2(s, n_pos, max_s);
+      } else {
+        for (int t = 0; t < n_pos; ++t) {
+          s[t] = std::exp(s[t] - max_s);
+          sum += s[t];
+        }
       }
       float* out = program_.att + h * hd;
       std::fill(out, out + hd, 0.0f);
@@ -295,6 +342,7 @@ void CpuForward::attention(const LayerOps& l) {
 
 void CpuForward::swiglu(float* gate, const float* up, int n) {
   timed(Op::Swiglu, [&] {
+    if (avx2_exp_) return swiglu_avx2(gate, up, n);
     for (int i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
   });
 }

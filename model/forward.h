@@ -97,6 +97,7 @@ class CpuForward {
 
   ModelConfig c_;
   int threads_;
+  bool avx2_exp_;  // softmax and SwiGLU take exp 8 lanes at a time (the CPU and the ISA mask allow AVX2)
   int context_;
   int pos_ = 0;
   int token_ = 0;
