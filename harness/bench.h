@@ -30,10 +30,11 @@ struct BenchConfig {
   bool interleave = true;
   std::uint64_t seed = 1;
   // Cold CPU runs: per thread count, a read loop of the peak's family (ReadLoop::name)
-  // timed as one more point of the run, on a buffer of `peak_buffer_bytes` (0: the
-  // peak's size, cold_buffer_bytes()). Each CPU row's peak_gbps is then that loop's
-  // median in this run, so on a machine whose bandwidth drifts, peak_pct compares two
-  // medians of the same stretch of time. Thread counts without a loop, and warm runs,
+  // timed among the kernels as one more point per shape of the run (at least three),
+  // on a buffer of `peak_buffer_bytes` (0: the peak's size, cold_buffer_bytes()). Each
+  // CPU row's peak_gbps is then that loop's median over all those repetitions, so on a
+  // machine whose bandwidth drifts, peak_pct compares two medians of the same stretch
+  // of time. Thread counts without a loop, and warm runs,
   // keep the peak_gbps passed to run_bench.
   std::map<int, std::string> peak_read_loops;
   std::size_t peak_buffer_bytes = 0;

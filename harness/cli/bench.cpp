@@ -40,7 +40,8 @@ class BenchCommand : public Command {
         ->check(CLI::Range(1, 100))->capture_default_str();
     cmd_->add_flag("--peak-once", peak_once_,
                    "CPU, cold: every row's % of peak against the peak measured before the run (its best pass), not "
-                   "against the winning read loop timed interleaved with the kernels (its median in the run)");
+                   "against the winning read loop timed interleaved with the kernels (its median in the run); implied by "
+                   "--warm and --no-interleave");
     add_tiling_options(cmd_, tiling_);
     cmd_->add_option("--out", out_, "Write a CSV of results ({machine} expands to this machine's name)");
     cmd_->add_flag("--append", append_, "Append to --out instead of replacing it");
@@ -71,7 +72,8 @@ class BenchCommand : public Command {
                            ? measure_peaks(cfg.threads, peak_reps_, nullptr, "", false, false, nullptr, "", false,
                                            &winning_loops)
                            : std::map<int, double>{};
-    if (!cfg.warm && !peak_once_) cfg.peak_read_loops = winning_loops;
+    // Back to back, the read loop would run in a minute of its own: no common stretch.
+    if (!cfg.warm && cfg.interleave && !peak_once_) cfg.peak_read_loops = winning_loops;
     fmt::print("timing {} kernel(s) x {} shape(s) x {} thread count(s), {} cache, {} reps{}\n", kernels.size(),
                shapes.size(), cfg.threads.size(), cfg.warm ? "warm" : "cold", cfg.repetitions,
                cfg.interleave ? ", interleaved" : "");
