@@ -291,6 +291,14 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
 
   std::map<std::string, std::size_t> index_of;
   benchmark::ClearRegisteredBenchmarks();
+  // What each point with a weight transform hands PreparedStore::ensure.
+  struct PrepareJob {
+    const KernelSpec* spec;
+    MatVecArgs args;
+    const std::uint8_t* base;
+    std::size_t stride, slots;
+  };
+  std::vector<PrepareJob> prepare_jobs;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const Point& pt = points[i];
     index_of[pt.name] = i;
@@ -309,6 +317,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     args.y2 = fused ? y2.data() : nullptr;
     args.y2_len = fused ? args.y_len : 0;
     args.threads = pt.threads;
+    if (pt.spec->prepare) prepare_jobs.push_back({pt.spec, args, arena.data(), stride, slots});
     benchmark::RegisterBenchmark(
         pt.name.c_str(),
         [spec = pt.spec, base = arena.data(), stride, slots = slots, fused, args, prepared](benchmark::State& st) mutable {
@@ -385,26 +394,15 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   // first repetitions are not the ones that follow fresh page faults.
   if (cfg.interleave) {
     std::map<PrepareKey, std::size_t> need;
-    for (const Point& pt : points)
-      if (pt.spec->prepare) {
-        const std::size_t stride = matrix_bytes(pt);
-        const std::size_t slots = cfg.warm ? 1 : arenas.at(pt.spec->weight).bytes / stride;
-        need[{pt.spec, pt.shape.rows, pt.shape.cols}] = stride * PreparedStore::copies(stride, slots);
-      }
+    for (const PrepareJob& j : prepare_jobs)
+      need[{j.spec, j.args.shape.rows, j.args.shape.cols}] = j.stride * PreparedStore::copies(j.stride, j.slots);
     std::size_t total = 0;
     for (const auto& [key, bytes] : need) total += bytes;
     if (total <= prepared->budget_bytes)
-      for (const Point& pt : points) {
-        if (!pt.spec->prepare) continue;
-        const std::size_t stride = matrix_bytes(pt);
-        MatVecArgs args;
-        args.shape = pt.shape;
-        args.w_bytes = args.w2_bytes = pt.spec->op == OpKind::FusedUpGate ? stride / 2 : stride;
-        args.threads = pt.threads;
+      for (const PrepareJob& j : prepare_jobs) {
         const PreparedStore::Rotation* unused = nullptr;
         // A failure here recurs at the point's turn, which reports it.
-        (void)prepared->ensure(*pt.spec, args, arenas.at(pt.spec->weight).data(), stride,
-                               cfg.warm ? 1 : arenas.at(pt.spec->weight).bytes / stride, unused);
+        (void)prepared->ensure(*j.spec, j.args, j.base, j.stride, j.slots, unused);
       }
   }
 

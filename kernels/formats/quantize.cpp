@@ -809,38 +809,34 @@ const char* to_string(QuantizerIsa isa) {
   return "?";
 }
 
+namespace {
+
+// One activation format's quantizer at each instruction-set level.
+template <class Block>
+struct QuantizerVersions {
+  using Fn = void (*)(const float*, Block*, std::int64_t);
+  Fn scalar, avx2, avx512;
+  bool run(QuantizerIsa isa, const float* x, Block* y, std::int64_t n) const {
+    if (!cpu_has(isa)) return false;
+    (isa == QuantizerIsa::AVX512 ? avx512 : isa == QuantizerIsa::AVX2 ? avx2 : scalar)(x, y, n);
+    return true;
+  }
+};
+
+constexpr QuantizerVersions<BlockQ8K> kQ8K{quantize_row_q8_K_scalar, quantize_row_q8_K_avx2, quantize_row_q8_K_avx512};
+constexpr QuantizerVersions<BlockQ8_1> kQ8_1{quantize_row_q8_1_scalar, quantize_row_q8_1_avx2,
+                                             quantize_row_q8_1_avx512};
+
+}  // namespace
+
 bool quantize_row_q8_K_with(QuantizerIsa isa, const float* x, BlockQ8K* y, std::int64_t n) {
   assert(n % kSuperBlock == 0);
-  if (!cpu_has(isa)) return false;
-  switch (isa) {
-    case QuantizerIsa::AVX512:
-      quantize_row_q8_K_avx512(x, y, n);
-      break;
-    case QuantizerIsa::AVX2:
-      quantize_row_q8_K_avx2(x, y, n);
-      break;
-    case QuantizerIsa::Scalar:
-      quantize_row_q8_K_scalar(x, y, n);
-      break;
-  }
-  return true;
+  return kQ8K.run(isa, x, y, n);
 }
 
 bool quantize_row_q8_1_with(QuantizerIsa isa, const float* x, BlockQ8_1* y, std::int64_t n) {
   assert(n % kQ8_1Block == 0);
-  if (!cpu_has(isa)) return false;
-  switch (isa) {
-    case QuantizerIsa::AVX512:
-      quantize_row_q8_1_avx512(x, y, n);
-      break;
-    case QuantizerIsa::AVX2:
-      quantize_row_q8_1_avx2(x, y, n);
-      break;
-    case QuantizerIsa::Scalar:
-      quantize_row_q8_1_scalar(x, y, n);
-      break;
-  }
-  return true;
+  return kQ8_1.run(isa, x, y, n);
 }
 
 void quantize_row_q8_K(const float* x, BlockQ8K* y, std::int64_t n) {
