@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <utility>
@@ -24,9 +25,10 @@ namespace qmv {
 namespace {
 
 constexpr const char* kQ4_0x8Kernel = "q4_0.cpu.avx2_r8_q8_1";
-// The K-quant R8 kernels: one weight stream per thread and two.
-constexpr const char* kKQuantX8Kernels[] = {"q4_K.cpu.avx2_r8_q8k", "q4_K.cpu.avx2_r8x2_q8k", "q5_K.cpu.avx2_r8_q8k",
-                                            "q5_K.cpu.avx2_r8x2_q8k", "q6_K.cpu.avx2_r8_q8k", "q6_K.cpu.avx2_r8x2_q8k"};
+// The K-quant R8 kernels: one weight stream per thread, two, and (Q4_K) four.
+constexpr const char* kKQuantX8Kernels[] = {"q4_K.cpu.avx2_r8_q8k",   "q4_K.cpu.avx2_r8x2_q8k", "q4_K.cpu.avx2_r8x4_q8k",
+                                            "q5_K.cpu.avx2_r8_q8k",   "q5_K.cpu.avx2_r8x2_q8k", "q6_K.cpu.avx2_r8_q8k",
+                                            "q6_K.cpu.avx2_r8x2_q8k"};
 
 std::vector<BlockQ4_0> random_q4_0(Shape s, std::mt19937& rng) {
   std::vector<BlockQ4_0> w(static_cast<std::size_t>(s.rows * (s.cols / kLegacyBlock)));
@@ -262,7 +264,7 @@ TEST(RowInterleaved, KQuantsMatchTheExactDotOnEveryRemainder) {
           }
       }
   }
-  EXPECT_EQ(checked, 6 * 3 * 7 * 4);
+  EXPECT_EQ(checked, static_cast<int>(std::size(kKQuantX8Kernels)) * 3 * 7 * 4);
 }
 
 // Random weights of a row-interleaved type: every byte random, then finite fp16 scales

@@ -35,8 +35,8 @@ constexpr int kLinesPerQuarter = 5;
 // weight stream of its own, each activation quad broadcast once for all of them.
 // The quarters and chunks are unrolled and the int16 sums pinned in registers
 // (keep_in_register); the min term is taken once per block. Written as plain loops,
-// the compiler spilled the chunk products to the stack and the cached-weight
-// throughput was about 1.3x lower (warm rows in the bench, 256x2048 and 2048x2048).
+// the compiler spilled the chunk products to the stack, and with the weights in cache
+// the kernels computed 1.1-2x slower (results/amd-epyc-2c/q4_K-r8-inner-loop.csv).
 template <int NG>
 void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                 float* const out[NG]) {
@@ -117,6 +117,13 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 2>(
     "q4_K.cpu.avx2_r8x2_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
     "streams per thread (the two halves of its rows) sharing each activation load")));
+// Four streams per thread keep more misses in flight than two; where that pays, and
+// where it does not, is in results/amd-epyc-2c/q4_K-r8x4.csv (Q5_K and Q5_1 with four
+// streams were no faster than with two, so only Q4_K has this variant).
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 4>(
+    "q4_K.cpu.avx2_r8x4_q8k",
+    "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four weight "
+    "streams per thread (the four quarters of its rows) sharing each activation load")));
 QMV_REGISTER_KERNEL(qmv::interleave::kquant_r8_up_gate_record<Q4K>(
     "q4_K.cpu.avx2_r8_up_gate_q8k",
     "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX2, both matrices repacked once into "
