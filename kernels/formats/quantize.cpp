@@ -626,6 +626,21 @@ void quantize_row_q8_1_scalar(const float* x, BlockQ8_1* y, std::int64_t n) {
 // quantizes to 0. Only intrinsics inside: nothing here instantiates library code.
 namespace {
 
+// A block whose scale is not positive (all zeros, or a NaN in it) takes zero quants,
+// as the scalar definition gives it; true when it did, and the caller moves on.
+inline bool zero_if_unscaled(BlockQ8K& block, float d) {
+  if (d > 0.0f) return false;
+  std::memset(block.qs, 0, sizeof(block.qs));
+  std::memset(block.bsums, 0, sizeof(block.bsums));
+  return true;
+}
+inline bool zero_if_unscaled(BlockQ8_1& block, float d) {
+  if (d > 0.0f) return false;
+  std::memset(block.qs, 0, sizeof(block.qs));
+  block.s = fp32_to_fp16(0.0f);
+  return true;
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline float abs_max16(const float* x, int n) {
   __m512 m = _mm512_setzero_ps();
   for (int i = 0; i < n; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m);
@@ -651,11 +666,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_q8_K_avx5
     BlockQ8K& block = y[b];
     const float d = abs_max16(xb, kSuperBlock) / 127.0f;
     block.d = d;
-    if (!(d > 0.0f)) {
-      std::memset(block.qs, 0, sizeof(block.qs));
-      std::memset(block.bsums, 0, sizeof(block.bsums));
-      continue;
-    }
+    if (zero_if_unscaled(block, d)) continue;
     const __m512 vd = _mm512_set1_ps(d);
     for (int g = 0; g < kSuperBlock / 16; ++g) {
       const __m512i q = quant16(xb + 16 * g, vd);
@@ -672,11 +683,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_q8_1_avx5
     BlockQ8_1& block = y[b];
     block.d = fp32_to_fp16(std::min(abs_max16(xb, kQ8_1Block) / 127.0f, kLargestFp16));
     const float d = fp16_to_fp32(block.d);
-    if (!(d > 0.0f)) {
-      std::memset(block.qs, 0, sizeof(block.qs));
-      block.s = fp32_to_fp16(0.0f);
-      continue;
-    }
+    if (zero_if_unscaled(block, d)) continue;
     const __m512 vd = _mm512_set1_ps(d);
     const __m512i lo = quant16(xb, vd), hi = quant16(xb + 16, vd);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(block.qs), _mm512_cvtsepi32_epi8(lo));
@@ -735,11 +742,7 @@ __attribute__((target("avx2"))) void quantize_row_q8_K_avx2(const float* x, Bloc
     BlockQ8K& block = y[b];
     const float d = abs_max8(xb, kSuperBlock) / 127.0f;
     block.d = d;
-    if (!(d > 0.0f)) {
-      std::memset(block.qs, 0, sizeof(block.qs));
-      std::memset(block.bsums, 0, sizeof(block.bsums));
-      continue;
-    }
+    if (zero_if_unscaled(block, d)) continue;
     const __m256 vd = _mm256_set1_ps(d);
     for (int i = 0; i < kSuperBlock; i += 32) {
       const __m256i q0 = quant8(xb + i, vd), q1 = quant8(xb + i + 8, vd);
@@ -757,11 +760,7 @@ __attribute__((target("avx2"))) void quantize_row_q8_1_avx2(const float* x, Bloc
     BlockQ8_1& block = y[b];
     block.d = fp32_to_fp16(std::min(abs_max8(xb, kQ8_1Block) / 127.0f, kLargestFp16));
     const float d = fp16_to_fp32(block.d);
-    if (!(d > 0.0f)) {
-      std::memset(block.qs, 0, sizeof(block.qs));
-      block.s = fp32_to_fp16(0.0f);
-      continue;
-    }
+    if (zero_if_unscaled(block, d)) continue;
     const __m256 vd = _mm256_set1_ps(d);
     const __m256i q0 = quant8(xb, vd), q1 = quant8(xb + 8, vd), q2 = quant8(xb + 16, vd), q3 = quant8(xb + 24, vd);
     store_int8x32(block.qs, q0, q1, q2, q3);
