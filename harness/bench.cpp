@@ -347,39 +347,50 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
         ->Repetitions(cfg.repetitions);
   }
 
-  // The interleaved read peak: per thread count, the loop the config names, on a buffer
-  // of its own (weight memory, as every buffer timed), registered as one point per shape
-  // of the run (at least three). The peak is the median over all their repetitions: as
-  // many samples of the machine, spread over the run, as a kernel gets over its shapes,
-  // where one point's few would be at the mercy of a slow spell.
+  // The interleaved read peak: per thread count, the loops the config names, on a buffer
+  // of their own (weight memory, as every buffer timed), registered together as one
+  // point per shape of the run (at least three, at least one per loop), taking turns.
+  // Each loop's peak is the median over all its repetitions: samples of the machine
+  // spread over the run, as a kernel's are over its shapes, where one point's few would
+  // be at the mercy of a slow spell.
   WeightMemory peak_buffer;
-  std::map<std::string, int> peak_point_threads;  // benchmark name -> thread count
-  std::map<int, std::string> peak_loop_of;
+  struct PeakPoint {
+    int threads;
+    std::string loop;
+  };
+  std::map<std::string, PeakPoint> peak_points;  // by benchmark name
+  std::map<int, std::vector<std::string>> peak_loops_of;
   std::map<int, std::set<std::pair<std::int64_t, std::int64_t>>> shapes_of;
   if (!cfg.warm)
     for (const Point& pt : points)
-      if (const auto l = cfg.peak_read_loops.find(pt.threads); l != cfg.peak_read_loops.end()) {
-        peak_loop_of[pt.threads] = l->second;
+      if (const auto l = cfg.peak_read_loops.find(pt.threads); l != cfg.peak_read_loops.end() && !l->second.empty()) {
+        peak_loops_of[pt.threads] = l->second;
         shapes_of[pt.threads].insert({pt.shape.rows, pt.shape.cols});
       }
   const std::size_t peak_bytes =
       (cfg.peak_buffer_bytes ? cfg.peak_buffer_bytes : cold_buffer_bytes()) / 64 * 64;
-  if (!peak_loop_of.empty()) {
+  if (!peak_loops_of.empty()) {
     peak_buffer = WeightMemory(peak_bytes);
     auto* words = static_cast<std::uint64_t*>(peak_buffer.data());
     for (std::size_t i = 0; i < peak_bytes / 8; ++i) words[i] = i * 0x9e3779b97f4a7c15ull + 1;
   }
   const std::vector<ReadLoop> loops = usable_read_loops();
-  for (const auto& [threads, loop_name] : peak_loop_of) {
-    const auto loop = std::find_if(loops.begin(), loops.end(), [&](const ReadLoop& l) { return l.name == loop_name; });
-    if (loop == loops.end())
-      throw std::invalid_argument("read loop '" + loop_name + "' is not one this CPU and ISA mask allow");
-    const std::size_t instances = std::max<std::size_t>(3, shapes_of.at(threads).size());
+  for (const auto& [threads, names] : peak_loops_of) {
+    std::vector<ReadLoop> chosen;
+    for (const std::string& name : names) {
+      const auto loop = std::find_if(loops.begin(), loops.end(), [&](const ReadLoop& l) { return l.name == name; });
+      if (loop == loops.end())
+        throw std::invalid_argument("read loop '" + name + "' is not one this CPU and ISA mask allow");
+      if (std::none_of(chosen.begin(), chosen.end(), [&](const ReadLoop& l) { return l.name == name; }))
+        chosen.push_back(*loop);
+    }
+    const std::size_t instances = std::max({std::size_t{3}, shapes_of.at(threads).size(), chosen.size()});
     for (std::size_t i = 0; i < instances; ++i) {
-      const std::string name = fmt::format("peak/{}/threads:{}/{}", loop_name, threads, i + 1);
-      peak_point_threads[name] = threads;
+      const ReadLoop& loop = chosen[i % chosen.size()];
+      const std::string name = fmt::format("peak/{}/threads:{}/{}", loop.name, threads, i / chosen.size() + 1);
+      peak_points[name] = {threads, loop.name};
       benchmark::RegisterBenchmark(name.c_str(),
-                                   [loop = *loop, buf = static_cast<const std::uint64_t*>(peak_buffer.data()),
+                                   [loop, buf = static_cast<const std::uint64_t*>(peak_buffer.data()),
                                     words = peak_bytes / 8, threads = threads](benchmark::State& st) {
                                      for (auto _ : st)
                                        benchmark::DoNotOptimize(read_with_threads(loop, buf, words, threads));
@@ -417,7 +428,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   Collector collector;
   std::vector<BenchRow> held_rows;  // with an interleaved peak: the rows wait for its median
   collector.on_run = [&](const std::string& name, bool point_done) {
-    if (peak_point_threads.count(name)) return;
+    if (peak_points.count(name)) return;
     const Point& pt = points[index_of.at(name)];
     if (auto e = collector.errors.find(name); e != collector.errors.end()) {
       progress.point_failed(out, pt, "kernel error: " + e->second, cfg.repetitions);
@@ -432,7 +443,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
       row.prepare_us = b->second.median_us;
       row.prepared_bytes = static_cast<std::int64_t>(b->second.bytes);
     }
-    if (peak_loop_of.count(pt.threads))
+    if (peak_loops_of.count(pt.threads))
       held_rows.push_back(std::move(row));
     else
       progress.point_done(out, std::move(row));
@@ -440,13 +451,22 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::ClearRegisteredBenchmarks();
 
-  std::map<int, std::vector<double>> peak_seconds;
-  for (const auto& [name, threads] : peak_point_threads)
-    if (const auto t = collector.seconds_per_call.find(name); t != collector.seconds_per_call.end())
-      peak_seconds[threads].insert(peak_seconds[threads].end(), t->second.begin(), t->second.end());
-  for (const auto& [threads, seconds] : peak_seconds)
-    if (!seconds.empty())
-      out.interleaved_peak_gbps[threads] = static_cast<double>(peak_bytes) / (median(seconds) * 1e9);
+  std::map<int, std::map<std::string, std::vector<double>>> peak_seconds;
+  for (const auto& [name, pp] : peak_points)
+    if (const auto t = collector.seconds_per_call.find(name); t != collector.seconds_per_call.end()) {
+      std::vector<double>& s = peak_seconds[pp.threads][pp.loop];
+      s.insert(s.end(), t->second.begin(), t->second.end());
+    }
+  for (const auto& [threads, by_loop] : peak_seconds)
+    for (const auto& [loop, seconds] : by_loop) {
+      if (seconds.empty()) continue;
+      const double gbps = static_cast<double>(peak_bytes) / (median(seconds) * 1e9);
+      out.interleaved_loop_gbps[threads][loop] = gbps;
+      if (gbps > out.interleaved_peak_gbps[threads]) {
+        out.interleaved_peak_gbps[threads] = gbps;
+        out.interleaved_peak_loop[threads] = loop;
+      }
+    }
   for (BenchRow& row : held_rows) {
     if (const auto p = out.interleaved_peak_gbps.find(row.threads); p != out.interleaved_peak_gbps.end()) {
       row.peak_gbps = p->second;

@@ -29,14 +29,16 @@ struct BenchConfig {
   // every kernel alike rather than on whichever ran during a slow spell.
   bool interleave = true;
   std::uint64_t seed = 1;
-  // Cold CPU runs: per thread count, a read loop of the peak's family (ReadLoop::name)
-  // timed among the kernels as one more point per shape of the run (at least three),
-  // on a buffer of `peak_buffer_bytes` (0: the peak's size, cold_buffer_bytes()). Each
-  // CPU row's peak_gbps is then that loop's median over all those repetitions, so on a
-  // machine whose bandwidth drifts, peak_pct compares two medians of the same stretch
-  // of time. Thread counts without a loop, and warm runs,
-  // keep the peak_gbps passed to run_bench.
-  std::map<int, std::string> peak_read_loops;
+  // Cold CPU runs: per thread count, read loops of the peak's family (ReadLoop::name)
+  // timed among the kernels, together one more point per shape of the run (at least
+  // three, at least one per loop), on a buffer of `peak_buffer_bytes` (0: the peak's
+  // size, cold_buffer_bytes()). Each CPU row's peak_gbps is then the highest of those
+  // loops' medians over their repetitions, so on a machine whose bandwidth drifts,
+  // peak_pct compares medians of the same stretch of time; several loops, because the
+  // one fastest on a quiet machine need not be the fastest when neighbours load the
+  // memory (deeper prefetch keeps more reads in flight). Thread counts without a loop,
+  // and warm runs, keep the peak_gbps passed to run_bench.
+  std::map<int, std::vector<std::string>> peak_read_loops;
   std::size_t peak_buffer_bytes = 0;
 };
 
@@ -49,9 +51,12 @@ struct BenchSkip {
 struct BenchOutcome {
   std::vector<BenchRow> rows;
   std::vector<BenchSkip> skipped;
-  // The read loops of BenchConfig::peak_read_loops as timed in this run: median GB/s
-  // per thread count (what the rows' peak_gbps then is).
+  // The read loops of BenchConfig::peak_read_loops as timed in this run: per thread
+  // count, the highest median GB/s among them (what the rows' peak_gbps then is), the
+  // loop that had it, and every loop's median.
   std::map<int, double> interleaved_peak_gbps;
+  std::map<int, std::string> interleaved_peak_loop;
+  std::map<int, std::map<std::string, double>> interleaved_loop_gbps;
 };
 
 // peak_gbps: measured read bandwidth per thread count (see peak.h), unless the run

@@ -31,9 +31,12 @@ namespace {
 // The read family. A kernel reads its weights as several row streams at once, with
 // 256- or 512-bit loads, some with software prefetch; one loop with one stream per thread
 // is not the ceiling (kernels read above it), so the peak is the best of these.
-// Each loop cuts its slice into `Streams` contiguous parts and reads them in lockstep,
-// 128 bytes (two cache lines) of each part per step, one accumulator per part: the adds
-// are never the bound, the loads are.
+// Each loop reads `Streams` streams in lockstep, 128 bytes (two cache lines) of each per
+// step, one accumulator per stream: the adds are never the bound, the loads are. The
+// streams lie either far apart (the slice cut into `Streams` contiguous parts) or a tile
+// apart: `Streams` adjacent tiles of `TileBytes`, then the next `Streams`, as a
+// row-interleaved kernel reads its groups of rows. Close streams read faster on some
+// machines (results/README.md, "amd-epyc-2c"), so the family has both.
 typedef std::uint64_t U64x2 __attribute__((vector_size(16)));
 typedef std::uint64_t U64x4 __attribute__((vector_size(32)));
 typedef std::uint64_t U64x8 __attribute__((vector_size(64)));
@@ -79,51 +82,114 @@ template <class V, int Streams, int PrefetchBytes>
   return sum;
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-template <int Streams, int PrefetchBytes>
-__attribute__((target("avx512f"))) std::uint64_t sum_avx512(const std::uint64_t* p, std::size_t n) {
-  return sum_in_streams<U64x8, Streams, PrefetchBytes>(p, n);
-}
-template <int Streams, int PrefetchBytes>
-__attribute__((target("avx2"))) std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n) {
-  return sum_in_streams<U64x4, Streams, PrefetchBytes>(p, n);
-}
-#endif
-template <int Streams, int PrefetchBytes>
-std::uint64_t sum_baseline(const std::uint64_t* p, std::size_t n) {
-  return sum_in_streams<U64x2, Streams, PrefetchBytes>(p, n);
+// The tiled order: whole groups of `Streams` tiles, then the words left over read as one
+// stream (fewer than Streams x TileBytes, a small share of any slice worth timing).
+template <class V, int Streams, int PrefetchBytes, int TileBytes>
+[[gnu::always_inline]] inline std::uint64_t sum_in_tiles(const std::uint64_t* p, std::size_t n) {
+  static_assert(TileBytes % 128 == 0, "tiles are whole steps");
+  constexpr std::size_t kLanes = sizeof(V) / sizeof(std::uint64_t);
+  constexpr std::size_t kAhead = PrefetchBytes / sizeof(std::uint64_t);
+  constexpr std::size_t kTileWords = TileBytes / sizeof(std::uint64_t);
+  const std::size_t groups = n / (kTileWords * Streams);
+  V acc[Streams] = {};
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::uint64_t* group = p + g * kTileWords * Streams;
+    for (std::size_t i = 0; i < kTileWords; i += kStepWords) {
+      for (int s = 0; s < Streams; ++s) {
+        const std::uint64_t* q = group + s * kTileWords + i;
+        if constexpr (PrefetchBytes > 0) {
+          // Ahead within the tile or past it into the tiles that follow, but never past
+          // the last group (its streams prefetch within their own tiles).
+          if (g + 1 < groups || i + kAhead + kStepWords <= kTileWords) {
+            __builtin_prefetch(q + kAhead);
+            __builtin_prefetch(q + kAhead + kLineWords);
+          }
+        }
+        V step = {};
+        for (std::size_t v = 0; v < kStepWords; v += kLanes) add_words(step, q + v);
+        acc[s] += step;
+      }
+    }
+  }
+  const std::size_t done = groups * kTileWords * Streams;
+  std::uint64_t sum = sum_in_streams<V, 1, 0>(p + done, n - done);
+  for (int s = 0; s < Streams; ++s)
+    for (std::size_t l = 0; l < kLanes; ++l) sum += acc[s][l];
+  return sum;
 }
 
-std::string loop_name(const char* isa, int streams, int prefetch_bytes) {
+// Far-apart streams with TileBytes 0, tiled ones otherwise.
+template <class V, int Streams, int PrefetchBytes, int TileBytes>
+[[gnu::always_inline]] inline std::uint64_t sum_any(const std::uint64_t* p, std::size_t n) {
+  if constexpr (TileBytes == 0) {
+    return sum_in_streams<V, Streams, PrefetchBytes>(p, n);
+  } else {
+    return sum_in_tiles<V, Streams, PrefetchBytes, TileBytes>(p, n);
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+template <int Streams, int PrefetchBytes, int TileBytes>
+__attribute__((target("avx512f"))) std::uint64_t sum_avx512(const std::uint64_t* p, std::size_t n) {
+  return sum_any<U64x8, Streams, PrefetchBytes, TileBytes>(p, n);
+}
+template <int Streams, int PrefetchBytes, int TileBytes>
+__attribute__((target("avx2"))) std::uint64_t sum_avx2(const std::uint64_t* p, std::size_t n) {
+  return sum_any<U64x4, Streams, PrefetchBytes, TileBytes>(p, n);
+}
+#endif
+template <int Streams, int PrefetchBytes, int TileBytes>
+std::uint64_t sum_baseline(const std::uint64_t* p, std::size_t n) {
+  return sum_any<U64x2, Streams, PrefetchBytes, TileBytes>(p, n);
+}
+
+// "<isa>.s<streams>[.t<tile>][.pf<distance>]", sizes as 512 or 16k.
+std::string loop_name(const char* isa, int streams, int prefetch_bytes, int tile_bytes) {
+  const auto size = [](int bytes) {
+    return bytes >= 1024 ? std::to_string(bytes / 1024) + "k" : std::to_string(bytes);
+  };
   std::string name = std::string(isa) + ".s" + std::to_string(streams);
-  if (prefetch_bytes >= 1024) name += ".pf" + std::to_string(prefetch_bytes / 1024) + "k";
-  else if (prefetch_bytes > 0) name += ".pf" + std::to_string(prefetch_bytes);
+  if (tile_bytes > 0) name += ".t" + size(tile_bytes);
+  if (prefetch_bytes > 0) name += ".pf" + size(prefetch_bytes);
   return name;
 }
 
-template <int Streams, int PrefetchBytes>
+template <int Streams, int PrefetchBytes, int TileBytes = 0>
 void add_loops(std::vector<ReadLoop>& loops) {
+  const auto loop = [](const char* isa, int bits, std::uint32_t features, ReadLoopFn fn) {
+    return ReadLoop{loop_name(isa, Streams, PrefetchBytes, TileBytes), bits, Streams, PrefetchBytes, TileBytes,
+                    features, fn};
+  };
 #if defined(__x86_64__) || defined(__i386__)
-  loops.push_back({loop_name("avx512", Streams, PrefetchBytes), 512, Streams, PrefetchBytes,
-                   static_cast<std::uint32_t>(CpuFeature::AVX512F), sum_avx512<Streams, PrefetchBytes>});
-  loops.push_back({loop_name("avx2", Streams, PrefetchBytes), 256, Streams, PrefetchBytes,
-                   static_cast<std::uint32_t>(CpuFeature::AVX2), sum_avx2<Streams, PrefetchBytes>});
-  loops.push_back({loop_name("sse2", Streams, PrefetchBytes), 128, Streams, PrefetchBytes, 0,
-                   sum_baseline<Streams, PrefetchBytes>});
+  loops.push_back(loop("avx512", 512, static_cast<std::uint32_t>(CpuFeature::AVX512F),
+                       sum_avx512<Streams, PrefetchBytes, TileBytes>));
+  loops.push_back(
+      loop("avx2", 256, static_cast<std::uint32_t>(CpuFeature::AVX2), sum_avx2<Streams, PrefetchBytes, TileBytes>));
+  loops.push_back(loop("sse2", 128, 0, sum_baseline<Streams, PrefetchBytes, TileBytes>));
 #else
-  loops.push_back({loop_name("plain", Streams, PrefetchBytes), 128, Streams, PrefetchBytes, 0,
-                   sum_baseline<Streams, PrefetchBytes>});
+  loops.push_back(loop("plain", 128, 0, sum_baseline<Streams, PrefetchBytes, TileBytes>));
 #endif
 }
 
-// Prefetch distances per stream: none, a few lines, and a few pages (the hardware
-// prefetchers stop at 4 KiB page boundaries; a software prefetch does not).
+// Far-apart streams: prefetch distances per stream of none, a few lines, and a few
+// pages (the hardware prefetchers stop at 4 KiB page boundaries; a software prefetch
+// does not).
 template <int Streams>
 void add_prefetch_distances(std::vector<ReadLoop>& loops) {
   add_loops<Streams, 0>(loops);
   add_loops<Streams, 512>(loops);
   add_loops<Streams, 2048>(loops);
   add_loops<Streams, 8192>(loops);
+}
+
+// Tiled streams: tiles the size of a row-interleaved group of eight rows, of 2048 to
+// 11008 columns at 4.5 to 8.5 bits per weight (9 to 90 KiB); prefetch none or a few lines.
+template <int Streams>
+void add_tiles(std::vector<ReadLoop>& loops) {
+  add_loops<Streams, 0, 16384>(loops);
+  add_loops<Streams, 512, 16384>(loops);
+  add_loops<Streams, 0, 65536>(loops);
+  add_loops<Streams, 512, 65536>(loops);
 }
 
 double median_of(std::vector<double> v) {
@@ -140,6 +206,9 @@ const std::vector<ReadLoop>& all_read_loops() {
     add_prefetch_distances<2>(v);
     add_prefetch_distances<4>(v);
     add_prefetch_distances<8>(v);
+    add_tiles<2>(v);
+    add_tiles<4>(v);
+    add_tiles<8>(v);
     return v;
   }();
   return loops;
@@ -199,18 +268,21 @@ PeakResult measure_read_bandwidth(int threads, int repetitions, const std::strin
     return gigabytes / s;
   };
 
-  // Screening: one pass of each loop; the fastest three go on.
+  // Screening: two passes of each loop, the second round in reverse order, so that a
+  // busy moment of the machine costs no loop both; the three with the fastest pass go on.
   std::vector<std::vector<double>> gbps(loops.size());
   std::vector<std::size_t> finalists(loops.size());
   for (std::size_t i = 0; i < loops.size(); ++i) finalists[i] = i;
   constexpr std::size_t kFinalists = 3;
   if (loops.size() > kFinalists) {
     for (std::size_t i = 0; i < loops.size(); ++i) gbps[i].push_back(timed_pass(loops[i]));
-    std::sort(finalists.begin(), finalists.end(), [&](std::size_t a, std::size_t b) { return gbps[a][0] > gbps[b][0]; });
+    for (std::size_t i = loops.size(); i-- > 0;) gbps[i].push_back(timed_pass(loops[i]));
+    const auto fastest = [&](std::size_t i) { return std::max(gbps[i][0], gbps[i][1]); };
+    std::sort(finalists.begin(), finalists.end(), [&](std::size_t a, std::size_t b) { return fastest(a) > fastest(b); });
     finalists.resize(kFinalists);
   }
   // The finalists interleaved, the order turning each round, so a busy moment of the
-  // machine falls on each of them alike; the screening pass counts as one more.
+  // machine falls on each of them alike; the screening passes count as two more.
   for (int r = 0; r < repetitions; ++r)
     for (std::size_t k = 0; k < finalists.size(); ++k) {
       const std::size_t i = finalists[(k + static_cast<std::size_t>(r)) % finalists.size()];
@@ -226,15 +298,17 @@ PeakResult measure_read_bandwidth(int threads, int repetitions, const std::strin
                             static_cast<int>(gbps[i].size())});
   std::stable_sort(result.loops.begin(), result.loops.end(),
                    [](const ReadLoopSpeed& a, const ReadLoopSpeed& b) { return a.best_gbps > b.best_gbps; });
-  // The winner among the finalists: a screening pass alone is too few to stand for a loop.
+  // The winner among the finalists: screening passes alone are too few to stand for a loop.
   const ReadLoopSpeed* winner = nullptr;
   for (const ReadLoopSpeed& l : result.loops)
-    if (!winner && l.repetitions > 1) winner = &l;
+    if (!winner && l.repetitions > 2) winner = &l;
   if (!winner) winner = &result.loops.front();
   result.best_gbps = winner->best_gbps;
   result.median_gbps = winner->median_gbps;
   result.repetitions = winner->repetitions;
   result.read_loop = winner->name;
+  for (const ReadLoopSpeed& l : result.loops)
+    if (l.repetitions > 2 || loops.size() <= kFinalists) result.finalists.push_back(l.name);
   return result;
 }
 

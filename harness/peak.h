@@ -13,10 +13,13 @@ namespace qmv {
 // uint64_t alignment) and returns the sum modulo 2^64, the same for every loop.
 using ReadLoopFn = std::uint64_t (*)(const std::uint64_t* p, std::size_t words);
 struct ReadLoop {
-  std::string name;         // "<isa>.s<streams>[.pf<distance>]", e.g. "avx2.s4.pf2k"
+  std::string name;         // "<isa>.s<streams>[.t<tile>][.pf<distance>]", e.g. "avx2.s4.pf2k", "avx2.s4.t16k"
   int vector_bits = 0;      // width of each load: 128, 256 or 512
-  int streams = 0;          // contiguous parts of the slice read in lockstep
+  int streams = 0;          // streams of the slice read in lockstep
   int prefetch_bytes = 0;   // software prefetch distance per stream; 0: none
+  int tile_bytes = 0;       // 0: each stream a contiguous part of the slice, the parts far
+                            // apart; else streams in adjacent tiles of this size, the next
+                            // group of tiles after them (as a row-interleaved kernel reads)
   std::uint32_t features = 0;  // CpuFeature bits the loop needs
   ReadLoopFn sum = nullptr;
 };
@@ -32,7 +35,7 @@ std::uint64_t read_with_threads(const ReadLoop& loop, const std::uint64_t* buf, 
 struct ReadLoopSpeed {
   std::string name;
   double best_gbps = 0, median_gbps = 0;
-  int repetitions = 0;  // passes timed: 1 for a loop that did not pass the screening
+  int repetitions = 0;  // passes timed: 2 for a loop that did not pass the screening
 };
 
 struct PeakResult {
@@ -42,13 +45,14 @@ struct PeakResult {
   double median_gbps = 0; // the winning loop's median
   int repetitions = 0;
   std::string read_loop;  // the winning loop (ReadLoop::name)
+  std::vector<std::string> finalists;  // the loops timed beyond the screening, best first
   double huge_page_share = -1;  // of the buffer in huge pages, 0..1; negative: unknown
   std::vector<ReadLoopSpeed> loops;  // every loop timed, best first
 };
 
 // The machine's read ceiling with `threads` OpenMP threads: a buffer several times the
 // last-level cache (or `buffer_bytes`, when not 0) read, no writes, by every loop of
-// usable_read_loops(): one screening pass each, then `repetitions` interleaved passes of
+// usable_read_loops(): two screening passes each, then `repetitions` interleaved passes of
 // the fastest three; the result is the loop with the highest best pass. With `only_loop`,
 // that loop alone, `repetitions` times (throws std::invalid_argument if it is not usable).
 PeakResult measure_read_bandwidth(int threads, int repetitions = 7, const std::string& only_loop = {},

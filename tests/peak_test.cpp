@@ -51,19 +51,28 @@ std::uint64_t plain_sum(const std::uint64_t* p, std::size_t n) {
 
 bool runs_here(const ReadLoop& l) { return missing_cpu_features(l.features) == 0; }
 
-TEST(ReadLoops, TheFamilyCoversStreamsWidthsAndPrefetch) {
-  std::set<int> streams, widths;
-  bool with_prefetch = false, without_prefetch = false;
+TEST(ReadLoops, TheFamilyCoversStreamsWidthsTilesAndPrefetch) {
+  std::set<int> streams, widths, tiled_streams;
+  bool with_prefetch = false, without_prefetch = false, far_apart = false;
   std::set<std::string> names;
   for (const ReadLoop& l : all_read_loops()) {
     streams.insert(l.streams);
     widths.insert(l.vector_bits);
     (l.prefetch_bytes > 0 ? with_prefetch : without_prefetch) = true;
+    if (l.tile_bytes > 0) {
+      tiled_streams.insert(l.streams);
+      EXPECT_EQ(l.tile_bytes % 128, 0) << l.name;
+      EXPECT_NE(l.name.find(".t"), std::string::npos) << l.name;
+    } else {
+      far_apart = true;
+    }
     EXPECT_TRUE(names.insert(l.name).second) << "two loops named " << l.name;
     EXPECT_EQ(l.name.find(','), std::string::npos) << "a CSV field: " << l.name;
     ASSERT_NE(l.sum, nullptr) << l.name;
   }
   EXPECT_EQ(streams, (std::set<int>{1, 2, 4, 8}));
+  EXPECT_EQ(tiled_streams, (std::set<int>{2, 4, 8}));
+  EXPECT_TRUE(far_apart);
   EXPECT_TRUE(with_prefetch && without_prefetch);
 #if defined(__x86_64__)
   EXPECT_TRUE(widths.count(256) && widths.count(512)) << "256- and 512-bit loads";
@@ -148,16 +157,24 @@ TEST(ReadPeak, TriesEveryUsableLoopAndReportsTheWinner) {
     }
   }
   EXPECT_TRUE(names.count(r.read_loop)) << r.read_loop;
-  EXPECT_EQ(r.repetitions, 3) << "the screening pass and two repetitions";
+  EXPECT_EQ(r.repetitions, 4) << "two screening passes and two repetitions";
   const auto winner = std::find_if(r.loops.begin(), r.loops.end(), [&](const auto& l) { return l.name == r.read_loop; });
   ASSERT_NE(winner, r.loops.end());
   EXPECT_EQ(r.best_gbps, winner->best_gbps);
   EXPECT_EQ(r.median_gbps, winner->median_gbps);
-  // No finalist beats the winner; a loop with one screening pass may, by luck alone.
+  // No finalist beats the winner; a loop with only its screening passes may, by luck alone.
   for (const ReadLoopSpeed& l : r.loops) {
-    if (l.repetitions > 1) {
+    if (l.repetitions > 2) {
       EXPECT_LE(l.best_gbps, r.best_gbps) << l.name;
     }
+  }
+  // The finalists, the winner first, are the loops timed beyond their screening pass.
+  ASSERT_EQ(r.finalists.size(), std::min<std::size_t>(3, r.loops.size()));
+  EXPECT_EQ(r.finalists.front(), r.read_loop);
+  for (const std::string& f : r.finalists) {
+    const auto l = std::find_if(r.loops.begin(), r.loops.end(), [&](const auto& x) { return x.name == f; });
+    ASSERT_NE(l, r.loops.end()) << f;
+    EXPECT_EQ(l->repetitions, 4) << f;
   }
 }
 
@@ -171,7 +188,7 @@ TEST(ReadPeak, UnderTheAvx2MaskNo512BitLoopRuns) {
 }
 
 TEST(ReadPeak, OneLoopAloneWhenNamed) {
-  const ReadLoop& l = usable_read_loops().back();
+  const ReadLoop l = usable_read_loops().back();  // a copy: the vector is a temporary
   const PeakResult r = measure_read_bandwidth(1, 3, l.name, std::size_t(1) << 20);
   EXPECT_EQ(r.read_loop, l.name);
   ASSERT_EQ(r.loops.size(), 1u);
@@ -270,7 +287,7 @@ constexpr double kGivenPeak = 1e-6;
 TEST(InterleavedPeak, ColdRowsAreAShareOfTheReadLoopTimedAmongThem) {
   BenchConfig cfg = quick_cold_bench();
   const std::string loop = some_usable_loop();
-  cfg.peak_read_loops = {{1, loop}, {2, loop}};
+  cfg.peak_read_loops = {{1, {loop}}, {2, {loop}}};
   const BenchOutcome out = run_bench(two_scalar_kernels(), {{64, 512}, {128, 256}}, cfg, {{1, kGivenPeak}, {2, kGivenPeak}});
   ASSERT_TRUE(out.skipped.empty()) << out.skipped.front().kernel << ": " << out.skipped.front().reason;
   ASSERT_EQ(out.rows.size(), 8u);
@@ -286,9 +303,33 @@ TEST(InterleavedPeak, ColdRowsAreAShareOfTheReadLoopTimedAmongThem) {
   }
 }
 
+TEST(InterleavedPeak, WithSeveralLoopsTheRowsPeakIsTheHighestOfTheirMedians) {
+  BenchConfig cfg = quick_cold_bench();
+  const auto usable = usable_read_loops();
+  std::vector<std::string> loops;
+  for (std::size_t i = 0; i < usable.size() && loops.size() < 3; i += 1 + usable.size() / 3)
+    loops.push_back(usable[i].name);
+  ASSERT_GE(loops.size(), 2u);
+  cfg.peak_read_loops = {{1, loops}, {2, loops}};
+  const BenchOutcome out = run_bench(two_scalar_kernels(), {{64, 512}}, cfg, {{1, kGivenPeak}, {2, kGivenPeak}});
+  ASSERT_EQ(out.rows.size(), 4u);
+  for (int threads : {1, 2}) {
+    ASSERT_EQ(out.interleaved_loop_gbps.at(threads).size(), loops.size()) << "every loop is timed, one shape or not";
+    double highest = 0;
+    for (const auto& [loop, gbps] : out.interleaved_loop_gbps.at(threads)) {
+      EXPECT_NE(std::find(loops.begin(), loops.end(), loop), loops.end()) << loop;
+      EXPECT_GT(gbps, 0.01) << loop;
+      highest = std::max(highest, gbps);
+    }
+    EXPECT_EQ(out.interleaved_peak_gbps.at(threads), highest);
+    EXPECT_EQ(out.interleaved_loop_gbps.at(threads).at(out.interleaved_peak_loop.at(threads)), highest);
+  }
+  for (const BenchRow& r : out.rows) EXPECT_EQ(r.peak_gbps, out.interleaved_peak_gbps.at(r.threads)) << r.kernel;
+}
+
 TEST(InterleavedPeak, ThreadCountsWithoutALoopAndWarmRunsKeepThePeakGiven) {
   BenchConfig cfg = quick_cold_bench();
-  cfg.peak_read_loops = {{1, some_usable_loop()}};
+  cfg.peak_read_loops = {{1, {some_usable_loop()}}};
   const std::map<int, double> given{{1, kGivenPeak}, {2, 2 * kGivenPeak}};
   const BenchOutcome cold = run_bench(two_scalar_kernels(), {{64, 512}}, cfg, given);
   ASSERT_EQ(cold.rows.size(), 4u);
@@ -305,7 +346,7 @@ TEST(InterleavedPeak, ThreadCountsWithoutALoopAndWarmRunsKeepThePeakGiven) {
 
 TEST(InterleavedPeak, AnUnknownReadLoopIsRefused) {
   BenchConfig cfg = quick_cold_bench();
-  cfg.peak_read_loops = {{1, "avx2.s3.pf7"}};
+  cfg.peak_read_loops = {{1, {some_usable_loop(), "avx2.s3.pf7"}}};
   EXPECT_THROW(run_bench(two_scalar_kernels(), {{64, 512}}, cfg, {{1, kGivenPeak}}), std::invalid_argument);
 }
 

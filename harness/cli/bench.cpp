@@ -42,6 +42,11 @@ class BenchCommand : public Command {
                    "CPU, cold: every row's % of peak against the peak measured before the run (its best pass), not "
                    "against the winning read loop timed interleaved with the kernels (its median in the run); implied by "
                    "--warm and --no-interleave");
+    cmd_->add_option("--peak-loops", peak_loops_,
+                     "CPU, cold, interleaved: the read loops timed among the kernels (comma-separated, e.g. "
+                     "avx2.s2,avx2.s4.pf2k; `qmvlab peak --all-loops` lists them), instead of the finalists of the "
+                     "peak measured before the run; the rows' peak is the highest of their medians")
+        ->delimiter(',');
     add_tiling_options(cmd_, tiling_);
     cmd_->add_option("--out", out_, "Write a CSV of results ({machine} expands to this machine's name)");
     cmd_->add_flag("--append", append_, "Append to --out instead of replacing it");
@@ -67,13 +72,15 @@ class BenchCommand : public Command {
     std::unique_ptr<CsvWriter> csv;
     if (!out_.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out_), bench_header(gpu_columns), append_);
     // The CPU roofline, when CPU kernels are timed (the GPU's is measured by the bench).
-    std::map<int, std::string> winning_loops;
+    std::map<int, std::vector<std::string>> finalist_loops;
     const auto peaks = any_of_backend(Backend::CPU)
                            ? measure_peaks(cfg.threads, peak_reps_, nullptr, "", false, false, nullptr, "", false,
-                                           &winning_loops)
+                                           &finalist_loops)
                            : std::map<int, double>{};
-    // Back to back, the read loop would run in a minute of its own: no common stretch.
-    if (!cfg.warm && cfg.interleave && !peak_once_) cfg.peak_read_loops = winning_loops;
+    if (!peak_loops_.empty())
+      for (auto& [t, loops] : finalist_loops) loops = peak_loops_;
+    // Back to back, the read loops would run in a minute of their own: no common stretch.
+    if (!cfg.warm && cfg.interleave && !peak_once_) cfg.peak_read_loops = finalist_loops;
     fmt::print("timing {} kernel(s) x {} shape(s) x {} thread count(s), {} cache, {} reps{}\n", kernels.size(),
                shapes.size(), cfg.threads.size(), cfg.warm ? "warm" : "cold", cfg.repetitions,
                cfg.interleave ? ", interleaved" : "");
@@ -94,9 +101,7 @@ class BenchCommand : public Command {
                      cfg.repetitions, s, s * (runs_total - runs_done) / runs_done);
           std::fflush(stdout);
         });
-    for (const auto& [t, gbps] : res.interleaved_peak_gbps)
-      fmt::print("read peak timed among the kernels, {} thread{}: {:.2f} GB/s (median, {}): the rows' peak\n", t,
-                 t == 1 ? "" : "s", gbps, cfg.peak_read_loops.at(t));
+    print_interleaved_peaks(res);
     for (const auto& s : res.skipped) fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
     fmt::print("\n");
     print_bench_table(res.rows);
@@ -137,6 +142,7 @@ class BenchCommand : public Command {
   }
 
   CLI::App* cmd_ = nullptr;
+  std::vector<std::string> peak_loops_;
   std::string kernels_ = "*", shapes_ = "llama-2-7b", threads_ = "1,all", out_;
   BenchConfig config_;
   bool append_ = false, no_interleave_ = false;

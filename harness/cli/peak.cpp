@@ -32,6 +32,10 @@ class PeakCommand : public Command {
     cmd_->add_option("--read-loop", read_loop_,
                      "Time this CPU read loop alone (e.g. avx2.s4.pf2k) instead of the best of the family");
     cmd_->add_flag("--all-loops", all_loops_, "Print every CPU read loop's speed, not only the fastest few");
+    cmd_->add_option("--buffer-mib", buffer_mib_,
+                     "CPU: size of the buffer read, in MiB (default: 4x the last-level cache, at least 1 GiB, at most "
+                     "a quarter of the RAM); a smaller one measures a cache level, or a cold rotation's footprint")
+        ->check(CLI::Range(1, 1 << 20));
     cmd_->add_option("--reps", reps_, "Repetitions (the best is the peak)")->check(CLI::Range(1, 100))
         ->capture_default_str();
     cmd_->add_option("--out", out_, "Write a CSV ({machine} expands to this machine's name)");
@@ -48,7 +52,8 @@ class PeakCommand : public Command {
     const RunContext ctx = current_context(command_line);
     const auto cpu_threads = device_ == "cuda" ? std::vector<int>{} : parse_threads(threads_);
     std::string gpu_not_measured;
-    measure_peaks(cpu_threads, reps_, &ctx, out_, append_, device_ != "cpu", &gpu_not_measured, read_loop_, all_loops_);
+    measure_peaks(cpu_threads, reps_, &ctx, out_, append_, device_ != "cpu", &gpu_not_measured, read_loop_, all_loops_, nullptr,
+                  static_cast<std::size_t>(buffer_mib_) << 20);
     if (!out_.empty()) fmt::print("wrote {}\n", expand_machine(out_));
     if (device_ == "cuda" && !gpu_not_measured.empty()) {
       fmt::print(stderr, "peak: the GPU was not measured: {}\n", gpu_not_measured);
@@ -60,7 +65,7 @@ class PeakCommand : public Command {
  private:
   CLI::App* cmd_ = nullptr;
   std::string threads_ = "1,all", out_, device_ = "all", read_loop_;
-  int reps_ = 7;
+  int reps_ = 7, buffer_mib_ = 0;
   bool append_ = false, all_loops_ = false;
 };
 
@@ -69,13 +74,13 @@ class PeakCommand : public Command {
 std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
                                     const std::string& out, bool append, bool gpu, std::string* gpu_not_measured,
                                     const std::string& read_loop, bool all_loops,
-                                    std::map<int, std::string>* winning_loops) {
+                                    std::map<int, std::vector<std::string>>* finalist_loops, std::size_t buffer_bytes) {
   const bool gpu_columns = gpu && machine_info().gpu != "none";
   std::unique_ptr<CsvWriter> csv;
   if (!out.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out), peak_header(gpu_columns), append);
   std::map<int, double> peaks;
   for (int t : threads) {
-    const PeakResult p = measure_read_bandwidth(t, reps, read_loop);
+    const PeakResult p = measure_read_bandwidth(t, reps, read_loop, buffer_bytes);
     PeakRow row{t, static_cast<std::int64_t>(p.bytes), p.repetitions, p.best_gbps, p.median_gbps};
     row.read_loop = p.read_loop;
     if (p.huge_page_share >= 0) row.huge_page_pct = 100 * p.huge_page_share;
@@ -97,7 +102,7 @@ std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, c
     std::fflush(stdout);
     if (csv) csv->write(peak_fields(*ctx, row, gpu_columns));
     peaks[t] = p.best_gbps;
-    if (winning_loops) (*winning_loops)[t] = p.read_loop;
+    if (finalist_loops) (*finalist_loops)[t] = p.finalists;
   }
   if (gpu) {
     const GpuPeakResult g = measure_gpu_peaks(reps);

@@ -1,6 +1,7 @@
 // `qmvlab peak`, and the peak measurement `qmvlab bench` starts with.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,11 +15,13 @@ namespace qmv {
 // With `out` (and `ctx`), one CSV row per measurement. When the GPU was asked for and
 // could not be measured, `gpu_not_measured` (if given) gets the reason. With
 // `read_loop`, the CPU peak is that read loop's alone (measure_read_bandwidth); with
-// `all_loops`, every loop's speed is printed. `winning_loops`, if given, gets the CPU
-// read loop that won per thread count.
+// `all_loops`, every loop's speed is printed. `finalist_loops`, if given, gets the CPU
+// read loops timed beyond the screening per thread count, best first.
+// `buffer_bytes`: the CPU buffer read (0: cold_buffer_bytes()).
 std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
                                     const std::string& out, bool append, bool gpu = false,
                                     std::string* gpu_not_measured = nullptr, const std::string& read_loop = {},
-                                    bool all_loops = false, std::map<int, std::string>* winning_loops = nullptr);
+                                    bool all_loops = false, std::map<int, std::vector<std::string>>* finalist_loops = nullptr,
+                                    std::size_t buffer_bytes = 0);
 
 }  // namespace qmv

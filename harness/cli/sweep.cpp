@@ -3,6 +3,7 @@
 #include "harness/cli/sweep.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -204,12 +205,14 @@ int SweepCommand::run(const std::string& command_line) {
   std::map<int, double> peaks;
   std::map<int, Clock::time_point> peak_measured;
   std::map<int, std::string> peak_loop;  // the read loop that won; the re-measurements time it alone
+  std::map<int, std::vector<std::string>> in_run_loops;  // the finalists, timed among each cold group
   for (const auto& p : points)
     if (p.skip_reason.empty() && !peaks.count(p.threads)) {
       const PeakResult r = measure_read_bandwidth(p.threads, o.peak_reps);
       peaks[p.threads] = r.best_gbps;
       peak_measured[p.threads] = Clock::now();
       peak_loop[p.threads] = r.read_loop;
+      in_run_loops[p.threads] = r.finalists;
       fmt::print("peak read bandwidth, {} thread(s): {:.2f} GB/s ({})\n", p.threads, r.best_gbps, r.read_loop);
     }
   const auto remeasure_peak = [&](int threads) {
@@ -284,7 +287,7 @@ int SweepCommand::run(const std::string& command_line) {
     bc.repetitions = exp.repetitions;
     bc.min_time_s = exp.min_time_s;
     bc.interleave = cpu;
-    if (cpu && !bc.warm && !o.peak_once) bc.peak_read_loops = {{threads, peak_loop.at(threads)}};
+    if (cpu && !bc.warm && !o.peak_once) bc.peak_read_loops = {{threads, in_run_loops.at(threads)}};
     auto progress = [&](const SweepPoint& p, const std::string& result) {
       ++done;
       const double s = std::chrono::duration<double>(Clock::now() - started).count();
@@ -297,7 +300,7 @@ int SweepCommand::run(const std::string& command_line) {
       // A group's rows come when all its repetitions are done: say what is running.
       fmt::print("timing {}: {} kernel(s) x {} shape(s), {} thread(s), {}{}, interleaved\n", std::get<0>(g),
                  kernels.size(), shapes.size(), threads, std::get<2>(g),
-                 bc.peak_read_loops.empty() ? "" : fmt::format(", with the read loop {}", peak_loop.at(threads)));
+                 bc.peak_read_loops.empty() ? "" : fmt::format(", with the read loops {}", fmt::join(in_run_loops.at(threads), ", ")));
       std::fflush(stdout);
     }
     // The bench times kernels x shapes; a pair the group does not hold (a shape the

@@ -61,6 +61,17 @@ void print_peak_table(const std::vector<PeakRow>& rows) {
               t);
 }
 
+void print_interleaved_peaks(const BenchOutcome& res) {
+  for (const auto& [t, gbps] : res.interleaved_peak_gbps) {
+    std::string others;
+    for (const auto& [loop, g] : res.interleaved_loop_gbps.at(t))
+      if (loop != res.interleaved_peak_loop.at(t)) others += fmt::format("{}{} {:.2f}", others.empty() ? "" : ", ", loop, g);
+    fmt::print("read peak timed among the kernels, {} thread{}: {:.2f} GB/s (median, {}{}): the rows' peak\n", t,
+               t == 1 ? "" : "s", gbps, res.interleaved_peak_loop.at(t),
+               others.empty() ? "" : "; also timed: " + others);
+  }
+}
+
 void print_peer_tables(const std::vector<TimedRow>& rows) {
   if (std::none_of(rows.begin(), rows.end(), [](const TimedRow& r) { return r.status == "ok" && is_peer_kernel(r.kernel); }))
     return;
