@@ -40,7 +40,8 @@ class BenchCommand : public Command {
         ->check(CLI::Range(1, 100))->capture_default_str();
     cmd_->add_flag("--peak-once", peak_once_,
                    "CPU, cold: every row's % of peak against the peak measured before the run (its best pass), not "
-                   "against the winning read loop timed interleaved with the kernels (its median in the run); implied by "
+                   "against the read loops timed interleaved with the kernels (the highest of their medians in the run); "
+                   "implied by "
                    "--warm and --no-interleave");
     cmd_->add_option("--peak-loops", peak_loops_,
                      "CPU, cold, interleaved: the read loops timed among the kernels (comma-separated, e.g. "

@@ -18,6 +18,7 @@
 #include "harness/bench.h"
 #include "harness/check.h"
 #include "harness/cli/command.h"
+#include "harness/cli/tables.h"
 #include "harness/csv.h"
 #include "harness/experiment.h"
 #include "harness/machine.h"
@@ -123,7 +124,7 @@ SweepCommand::SweepCommand(CLI::App& app) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   o.sweep->add_flag("--peak-once", o.peak_once,
                     "CPU, cold: rows' % of peak against the peak measured up front (best pass, raised by later "
-                    "re-measurements), not against the winning read loop timed among each group's points");
+                    "re-measurements), not against the highest median of the read loops timed among each group's points");
   o.sweep->add_option("--seed", o.seed, "Check seed (0: a fresh one, printed)");
   o.sweep->footer("On a Slurm cluster, scripts/slurm_sweep.py runs the shards as one job array per machine type "
                   "and merges each machine's (experiments/README.md).");
@@ -198,7 +199,7 @@ int SweepCommand::run(const std::string& command_line) {
     }
   for (const auto& [reason, n] : skip_reasons) fmt::print("skipped {} point(s): {}\n", n, reason);
 
-  // The roofline per thread count, before any kernel runs: it names the read loop that
+  // The roofline per thread count, before any kernel runs: it names the read loops that
   // each cold CPU group times among its points (the rows' peak), and it is the peak of
   // the other rows, re-measured during the sweep (below): on a shared machine one
   // measurement can land in a busy moment, and every row's share would then read high.
@@ -232,9 +233,9 @@ int SweepCommand::run(const std::string& command_line) {
 
   // One bench call per group. CPU: every kernel of one weight type with one thread count
   // and cache, ggml's included, their points' repetitions interleaved in random order and,
-  // when cold, the winning read loop timed among them: each row's share of the peak, and
-  // each kernel against the peer, are medians of the same stretch of time, however the
-  // machine's bandwidth drifts. CUDA: one kernel's points, back to back.
+  // when cold, the peak's finalist read loops timed among them: each row's share of the
+  // peak, and each kernel against the peer, are medians of the same stretch of time,
+  // however the machine's bandwidth drifts. CUDA: one kernel's points, back to back.
   using GroupKey = std::tuple<std::string, int, std::string>;
   std::map<GroupKey, std::vector<const SweepPoint*>> groups;
   std::vector<GroupKey> order;
@@ -327,6 +328,7 @@ int SweepCommand::run(const std::string& command_line) {
       csv.write(sweep_fields(ctx, exp.name, p, nullptr, c, "failed", sk.reason));
       progress(p, "FAILED: " + sk.reason);
     }
+    print_interleaved_peaks(res);
   }
   const double s = std::chrono::duration<double>(Clock::now() - started).count();
   fmt::print("sweep {}: {} point(s) run, {} failed, {} skipped, in {}; wrote {}\n", exp.name, done, failed, skipped,
