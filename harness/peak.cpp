@@ -157,8 +157,8 @@ std::string loop_name(const char* isa, int streams, int prefetch_bytes, int tile
 template <int Streams, int PrefetchBytes, int TileBytes = 0>
 void add_loops(std::vector<ReadLoop>& loops) {
   const auto loop = [](const char* isa, int bits, std::uint32_t features, ReadLoopFn fn) {
-    return ReadLoop{loop_name(isa, Streams, PrefetchBytes, TileBytes), bits, Streams, PrefetchBytes, TileBytes,
-                    features, fn};
+    return ReadLoop{
+        loop_name(isa, Streams, PrefetchBytes, TileBytes), bits, Streams, PrefetchBytes, TileBytes, features, fn};
   };
 #if defined(__x86_64__) || defined(__i386__)
   loops.push_back(loop("avx512", 512, static_cast<std::uint32_t>(CpuFeature::AVX512F),
@@ -278,7 +278,8 @@ PeakResult measure_read_bandwidth(int threads, int repetitions, const std::strin
     for (std::size_t i = 0; i < loops.size(); ++i) gbps[i].push_back(timed_pass(loops[i]));
     for (std::size_t i = loops.size(); i-- > 0;) gbps[i].push_back(timed_pass(loops[i]));
     const auto fastest = [&](std::size_t i) { return std::max(gbps[i][0], gbps[i][1]); };
-    std::sort(finalists.begin(), finalists.end(), [&](std::size_t a, std::size_t b) { return fastest(a) > fastest(b); });
+    std::sort(finalists.begin(), finalists.end(),
+              [&](std::size_t a, std::size_t b) { return fastest(a) > fastest(b); });
     finalists.resize(kFinalists);
   }
   // The finalists interleaved, the order turning each round, so a busy moment of the

@@ -39,6 +39,12 @@ TEST(Cli, UnsupportedShape) {
   expect_error("check --kernels 'q4_K.*' --shapes 3x100", "shape 3x100 is not supported by any selected kernel");
 }
 TEST(Cli, MalformedShape) { expect_error("check --shapes 4096by4096", "bad shape '4096by4096'"); }
+TEST(Cli, UnknownPeakLoopIsRefusedBeforeAnythingRuns) {
+  const std::string args = "bench --kernels q4_K.cpu.scalar_f32 --shapes 8x256 --peak-loops avx2.s3.pf7";
+  expect_error(args, "--peak-loops: 'avx2.s3.pf7' is not a read loop");
+  EXPECT_EQ(qmvlab(args).output.find("peak read bandwidth"), std::string::npos) << "the up-front peak ran first";
+}
+TEST(Cli, PeakBufferMustBeAtLeastOneMiB) { EXPECT_EQ(qmvlab("peak --device cpu --buffer-mib 0").code, 2); }
 TEST(Cli, BadThreads) { expect_error("bench --kernels q4_K.cpu.scalar_f32 --threads 0", "bad thread count '0'"); }
 TEST(Cli, UnknownOption) { EXPECT_EQ(qmvlab("check --frobnicate").code, 2); }
 TEST(Cli, UnreadableReport) {

@@ -1,20 +1,23 @@
 // `qmvlab bench`: kernels timed, GB/s as a share of the peak measured in the same run.
+#include "harness/bench.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
-#include "harness/bench.h"
 #include "harness/cli/command.h"
 #include "harness/cli/options.h"
 #include "harness/cli/peak.h"
 #include "harness/cli/tables.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
+#include "harness/peak.h"
 
 namespace qmv {
 namespace {
@@ -38,11 +41,12 @@ class BenchCommand : public Command {
         ->check(CLI::Range(0.001, 60.0))->capture_default_str();
     cmd_->add_option("--peak-reps", peak_reps_, "Repetitions of the peak bandwidth read")
         ->check(CLI::Range(1, 100))->capture_default_str();
-    cmd_->add_flag("--peak-once", peak_once_,
-                   "CPU, cold: every row's % of peak against the peak measured before the run (its best pass), not "
-                   "against the read loops timed interleaved with the kernels (the highest of their medians in the run); "
-                   "implied by "
-                   "--warm and --no-interleave");
+    cmd_->add_flag(
+        "--peak-once", peak_once_,
+        "CPU, cold: every row's % of peak against the peak measured before the run (its best pass), not "
+        "against the read loops timed interleaved with the kernels (the highest of their medians in the run); "
+        "implied by "
+        "--warm and --no-interleave");
     cmd_->add_option("--peak-loops", peak_loops_,
                      "CPU, cold, interleaved: the read loops timed among the kernels (comma-separated, e.g. "
                      "avx2.s2,avx2.s4.pf2k; `qmvlab peak --all-loops` lists them), instead of the finalists of the "
@@ -63,6 +67,15 @@ class BenchCommand : public Command {
     BenchConfig& cfg = config_;
     cfg.threads = parse_threads(threads_);
     cfg.interleave = !no_interleave_;
+    // A misspelt loop is refused before the up-front peak, not after it.
+    const std::vector<ReadLoop> usable = usable_read_loops();
+    for (const std::string& name : peak_loops_)
+      if (std::none_of(usable.begin(), usable.end(), [&](const ReadLoop& l) { return l.name == name; })) {
+        std::string names;
+        for (const ReadLoop& l : usable) names += (names.empty() ? "" : ", ") + l.name;
+        throw std::invalid_argument("--peak-loops: '" + name + "' is not a read loop this CPU and ISA mask allow (" +
+                                    names + ")");
+      }
     const RunContext ctx = current_context(command_line);
     // Selecting a CUDA kernel adds the GPU columns (empty on CPU rows), whether or not
     // a device is here, so the file's columns follow from the command alone.
@@ -74,10 +87,9 @@ class BenchCommand : public Command {
     if (!out_.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out_), bench_header(gpu_columns), append_);
     // The CPU roofline, when CPU kernels are timed (the GPU's is measured by the bench).
     std::map<int, std::vector<std::string>> finalist_loops;
-    const auto peaks = any_of_backend(Backend::CPU)
-                           ? measure_peaks(cfg.threads, peak_reps_, nullptr, "", false, false, nullptr, "", false,
-                                           &finalist_loops)
-                           : std::map<int, double>{};
+    const auto peaks = any_of_backend(Backend::CPU) ? measure_peaks(cfg.threads, peak_reps_, nullptr, "", false, false,
+                                                                    nullptr, "", false, &finalist_loops)
+                                                    : std::map<int, double>{};
     if (!peak_loops_.empty())
       for (auto& [t, loops] : finalist_loops) loops = peak_loops_;
     // Back to back, the read loops would run in a minute of their own: no common stretch.

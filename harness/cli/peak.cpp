@@ -52,8 +52,8 @@ class PeakCommand : public Command {
     const RunContext ctx = current_context(command_line);
     const auto cpu_threads = device_ == "cuda" ? std::vector<int>{} : parse_threads(threads_);
     std::string gpu_not_measured;
-    measure_peaks(cpu_threads, reps_, &ctx, out_, append_, device_ != "cpu", &gpu_not_measured, read_loop_, all_loops_, nullptr,
-                  static_cast<std::size_t>(buffer_mib_) << 20);
+    measure_peaks(cpu_threads, reps_, &ctx, out_, append_, device_ != "cpu", &gpu_not_measured, read_loop_, all_loops_,
+                  nullptr, static_cast<std::size_t>(buffer_mib_) << 20);
     if (!out_.empty()) fmt::print("wrote {}\n", expand_machine(out_));
     if (device_ == "cuda" && !gpu_not_measured.empty()) {
       fmt::print(stderr, "peak: the GPU was not measured: {}\n", gpu_not_measured);

@@ -122,9 +122,10 @@ SweepCommand::SweepCommand(CLI::App& app) {
   o.sweep->add_flag("--dry-run", o.dry_run, "List the points (and what would be skipped) without running them");
   o.sweep->add_option("--peak-reps", o.peak_reps, "Repetitions of the peak bandwidth read per thread count")
       ->check(CLI::Range(1, 100))->capture_default_str();
-  o.sweep->add_flag("--peak-once", o.peak_once,
-                    "CPU, cold: rows' % of peak against the peak measured up front (best pass, raised by later "
-                    "re-measurements), not against the highest median of the read loops timed among each group's points");
+  o.sweep->add_flag(
+      "--peak-once", o.peak_once,
+      "CPU, cold: rows' % of peak against the peak measured up front (best pass, raised by later "
+      "re-measurements), not against the highest median of the read loops timed among each group's points");
   o.sweep->add_option("--seed", o.seed, "Check seed (0: a fresh one, printed)");
   o.sweep->footer("On a Slurm cluster, scripts/slurm_sweep.py runs the shards as one job array per machine type "
                   "and merges each machine's (experiments/README.md).");
@@ -205,7 +206,7 @@ int SweepCommand::run(const std::string& command_line) {
   // measurement can land in a busy moment, and every row's share would then read high.
   std::map<int, double> peaks;
   std::map<int, Clock::time_point> peak_measured;
-  std::map<int, std::string> peak_loop;  // the read loop that won; the re-measurements time it alone
+  std::map<int, std::string> peak_loop;                  // the read loop that won; the re-measurements time it alone
   std::map<int, std::vector<std::string>> in_run_loops;  // the finalists, timed among each cold group
   for (const auto& p : points)
     if (p.skip_reason.empty() && !peaks.count(p.threads)) {
@@ -301,7 +302,9 @@ int SweepCommand::run(const std::string& command_line) {
       // A group's rows come when all its repetitions are done: say what is running.
       fmt::print("timing {}: {} kernel(s) x {} shape(s), {} thread(s), {}{}, interleaved\n", std::get<0>(g),
                  kernels.size(), shapes.size(), threads, std::get<2>(g),
-                 bc.peak_read_loops.empty() ? "" : fmt::format(", with the read loops {}", fmt::join(in_run_loops.at(threads), ", ")));
+                 bc.peak_read_loops.empty()
+                     ? ""
+                     : fmt::format(", with the read loops {}", fmt::join(in_run_loops.at(threads), ", ")));
       std::fflush(stdout);
     }
     // The bench times kernels x shapes; a pair the group does not hold (a shape the
