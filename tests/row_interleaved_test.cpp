@@ -102,7 +102,8 @@ TEST(RowInterleaved, RepackKeepsEveryWeightOfEveryRow) {
 TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
   std::mt19937 rng(5);
   int checked = 0;
-  for (const char* name : {kQ4_0x8Kernel, "q4_0.cpu.avx2_r8x2_q8_1"})
+  const char* const kernels[] = {kQ4_0x8Kernel, "q4_0.cpu.avx2_r8x2_q8_1", "q4_0.cpu.avx2_r8x4_q8_1"};
+  for (const char* name : kernels)
   for (const std::int64_t cols : {32, 96, 576, 4096})
     for (const std::int64_t rows : {1, 7, 8, 9, 23, 64, 130, 257}) {
       const Shape s{rows, cols};
@@ -134,7 +135,7 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
           ++checked;
         }
     }
-  EXPECT_EQ(checked, 2 * 4 * 8 * 4);
+  EXPECT_EQ(checked, static_cast<int>(std::size(kernels)) * 4 * 8 * 4);
 }
 
 // Q4_1, Q5_0, Q5_1 and Q8_0: every byte random (every nibble, fifth bit and Q8_0
@@ -143,14 +144,15 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
 TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
   struct Case {
     WeightType type;
-    const char* kernels[2];
+    std::vector<const char*> kernels;
   };
-  const Case cases[] = {{WeightType::Q4_1, {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1"}},
+  const Case cases[] = {{WeightType::Q4_1, {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1", "q4_1.cpu.avx2_r8x4_q8_1"}},
                         {WeightType::Q5_0, {"q5_0.cpu.avx2_r8_q8_1", "q5_0.cpu.avx2_r8x2_q8_1"}},
                         {WeightType::Q5_1, {"q5_1.cpu.avx2_r8_q8_1", "q5_1.cpu.avx2_r8x2_q8_1"}},
                         {WeightType::Q8_0, {"q8_0.cpu.avx2_r8_q8_1", "q8_0.cpu.avx2_r8x2_q8_1"}}};
   std::mt19937 rng(6);
-  int checked = 0;
+  int checked = 0, kernels = 0;
+  for (const Case& t : cases) kernels += static_cast<int>(t.kernels.size());
   for (const Case& t : cases)
     for (const char* name : t.kernels) {
       const KernelSpec* k = global_registry().find(name);
@@ -198,7 +200,7 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
           }
         }
     }
-  EXPECT_EQ(checked, 4 * 2 * 3 * 5 * 2);
+  EXPECT_EQ(checked, kernels * 3 * 5 * 2);
 }
 
 // Random K-quant blocks (Q4_K, Q5_K, Q6_K): every byte random (so the scales and mins

@@ -157,7 +157,7 @@ Status run_up_gate(const MatVecArgs& a) {
 }
 
 // The registry records of a layout's kernels: NG weight streams per thread (1: avx2_r8,
-// 2: avx2_r8x2), and the fused up+gate one.
+// 2: avx2_r8x2, 4: avx2_r8x4), and the fused up+gate one.
 template <class Layout, int NG>
 KernelRecord r8_record(WeightType type, const char* name, const char* description) {
   return avx2_record<Layout>(OpKind::MatVec, name, type, ActFormat::Q8_1, run<Layout, NG>, description);
