@@ -35,9 +35,9 @@ struct BenchConfig {
   // size, cold_buffer_bytes()). Each CPU row's peak_gbps is then the highest of those
   // loops' medians over their repetitions, so on a machine whose bandwidth drifts,
   // peak_pct compares medians of the same stretch of time; several loops, because the
-  // one fastest on a quiet machine need not be the fastest when neighbours load the
-  // memory (deeper prefetch keeps more reads in flight). Thread counts without a loop,
-  // and warm runs, keep the peak_gbps passed to run_bench.
+  // up-front winner is picked by its best pass, and the loop fastest in one quiet
+  // moment need not be the fastest over the run. Thread counts without a loop, and warm
+  // runs, keep the peak_gbps passed to run_bench.
   std::map<int, std::vector<std::string>> peak_read_loops;
   std::size_t peak_buffer_bytes = 0;
 };

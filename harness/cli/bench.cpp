@@ -1,6 +1,4 @@
 // `qmvlab bench`: kernels timed, GB/s as a share of the peak measured in the same run.
-#include "harness/bench.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <string>
 #include <tuple>
 
+#include "harness/bench.h"
 #include "harness/cli/command.h"
 #include "harness/cli/options.h"
 #include "harness/cli/peak.h"
