@@ -374,16 +374,11 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     auto* words = static_cast<std::uint64_t*>(peak_buffer.data());
     for (std::size_t i = 0; i < peak_bytes / 8; ++i) words[i] = i * 0x9e3779b97f4a7c15ull + 1;
   }
-  const std::vector<ReadLoop> loops = usable_read_loops();
   for (const auto& [threads, names] : peak_loops_of) {
     std::vector<ReadLoop> chosen;
-    for (const std::string& name : names) {
-      const auto loop = std::find_if(loops.begin(), loops.end(), [&](const ReadLoop& l) { return l.name == name; });
-      if (loop == loops.end())
-        throw std::invalid_argument("read loop '" + name + "' is not one this CPU and ISA mask allow");
+    for (const std::string& name : names)
       if (std::none_of(chosen.begin(), chosen.end(), [&](const ReadLoop& l) { return l.name == name; }))
-        chosen.push_back(*loop);
-    }
+        chosen.push_back(usable_read_loop(name));
     const std::size_t instances = std::max({std::size_t{3}, shapes_of.at(threads).size(), chosen.size()});
     for (std::size_t i = 0; i < instances; ++i) {
       const ReadLoop& loop = chosen[i % chosen.size()];

@@ -222,6 +222,15 @@ std::vector<ReadLoop> usable_read_loops() {
   return out;
 }
 
+ReadLoop usable_read_loop(const std::string& name) {
+  const std::vector<ReadLoop> loops = usable_read_loops();
+  const auto it = std::find_if(loops.begin(), loops.end(), [&](const ReadLoop& l) { return l.name == name; });
+  if (it != loops.end()) return *it;
+  std::string names;
+  for (const ReadLoop& l : loops) names += (names.empty() ? "" : ", ") + l.name;
+  throw std::invalid_argument("'" + name + "' is not a read loop this CPU and ISA mask allow (" + names + ")");
+}
+
 std::uint64_t read_with_threads(const ReadLoop& loop, const std::uint64_t* buf, std::size_t words, int threads) {
   std::uint64_t total = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total)
@@ -238,16 +247,8 @@ std::uint64_t read_with_threads(const ReadLoop& loop, const std::uint64_t* buf, 
 
 PeakResult measure_read_bandwidth(int threads, int repetitions, const std::string& only_loop,
                                   std::size_t buffer_bytes) {
-  std::vector<ReadLoop> loops = usable_read_loops();
-  if (!only_loop.empty()) {
-    const auto it = std::find_if(loops.begin(), loops.end(), [&](const ReadLoop& l) { return l.name == only_loop; });
-    if (it == loops.end()) {
-      std::string names;
-      for (const ReadLoop& l : loops) names += (names.empty() ? "" : ", ") + l.name;
-      throw std::invalid_argument("read loop '" + only_loop + "' is not one this CPU and ISA mask allow: " + names);
-    }
-    loops = {*it};
-  }
+  const std::vector<ReadLoop> loops =
+      only_loop.empty() ? usable_read_loops() : std::vector{usable_read_loop(only_loop)};
   repetitions = std::max(repetitions, 1);
   const std::size_t words = (buffer_bytes ? buffer_bytes : cold_buffer_bytes()) / sizeof(std::uint64_t);
   // Weight memory, as the kernels read: the same pages (huge where granted), so the

@@ -28,6 +28,9 @@ const std::vector<ReadLoop>& all_read_loops();
 // The loops the peak tries here: those whose features the CPU has and the ISA mask
 // allows, 256- and 512-bit where allowed; the 128-bit (SSE2) ones only without AVX2.
 std::vector<ReadLoop> usable_read_loops();
+// The usable loop named `name`; throws std::invalid_argument ("'NAME' is not a read loop
+// this CPU and ISA mask allow (the usable names)") when there is none.
+ReadLoop usable_read_loop(const std::string& name);
 // Sums `words` words of `buf` with `threads` OpenMP threads, each reading its own
 // contiguous slice (cut at cache-line multiples) with `loop`.
 std::uint64_t read_with_threads(const ReadLoop& loop, const std::uint64_t* buf, std::size_t words, int threads);
