@@ -67,9 +67,9 @@ inline __m256i min_term(const std::uint8_t* min_pairs16, std::int32_t x_pair) {
   return _mm256_madd_epi16(mins, _mm256_set1_epi32(x_pair));
 }
 
-// Bit B of every byte of `bits` moved to bit 4 (bits B+1.. to 5..), then masked:
-// how the Q5_K and Q6_K kernels take a chunk's high bits from a load that holds
-// several chunks' (shifts by a constant, within each byte once masked).
+// Bit B of every byte of `bits` moved to bit 4 (bits B+1.. to 5..), then masked: how
+// the Q6_K kernel takes a chunk's high bits from a load that holds several chunks'
+// (shifts by a constant, within each byte once masked).
 template <int B>
 inline __m256i bits_to_4(__m256i bits, __m256i mask) {
   if constexpr (B < 4) return _mm256_and_si256(_mm256_slli_epi16(bits, 4 - B), mask);

@@ -1,12 +1,15 @@
 // Q5_K weights in the row-interleaved layout (row_interleaved.h) x Q8_K activations,
 // AVX2: eight rows per step, one 32-bit lane per row, as the Q4_K kernel
 // (q4_K_avx2_r8_q8k.cpp) with the fifth bits added. Per pair of sub-blocks, eight
-// 32-byte loads hold four weights of each of the eight rows per lane; each 32-byte
-// load of fifth bits serves four of them: for chunk c its bits 2c and 2c+1 of every
-// byte, moved to bit 4 by constant shifts and masked, are OR'd into the low and the
-// high nibbles before they meet the activation quads in vpmaddubsw. The scale and min
-// terms are the Q4_K kernel's: one vpmaddwd against the rows' scales per sub-block
-// and half, one against the paired mins per two sub-blocks.
+// 32-byte loads hold four weights of each of the eight rows per lane, each byte a
+// whole low weight (one mask) and the low three bits of a high weight (a shift and a
+// mask); the high weights' top two bits come from one 32-byte load per four chunks,
+// moved into place by a constant shift and a mask and OR'd in. Both meet their
+// activation quads in vpmaddubsw. The scale and min terms are the Q4_K kernel's: one
+// vpmaddwd against the rows' scales per sub-block and half, one against the paired
+// mins per two sub-blocks. The loop is laid out as Q4_K's: each activation quad
+// broadcast once for all the streams, the int16 sums pinned in registers, each
+// prefetch after a fixed chunk.
 //
 // Bounds: a vpmaddubsw pair is at most 2 * 31 * 128 = 7936 in size, so the int16 sums
 // take four pairs (31744 < 2^15) before each vpmaddwd; a sub-block dot (<= 126976)
@@ -24,60 +27,92 @@ using qmv::interleave::XMinSums;
 // bytes: a little over two super-blocks, which beat 1536 once the prepared copies lay
 // wholly in huge pages (r8-prefetch-chunked-pages.csv in results/intel-xeon-2c; in
 // ordinary pages 512 was slower and 2048 and 3072 no faster than 1536,
-// q5_K-r8-prefetch.csv). Each quarter of the 1440-byte
-// super-block prefetches six lines: four quarters cover it at any alignment.
+// q5_K-r8-prefetch.csv). Each quarter of the 1440-byte super-block prefetches six
+// lines, one after each of its first six chunks: four quarters cover it at any
+// alignment.
 constexpr int kPrefetchBytes = 3072;
 constexpr int kLinesPerQuarter = 6;
 
-// Chunk 4h+C of a quarter: its 5-bit low- and high-nibble weights against their
-// activation quads, added into lo16 and hi16.
-template <int C>
-inline void chunk(const std::uint8_t* qs32, __m256i qh, const std::int8_t* xq, __m256i& lo16, __m256i& hi16) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs32));
-  const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), qmv::interleave::bits_to_4<2 * C>(qh, bit4));
-  const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), qmv::interleave::bits_to_4<2 * C + 1>(qh, bit4));
-  lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(lo, qmv::interleave::broadcast_quad(xq)));
-  hi16 = _mm256_add_epi16(hi16, _mm256_maddubs_epi16(hi, qmv::interleave::broadcast_quad(xq + 32)));
+// The top two bits of chunk K's high weights (bits 2K, 2K+1 of `top`) moved to bits 3
+// and 4 and masked (16-bit shifts of at most 3 bring nothing into those bits from the
+// other byte of the word).
+template <int K>
+inline __m256i top_bits(__m256i top, __m256i mask) {
+  if constexpr (2 * K < 3) return _mm256_and_si256(_mm256_slli_epi16(top, 3 - 2 * K), mask);
+  else return _mm256_and_si256(_mm256_srli_epi16(top, 2 * K - 3), mask);
+}
+
+// Chunk 4h+K of quarter g of NG streams: the low and high weights against their
+// activation quads, added into lo16[i] and hi16[i]; chunks before the quarter's
+// kLinesPerQuarter-th each prefetch one line of each stream.
+template <int NG, int K>
+inline void chunk(const BlockQ5_Kx8* const wb[NG], int g, int h, const __m256i top[NG], const std::int8_t* xq,
+                  const std::uintptr_t ahead[NG], __m256i lo16[NG], __m256i hi16[NG]) {
+  const __m256i m5 = _mm256_set1_epi8(0x1f), m3 = _mm256_set1_epi8(0x07), bits34 = _mm256_set1_epi8(0x18);
+  const int c = 4 * h + K;
+  const __m256i x_lo = qmv::interleave::broadcast_quad(xq + 4 * c), x_hi = qmv::interleave::broadcast_quad(xq + 32 + 4 * c);
+  for (int i = 0; i < NG; ++i) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[i]->quarter[g].qs[c]));
+    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), m3), top_bits<K>(top[i], bits34));
+    lo16[i] = _mm256_add_epi16(lo16[i], _mm256_maddubs_epi16(_mm256_and_si256(v, m5), x_lo));
+    hi16[i] = _mm256_add_epi16(hi16[i], _mm256_maddubs_epi16(hi, x_hi));
+    qmv::x86::keep_in_register(lo16[i]);
+    qmv::x86::keep_in_register(hi16[i]);
+    if (c < kLinesPerQuarter) qmv::x86::prefetch_line_after(ahead[i] + 64 * (kLinesPerQuarter * g + c), lo16[i]);
+  }
 }
 
 // NG groups of eight rows against the activation, into out[i][0..7]: each group a
-// weight stream of its own, each activation quad loaded once for all of them, each
-// quarter of a super-block prefetching a quarter of the block kPrefetchBytes ahead.
+// weight stream of its own, each activation quad loaded once for all of them.
 template <int NG>
 void dot_groups(const BlockQ5_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                 float* const out[NG]) {
+  using qmv::interleave::min_term;
+  using qmv::interleave::scale_pairs;
   const __m256i pick = qmv::interleave::scale_pair_control();
   __m256 acc[NG];
   for (int i = 0; i < NG; ++i) acc[i] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     const qmv::BlockQ8K& xb = x[b];
+    const BlockQ5_Kx8* wb[NG];
+    std::uintptr_t ahead[NG];
+    __m256i isum[NG];
+    for (int i = 0; i < NG; ++i) {
+      wb[i] = &w[i][b];
+      ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kPrefetchBytes;
+      isum[i] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const std::int8_t* xq = xb.qs + 64 * g;
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m256i top[NG], lo16[NG], hi16[NG];
+        for (int i = 0; i < NG; ++i) {
+          top[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[i]->quarter[g].top[h]));
+          lo16[i] = hi16[i] = _mm256_setzero_si256();
+        }
+        chunk<NG, 0>(wb, g, h, top, xq, ahead, lo16, hi16);
+        chunk<NG, 1>(wb, g, h, top, xq, ahead, lo16, hi16);
+        chunk<NG, 2>(wb, g, h, top, xq, ahead, lo16, hi16);
+        chunk<NG, 3>(wb, g, h, top, xq, ahead, lo16, hi16);
+        for (int i = 0; i < NG; ++i)
+          isum[i] = _mm256_add_epi32(
+              isum[i], _mm256_add_epi32(_mm256_madd_epi16(lo16[i], scale_pairs(wb[i]->scales[2 * g], pick)),
+                                        _mm256_madd_epi16(hi16[i], scale_pairs(wb[i]->scales[2 * g + 1], pick))));
+      }
+    }
+    const std::int32_t* x_pairs = xm[b].pair;
     const __m256 dx = _mm256_set1_ps(xb.d);
     for (int i = 0; i < NG; ++i) {
-      const BlockQ5_Kx8& wb = w[i][b];
-      const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kPrefetchBytes;
-      __m256i isum = _mm256_setzero_si256(), imin = _mm256_setzero_si256();
-      for (int g = 0; g < 4; ++g) {
-        for (int line = kLinesPerQuarter * g; line < kLinesPerQuarter * (g + 1); ++line)
-          qmv::x86::prefetch_line(ahead + 64 * line);
-        const BlockQ5_Kx8::Quarter& q = wb.quarter[g];
-        const __m256i scale_lo = qmv::interleave::scale_pairs(wb.scales[2 * g], pick);
-        const __m256i scale_hi = qmv::interleave::scale_pairs(wb.scales[2 * g + 1], pick);
-        for (int h = 0; h < 2; ++h) {
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.qh[h]));
-          const std::int8_t* xq = xb.qs + 64 * g + 16 * h;
-          __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
-          chunk<0>(q.qs[4 * h], qh, xq, lo16, hi16);
-          chunk<1>(q.qs[4 * h + 1], qh, xq + 4, lo16, hi16);
-          chunk<2>(q.qs[4 * h + 2], qh, xq + 8, lo16, hi16);
-          chunk<3>(q.qs[4 * h + 3], qh, xq + 12, lo16, hi16);
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo16, scale_lo));
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi16, scale_hi));
-        }
-        imin = _mm256_add_epi32(imin, qmv::interleave::min_term(wb.min_pairs[g], xm[b].pair[g]));
-      }
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(qmv::interleave::fp16x8(wb.d), dx), acc[i]);
-      acc[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(qmv::interleave::fp16x8(wb.dmin), dx), acc[i]);
+      const std::uint8_t(*mins)[16] = wb[i]->min_pairs;
+      const __m256i imin =
+          _mm256_add_epi32(_mm256_add_epi32(min_term(mins[0], x_pairs[0]), min_term(mins[1], x_pairs[1])),
+                           _mm256_add_epi32(min_term(mins[2], x_pairs[2]), min_term(mins[3], x_pairs[3])));
+      acc[i] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(qmv::interleave::fp16x8(wb[i]->d), dx), acc[i]);
+      acc[i] =
+          _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(qmv::interleave::fp16x8(wb[i]->dmin), dx), acc[i]);
     }
   }
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
@@ -99,7 +134,7 @@ struct Q5K {
 QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q5K, 1>(
     "q5_K.cpu.avx2_r8_q8k",
     "Q5_K x Q8_K, AVX2, weights repacked once into eight-row interleaved super-blocks "
-    "(scales and mins a byte each, fifth bits four chunks per load): one float lane per row, "
+    "(scales and mins a byte each, low weights whole in a byte): one float lane per row, "
     "one weight stream per thread")));
 QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q5K, 2>(
     "q5_K.cpu.avx2_r8x2_q8k",

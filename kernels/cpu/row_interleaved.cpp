@@ -75,14 +75,15 @@ void fill(BlockQ5_Kx8& o, int r, const BlockQ5K& in) {
   for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, in.scales, o.scales[j][r], o.min_pairs[j / 2][2 * r + j % 2]);
   for (int g = 0; g < 4; ++g) {
     BlockQ5_Kx8::Quarter& q = o.quarter[g];
-    for (int c = 0; c < 8; ++c) {
-      std::memcpy(&q.qs[c][4 * r], &in.qs[32 * g + 4 * c], 4);
+    for (int c = 0; c < 8; ++c)
       for (int k = 0; k < 4; ++k) {
-        // Bit j of qh[l] is the fifth bit of weight 32j + l (sub-block j).
-        const int low = (in.qh[4 * c + k] >> (2 * g)) & 1, high = (in.qh[4 * c + k] >> (2 * g + 1)) & 1;
-        q.qh[c / 4][4 * r + k] |= static_cast<std::uint8_t>((low << (2 * (c % 4))) | (high << (2 * (c % 4) + 1)));
+        // Plain qs[32g + l]: weight 64g + l in the low nibble, 64g + 32 + l in the high
+        // one; bit j of qh[l]: the fifth bit of weight 32j + l (sub-block j).
+        const int l = 4 * c + k, nibbles = in.qs[32 * g + l], fifth = in.qh[l] >> (2 * g);
+        const int low = (nibbles & 0x0f) | ((fifth & 1) << 4), high = (nibbles >> 4) | ((fifth & 2) << 3);
+        q.qs[c][4 * r + k] = static_cast<std::uint8_t>(low | ((high & 7) << 5));
+        q.top[c / 4][4 * r + k] |= static_cast<std::uint8_t>((high >> 3) << (2 * (c % 4)));
       }
-    }
   }
 }
 

@@ -130,19 +130,21 @@ using Q4_Kx8Matrix = RowGroups<BlockQ4_Kx8>;  // blocks: super-blocks per row
 
 // Eight Q5_K super-blocks: 1440 bytes, 32 more than eight plain blocks. d, dmin,
 // scales and min_pairs as BlockQ4_Kx8's; per pair g of sub-blocks (2g, 2g+1) a
-// quarter holding
-//   qs[c]           as BlockQ4_Kx8's qs[g][c]: four low and four high nibbles per row
-//   qh[h][4r+k]     the fifth bits of row r for chunks c = 4h..4h+3: bit 2(c-4h) is
-//                   that of weight 64g+4c+k (the low nibble's), bit 2(c-4h)+1 that of
-//                   weight 64g+32+4c+k (the high nibble's)
-// so one 32-byte load of qh serves four chunks, each taking its bits by a constant
-// shift, and a quarter is read front to back.
+// quarter holding, for chunk c of its weights (the low weight 64g+4c+k of row r, of
+// sub-block 2g, and the high weight 64g+32+4c+k, of 2g+1, in byte 4r+k):
+//   qs[c]           the low weight's five bits in bits 0-4, the high weight's low three
+//                   in bits 5-7
+//   top[h]          the high weights' top two bits for chunks c = 4h..4h+3, in bits
+//                   2(c-4h) and 2(c-4h)+1
+// so the low weight is one mask away, the high one a shift, a mask and the top bits
+// OR'd in, each 32-byte load of top serving four chunks, and a quarter is read front
+// to back.
 struct BlockQ5_Kx8 {
   using Plain = BlockQ5K;  // the plain block it interleaves
   static constexpr const char* kPlainName = "Q5_K";
   static constexpr bool kMinPairs = true;
   struct Quarter {
-    std::uint8_t qh[2][4 * kGroupRows];
+    std::uint8_t top[2][4 * kGroupRows];
     std::uint8_t qs[8][4 * kGroupRows];
   };
   fp16_bits d[kGroupRows];
