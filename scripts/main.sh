@@ -54,8 +54,10 @@ measure() {
   rm -f "$out/decode-vs-llamacpp.csv"
   local rc=0
   echo "== $machine decode against llama.cpp" >&2
+  # Five alternating rounds: the host's slow spells last a round or two, and the ratio
+  # is the median's.
   .venv/bin/python scripts/compare_llamacpp.py --threads "$(nproc)" --qmvlab "$q" --llama-bench "$llama_bench" \
-    --out "$out/decode-vs-llamacpp.csv" >"$logs/decode.txt" || rc=$?
+    --rounds 5 --out "$out/decode-vs-llamacpp.csv" >"$logs/decode.txt" || rc=$?
   # 3: the pinned llama-bench is not there (QMV_PEERS=off); the report says so.
   [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || exit "$rc"
   $q report --summary "$out"

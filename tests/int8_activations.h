@@ -1,7 +1,7 @@
 // Random int8 activation blocks for the CPU kernel tests: a quarter of the quants at the
 // extremes -128 and 127 (which quantizers rarely or never emit, but the formats allow),
 // the rest uniform, random positive scales; Q8_1's s and Q8_K's block sums as the
-// quants imply.
+// quants imply. quantizer_range_q8_1 keeps to [-127, 127].
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,18 @@ inline std::vector<BlockQ8_1> extreme_q8_1(std::int64_t cols, std::mt19937& rng)
     b.d = fp32_to_fp16(d(rng));
     int sum = 0;
     for (auto& v : b.qs) sum += v = extreme_quant(rng);
+    b.s = fp32_to_fp16(fp16_to_fp32(b.d) * static_cast<float>(sum));
+  }
+  return x;
+}
+
+// As extreme_q8_1 with -127 in place of every -128: the range the Q8_1 quantizers
+// emit, which the kernels with a faster path for it take.
+inline std::vector<BlockQ8_1> quantizer_range_q8_1(std::int64_t cols, std::mt19937& rng) {
+  std::vector<BlockQ8_1> x = extreme_q8_1(cols, rng);
+  for (auto& b : x) {
+    int sum = 0;
+    for (auto& v : b.qs) sum += v = static_cast<std::int8_t>(v == -128 ? -127 : v);
     b.s = fp32_to_fp16(fp16_to_fp32(b.d) * static_cast<float>(sum));
   }
   return x;

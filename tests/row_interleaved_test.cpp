@@ -140,7 +140,9 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
 
 // Q4_1, Q5_0, Q5_1 and Q8_0: every byte random (every nibble, fifth bit and Q8_0
 // quant, -128 included), finite fp16 d (and m) of both signs; the expected dot from
-// the dequantized weights.
+// the dequantized weights. Each kernel meets activations with -128s (near certain at
+// 96 columns and more) and without (Q8_0's avx2_r8x4 takes its sign-trick path only
+// then).
 TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
   struct Case {
     WeightType type;
@@ -149,7 +151,7 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
   const Case cases[] = {{WeightType::Q4_1, {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1", "q4_1.cpu.avx2_r8x4_q8_1"}},
                         {WeightType::Q5_0, {"q5_0.cpu.avx2_r8_q8_1", "q5_0.cpu.avx2_r8x2_q8_1"}},
                         {WeightType::Q5_1, {"q5_1.cpu.avx2_r8_q8_1", "q5_1.cpu.avx2_r8x2_q8_1"}},
-                        {WeightType::Q8_0, {"q8_0.cpu.avx2_r8_q8_1", "q8_0.cpu.avx2_r8x2_q8_1"}}};
+                        {WeightType::Q8_0, {"q8_0.cpu.avx2_r8_q8_1", "q8_0.cpu.avx2_r8x2_q8_1", "q8_0.cpu.avx2_r8x4_q8_1"}}};
   std::mt19937 rng(6);
   int checked = 0, kernels = 0;
   for (const Case& t : cases) kernels += static_cast<int>(t.kernels.size());
@@ -171,36 +173,39 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
             std::memcpy(&w[off], &d, sizeof(d));  // every legacy block starts with d, then m if any
             if (has_min) std::memcpy(&w[off + 2], &m, sizeof(m));
           }
-          const auto x = test::extreme_q8_1(cols, rng);
           PreparedMatrix pm;
           ASSERT_TRUE(pm.prepare(*k, matvec_args(s, w.data(), w.size(), nullptr, 0, nullptr)).ok());
-          for (const int threads : {1, 2}) {
-            TilingGuard tiling({64, 1});
-            std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN), wf(static_cast<std::size_t>(cols));
-            MatVecArgs a = matvec_args(s, w.data(), w.size(), x.data(), x.size() * sizeof(BlockQ8_1), y.data());
-            a.threads = threads;
-            a.prepared = pm.handle();
-            const Status st = invoke(*k, a);
-            ASSERT_TRUE(st.ok()) << st.error;
-            for (std::int64_t r = 0; r < rows; ++r) {
-              dequantize_row(t.type, w.data() + row_bytes(t.type, cols) * static_cast<std::size_t>(r), wf.data(), cols);
-              double dot = 0, magnitude = 0;
-              for (std::int64_t i = 0; i < cols; ++i) {
-                const double term = double(wf[static_cast<std::size_t>(i)]) *
-                                    fp16_to_fp32(x[static_cast<std::size_t>(i / 32)].d) *
-                                    x[static_cast<std::size_t>(i / 32)].qs[i % 32];
-                dot += term;
-                magnitude += std::fabs(term);
+          for (const bool with_minus_128 : {true, false})
+            for (const int threads : {1, 2}) {
+              const auto x = with_minus_128 ? test::extreme_q8_1(cols, rng) : test::quantizer_range_q8_1(cols, rng);
+              TilingGuard tiling({64, 1});
+              std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN), wf(static_cast<std::size_t>(cols));
+              MatVecArgs a = matvec_args(s, w.data(), w.size(), x.data(), x.size() * sizeof(BlockQ8_1), y.data());
+              a.threads = threads;
+              a.prepared = pm.handle();
+              const Status st = invoke(*k, a);
+              ASSERT_TRUE(st.ok()) << st.error;
+              for (std::int64_t r = 0; r < rows; ++r) {
+                dequantize_row(t.type, w.data() + row_bytes(t.type, cols) * static_cast<std::size_t>(r), wf.data(),
+                               cols);
+                double dot = 0, magnitude = 0;
+                for (std::int64_t i = 0; i < cols; ++i) {
+                  const double term = double(wf[static_cast<std::size_t>(i)]) *
+                                      fp16_to_fp32(x[static_cast<std::size_t>(i / 32)].d) *
+                                      x[static_cast<std::size_t>(i / 32)].qs[i % 32];
+                  dot += term;
+                  magnitude += std::fabs(term);
+                }
+                ASSERT_NEAR(y[static_cast<std::size_t>(r)], dot, 1e-5 * magnitude + 1e-6)
+                    << name << " " << to_string(s) << " row " << r << " threads " << threads
+                    << (with_minus_128 ? " (activation with -128s)" : " (activation in [-127, 127])");
               }
-              ASSERT_NEAR(y[static_cast<std::size_t>(r)], dot, 1e-5 * magnitude + 1e-6)
-                  << name << " " << to_string(s) << " row " << r << " threads " << threads;
+              for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r) ASSERT_TRUE(std::isnan(y[r]));
+              ++checked;
             }
-            for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r) ASSERT_TRUE(std::isnan(y[r]));
-            ++checked;
-          }
         }
     }
-  EXPECT_EQ(checked, kernels * 3 * 5 * 2);
+  EXPECT_EQ(checked, kernels * 3 * 5 * 2 * 2);
 }
 
 // Random K-quant blocks (Q4_K, Q5_K, Q6_K): every byte random (so the scales and mins

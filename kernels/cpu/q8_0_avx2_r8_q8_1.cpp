@@ -1,15 +1,27 @@
 // Q8_0 weights in the row-interleaved layout (row_interleaved.h) x Q8_1 activations,
-// AVX2, eight rows per step. Signed x signed bytes have no exact vpmaddubsw form (the
-// stored quants overflow its int16 pairs, and the sign trick fails on a -128
-// activation), so both sides are int16: a 32-byte chunk (four quants of each of the
-// eight rows) widens to two registers, rows 0-3 and 4-7, and vpmaddwd against four
-// activation quants (widened once per call, broadcast as one 64-bit pattern) leaves
-// two int32 partial dots per row. One vphaddd per block folds the pairs, leaving the
-// rows in the order 0 1 4 5 2 3 6 7, the order the repack stored their scales in;
-// the outputs are put back in row order once per group.
+// AVX2, eight rows per step. Signed x signed bytes have no vpmaddubsw form that is
+// exact for every input: stored unsigned (q + 128) the quants overflow its int16
+// pairs, and the sign trick (|w| against x * sign(w)) wraps on a -128 activation.
 //
-// Bounds: a vpmaddwd lane is at most 2 * 128 * 128 = 32768, eight chunks' sum
-// 2^18, far inside int32 and exact in float.
+// The int16 path (avx2_r8, avx2_r8x2, the fused up+gate) is exact for any input: a
+// 32-byte chunk (four quants of each of the eight rows) widens to two registers, rows
+// 0-3 and 4-7, and vpmaddwd against four activation quants (widened once per call,
+// broadcast as one 64-bit pattern) leaves two int32 partial dots per row. One vphaddd
+// per block folds the pairs, leaving the rows in the order 0 1 4 5 2 3 6 7, the order
+// the repack stored their scales in; the outputs are put back in row order once per
+// group.
+//
+// The sign-trick path (avx2_r8x4) takes half the instructions: per chunk one
+// vpmaddubsw of |w| against x * sign(w) and one vpmaddwd against ones leave row r's
+// four-weight dot in lane r. A call whose activation holds a -128 (which the Q8_1
+// quantizers never emit, but the format allows) takes the int16 path instead. Its
+// four weight streams per thread go without software prefetch: with this loop the
+// hardware prefetcher alone kept more in flight, where the int16 loop or two streams
+// read less without it (results/amd-epyc-2c/q8_0-r8-sign-trick.csv).
+//
+// Bounds: a vpmaddwd lane of the int16 path is at most 2 * 128 * 128 = 32768, eight
+// chunks' sum 2^18; a vpmaddubsw pair of the sign path at most 2 * 128 * 127 =
+// 32512 < 2^15, a block's dot 2^19: far inside int32 and exact in float.
 #include "x86_common.h"
 
 #include <cstdint>
@@ -30,6 +42,8 @@ struct alignas(64) XBlock16 {
   float d;
 };
 
+// How far ahead of the block being read the int16 path prefetches each weight stream,
+// in interleaved blocks (272 bytes each).
 constexpr int kPrefetchBlocks = 8;
 
 inline __m256i broadcast_four(const std::int16_t* q) {
@@ -65,6 +79,54 @@ void dot_groups(const BlockQ8_0x8* const w[NG], const XBlock16* x, std::int64_t 
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], _mm256_permutevar8x32_ps(acc[i], to_row_order));
 }
 
+inline __m256i broadcast_quad(const std::int8_t* q) {
+  std::int32_t v;
+  std::memcpy(&v, q, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+// The sign-trick path (no activation quant -128): NG groups into out[i][0..7], each
+// activation quad broadcast once for all of them, no software prefetch.
+template <int NG>
+void dot_groups_sign(const BlockQ8_0x8* const w[NG], const qmv::BlockQ8_1* x, std::int64_t nb, float* const out[NG]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  // The stored scales' order (kDOrder) back to row order; the permutation is its own
+  // inverse.
+  const __m256i from_d_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  __m256 acc[NG];
+  for (int i = 0; i < NG; ++i) acc[i] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const qmv::BlockQ8_1& xb = x[b];
+    __m256i dot[NG];
+    for (int i = 0; i < NG; ++i) dot[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m256i xq = broadcast_quad(xb.qs + 4 * c);
+      for (int i = 0; i < NG; ++i) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i][b].qs[c]));
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(xq, v));
+        dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(pairs, ones));
+      }
+    }
+    const __m256 dx = _mm256_set1_ps(_cvtsh_ss(xb.d));
+    for (int i = 0; i < NG; ++i) {
+      const __m256 d = _mm256_permutevar8x32_ps(
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i][b].d))), from_d_order);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), _mm256_mul_ps(d, dx), acc[i]);
+    }
+  }
+  for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
+}
+
+// Whether any activation quant is -128 (the sign trick's one failing value).
+bool has_minus_128(const qmv::BlockQ8_1* x, std::int64_t nb) {
+  const __m256i m128 = _mm256_set1_epi8(-128);
+  __m256i any = _mm256_setzero_si256();
+  for (std::int64_t b = 0; b < nb; ++b)
+    any = _mm256_or_si256(any, _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs)), m128));
+  return !_mm256_testz_si256(any, any);
+}
+
 // The call's activation widened to int16, in per-thread scratch.
 const XBlock16* widened_activation(const qmv::MatVecArgs& a, std::int64_t nb) {
   const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
@@ -76,16 +138,24 @@ const XBlock16* widened_activation(const qmv::MatVecArgs& a, std::int64_t nb) {
   return x;
 }
 
-template <int NG>
+template <int NG, bool SignTrick = false>
 qmv::Status run(const qmv::MatVecArgs& a) {
   const auto* m = static_cast<const qmv::interleave::Q8_0x8Matrix*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
   const std::int64_t nb = m->blocks;
+  if (SignTrick && !has_minus_128(static_cast<const qmv::BlockQ8_1*>(a.x), nb)) {
+    const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
+    qmv::interleave::for_each_group<NG>(*m, a.y, a.threads,
+                                        [&](auto count, const BlockQ8_0x8* const* w, float* const* out) {
+                                          dot_groups_sign<decltype(count)::value>(w, xq, nb, out);
+                                        });
+    return qmv::Status::Ok();
+  }
   const XBlock16* x = widened_activation(a, nb);
-  qmv::interleave::for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const BlockQ8_0x8* const* w,
-                                                                float* const* out) {
-    dot_groups<decltype(count)::value>(w, x, nb, out);
-  });
+  qmv::interleave::for_each_group<NG>(*m, a.y, a.threads,
+                                      [&](auto count, const BlockQ8_0x8* const* w, float* const* out) {
+                                        dot_groups<decltype(count)::value>(w, x, nb, out);
+                                      });
   return qmv::Status::Ok();
 }
 
@@ -94,29 +164,32 @@ qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
   if (!p || !(p->first.shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
   const std::int64_t nb = p->first.blocks;
   const XBlock16* x = widened_activation(a, nb);
-  qmv::interleave::for_each_group_pair(*p, a.y, a.y2, a.threads, [&](auto count, const BlockQ8_0x8* const* w,
-                                                                      float* const* out) {
-    dot_groups<decltype(count)::value>(w, x, nb, out);
-  });
+  qmv::interleave::for_each_group_pair(*p, a.y, a.y2, a.threads,
+                                       [&](auto count, const BlockQ8_0x8* const* w, float* const* out) {
+                                         dot_groups<decltype(count)::value>(w, x, nb, out);
+                                       });
   return qmv::Status::Ok();
 }
 
-template <int NG>
+template <int NG, bool SignTrick = false>
 qmv::KernelRecord record(const char* name, const char* description) {
-  return qmv::interleave::avx2_record<BlockQ8_0x8>(qmv::OpKind::MatVec, name, qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1,
-                                               run<NG>, description);
+  return qmv::interleave::avx2_record<BlockQ8_0x8>(qmv::OpKind::MatVec, name, qmv::WeightType::Q8_0,
+                                                   qmv::ActFormat::Q8_1, run<NG, SignTrick>, description);
 }
 
 }  // namespace
 
-QMV_REGISTER_KERNEL(record<1>(
-    "q8_0.cpu.avx2_r8_q8_1",
-    "Q8_0 x Q8_1, AVX2, weights repacked once into eight-row interleaved blocks: int16 "
-    "vpmaddwd, one float lane per row, one weight stream per thread"));
-QMV_REGISTER_KERNEL(record<2>(
-    "q8_0.cpu.avx2_r8x2_q8_1",
-    "Q8_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, two weight streams "
-    "per thread (the two halves of its rows) sharing each activation load"));
+QMV_REGISTER_KERNEL(record<1>("q8_0.cpu.avx2_r8_q8_1",
+                              "Q8_0 x Q8_1, AVX2, weights repacked once into eight-row interleaved blocks: int16 "
+                              "vpmaddwd, one float lane per row, one weight stream per thread"));
+QMV_REGISTER_KERNEL(record<2>("q8_0.cpu.avx2_r8x2_q8_1",
+                              "Q8_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, two weight streams "
+                              "per thread (the two halves of its rows) sharing each activation load"));
+QMV_REGISTER_KERNEL(
+    (record<4, true>("q8_0.cpu.avx2_r8x4_q8_1",
+                     "Q8_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, four weight streams "
+                     "per thread without software prefetch: vpmaddubsw of |w| against x * sign(w) (an "
+                     "activation holding -128 takes the int16 path)")));
 QMV_REGISTER_KERNEL(qmv::interleave::avx2_record<BlockQ8_0x8>(
     qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run_up_gate,
     "fused FFN up+gate (y = W x, y2 = W2 x), Q8_0 x Q8_1, AVX2, both matrices repacked once into "
