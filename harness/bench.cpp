@@ -29,6 +29,22 @@
 namespace qmv {
 namespace {
 
+// The interleaved read loops' buffer (weight memory, as every buffer timed), made once
+// per process and kept while the size asked for stays the same: a sweep's groups then
+// all read the same pages, mapped at its first group rather than after others' have
+// come and gone. Its share in huge pages is reported with the rows' peak, as a buffer
+// in ordinary pages reads slower than weights in huge ones.
+const WeightMemory& in_run_peak_buffer(std::size_t bytes) {
+  static WeightMemory buffer;
+  if (buffer.bytes() != bytes) {
+    buffer = WeightMemory();  // the old one goes before the new one is mapped
+    buffer = WeightMemory(bytes);
+    auto* words = static_cast<std::uint64_t*>(buffer.data());
+    for (std::size_t i = 0; i < bytes / 8; ++i) words[i] = i * 0x9e3779b97f4a7c15ull + 1;
+  }
+  return buffer;
+}
+
 struct Point {
   const KernelSpec* spec;
   Shape shape;
@@ -353,7 +369,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   // Each loop's peak is the median over all its repetitions: samples of the machine
   // spread over the run, as a kernel's are over its shapes, where one point's few would
   // be at the mercy of a slow spell.
-  WeightMemory peak_buffer;
+  const WeightMemory* peak_buffer = nullptr;
   struct PeakPoint {
     int threads;
     std::string loop;
@@ -370,9 +386,8 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   const std::size_t peak_bytes =
       (cfg.peak_buffer_bytes ? cfg.peak_buffer_bytes : cold_buffer_bytes()) / 64 * 64;
   if (!peak_loops_of.empty()) {
-    peak_buffer = WeightMemory(peak_bytes);
-    auto* words = static_cast<std::uint64_t*>(peak_buffer.data());
-    for (std::size_t i = 0; i < peak_bytes / 8; ++i) words[i] = i * 0x9e3779b97f4a7c15ull + 1;
+    peak_buffer = &in_run_peak_buffer(peak_bytes);
+    out.interleaved_peak_huge_page_share = huge_page_share(peak_buffer->data(), peak_bytes);
   }
   for (const auto& [threads, names] : peak_loops_of) {
     std::vector<ReadLoop> chosen;
@@ -385,7 +400,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
       const std::string name = fmt::format("peak/{}/threads:{}/{}", loop.name, threads, i / chosen.size() + 1);
       peak_points[name] = {threads, loop.name};
       benchmark::RegisterBenchmark(name.c_str(),
-                                   [loop, buf = static_cast<const std::uint64_t*>(peak_buffer.data()),
+                                   [loop, buf = static_cast<const std::uint64_t*>(peak_buffer->data()),
                                     words = peak_bytes / 8, threads = threads](benchmark::State& st) {
                                      for (auto _ : st)
                                        benchmark::DoNotOptimize(read_with_threads(loop, buf, words, threads));

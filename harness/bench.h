@@ -57,6 +57,9 @@ struct BenchOutcome {
   std::map<int, double> interleaved_peak_gbps;
   std::map<int, std::string> interleaved_peak_loop;
   std::map<int, std::map<std::string, double>> interleaved_loop_gbps;
+  // The share (0..1) of those loops' buffer in huge pages when the run began; -1 when
+  // no loop was timed.
+  double interleaved_peak_huge_page_share = -1;
 };
 
 // peak_gbps: measured read bandwidth per thread count (see peak.h), unless the run

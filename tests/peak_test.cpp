@@ -301,6 +301,9 @@ TEST(InterleavedPeak, ColdRowsAreAShareOfTheReadLoopTimedAmongThem) {
     EXPECT_EQ(r.peak_gbps, out.interleaved_peak_gbps.at(r.threads)) << r.kernel << " " << r.threads;
     EXPECT_NEAR(r.peak_pct, 100.0 * r.gbps_median / r.peak_gbps, 1e-9 * r.peak_pct) << r.kernel;
   }
+  // The loops' buffer's share in huge pages is measured (-1: not measured).
+  EXPECT_GE(out.interleaved_peak_huge_page_share, 0.0);
+  EXPECT_LE(out.interleaved_peak_huge_page_share, 1.0);
 }
 
 TEST(InterleavedPeak, WithSeveralLoopsTheRowsPeakIsTheHighestOfTheirMedians) {
@@ -341,6 +344,7 @@ TEST(InterleavedPeak, ThreadCountsWithoutALoopAndWarmRunsKeepThePeakGiven) {
   const BenchOutcome warm = run_bench(two_scalar_kernels(), {{64, 512}}, cfg, given);
   ASSERT_EQ(warm.rows.size(), 4u);
   EXPECT_TRUE(warm.interleaved_peak_gbps.empty());
+  EXPECT_EQ(warm.interleaved_peak_huge_page_share, -1.0);
   for (const BenchRow& r : warm.rows) EXPECT_EQ(r.peak_gbps, given.at(r.threads)) << r.kernel;
 }
 

@@ -67,9 +67,11 @@ void print_interleaved_peaks(const BenchOutcome& res) {
     for (const auto& [loop, g] : res.interleaved_loop_gbps.at(t))
       if (loop != res.interleaved_peak_loop.at(t))
         others += fmt::format("{}{} {:.2f}", others.empty() ? "" : ", ", loop, g);
-    fmt::print("read peak timed among the kernels, {} thread{}: {:.2f} GB/s (median, {}{}): the rows' peak\n", t,
-               t == 1 ? "" : "s", gbps, res.interleaved_peak_loop.at(t),
-               others.empty() ? "" : "; also timed: " + others);
+    fmt::print(
+        "read peak timed among the kernels, {} thread{}: {:.2f} GB/s (median, {}{}; {:.0f}% of its buffer in "
+        "huge pages): the rows' peak\n",
+        t, t == 1 ? "" : "s", gbps, res.interleaved_peak_loop.at(t), others.empty() ? "" : "; also timed: " + others,
+        100 * res.interleaved_peak_huge_page_share);
   }
 }
 
