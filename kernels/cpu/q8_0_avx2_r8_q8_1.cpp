@@ -143,8 +143,8 @@ qmv::Status run(const qmv::MatVecArgs& a) {
   const auto* m = static_cast<const qmv::interleave::Q8_0x8Matrix*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
   const std::int64_t nb = m->blocks;
-  if (SignTrick && !has_minus_128(static_cast<const qmv::BlockQ8_1*>(a.x), nb)) {
-    const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
+  const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
+  if (SignTrick && !has_minus_128(xq, nb)) {
     qmv::interleave::for_each_group<NG>(*m, a.y, a.threads,
                                         [&](auto count, const BlockQ8_0x8* const* w, float* const* out) {
                                           dot_groups_sign<decltype(count)::value>(w, xq, nb, out);
