@@ -50,7 +50,8 @@ inline void chunk(const BlockQ5_Kx8* const wb[NG], int g, int h, const __m256i t
                   const std::uintptr_t ahead[NG], __m256i lo16[NG], __m256i hi16[NG]) {
   const __m256i m5 = _mm256_set1_epi8(0x1f), m3 = _mm256_set1_epi8(0x07), bits34 = _mm256_set1_epi8(0x18);
   const int c = 4 * h + K;
-  const __m256i x_lo = qmv::interleave::broadcast_quad(xq + 4 * c), x_hi = qmv::interleave::broadcast_quad(xq + 32 + 4 * c);
+  const __m256i x_lo = qmv::interleave::broadcast_quad(xq + 4 * c),
+                x_hi = qmv::interleave::broadcast_quad(xq + 32 + 4 * c);
   for (int i = 0; i < NG; ++i) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[i]->quarter[g].qs[c]));
     const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), m3), top_bits<K>(top[i], bits34));
