@@ -67,6 +67,26 @@ inline __m256i min_term(const std::uint8_t* min_pairs16, std::int32_t x_pair) {
   return _mm256_madd_epi16(mins, _mm256_set1_epi32(x_pair));
 }
 
+// One pair of sub-blocks of eight rows (lo16: the int16 sums of sub-block 2g, hi16:
+// of 2g+1) times the rows' scales of those sub-blocks, in int32 lane r.
+inline __m256i scaled_pair(__m256i lo16, __m256i hi16, const std::uint8_t* scales_lo, const std::uint8_t* scales_hi,
+                           __m256i control) {
+  return _mm256_add_epi32(_mm256_madd_epi16(lo16, scale_pairs(scales_lo, control)),
+                          _mm256_madd_epi16(hi16, scale_pairs(scales_hi, control)));
+}
+
+// One super-block of a layout with mins (d, dmin, min_pairs: Q4_K's and Q5_K's) added
+// into the rows' accumulator: its scaled dot isum times d, less its min term against
+// the activation's pair sums times dmin, both times the activation's scale dx.
+template <class Layout>
+inline __m256 add_block_with_mins(__m256 acc, __m256i isum, const Layout& wb, const XMinSums& x_pairs, __m256 dx) {
+  const __m256i imin = _mm256_add_epi32(
+      _mm256_add_epi32(min_term(wb.min_pairs[0], x_pairs.pair[0]), min_term(wb.min_pairs[1], x_pairs.pair[1])),
+      _mm256_add_epi32(min_term(wb.min_pairs[2], x_pairs.pair[2]), min_term(wb.min_pairs[3], x_pairs.pair[3])));
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(fp16x8(wb.d), dx), acc);
+  return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(fp16x8(wb.dmin), dx), acc);
+}
+
 // Bit B of every byte of `bits` moved to bit 4 (bits B+1.. to 5..), then masked: how
 // the Q6_K kernel takes a chunk's high bits from a load that holds several chunks'
 // (shifts by a constant, within each byte once masked).

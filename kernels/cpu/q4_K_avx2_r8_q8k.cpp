@@ -41,8 +41,6 @@ template <int NG>
 void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                 float* const out[NG]) {
   using qmv::interleave::broadcast_quad;
-  using qmv::interleave::min_term;
-  using qmv::interleave::scale_pairs;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i pick = qmv::interleave::scale_pair_control();
   __m256 acc[NG];
@@ -76,22 +74,11 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
         }
       }
       for (int i = 0; i < NG; ++i)
-        isum[i] = _mm256_add_epi32(
-            isum[i], _mm256_add_epi32(_mm256_madd_epi16(lo16[i], scale_pairs(wb[i]->scales[2 * g], pick)),
-                                      _mm256_madd_epi16(hi16[i], scale_pairs(wb[i]->scales[2 * g + 1], pick))));
+        isum[i] = _mm256_add_epi32(isum[i], qmv::interleave::scaled_pair(lo16[i], hi16[i], wb[i]->scales[2 * g],
+                                                                         wb[i]->scales[2 * g + 1], pick));
     }
-    const std::int32_t* x_pairs = xm[b].pair;
     const __m256 dx = _mm256_set1_ps(xb.d);
-    for (int i = 0; i < NG; ++i) {
-      const std::uint8_t(*mins)[16] = wb[i]->min_pairs;
-      const __m256i imin =
-          _mm256_add_epi32(_mm256_add_epi32(min_term(mins[0], x_pairs[0]), min_term(mins[1], x_pairs[1])),
-                           _mm256_add_epi32(min_term(mins[2], x_pairs[2]), min_term(mins[3], x_pairs[3])));
-      acc[i] =
-          _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(qmv::interleave::fp16x8(wb[i]->d), dx), acc[i]);
-      acc[i] =
-          _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(qmv::interleave::fp16x8(wb[i]->dmin), dx), acc[i]);
-    }
+    for (int i = 0; i < NG; ++i) acc[i] = qmv::interleave::add_block_with_mins(acc[i], isum[i], *wb[i], xm[b], dx);
   }
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
