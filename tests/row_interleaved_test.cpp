@@ -150,8 +150,8 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
   };
   const Case cases[] = {
       {WeightType::Q4_1, {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1", "q4_1.cpu.avx2_r8x4_q8_1"}},
-      {WeightType::Q5_0, {"q5_0.cpu.avx2_r8_q8_1", "q5_0.cpu.avx2_r8x2_q8_1"}},
-      {WeightType::Q5_1, {"q5_1.cpu.avx2_r8_q8_1", "q5_1.cpu.avx2_r8x2_q8_1"}},
+      {WeightType::Q5_0, {"q5_0.cpu.avx2_r8_q8_1", "q5_0.cpu.avx2_r8x2_q8_1", "q5_0.cpu.avx2_r8x4_q8_1"}},
+      {WeightType::Q5_1, {"q5_1.cpu.avx2_r8_q8_1", "q5_1.cpu.avx2_r8x2_q8_1", "q5_1.cpu.avx2_r8x4_q8_1"}},
       {WeightType::Q8_0, {"q8_0.cpu.avx2_r8_q8_1", "q8_0.cpu.avx2_r8x2_q8_1", "q8_0.cpu.avx2_r8x4_q8_1"}}};
   std::mt19937 rng(6);
   int checked = 0, kernels = 0;

@@ -17,6 +17,16 @@
 // halves of the thread's rows (avx2_r8x2), keep enough misses in flight
 // (results/intel-xeon-2c/default.csv).
 //
+// Four streams (avx2_r8x4) go chunk by chunk: each activation quad broadcast once, then
+// the same chunk of all four streams, without software prefetch, as the Q8_0 kernel's
+// sign path. Block by block, four streams' accumulators and the block's broadcasts
+// took more than the 16 registers; chunk by chunk, with the int16 sums pinned, the Q4
+// loops hold everything in registers and compute about 1.2x as fast with cached
+// weights. Cold, in two interleaved runs on one and two threads, they read 1-18 points
+// of the peak more than block by block (Q4_0, Q4_1) and than two streams (Q5_0, Q5_1),
+// where four Q5 streams block by block had read less than two
+// (results/amd-epyc-2c/legacy-r8x4-chunk-major.csv, r8x4-no-prefetch.csv).
+//
 // Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size (Q4), and eight
 // of them sum to at most 30720 < 2^15; Q5's pairs reach 7936, so its int16 sums are
 // widened every four pairs. The int32 block dot plus 16 * 32 * 128 is far inside
@@ -129,6 +139,60 @@ const XBlockInfo* activation_info(const BlockQ8_1* x, std::int64_t nb) {
   return xi;
 }
 
+// NG groups of eight rows against the activation chunk by chunk (avx2_r8x4): each
+// activation quad broadcast once, then that chunk of every stream; each stream keeps one
+// int accumulator per block and one float accumulator, the _1 types' m term folded in.
+// Q5's pairs are widened to int32 every chunk (four pairs at most per int16 sum).
+template <class Layout, int NG>
+void dot_groups_chunk_major(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo* xi, std::int64_t nb,
+                            float* const out[NG]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NG];
+  for (int i = 0; i < NG; ++i) acc[i] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int8_t* xq = x[b].qs;
+    __m256i sum[NG];  // int16 pair sums (Q4), int32 (Q5)
+    for (int i = 0; i < NG; ++i) sum[i] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i x_lo = broadcast_quad(xq + 4 * c), x_hi = broadcast_quad(xq + 16 + 4 * c);
+      for (int i = 0; i < NG; ++i) {
+        const Layout& wb = w[i][b];
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[c]));
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (Layout::kFifthBits) {
+          // Loaded again per chunk (from L1): four streams' qh held across the block
+          // would not fit in the registers. Bit layout as in dot_groups.
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh));
+          const __m256i bit4 = _mm256_set1_epi8(0x10);
+          lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * c), bit4));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * c), bit4));
+          const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
+          sum[i] = _mm256_add_epi32(sum[i], _mm256_madd_epi16(pairs, ones));
+        } else {
+          sum[i] = _mm256_add_epi16(sum[i], _mm256_maddubs_epi16(lo, x_lo));
+          sum[i] = _mm256_add_epi16(sum[i], _mm256_maddubs_epi16(hi, x_hi));
+        }
+        x86::keep_in_register(sum[i]);
+      }
+    }
+    const __m256i offset = _mm256_set1_epi32(xi[b].offset);
+    const __m256 dx = _mm256_set1_ps(xi[b].d);
+    for (int i = 0; i < NG; ++i) {
+      const Layout& wb = w[i][b];
+      const __m256i dot = _mm256_add_epi32(Layout::kFifthBits ? sum[i] : _mm256_madd_epi16(sum[i], ones), offset);
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))), dx);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), d, acc[i]);
+      if constexpr (Layout::kHasMin)
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.m))),
+                                 _mm256_set1_ps(xi[b].d_sum), acc[i]);
+    }
+  }
+  for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
+}
+
 template <class Layout, int NG>
 Status run(const MatVecArgs& a) {
   const auto* m = static_cast<const RowGroups<Layout>*>(a.prepared);
@@ -137,7 +201,10 @@ Status run(const MatVecArgs& a) {
   const auto* x = static_cast<const BlockQ8_1*>(a.x);
   const XBlockInfo* xi = activation_info<Layout>(x, nb);
   for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
-    dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
+    if constexpr (NG == 4)
+      dot_groups_chunk_major<Layout, decltype(count)::value>(w, x, xi, nb, out);
+    else
+      dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
   });
   return Status::Ok();
 }
@@ -157,7 +224,7 @@ Status run_up_gate(const MatVecArgs& a) {
 }
 
 // The registry records of a layout's kernels: NG weight streams per thread (1: avx2_r8,
-// 2: avx2_r8x2, 4: avx2_r8x4), and the fused up+gate one.
+// 2: avx2_r8x2, 4: avx2_r8x4, chunk-major), and the fused up+gate one.
 template <class Layout, int NG>
 KernelRecord r8_record(WeightType type, const char* name, const char* description) {
   return avx2_record<Layout>(OpKind::MatVec, name, type, ActFormat::Q8_1, run<Layout, NG>, description);

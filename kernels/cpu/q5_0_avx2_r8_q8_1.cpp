@@ -1,5 +1,5 @@
-// Q5_0 weights in the row-interleaved layout x Q8_1 activations, AVX2, one or two
-// weight streams per thread, and fused up+gate (legacy_r8_avx2.h).
+// Q5_0 weights in the row-interleaved layout x Q8_1 activations, AVX2, one, two or
+// four weight streams per thread, and fused up+gate (legacy_r8_avx2.h).
 #include "legacy_r8_avx2.h"
 
 namespace {
@@ -15,6 +15,13 @@ QMV_REGISTER_KERNEL((qmv::interleave::r8_record<Layout, 2>(qmv::WeightType::Q5_0
     "q5_0.cpu.avx2_r8x2_q8_1",
     "Q5_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, two weight streams "
     "per thread (the two halves of its rows) sharing each activation load")));
+// Four streams, chunk by chunk without software prefetch (legacy_r8_avx2.h;
+// results/amd-epyc-2c/legacy-r8x4-chunk-major.csv).
+QMV_REGISTER_KERNEL((qmv::interleave::r8_record<Layout, 4>(qmv::WeightType::Q5_0,
+    "q5_0.cpu.avx2_r8x4_q8_1",
+    "Q5_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, four weight streams "
+    "per thread (the four quarters of its rows), chunk by chunk: each activation quad "
+    "broadcast once for all four, no software prefetch")));
 QMV_REGISTER_KERNEL(qmv::interleave::r8_up_gate_record<Layout>(
     qmv::WeightType::Q5_0, "q5_0.cpu.avx2_r8_up_gate_q8_1",
     "fused FFN up+gate (y = W x, y2 = W2 x), Q5_0 x Q8_1, AVX2, both matrices repacked once "
