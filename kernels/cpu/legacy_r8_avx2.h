@@ -25,7 +25,8 @@
 // weights. Cold, in two interleaved runs on one and two threads, they read 1-18 points
 // of the peak more than block by block (Q4_0, Q4_1) and than two streams (Q5_0, Q5_1),
 // where four Q5 streams block by block had read less than two
-// (results/amd-epyc-2c/legacy-r8x4-chunk-major.csv, r8x4-no-prefetch.csv).
+// (results/amd-epyc-2c/legacy-r8x4-chunk-major.csv, r8x4-no-prefetch.csv); in the main
+// job's shorter groups the Q5 pair came out level (results/README.md, amd-epyc-2c).
 //
 // Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size (Q4), and eight
 // of them sum to at most 30720 < 2^15; Q5's pairs reach 7936, so its int16 sums are
@@ -142,7 +143,7 @@ const XBlockInfo* activation_info(const BlockQ8_1* x, std::int64_t nb) {
 // NG groups of eight rows against the activation chunk by chunk (avx2_r8x4): each
 // activation quad broadcast once, then that chunk of every stream; each stream keeps one
 // int accumulator per block and one float accumulator, the _1 types' m term folded in.
-// Q5's pairs are widened to int32 every chunk (four pairs at most per int16 sum).
+// Q5's int16 sums are widened to int32 every chunk (two pairs each; the bound allows four).
 template <class Layout, int NG>
 void dot_groups_chunk_major(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo* xi, std::int64_t nb,
                             float* const out[NG]) {
