@@ -61,6 +61,15 @@ Expected exact_row(const BlockQ4_0* w, const BlockQ8_1* x, std::int64_t nb) {
 
 using test::TilingGuard;
 
+// One call of kernel k on its prepared weights pm, with `threads` threads, into y.
+Status invoke_prepared(const KernelSpec& k, const PreparedMatrix& pm, Shape s, const void* w, std::size_t w_bytes,
+                       const void* x, std::size_t x_bytes, std::vector<float>& y, int threads) {
+  MatVecArgs a = matvec_args(s, w, w_bytes, x, x_bytes, y.data());
+  a.threads = threads;
+  a.prepared = pm.handle();
+  return invoke(k, a);
+}
+
 // The one-stream R8 kernel of a fused R8 kernel's type and activation.
 std::string r8_kernel_name(const KernelSpec& fused) {
   return std::string(to_string(fused.weight)) + ".cpu.avx2_r8_" + (fused.act == ActFormat::Q8_K ? "q8k" : "q8_1");
@@ -119,11 +128,8 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
         for (const std::int64_t min_parallel : {std::int64_t{1}, std::int64_t{128}}) {
           TilingGuard tiling({64, min_parallel});
           std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN);
-          MatVecArgs a = matvec_args(s, w.data(), w.size() * sizeof(BlockQ4_0), x.data(),
-                                     x.size() * sizeof(BlockQ8_1), y.data());
-          a.threads = threads;
-          a.prepared = pm.handle();
-          const Status st = invoke(k, a);
+          const Status st = invoke_prepared(k, pm, s, w.data(), w.size() * sizeof(BlockQ4_0), x.data(),
+                                            x.size() * sizeof(BlockQ8_1), y, threads);
           ASSERT_TRUE(st.ok()) << st.error;
           for (std::int64_t r = 0; r < rows; ++r) {
             const Expected e = exact_row(w.data() + r * (cols / kLegacyBlock), x.data(), cols / kLegacyBlock);
@@ -181,10 +187,8 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
               const auto x = with_minus_128 ? test::extreme_q8_1(cols, rng) : test::quantizer_range_q8_1(cols, rng);
               TilingGuard tiling({64, 1});
               std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN), wf(static_cast<std::size_t>(cols));
-              MatVecArgs a = matvec_args(s, w.data(), w.size(), x.data(), x.size() * sizeof(BlockQ8_1), y.data());
-              a.threads = threads;
-              a.prepared = pm.handle();
-              const Status st = invoke(*k, a);
+              const Status st =
+                  invoke_prepared(*k, pm, s, w.data(), w.size(), x.data(), x.size() * sizeof(BlockQ8_1), y, threads);
               ASSERT_TRUE(st.ok()) << st.error;
               for (std::int64_t r = 0; r < rows; ++r) {
                 dequantize_row(t.type, w.data() + row_bytes(t.type, cols) * static_cast<std::size_t>(r), wf.data(),
@@ -250,10 +254,8 @@ TEST(RowInterleaved, KQuantsMatchTheExactDotOnEveryRemainder) {
           for (const std::int64_t min_parallel : {std::int64_t{1}, std::int64_t{128}}) {
             TilingGuard tiling({64, min_parallel});
             std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN);
-            MatVecArgs a = matvec_args(s, w.data(), w.size(), x.data(), x.size() * sizeof(BlockQ8K), y.data());
-            a.threads = threads;
-            a.prepared = pm.handle();
-            const Status st = invoke(*k, a);
+            const Status st =
+                invoke_prepared(*k, pm, s, w.data(), w.size(), x.data(), x.size() * sizeof(BlockQ8K), y, threads);
             ASSERT_TRUE(st.ok()) << st.error;
             for (std::int64_t r = 0; r < rows; ++r) {
               dequantize_row(k->weight, w.data() + row_bytes(k->weight, cols) * static_cast<std::size_t>(r),

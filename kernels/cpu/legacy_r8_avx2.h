@@ -67,6 +67,15 @@ inline __m256i shift_bits(__m256i v, int s) {
   return s > 0 ? _mm256_slli_epi32(v, s) : s < 0 ? _mm256_srli_epi32(v, -s) : v;
 }
 
+// Chunk c's fifth bits OR'd into its low- and high-nibble quants: byte k of row r's qh
+// word holds them at bits 2c (the low nibble's weight) and 2c+1 (the high one's),
+// shifted to bit 4 and kept alone.
+inline void add_fifth_bits(__m256i qh, int c, __m256i& lo, __m256i& hi) {
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * c), bit4));
+  hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * c), bit4));
+}
+
 inline __m256i broadcast_quad(const std::int8_t* q) {
   std::int32_t v;
   std::memcpy(&v, q, sizeof(v));
@@ -100,13 +109,7 @@ void dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo*
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[c]));
         __m256i lo = _mm256_and_si256(v, m4);
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if constexpr (Layout::kFifthBits) {
-          // Byte k of row r's qh word holds chunk c's fifth bits at bits 2c (low
-          // nibble's weight) and 2c+1 (high nibble's): shifted to bit 4 and kept alone.
-          const __m256i bit4 = _mm256_set1_epi8(0x10);
-          lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * c), bit4));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * c), bit4));
-        }
+        if constexpr (Layout::kFifthBits) add_fifth_bits(qh, c, lo, hi);
         sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(lo, broadcast_quad(xq + 4 * c)));
         sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(hi, broadcast_quad(xq + 16 + 4 * c)));
         // Five-bit quants: a pair is up to 2 * 31 * 128 = 7936, so int16 holds four pairs.
@@ -165,11 +168,8 @@ void dot_groups_chunk_major(const Layout* const w[NG], const BlockQ8_1* x, const
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         if constexpr (Layout::kFifthBits) {
           // Loaded again per chunk (from L1): four streams' qh held across the block
-          // would not fit in the registers. Bit layout as in dot_groups.
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh));
-          const __m256i bit4 = _mm256_set1_epi8(0x10);
-          lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * c), bit4));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * c), bit4));
+          // would not fit in the registers.
+          add_fifth_bits(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh)), c, lo, hi);
           const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
           sum[i] = _mm256_add_epi32(sum[i], _mm256_madd_epi16(pairs, ones));
         } else {
@@ -180,15 +180,15 @@ void dot_groups_chunk_major(const Layout* const w[NG], const BlockQ8_1* x, const
       }
     }
     const __m256i offset = _mm256_set1_epi32(xi[b].offset);
-    const __m256 dx = _mm256_set1_ps(xi[b].d);
+    const __m256 dx = _mm256_set1_ps(xi[b].d), d_sum = _mm256_set1_ps(xi[b].d_sum);
     for (int i = 0; i < NG; ++i) {
       const Layout& wb = w[i][b];
       const __m256i dot = _mm256_add_epi32(Layout::kFifthBits ? sum[i] : _mm256_madd_epi16(sum[i], ones), offset);
       const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))), dx);
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), d, acc[i]);
       if constexpr (Layout::kHasMin)
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.m))),
-                                 _mm256_set1_ps(xi[b].d_sum), acc[i]);
+        acc[i] =
+            _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.m))), d_sum, acc[i]);
     }
   }
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
