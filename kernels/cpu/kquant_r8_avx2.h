@@ -87,16 +87,6 @@ inline __m256 add_block_with_mins(__m256 acc, __m256i isum, const Layout& wb, co
   return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(fp16x8(wb.dmin), dx), acc);
 }
 
-// Bit B of every byte of `bits` moved to bit 4 (bits B+1.. to 5..), then masked: how
-// the Q6_K kernel takes a chunk's high bits from a load that holds several chunks'
-// (shifts by a constant, within each byte once masked).
-template <int B>
-inline __m256i bits_to_4(__m256i bits, __m256i mask) {
-  if constexpr (B < 4) return _mm256_and_si256(_mm256_slli_epi16(bits, 4 - B), mask);
-  else if constexpr (B > 4) return _mm256_and_si256(_mm256_srli_epi16(bits, B - 4), mask);
-  else return _mm256_and_si256(bits, mask);
-}
-
 // A K-quant R8 kernel family K: K::Layout, K::kType and K::dot_groups<NG>(w, x, xm, nb,
 // out) computing NG groups into out[i][0..7]. Its matvec (NG weight streams per
 // thread) and fused up+gate runs check the prepared matrix or pair against the call's

@@ -33,14 +33,20 @@ constexpr int kLinesPerQuarter = 5;
 
 // NG groups of eight rows against the activation, into out[i][0..7]: each group a
 // weight stream of its own, each activation quad broadcast once for all of them.
-// The quarters and chunks are unrolled and the int16 sums pinned in registers
-// (keep_in_register); the min term is taken once per block. Written as plain loops,
-// the compiler spilled the chunk products to the stack, and with the weights in cache
-// the kernels computed 1.1-2x slower (results/amd-epyc-2c/q4_K-r8-inner-loop.csv).
+// The chunks are unrolled and the int16 sums pinned in registers (keep_in_register);
+// the min term is taken once per block. Written as plain loops, the compiler spilled
+// the chunk products to the stack, and with the weights in cache the kernels computed
+// 1.1-2x slower (results/amd-epyc-2c/q4_K-r8-inner-loop.csv). The quarters stay a
+// loop: unrolled, GCC interleaved one quarter's sums with the next's and spilled them,
+// and with cached weights two streams computed 1.14x and four 1.23x slower
+// (results/amd-epyc-2c/kquant-r8-compute.csv). Four streams keep enough misses in
+// flight without software prefetch, and cold read as fast or faster without it (same
+// file), as the legacy four-stream kernels do.
 template <int NG>
 void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                 float* const out[NG]) {
   using qmv::interleave::broadcast_quad;
+  constexpr bool kPrefetch = NG < 4;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i pick = qmv::interleave::scale_pair_control();
   __m256 acc[NG];
@@ -55,7 +61,7 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
       ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kPrefetchBytes;
       isum[i] = _mm256_setzero_si256();
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 1
     for (int g = 0; g < 4; ++g) {
       __m256i lo16[NG], hi16[NG];
       for (int i = 0; i < NG; ++i) lo16[i] = hi16[i] = _mm256_setzero_si256();
@@ -70,7 +76,8 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
               _mm256_add_epi16(hi16[i], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), x_hi));
           qmv::x86::keep_in_register(lo16[i]);
           qmv::x86::keep_in_register(hi16[i]);
-          if (c < kLinesPerQuarter) qmv::x86::prefetch_line_after(ahead[i] + 64 * (kLinesPerQuarter * g + c), lo16[i]);
+          if (kPrefetch && c < kLinesPerQuarter)
+            qmv::x86::prefetch_line_after(ahead[i] + 64 * (kLinesPerQuarter * g + c), lo16[i]);
         }
       }
       for (int i = 0; i < NG; ++i)
@@ -105,12 +112,12 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 2>(
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
     "streams per thread (the two halves of its rows) sharing each activation load")));
 // Four streams per thread keep more misses in flight than two; where that pays, and
-// where it does not, is in results/amd-epyc-2c/q4_K-r8x4.csv (Q5_K and Q5_1 with four
-// streams were no faster than with two, so only Q4_K has this variant).
+// where it does not, is in results/amd-epyc-2c/q4_K-r8x4.csv (Q5_K with four streams
+// spills and was no faster than with two, so of the K-quants only Q4_K has this variant).
 QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 4>(
     "q4_K.cpu.avx2_r8x4_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four weight "
-    "streams per thread (the four quarters of its rows) sharing each activation load")));
+    "streams per thread (the four quarters of its rows) sharing each activation load, no software prefetch")));
 QMV_REGISTER_KERNEL(qmv::interleave::kquant_r8_up_gate_record<Q4K>(
     "q4_K.cpu.avx2_r8_up_gate_q8k",
     "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX2, both matrices repacked once into "

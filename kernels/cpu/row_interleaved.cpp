@@ -101,14 +101,21 @@ void fill(BlockQ6_Kx8& o, int r, const BlockQ6K& in) {
     o.scale_pairs[m][2 * r + 1] = in.scales[2 * m + 1];
   }
   for (int g = 0; g < 4; ++g)
-    for (int c = 0; c < 8; ++c)
+    for (int v = 0; v < 4; ++v)
       for (int k = 0; k < 4; ++k) {
-        int low_a, high_a, low_b, high_b;
-        q6_K_quant(in, 64 * g + 4 * c + k, low_a, high_a);
-        q6_K_quant(in, 64 * g + 32 + 4 * c + k, low_b, high_b);
-        BlockQ6_Kx8::Quarter& q = o.quarter[g];
-        q.ql[c][4 * r + k] = static_cast<std::uint8_t>(low_a | (low_b << 4));
-        q.qh[c / 2][4 * r + k] |= static_cast<std::uint8_t>((high_a | (high_b << 2)) << (4 * (c % 2)));
+        // The triple's four weights: chunks 2v, 2v+1 of the low half, then of the high.
+        const int index[4] = {64 * g + 8 * v + k, 64 * g + 8 * v + 4 + k, 64 * g + 32 + 8 * v + k,
+                              64 * g + 32 + 8 * v + 4 + k};
+        int quant[4];
+        for (int j = 0; j < 4; ++j) {
+          int low, high;
+          q6_K_quant(in, index[j], low, high);
+          quant[j] = low | (high << 4);
+        }
+        for (int j = 0; j < 3; ++j) {
+          const int spread_bits = (quant[3] >> (4 - 2 * j)) & 3;
+          o.quarter[g].t[v][j][4 * r + k] = static_cast<std::uint8_t>(quant[j] | (spread_bits << 6));
+        }
       }
 }
 

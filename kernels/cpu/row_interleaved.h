@@ -158,24 +158,29 @@ static_assert(sizeof(BlockQ5_Kx8) == kGroupRows * sizeof(BlockQ5K) + 32);
 using Q5_Kx8Matrix = RowGroups<BlockQ5_Kx8>;  // blocks: super-blocks per row
 
 // Eight Q6_K super-blocks: 1680 bytes, as eight plain blocks. Weights are taken in
-// pairs g of 64 (64g.. for the low nibbles, 64g+32.. for the high ones, as Q4_K's):
+// quarters g of 64 (64g.. the low half, 64g+32.. the high half, as Q4_K's pairs), each
+// quarter in four triples v of 32-byte rows. Byte 4r+k of a triple's rows holds a whole
+// 6-bit quant of row r in bits 0-5 and two bits of a fourth one in bits 6-7:
 //   d                 row r's fp16 scale in lane r
 //   scale_pairs[m]    bytes 2r, 2r+1: the int8 scales of sub-blocks 2m and 2m+1 of
-//                     row r, so sign-extended to int16 they pair with two sub-blocks'
-//                     activation sums in one vpmaddwd (the -32 offset), and one
-//                     vpshufb + shift spreads either one over the eight rows
-//   quarter[g].ql[c]  bytes 4r+k: the low 4 bits of weight 64g+4c+k of row r (low
-//                     nibble) and of weight 64g+32+4c+k (high nibble)
-//   quarter[g].qh[v]  bytes 4r+k: the top 2 bits of those weights for chunks 2v and
-//                     2v+1: bits 0-1 and 2-3 for chunk 2v's low and high weight,
-//                     bits 4-5 and 6-7 for chunk 2v+1's
+//                     row r, so widened to int16 they pair with two sub-blocks'
+//                     activation sums in one vpmaddwd (the -32 offset), and one vpshufb
+//                     repeats either one over both halves of each row's lane
+//   quarter[g].t[v][0]  weight 64g+8v+k (chunk 2v of the low half); bits 6-7: bits 4-5
+//                       of weight 64g+32+8v+4+k (chunk 2v+1 of the high half, the
+//                       fourth chunk)
+//   quarter[g].t[v][1]  weight 64g+8v+4+k (chunk 2v+1 of the low half); bits 6-7: bits
+//                       2-3 of the fourth chunk's weight
+//   quarter[g].t[v][2]  weight 64g+32+8v+k (chunk 2v of the high half); bits 6-7: bits
+//                       0-1 of the fourth chunk's weight
+// so three chunks of a triple are one mask each and the fourth three masks, three
+// shifts and two ORs.
 struct BlockQ6_Kx8 {
   using Plain = BlockQ6K;  // the plain block it interleaves
   static constexpr const char* kPlainName = "Q6_K";
   static constexpr bool kMinPairs = false;  // its offset is -32, in the kernel
   struct Quarter {
-    std::uint8_t qh[4][4 * kGroupRows];
-    std::uint8_t ql[8][4 * kGroupRows];
+    std::uint8_t t[4][3][4 * kGroupRows];
   };
   fp16_bits d[kGroupRows];
   std::int8_t scale_pairs[8][2 * kGroupRows];
