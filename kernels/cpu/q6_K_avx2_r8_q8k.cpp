@@ -4,12 +4,13 @@
 // 6-bit quant in bits 0-5, so three of a triple's four chunks are one mask each, and
 // the fourth chunk's quant is spread over the three bytes' bits 6-7 (three masks, three
 // shifts, two ORs): 11 vector operations for four chunks where a nibble plane plus a
-// 2-bit plane would take 17. The quants (0..63) meet the activation quads in vpmaddubsw, two
-// chunks' pair sums add in int16 (one sub-block's), and one vpmaddwd against the rows'
-// int8 scales, widened once per quarter to int16 and repeated in both halves of each
-// lane by a vpshufb, gives the scaled dots in int32. The -32 offset is
+// 2-bit plane would take 17. The quants (0..63) meet the activation quads in
+// vpmaddubsw, two chunks' pair sums add in int16 (one sub-block's), and one vpmaddwd
+// against the rows' int8 scales, widened once per quarter to int16 and repeated in both
+// halves of each lane by a vpshufb, gives the scaled dots in int32. The -32 offset is
 // -32 * sum_j scale_j * bsum_j(x): one vpmaddwd per two sub-blocks of the same widened
-// scale pairs against the activation's two Q8_K block sums, taken straight from the block.
+// scale pairs against the activation's two Q8_K block sums, taken straight from the
+// block.
 //
 // Bounds: a vpmaddubsw pair is at most 2 * 63 * 128 = 16128 in size, two of them
 // 32256 < 2^15; a sub-block dot (<= 129024) times a scale (<= 128) over sixteen
