@@ -37,11 +37,12 @@ constexpr int kLinesPerQuarter = 5;
 // the min term is taken once per block. Written as plain loops, the compiler spilled
 // the chunk products to the stack, and with the weights in cache the kernels computed
 // 1.1-2x slower (results/amd-epyc-2c/q4_K-r8-inner-loop.csv). The quarters stay a
-// loop: unrolled, GCC interleaved one quarter's sums with the next's and spilled them,
-// and with cached weights two streams computed 1.14x and four 1.23x slower
-// (results/amd-epyc-2c/kquant-r8-compute.csv). Four streams keep enough misses in
-// flight without software prefetch, and cold read as fast or faster without it (same
-// file), as the legacy four-stream kernels do.
+// loop: unrolled, with cached weights two streams computed 1.14x and four 1.23x slower
+// (results/amd-epyc-2c/kquant-r8-compute.csv). Two unrolled streams spilled their sums;
+// four touch the stack about as often either way, so the likely cause there is the
+// unrolled loop's size (about 3x the rolled one's), not measured. Four streams keep
+// enough misses in flight without software prefetch, and cold read as fast or faster
+// without it (same file), as the legacy four-stream kernels do.
 template <int NG>
 void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                 float* const out[NG]) {

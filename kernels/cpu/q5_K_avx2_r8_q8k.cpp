@@ -81,8 +81,9 @@ void dot_groups(const BlockQ5_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
       ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kPrefetchBytes;
       isum[i] = _mm256_setzero_si256();
     }
-    // A loop, not unrolled: unrolled, GCC spilled the quarters' sums, as in the Q4_K
-    // kernel (results/amd-epyc-2c/kquant-r8-compute.csv).
+    // A loop, not unrolled: with cached weights it computes 1.12x faster so
+    // (results/amd-epyc-2c/kquant-r8-compute.csv), though both forms touch the stack;
+    // as for four Q4_K streams, the unrolled loop's size is the likely cause.
 #pragma GCC unroll 1
     for (int g = 0; g < 4; ++g) {
       const std::int8_t* xq = xb.qs + 64 * g;
