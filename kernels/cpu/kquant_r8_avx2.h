@@ -1,10 +1,10 @@
 // What the AVX2 kernels of the row-interleaved K-quant layouts (Q4_K, Q5_K, Q6_K in
-// row_interleaved.h) x Q8_K share: the activation broadcasts, the eight rows' scales
-// as int16 pairs, and the per-call activation sums their min term multiplies.
+// row_interleaved.h) x Q8_K share beyond r8_avx2_common.h: the eight rows' scales as
+// int16 pairs, and the per-call activation sums their min term multiplies.
 // Included only by files built with -mavx2 -mfma -mf16c; internal linkage.
 #pragma once
 
-#include "x86_common.h"
+#include "r8_avx2_common.h"
 
 #include <cstdint>
 #include <cstring>
@@ -15,18 +15,6 @@
 
 namespace qmv::interleave {
 namespace {
-
-// Four activation quants in every 32-bit lane.
-inline __m256i broadcast_quad(const std::int8_t* q) {
-  std::int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-// The eight rows' fp16 values as eight floats, row r in lane r.
-inline __m256 fp16x8(const fp16_bits* h) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
-}
 
 // The vpshufb control for scale_pairs.
 inline __m256i scale_pair_control() {

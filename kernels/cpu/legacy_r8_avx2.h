@@ -35,7 +35,7 @@
 // Included only by the avx2_r8 kernels' files, built with -mavx2 -mfma -mf16c.
 #pragma once
 
-#include "x86_common.h"
+#include "r8_avx2_common.h"
 
 #include <cstdint>
 #include <cstring>
@@ -76,12 +76,6 @@ inline void add_fifth_bits(__m256i qh, int c, __m256i& lo, __m256i& hi) {
   hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * c), bit4));
 }
 
-inline __m256i broadcast_quad(const std::int8_t* q) {
-  std::int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
 // NG groups of eight rows against the activation, into out[i][0..7]: each group a
 // weight stream of its own, each activation block loaded once for all of them.
 template <class Layout, int NG>
@@ -119,10 +113,10 @@ void dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo*
         }
       }
       if constexpr (!Layout::kFifthBits) dot = _mm256_add_epi32(dot, _mm256_madd_epi16(sum16, ones));
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))), dx);
+      const __m256 d = _mm256_mul_ps(fp16x8(wb.d), dx);
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), d, acc[i]);
       if constexpr (Layout::kHasMin)
-        acc_m[i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.m))), d_sum,
+        acc_m[i] = _mm256_fmadd_ps(fp16x8(wb.m), d_sum,
                                    acc_m[i]);
     }
   }
@@ -184,11 +178,11 @@ void dot_groups_chunk_major(const Layout* const w[NG], const BlockQ8_1* x, const
     for (int i = 0; i < NG; ++i) {
       const Layout& wb = w[i][b];
       const __m256i dot = _mm256_add_epi32(Layout::kFifthBits ? sum[i] : _mm256_madd_epi16(sum[i], ones), offset);
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))), dx);
+      const __m256 d = _mm256_mul_ps(fp16x8(wb.d), dx);
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), d, acc[i]);
       if constexpr (Layout::kHasMin)
         acc[i] =
-            _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.m))), d_sum, acc[i]);
+            _mm256_fmadd_ps(fp16x8(wb.m), d_sum, acc[i]);
     }
   }
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);

@@ -22,7 +22,7 @@
 // Bounds: a vpmaddwd lane of the int16 path is at most 2 * 128 * 128 = 32768, eight
 // chunks' sum 2^18; a vpmaddubsw pair of the sign path at most 2 * 128 * 127 =
 // 32512 < 2^15, a block's dot 2^19: far inside int32 and exact in float.
-#include "x86_common.h"
+#include "r8_avx2_common.h"
 
 #include <cstdint>
 #include <cstring>
@@ -34,6 +34,7 @@
 namespace {
 
 using qmv::interleave::BlockQ8_0x8;
+using qmv::interleave::broadcast_quad;
 using qmv::interleave::kGroupRows;
 
 // A block of activation quants as int16, and its scale.
@@ -71,18 +72,12 @@ void dot_groups(const BlockQ8_0x8* const w[NG], const XBlock16* x, std::int64_t 
         rows47 = _mm256_add_epi32(rows47, _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)), xq));
       }
       const __m256i dot = _mm256_hadd_epi32(rows03, rows47);  // rows 0 1 4 5 | 2 3 6 7
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))), dx);
+      const __m256 d = _mm256_mul_ps(qmv::interleave::fp16x8(wb.d), dx);
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), d, acc[i]);
     }
   }
   const __m256i to_row_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], _mm256_permutevar8x32_ps(acc[i], to_row_order));
-}
-
-inline __m256i broadcast_quad(const std::int8_t* q) {
-  std::int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
 }
 
 // The sign-trick path (no activation quant -128): NG groups into out[i][0..7], each
@@ -111,7 +106,7 @@ void dot_groups_sign(const BlockQ8_0x8* const w[NG], const qmv::BlockQ8_1* x, st
     const __m256 dx = _mm256_set1_ps(_cvtsh_ss(xb.d));
     for (int i = 0; i < NG; ++i) {
       const __m256 d = _mm256_permutevar8x32_ps(
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i][b].d))), from_d_order);
+          qmv::interleave::fp16x8(w[i][b].d), from_d_order);
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), _mm256_mul_ps(d, dx), acc[i]);
     }
   }

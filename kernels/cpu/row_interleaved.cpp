@@ -87,11 +87,12 @@ void fill(BlockQ5_Kx8& o, int r, const BlockQ5K& in) {
   }
 }
 
-// Weight i of a plain Q6_K block: its low 4 bits and its top 2 bits.
-void q6_K_quant(const BlockQ6K& in, int i, int& low, int& high) {
+// Weight i of a plain Q6_K block: its 6-bit quant (0..63), low 4 bits and top 2 joined.
+int q6_K_quant(const BlockQ6K& in, int i) {
   const int half = i / 128, quarter = (i % 128) / 32, l = i % 32;
-  low = (in.ql[64 * half + 32 * (quarter & 1) + l] >> (4 * (quarter >> 1))) & 0x0f;
-  high = (in.qh[32 * half + l] >> (2 * quarter)) & 0x03;
+  const int low = (in.ql[64 * half + 32 * (quarter & 1) + l] >> (4 * (quarter >> 1))) & 0x0f;
+  const int high = (in.qh[32 * half + l] >> (2 * quarter)) & 0x03;
+  return low | (high << 4);
 }
 
 void fill(BlockQ6_Kx8& o, int r, const BlockQ6K& in) {
@@ -107,11 +108,7 @@ void fill(BlockQ6_Kx8& o, int r, const BlockQ6K& in) {
         const int index[4] = {64 * g + 8 * v + k, 64 * g + 8 * v + 4 + k, 64 * g + 32 + 8 * v + k,
                               64 * g + 32 + 8 * v + 4 + k};
         int quant[4];
-        for (int j = 0; j < 4; ++j) {
-          int low, high;
-          q6_K_quant(in, index[j], low, high);
-          quant[j] = low | (high << 4);
-        }
+        for (int j = 0; j < 4; ++j) quant[j] = q6_K_quant(in, index[j]);
         for (int j = 0; j < 3; ++j) {
           const int spread_bits = (quant[3] >> (4 - 2 * j)) & 3;
           o.quarter[g].t[v][j][4 * r + k] = static_cast<std::uint8_t>(quant[j] | (spread_bits << 6));
