@@ -4,8 +4,10 @@
 // 32-bit lane; their low nibbles meet a broadcast of the matching four activation
 // quants in vpmaddubsw (u8 x s8), their high nibbles the four quants 16 further on.
 // The eight int16 pair sums of a block add up in int16 and one vpmaddwd against ones
-// leaves row r's block dot in lane r. Q5's fifth bits, rearranged by the repack so
-// one shift and one AND per nibble register put them in place, are OR'd in first.
+// leaves row r's block dot in lane r. Q5's repack puts a whole 5-bit quant and three
+// bits of another in each byte (BlockQ5_0x8): six vector operations per chunk form its
+// two registers of quants, where nibbles with the fifth bits OR'd in took nine
+// (results/amd-epyc-2c/q5-r8-whole-low.csv).
 // The _0 types' offset (8, 16) is -offset*sum(q_x) per block, an exact integer made
 // once per call; the _1 types' m term is m_w times d_x*sum(q_x), one more FMA per
 // block for eight rows. The eight rows' fp16 scales convert in one vcvtph2ps.
@@ -67,13 +69,22 @@ inline __m256i shift_bits(__m256i v, int s) {
   return s > 0 ? _mm256_slli_epi32(v, s) : s < 0 ? _mm256_srli_epi32(v, -s) : v;
 }
 
-// Chunk c's fifth bits OR'd into its low- and high-nibble quants: byte k of row r's qh
-// word holds them at bits 2c (the low nibble's weight) and 2c+1 (the high one's),
-// shifted to bit 4 and kept alone.
-inline void add_fifth_bits(__m256i qh, int c, __m256i& lo, __m256i& hi) {
-  const __m256i bit4 = _mm256_set1_epi8(0x10);
-  lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * c), bit4));
-  hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * c), bit4));
+// Chunk c's quants of the eight rows, lo against activation quants 4c..4c+3 and hi
+// against 16+4c..16+4c+3: nibbles for the 4-bit layouts; for the 5-bit ones
+// (BlockQ5_0x8) the low weights by one mask and the high ones by a shift and a mask
+// with their top two bits (top, the block's 32-byte top array) shifted in.
+template <class Layout>
+inline void chunk_quants(const Layout& wb, int c, [[maybe_unused]] __m256i top, __m256i& lo, __m256i& hi) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[c]));
+  if constexpr (Layout::kFifthBits) {
+    lo = _mm256_and_si256(v, _mm256_set1_epi8(0x1f));
+    hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), _mm256_set1_epi8(0x07)),
+                         _mm256_and_si256(shift_bits(top, 3 - 2 * c), _mm256_set1_epi8(0x18)));
+  } else {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    lo = _mm256_and_si256(v, m4);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  }
 }
 
 // NG groups of eight rows against the activation, into out[i][0..7]: each group a
@@ -81,7 +92,6 @@ inline void add_fifth_bits(__m256i qh, int c, __m256i& lo, __m256i& hi) {
 template <class Layout, int NG>
 void dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo* xi, std::int64_t nb,
                 float* const out[NG]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NG], acc_m[NG];
   for (int i = 0; i < NG; ++i) acc[i] = acc_m[i] = _mm256_setzero_ps();
@@ -97,13 +107,11 @@ void dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo*
       x86::prefetch_line(ahead + 128);
       const Layout& wb = w[i][b];
       __m256i sum16 = _mm256_setzero_si256(), dot = offset;
-      [[maybe_unused]] __m256i qh;
-      if constexpr (Layout::kFifthBits) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh));
+      __m256i top = _mm256_setzero_si256();
+      if constexpr (Layout::kFifthBits) top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.top));
       for (int c = 0; c < 4; ++c) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[c]));
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if constexpr (Layout::kFifthBits) add_fifth_bits(qh, c, lo, hi);
+        __m256i lo, hi;
+        chunk_quants(wb, c, top, lo, hi);
         sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(lo, broadcast_quad(xq + 4 * c)));
         sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(hi, broadcast_quad(xq + 16 + 4 * c)));
         // Five-bit quants: a pair is up to 2 * 31 * 128 = 7936, so int16 holds four pairs.
@@ -144,7 +152,6 @@ const XBlockInfo* activation_info(const BlockQ8_1* x, std::int64_t nb) {
 template <class Layout, int NG>
 void dot_groups_chunk_major(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo* xi, std::int64_t nb,
                             float* const out[NG]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NG];
   for (int i = 0; i < NG; ++i) acc[i] = _mm256_setzero_ps();
@@ -157,16 +164,15 @@ void dot_groups_chunk_major(const Layout* const w[NG], const BlockQ8_1* x, const
       const __m256i x_lo = broadcast_quad(xq + 4 * c), x_hi = broadcast_quad(xq + 16 + 4 * c);
       for (int i = 0; i < NG; ++i) {
         const Layout& wb = w[i][b];
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[c]));
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        __m256i lo, hi;
         if constexpr (Layout::kFifthBits) {
-          // Loaded again per chunk (from L1): four streams' qh held across the block
-          // would not fit in the registers.
-          add_fifth_bits(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh)), c, lo, hi);
+          // Loaded again per chunk (from L1): four streams' top bits held across the
+          // block would not fit in the registers.
+          chunk_quants(wb, c, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.top)), lo, hi);
           const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
           sum[i] = _mm256_add_epi32(sum[i], _mm256_madd_epi16(pairs, ones));
         } else {
+          chunk_quants(wb, c, _mm256_setzero_si256(), lo, hi);
           sum[i] = _mm256_add_epi16(sum[i], _mm256_maddubs_epi16(lo, x_lo));
           sum[i] = _mm256_add_epi16(sum[i], _mm256_maddubs_epi16(hi, x_hi));
         }

@@ -8,8 +8,8 @@ using Layout = qmv::interleave::BlockQ5_1x8;
 
 QMV_REGISTER_KERNEL((qmv::interleave::r8_record<Layout, 1>(qmv::WeightType::Q5_1,
     "q5_1.cpu.avx2_r8_q8_1",
-    "Q5_1 x Q8_1, AVX2, weights repacked once into eight-row interleaved blocks (fifth bits "
-    "rearranged for one shift per register, m by one FMA): one float "
+    "Q5_1 x Q8_1, AVX2, weights repacked once into eight-row interleaved blocks (each byte one "
+    "5-bit quant whole and three bits of another, m by one FMA): one float "
     "lane per row, eight rows' scales in one conversion, one weight stream per thread")));
 QMV_REGISTER_KERNEL((qmv::interleave::r8_record<Layout, 2>(qmv::WeightType::Q5_1,
     "q5_1.cpu.avx2_r8x2_q8_1",

@@ -30,29 +30,36 @@ void fill(BlockQ4_1x8& o, int r, const BlockQ4_1& in) {
   copy_nibble_quads(o.qs, r, in.qs);
 }
 
-// qh as BlockQ5_0x8 describes it, from the plain little-endian qh word.
-std::uint32_t rearranged_fifth_bits(const std::uint8_t qh[4]) {
-  std::uint32_t plain, out = 0;
-  std::memcpy(&plain, qh, sizeof(plain));
-  for (int c = 0; c < 4; ++c)
-    for (int k = 0; k < 4; ++k) {
-      out |= ((plain >> (4 * c + k)) & 1u) << (8 * k + 2 * c);
-      out |= ((plain >> (16 + 4 * c + k)) & 1u) << (8 * k + 2 * c + 1);
+// Row r's quants into a Q5 layout's chunks and top bits (BlockQ5_0x8).
+template <class Layout, class Block>
+void fill_five_bit_quants(Layout& o, int r, const Block& in) {
+  std::uint32_t qh;
+  std::memcpy(&qh, in.qh, sizeof(qh));
+  // Weight j's quant: its nibble (j < 16 low, else high of byte j - 16), bit j of qh fifth.
+  const auto quant = [&](int j) {
+    const int nibble = j < 16 ? in.qs[j] & 0x0f : in.qs[j - 16] >> 4;
+    return nibble | static_cast<int>(((qh >> j) & 1u) << 4);
+  };
+  for (int k = 0; k < 4; ++k) {
+    int top = 0;
+    for (int c = 0; c < 4; ++c) {
+      const int low = quant(4 * c + k), high = quant(16 + 4 * c + k);
+      o.qs[c][4 * r + k] = static_cast<std::uint8_t>(low | (high & 0x07) << 5);
+      top |= (high >> 3) << (2 * c);
     }
-  return out;
+    o.top[4 * r + k] = static_cast<std::uint8_t>(top);
+  }
 }
 
 void fill(BlockQ5_0x8& o, int r, const BlockQ5_0& in) {
   o.d[r] = in.d;
-  o.qh[r] = rearranged_fifth_bits(in.qh);
-  copy_nibble_quads(o.qs, r, in.qs);
+  fill_five_bit_quants(o, r, in);
 }
 
 void fill(BlockQ5_1x8& o, int r, const BlockQ5_1& in) {
   o.d[r] = in.d;
   o.m[r] = in.m;
-  o.qh[r] = rearranged_fifth_bits(in.qh);
-  copy_nibble_quads(o.qs, r, in.qs);
+  fill_five_bit_quants(o, r, in);
 }
 
 void fill(BlockQ8_0x8& o, int r, const BlockQ8_0& in) {

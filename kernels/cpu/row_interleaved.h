@@ -59,9 +59,12 @@ struct BlockQ4_1x8 {
 static_assert(sizeof(BlockQ4_1x8) == kGroupRows * sizeof(BlockQ4_1));
 using Q4_1x8Matrix = RowGroups<BlockQ4_1x8>;
 
-// Eight Q5_0 blocks (w = d * (q - 16)): qs as Q4_0's, and row r's fifth bits in the
-// 32-bit word qh[r] rearranged so byte k holds, for chunk c, the fifth bit of weight
-// 4c+k at bit 2c and that of weight 16+4c+k at bit 2c+1. 176 bytes, as eight blocks.
+// Eight Q5_0 blocks (w = d * (q - 16)), 176 bytes as eight blocks, each 32-byte chunk c
+// holding in byte 4r+k two of row r's 5-bit quants: the low weight 4c+k (against
+// activation quant 4c+k) whole in bits 0-4, and the high weight 16+4c+k's low three
+// bits in bits 5-7; its top two bits lie in byte 4r+k of `top`, at bits 2c and 2c+1.
+// So a low weight is one AND away and a high one a shift and an AND, with its top bits
+// shifted, masked and OR'd in.
 struct BlockQ5_0x8 {
   using Plain = BlockQ5_0;  // the plain block it interleaves
   static constexpr const char* kPlainName = "Q5_0";
@@ -69,7 +72,7 @@ struct BlockQ5_0x8 {
   static constexpr bool kHasMin = false;
   static constexpr bool kFifthBits = true;
   fp16_bits d[kGroupRows];
-  std::uint32_t qh[kGroupRows];
+  std::uint8_t top[4 * kGroupRows];
   std::uint8_t qs[4][4 * kGroupRows];
 };
 static_assert(sizeof(BlockQ5_0x8) == kGroupRows * sizeof(BlockQ5_0));
@@ -84,7 +87,7 @@ struct BlockQ5_1x8 {
   static constexpr bool kFifthBits = true;
   fp16_bits d[kGroupRows];
   fp16_bits m[kGroupRows];
-  std::uint32_t qh[kGroupRows];
+  std::uint8_t top[4 * kGroupRows];
   std::uint8_t qs[4][4 * kGroupRows];
 };
 static_assert(sizeof(BlockQ5_1x8) == kGroupRows * sizeof(BlockQ5_1));
