@@ -63,23 +63,14 @@ struct XBlockInfo {
 // (results/intel-xeon-2c/r8-prefetch-chunked-pages.csv).
 constexpr int kPrefetchBlocks = 32;
 
-// The 32-bit lanes of v shifted left by s bits (right by -s); s is a constant after
-// unrolling.
-inline __m256i shift_bits(__m256i v, int s) {
-  return s > 0 ? _mm256_slli_epi32(v, s) : s < 0 ? _mm256_srli_epi32(v, -s) : v;
-}
-
 // Chunk c's quants of the eight rows, lo against activation quants 4c..4c+3 and hi
 // against 16+4c..16+4c+3: nibbles for the 4-bit layouts; for the 5-bit ones
-// (BlockQ5_0x8) the low weights by one mask and the high ones by a shift and a mask
-// with their top two bits (top, the block's 32-byte top array) shifted in.
+// (BlockQ5_0x8), five_bit_quants with top, the block's 32-byte top array.
 template <class Layout>
 inline void chunk_quants(const Layout& wb, int c, [[maybe_unused]] __m256i top, __m256i& lo, __m256i& hi) {
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[c]));
   if constexpr (Layout::kFifthBits) {
-    lo = _mm256_and_si256(v, _mm256_set1_epi8(0x1f));
-    hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), _mm256_set1_epi8(0x07)),
-                         _mm256_and_si256(shift_bits(top, 3 - 2 * c), _mm256_set1_epi8(0x18)));
+    five_bit_quants(v, top, c, lo, hi);
   } else {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     lo = _mm256_and_si256(v, m4);

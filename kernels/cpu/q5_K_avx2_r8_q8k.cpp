@@ -33,29 +33,20 @@ using qmv::interleave::XMinSums;
 constexpr int kPrefetchBytes = 3072;
 constexpr int kLinesPerQuarter = 6;
 
-// The top two bits of chunk K's high weights (bits 2K, 2K+1 of `top`) moved to bits 3
-// and 4 and masked (16-bit shifts of at most 3 bring nothing into those bits from the
-// other byte of the word).
-template <int K>
-inline __m256i top_bits(__m256i top, __m256i mask) {
-  if constexpr (2 * K < 3) return _mm256_and_si256(_mm256_slli_epi16(top, 3 - 2 * K), mask);
-  else return _mm256_and_si256(_mm256_srli_epi16(top, 2 * K - 3), mask);
-}
-
 // Chunk 4h+K of quarter g of NG streams: the low and high weights against their
 // activation quads, added into lo16[i] and hi16[i]; chunks before the quarter's
 // kLinesPerQuarter-th each prefetch one line of each stream.
 template <int NG, int K>
 inline void chunk(const BlockQ5_Kx8* const wb[NG], int g, int h, const __m256i top[NG], const std::int8_t* xq,
                   const std::uintptr_t ahead[NG], __m256i lo16[NG], __m256i hi16[NG]) {
-  const __m256i m5 = _mm256_set1_epi8(0x1f), m3 = _mm256_set1_epi8(0x07), bits34 = _mm256_set1_epi8(0x18);
   const int c = 4 * h + K;
   const __m256i x_lo = qmv::interleave::broadcast_quad(xq + 4 * c),
                 x_hi = qmv::interleave::broadcast_quad(xq + 32 + 4 * c);
   for (int i = 0; i < NG; ++i) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[i]->quarter[g].qs[c]));
-    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), m3), top_bits<K>(top[i], bits34));
-    lo16[i] = _mm256_add_epi16(lo16[i], _mm256_maddubs_epi16(_mm256_and_si256(v, m5), x_lo));
+    __m256i lo, hi;
+    qmv::interleave::five_bit_quants(v, top[i], K, lo, hi);
+    lo16[i] = _mm256_add_epi16(lo16[i], _mm256_maddubs_epi16(lo, x_lo));
     hi16[i] = _mm256_add_epi16(hi16[i], _mm256_maddubs_epi16(hi, x_hi));
     qmv::x86::keep_in_register(lo16[i]);
     qmv::x86::keep_in_register(hi16[i]);

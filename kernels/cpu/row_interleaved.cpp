@@ -30,6 +30,12 @@ void fill(BlockQ4_1x8& o, int r, const BlockQ4_1& in) {
   copy_nibble_quads(o.qs, r, in.qs);
 }
 
+// The 5-bit layouts of whole quants (BlockQ5_0x8, BlockQ5_Kx8): a chunk's byte of a low
+// and a high weight's quants, and the high one's top two bits at their place (chunk k
+// of the top byte's four).
+std::uint8_t whole_and_low_three(int low, int high) { return static_cast<std::uint8_t>(low | (high & 0x07) << 5); }
+std::uint8_t top_two_bits(int high, int k) { return static_cast<std::uint8_t>((high >> 3) << (2 * k)); }
+
 // Row r's quants into a Q5 layout's chunks and top bits (BlockQ5_0x8).
 template <class Layout, class Block>
 void fill_five_bit_quants(Layout& o, int r, const Block& in) {
@@ -41,13 +47,12 @@ void fill_five_bit_quants(Layout& o, int r, const Block& in) {
     return nibble | static_cast<int>(((qh >> j) & 1u) << 4);
   };
   for (int k = 0; k < 4; ++k) {
-    int top = 0;
+    o.top[4 * r + k] = 0;
     for (int c = 0; c < 4; ++c) {
-      const int low = quant(4 * c + k), high = quant(16 + 4 * c + k);
-      o.qs[c][4 * r + k] = static_cast<std::uint8_t>(low | (high & 0x07) << 5);
-      top |= (high >> 3) << (2 * c);
+      const int high = quant(16 + 4 * c + k);
+      o.qs[c][4 * r + k] = whole_and_low_three(quant(4 * c + k), high);
+      o.top[4 * r + k] |= top_two_bits(high, c);
     }
-    o.top[4 * r + k] = static_cast<std::uint8_t>(top);
   }
 }
 
@@ -88,8 +93,8 @@ void fill(BlockQ5_Kx8& o, int r, const BlockQ5K& in) {
         // one; bit j of qh[l]: the fifth bit of weight 32j + l (sub-block j).
         const int l = 4 * c + k, nibbles = in.qs[32 * g + l], fifth = in.qh[l] >> (2 * g);
         const int low = (nibbles & 0x0f) | ((fifth & 1) << 4), high = (nibbles >> 4) | ((fifth & 2) << 3);
-        q.qs[c][4 * r + k] = static_cast<std::uint8_t>(low | ((high & 7) << 5));
-        q.top[c / 4][4 * r + k] |= static_cast<std::uint8_t>((high >> 3) << (2 * (c % 4)));
+        q.qs[c][4 * r + k] = whole_and_low_three(low, high);
+        q.top[c / 4][4 * r + k] |= top_two_bits(high, c % 4);
       }
   }
 }
