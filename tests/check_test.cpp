@@ -69,9 +69,10 @@ TEST(Check, ReferenceKernelsPassOnAwkwardShapes) {
 TEST(Check, LegacyAndFloatKernelsPassOnOddCols) {
   const auto kernels = global_registry().select("q?_0.cpu.*,q?_1.cpu.*,f16.cpu.*,bf16.cpu.*,f32.cpu.*");
   // Five legacy types x {scalar_f32, avx2_f32, avx2_q8_1, avx2_4row_q8_1,
-  // avx512vnni_q8_1, avx512vnni_4row_q8_1}, four row-interleaved kernels per type
-  // (one, two and four streams, fused up+gate), three float types x {scalar, avx2}.
-  ASSERT_EQ(kernels.size(), 56u);
+  // avx512vnni_q8_1, avx512vnni_4row_q8_1}, six row-interleaved kernels per type
+  // (AVX2: one, two and four streams, fused up+gate; AVX-512 VNNI: two and four
+  // streams), three float types x {scalar, avx2}.
+  ASSERT_EQ(kernels.size(), 66u);
   const auto shapes = parse_shapes("odd-cols");
   const auto results = run_check(kernels, shapes, fresh_config());
   ASSERT_EQ(results.size(), kernels.size() * shapes.size());

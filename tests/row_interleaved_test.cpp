@@ -25,10 +25,28 @@ namespace qmv {
 namespace {
 
 constexpr const char* kQ4_0x8Kernel = "q4_0.cpu.avx2_r8_q8_1";
-// The K-quant R8 kernels: one weight stream per thread, two, and (Q4_K) four.
-constexpr const char* kKQuantX8Kernels[] = {"q4_K.cpu.avx2_r8_q8k",   "q4_K.cpu.avx2_r8x2_q8k", "q4_K.cpu.avx2_r8x4_q8k",
-                                            "q5_K.cpu.avx2_r8_q8k",   "q5_K.cpu.avx2_r8x2_q8k", "q6_K.cpu.avx2_r8_q8k",
-                                            "q6_K.cpu.avx2_r8x2_q8k"};
+// The K-quant R8 kernels: one weight stream per thread, two, and (Q4_K) four; and the
+// AVX-512 VNNI ones on the same copies.
+const std::vector<const char*> kKQuantX8Kernels = {"q4_K.cpu.avx2_r8_q8k",   "q4_K.cpu.avx2_r8x2_q8k",
+                                                   "q4_K.cpu.avx2_r8x4_q8k", "q5_K.cpu.avx2_r8_q8k",
+                                                   "q5_K.cpu.avx2_r8x2_q8k", "q6_K.cpu.avx2_r8_q8k",
+                                                   "q6_K.cpu.avx2_r8x2_q8k"};
+const std::vector<const char*> kKQuantX8VnniKernels = {"q4_K.cpu.avx512vnni_r8x2_q8k", "q4_K.cpu.avx512vnni_r8x4_q8k",
+                                                       "q5_K.cpu.avx512vnni_r8x2_q8k", "q5_K.cpu.avx512vnni_r8x4_q8k"};
+
+// Whether this CPU (under the feature mask) lacks what one of the kernels named needs;
+// `missing` then says what, in one line, for the test's skip.
+bool lacks_features_for(const std::vector<const char*>& names, std::string& missing) {
+  for (const char* name : names) {
+    const KernelSpec* k = global_registry().find(name);
+    if (k && missing_cpu_features(k->cpu_features) != 0) {
+      missing = std::string("this CPU lacks ") + cpu_feature_names(missing_cpu_features(k->cpu_features)) +
+                " for " + name;
+      return true;
+    }
+  }
+  return false;
+}
 
 std::vector<BlockQ4_0> random_q4_0(Shape s, std::mt19937& rng) {
   std::vector<BlockQ4_0> w(static_cast<std::size_t>(s.rows * (s.cols / kLegacyBlock)));
@@ -108,10 +126,11 @@ TEST(RowInterleaved, RepackKeepsEveryWeightOfEveryRow) {
     }
 }
 
-TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
+void expect_q4_0_exact_on_every_remainder(const std::vector<const char*>& kernels) {
+  std::string missing;
+  if (lacks_features_for(kernels, missing)) GTEST_SKIP() << missing;
   std::mt19937 rng(5);
   int checked = 0;
-  const char* const kernels[] = {kQ4_0x8Kernel, "q4_0.cpu.avx2_r8x2_q8_1", "q4_0.cpu.avx2_r8x4_q8_1"};
   for (const char* name : kernels)
   for (const std::int64_t cols : {32, 96, 576, 4096})
     for (const std::int64_t rows : {1, 7, 8, 9, 23, 64, 130, 257}) {
@@ -121,7 +140,6 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
       const KernelSpec* found = global_registry().find(name);
       ASSERT_NE(found, nullptr) << name;
       const KernelSpec& k = *found;
-      if (missing_cpu_features(k.cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
       PreparedMatrix pm;
       ASSERT_TRUE(pm.prepare(k, matvec_args(s, w.data(), w.size() * sizeof(BlockQ4_0), nullptr, 0, nullptr)).ok());
       for (const int threads : {1, 2})
@@ -141,7 +159,15 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
           ++checked;
         }
     }
-  EXPECT_EQ(checked, static_cast<int>(std::size(kernels)) * 4 * 8 * 4);
+  EXPECT_EQ(checked, static_cast<int>(kernels.size()) * 4 * 8 * 4);
+}
+
+TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
+  expect_q4_0_exact_on_every_remainder({kQ4_0x8Kernel, "q4_0.cpu.avx2_r8x2_q8_1", "q4_0.cpu.avx2_r8x4_q8_1"});
+}
+
+TEST(RowInterleaved, Q4_0Avx512VnniMatchesTheExactDotOnEveryRemainder) {
+  expect_q4_0_exact_on_every_remainder({"q4_0.cpu.avx512vnni_r8x2_q8_1", "q4_0.cpu.avx512vnni_r8x4_q8_1"});
 }
 
 // Q4_1, Q5_0, Q5_1 and Q8_0: every byte random (every nibble, fifth bit and Q8_0
@@ -149,24 +175,23 @@ TEST(RowInterleaved, Q4_0MatchesTheExactDotOnEveryRemainder) {
 // the dequantized weights. Each kernel meets activations with -128s (near certain at
 // 96 columns and more) and without (Q8_0's avx2_r8x4 takes its sign-trick path only
 // then).
-TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
-  struct Case {
-    WeightType type;
-    std::vector<const char*> kernels;
-  };
-  const Case cases[] = {
-      {WeightType::Q4_1, {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1", "q4_1.cpu.avx2_r8x4_q8_1"}},
-      {WeightType::Q5_0, {"q5_0.cpu.avx2_r8_q8_1", "q5_0.cpu.avx2_r8x2_q8_1", "q5_0.cpu.avx2_r8x4_q8_1"}},
-      {WeightType::Q5_1, {"q5_1.cpu.avx2_r8_q8_1", "q5_1.cpu.avx2_r8x2_q8_1", "q5_1.cpu.avx2_r8x4_q8_1"}},
-      {WeightType::Q8_0, {"q8_0.cpu.avx2_r8_q8_1", "q8_0.cpu.avx2_r8x2_q8_1", "q8_0.cpu.avx2_r8x4_q8_1"}}};
+struct LegacyCase {
+  WeightType type;
+  std::vector<const char*> kernels;
+};
+
+void expect_legacy_exact_on_every_remainder(const std::vector<LegacyCase>& cases) {
+  std::vector<const char*> all;
+  for (const LegacyCase& t : cases) all.insert(all.end(), t.kernels.begin(), t.kernels.end());
+  std::string missing;
+  if (lacks_features_for(all, missing)) GTEST_SKIP() << missing;
   std::mt19937 rng(6);
-  int checked = 0, kernels = 0;
-  for (const Case& t : cases) kernels += static_cast<int>(t.kernels.size());
-  for (const Case& t : cases)
+  int checked = 0;
+  const int kernels = static_cast<int>(all.size());
+  for (const LegacyCase& t : cases)
     for (const char* name : t.kernels) {
       const KernelSpec* k = global_registry().find(name);
       ASSERT_NE(k, nullptr) << name;
-      if (missing_cpu_features(k->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
       const bool has_min = t.type == WeightType::Q4_1 || t.type == WeightType::Q5_1;
       for (const std::int64_t cols : {32, 96, 576})
         for (const std::int64_t rows : {1, 7, 9, 23, 130}) {
@@ -213,6 +238,23 @@ TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
   EXPECT_EQ(checked, kernels * 3 * 5 * 2 * 2);
 }
 
+TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0MatchTheExactDotOnEveryRemainder) {
+  expect_legacy_exact_on_every_remainder(
+      {{WeightType::Q4_1, {"q4_1.cpu.avx2_r8_q8_1", "q4_1.cpu.avx2_r8x2_q8_1", "q4_1.cpu.avx2_r8x4_q8_1"}},
+       {WeightType::Q5_0, {"q5_0.cpu.avx2_r8_q8_1", "q5_0.cpu.avx2_r8x2_q8_1", "q5_0.cpu.avx2_r8x4_q8_1"}},
+       {WeightType::Q5_1, {"q5_1.cpu.avx2_r8_q8_1", "q5_1.cpu.avx2_r8x2_q8_1", "q5_1.cpu.avx2_r8x4_q8_1"}},
+       {WeightType::Q8_0, {"q8_0.cpu.avx2_r8_q8_1", "q8_0.cpu.avx2_r8x2_q8_1", "q8_0.cpu.avx2_r8x4_q8_1"}}});
+}
+
+// The AVX-512 VNNI forms; Q8_0's flipped quants are exact with -128 activations too.
+TEST(RowInterleaved, Q4_1Q5_0Q5_1Q8_0Avx512VnniMatchTheExactDotOnEveryRemainder) {
+  expect_legacy_exact_on_every_remainder(
+      {{WeightType::Q4_1, {"q4_1.cpu.avx512vnni_r8x2_q8_1", "q4_1.cpu.avx512vnni_r8x4_q8_1"}},
+       {WeightType::Q5_0, {"q5_0.cpu.avx512vnni_r8x2_q8_1", "q5_0.cpu.avx512vnni_r8x4_q8_1"}},
+       {WeightType::Q5_1, {"q5_1.cpu.avx512vnni_r8x2_q8_1", "q5_1.cpu.avx512vnni_r8x4_q8_1"}},
+       {WeightType::Q8_0, {"q8_0.cpu.avx512vnni_r8x2_q8_1", "q8_0.cpu.avx512vnni_r8x4_q8_1"}}});
+}
+
 // Random K-quant blocks (Q4_K, Q5_K, Q6_K): every byte random (so the scales and mins
 // take every value), finite fp16 d (and dmin) of both signs.
 std::vector<std::uint8_t> random_k_quant(WeightType type, Shape s, std::mt19937& rng) {
@@ -232,13 +274,14 @@ std::vector<std::uint8_t> random_k_quant(WeightType type, Shape s, std::mt19937&
   return w;
 }
 
-TEST(RowInterleaved, KQuantsMatchTheExactDotOnEveryRemainder) {
+void expect_k_quants_exact_on_every_remainder(const std::vector<const char*>& kernels) {
+  std::string missing;
+  if (lacks_features_for(kernels, missing)) GTEST_SKIP() << missing;
   std::mt19937 rng(9);
   int checked = 0;
-  for (const char* name : kKQuantX8Kernels) {
+  for (const char* name : kernels) {
     const KernelSpec* k = global_registry().find(name);
     ASSERT_NE(k, nullptr) << name;
-    if (missing_cpu_features(k->cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
     for (const std::int64_t cols : {256, 768, 2048})
       for (const std::int64_t rows : {1, 7, 8, 9, 23, 40, 130}) {
         const Shape s{rows, cols};
@@ -274,7 +317,15 @@ TEST(RowInterleaved, KQuantsMatchTheExactDotOnEveryRemainder) {
           }
       }
   }
-  EXPECT_EQ(checked, static_cast<int>(std::size(kKQuantX8Kernels)) * 3 * 7 * 4);
+  EXPECT_EQ(checked, static_cast<int>(kernels.size()) * 3 * 7 * 4);
+}
+
+TEST(RowInterleaved, KQuantsMatchTheExactDotOnEveryRemainder) {
+  expect_k_quants_exact_on_every_remainder(kKQuantX8Kernels);
+}
+
+TEST(RowInterleaved, KQuantsAvx512VnniMatchTheExactDotOnEveryRemainder) {
+  expect_k_quants_exact_on_every_remainder(kKQuantX8VnniKernels);
 }
 
 // Random weights of a row-interleaved type: every byte random, then finite fp16 scales

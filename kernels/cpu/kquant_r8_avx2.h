@@ -108,17 +108,18 @@ Status run_kquant_row_pair(const MatVecArgs& a) {
   return Status::Ok();
 }
 
-// The registry records of family K: a matvec with NG streams per thread, or the fused
+// The registry records of family K: a matvec with NG streams per thread (needing
+// `features`: the AVX2 loops' or, for K's AVX-512 VNNI loops, theirs), or the fused
 // up+gate kernel on a repacked pair.
 template <class K, int NG>
-KernelRecord kquant_r8_record(const char* name, const char* description) {
-  return avx2_record<typename K::Layout>(OpKind::MatVec, name, K::kType, ActFormat::Q8_K, run_kquant_rows<K, NG>,
-                                         description);
+constexpr KernelRecord kquant_r8_record(const char* name, const char* description, std::uint32_t features = kAvx2Features) {
+  return interleaved_record<typename K::Layout>(OpKind::MatVec, name, K::kType, ActFormat::Q8_K,
+                                                run_kquant_rows<K, NG>, description, features);
 }
 
 template <class K>
 KernelRecord kquant_r8_up_gate_record(const char* name, const char* description) {
-  return avx2_record<typename K::Layout>(OpKind::FusedUpGate, name, K::kType, ActFormat::Q8_K, run_kquant_row_pair<K>,
+  return interleaved_record<typename K::Layout>(OpKind::FusedUpGate, name, K::kType, ActFormat::Q8_K, run_kquant_row_pair<K>,
                                          description);
 }
 

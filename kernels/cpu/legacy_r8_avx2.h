@@ -122,16 +122,16 @@ void dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo*
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], Layout::kHasMin ? _mm256_add_ps(acc[i], acc_m[i]) : acc[i]);
 }
 
-// The call's per-block activation info (XBlockInfo), in per-thread scratch.
-template <class Layout>
-const XBlockInfo* activation_info(const BlockQ8_1* x, std::int64_t nb) {
+// The call's per-block activation info (XBlockInfo) for weights stored offset by `zero`,
+// in per-thread scratch.
+inline const XBlockInfo* activation_info(const BlockQ8_1* x, std::int64_t nb, int zero) {
   auto* xi = static_cast<XBlockInfo*>(thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlockInfo)));
   for (std::int64_t b = 0; b < nb; ++b) {
     std::int32_t sum = 0;
     for (int i = 0; i < kQ8_1Block; ++i) sum += x[b].qs[i];
     const float d = _cvtsh_ss(x[b].d);
     // d * sum is exact in float: 11 + 13 significant bits.
-    xi[b] = {d, -Layout::kZero * sum, d * static_cast<float>(sum)};
+    xi[b] = {d, -zero * sum, d * static_cast<float>(sum)};
   }
   return xi;
 }
@@ -191,7 +191,7 @@ Status run(const MatVecArgs& a) {
   if (!m || !(m->shape == a.shape)) return not_prepared_for(a.shape);
   const std::int64_t nb = m->blocks;
   const auto* x = static_cast<const BlockQ8_1*>(a.x);
-  const XBlockInfo* xi = activation_info<Layout>(x, nb);
+  const XBlockInfo* xi = activation_info(x, nb, Layout::kZero);
   for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
     if constexpr (NG == 4)
       dot_groups_chunk_major<Layout, decltype(count)::value>(w, x, xi, nb, out);
@@ -208,7 +208,7 @@ Status run_up_gate(const MatVecArgs& a) {
   if (!p || !(p->first.shape == a.shape)) return not_prepared_for(a.shape);
   const std::int64_t nb = p->first.blocks;
   const auto* x = static_cast<const BlockQ8_1*>(a.x);
-  const XBlockInfo* xi = activation_info<Layout>(x, nb);
+  const XBlockInfo* xi = activation_info(x, nb, Layout::kZero);
   for_each_group_pair(*p, a.y, a.y2, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
     dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
   });
@@ -219,12 +219,12 @@ Status run_up_gate(const MatVecArgs& a) {
 // 2: avx2_r8x2, 4: avx2_r8x4, chunk-major), and the fused up+gate one.
 template <class Layout, int NG>
 KernelRecord r8_record(WeightType type, const char* name, const char* description) {
-  return avx2_record<Layout>(OpKind::MatVec, name, type, ActFormat::Q8_1, run<Layout, NG>, description);
+  return interleaved_record<Layout>(OpKind::MatVec, name, type, ActFormat::Q8_1, run<Layout, NG>, description);
 }
 
 template <class Layout>
 KernelRecord r8_up_gate_record(WeightType type, const char* name, const char* description) {
-  return avx2_record<Layout>(OpKind::FusedUpGate, name, type, ActFormat::Q8_1, run_up_gate<Layout>, description);
+  return interleaved_record<Layout>(OpKind::FusedUpGate, name, type, ActFormat::Q8_1, run_up_gate<Layout>, description);
 }
 
 }  // namespace

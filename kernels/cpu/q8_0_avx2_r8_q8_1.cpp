@@ -168,7 +168,7 @@ qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
 
 template <int NG, bool SignTrick = false>
 qmv::KernelRecord record(const char* name, const char* description) {
-  return qmv::interleave::avx2_record<BlockQ8_0x8>(qmv::OpKind::MatVec, name, qmv::WeightType::Q8_0,
+  return qmv::interleave::interleaved_record<BlockQ8_0x8>(qmv::OpKind::MatVec, name, qmv::WeightType::Q8_0,
                                                    qmv::ActFormat::Q8_1, run<NG, SignTrick>, description);
 }
 
@@ -185,7 +185,7 @@ QMV_REGISTER_KERNEL(
                      "Q8_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, four weight streams "
                      "per thread without software prefetch: vpmaddubsw of |w| against x * sign(w) (an "
                      "activation holding -128 takes the int16 path)")));
-QMV_REGISTER_KERNEL(qmv::interleave::avx2_record<BlockQ8_0x8>(
+QMV_REGISTER_KERNEL(qmv::interleave::interleaved_record<BlockQ8_0x8>(
     qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run_up_gate,
     "fused FFN up+gate (y = W x, y2 = W2 x), Q8_0 x Q8_1, AVX2, both matrices repacked once into "
     "eight-row interleaved blocks: group g of each per step, two weight streams sharing each "

@@ -214,13 +214,19 @@ void release_row_pair(PreparedWeights p);
 
 namespace {
 
-// The registry record of an AVX2 row-interleaved kernel: a matvec reading its prepared
-// RowGroups, or, with op FusedUpGate, a fused kernel reading its prepared RowGroupPair.
+// What the AVX2 row-interleaved kernels need, and what their AVX-512 VNNI forms need.
+inline constexpr std::uint32_t kAvx2Features = CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C;
+inline constexpr std::uint32_t kAvx512VnniFeatures = CpuFeature::AVX512F | CpuFeature::AVX512BW |
+                                                     CpuFeature::AVX512VL | CpuFeature::AVX512VNNI | kAvx2Features;
+
+// The registry record of a row-interleaved kernel needing `features`: a matvec reading
+// its prepared RowGroups, or, with op FusedUpGate, a fused kernel reading its prepared
+// RowGroupPair.
 template <class Layout>
-KernelRecord avx2_record(OpKind op, const char* name, WeightType type, ActFormat act,
-                         Status (*run)(const MatVecArgs&), const char* description) {
-  KernelRecord r =
-      cpu_matvec_kernel(name, type, act, run, description, CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C);
+constexpr KernelRecord interleaved_record(OpKind op, const char* name, WeightType type, ActFormat act,
+                         Status (*run)(const MatVecArgs&), const char* description,
+                         std::uint32_t features = kAvx2Features) {
+  KernelRecord r = cpu_matvec_kernel(name, type, act, run, description, features);
   r.op = op;
   const bool pair = op == OpKind::FusedUpGate;
   r.prepare = pair ? prepare_row_pair<Layout> : prepare_rows<Layout>;
