@@ -50,16 +50,21 @@ namespace qmv {
 // The plan value that turns fusion off: `ffn_up_gate=none`.
 inline constexpr const char* kNoKernel = "none";
 // Variant suffixes `auto` tries in order when it has no bench CSV: per weight type, the
-// family that is fastest on x86 first (see results/intel-xeon-2c/default.csv and, for a
-// CPU with AVX2 only, results/intel-xeon-2c-isa-avx2-fma-f16c/default.csv and
-// results/amd-epyc-2c/default.csv), the references last. A suffix a type lacks is skipped.
-inline constexpr const char* kAutoOrder[] = {"avx2_2row_q8k",        "avx512vnni_r8x4_q8k", "avx512vnni_r8x4_q8_1",
-                                             "avx512vnni_2row_q8k",  "avx512vnni_4row_q8k", "avx2_r8x4_q8_1",
-                                             "avx2_r8x2_q8_1",       "avx512vnni_4row_q8_1", "avx512vnni_q8k",
-                                             "avx512vnni_q8_1",      "avx2_r8x4_q8k",       "avx2_r8x2_q8k",
-                                             "avx2_4row_q8k",        "avx2_4row_q8_1",      "avx2_q8k",
-                                             "avx2_q8_1",            "avx2_f32",            "avx2",
-                                             "scalar_q8k",           "scalar_f32",          "scalar"};
+// family that is fastest on x86 first, the references last; a suffix a type lacks is
+// skipped. With AVX-512 VNNI: the two-stream row-interleaved kernels, then (Q6_K) the
+// plain four-row one (results/intel-xeon-2c/default.csv; in decode two and four
+// streams were level, results/intel-xeon-2c/decode-r8-streams.csv). With AVX2 only:
+// four streams before two for the legacy types and Q4_K
+// (results/amd-epyc-2c/default.csv), two for Q5_K and Q6_K, whose plain two-row kernel
+// now trails them on both machines (results/intel-xeon-2c-isa-avx2-fma-f16c/default.csv).
+inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x2_q8k",  "avx512vnni_r8x2_q8_1", "avx512vnni_4row_q8k",
+                                             "avx2_r8x4_q8_1",       "avx2_r8x2_q8_1",       "avx2_r8x4_q8k",
+                                             "avx2_r8x2_q8k",        "avx512vnni_r8x4_q8k",  "avx512vnni_r8x4_q8_1",
+                                             "avx2_2row_q8k",        "avx512vnni_2row_q8k",  "avx512vnni_4row_q8_1",
+                                             "avx512vnni_q8k",       "avx512vnni_q8_1",      "avx2_4row_q8k",
+                                             "avx2_4row_q8_1",       "avx2_q8k",             "avx2_q8_1",
+                                             "avx2_f32",             "avx2",                 "scalar_q8k",
+                                             "scalar_f32",           "scalar"};
 // The same for the fused up+gate kernels; a fused kernel not listed comes after these.
 inline constexpr const char* kAutoOrderFused[] = {"avx512vnni_up_gate_q8k", "avx2_r8_up_gate_q8_1",
                                                   "avx2_r8_up_gate_q8k"};
