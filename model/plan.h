@@ -63,8 +63,8 @@ inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x2_q8k",  "avx512vnni
                                              "avx2_2row_q8k",        "avx512vnni_2row_q8k",  "avx512vnni_4row_q8_1",
                                              "avx512vnni_q8k",       "avx512vnni_q8_1",      "avx2_4row_q8k",
                                              "avx2_4row_q8_1",       "avx2_q8k",             "avx2_q8_1",
-                                             "avx2_f32",             "avx2",                 "scalar_q8k",
-                                             "scalar_f32",           "scalar"};
+                                             "avx2_f32",             "avx2_4row",            "avx2",
+                                             "scalar_q8k",           "scalar_f32",           "scalar"};
 // The same for the fused up+gate kernels; a fused kernel not listed comes after these.
 inline constexpr const char* kAutoOrderFused[] = {"avx512vnni_up_gate_q8k", "avx2_r8_up_gate_q8_1",
                                                   "avx2_r8_up_gate_q8k"};

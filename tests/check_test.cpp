@@ -71,8 +71,8 @@ TEST(Check, LegacyAndFloatKernelsPassOnOddCols) {
   // Five legacy types x {scalar_f32, avx2_f32, avx2_q8_1, avx2_4row_q8_1,
   // avx512vnni_q8_1, avx512vnni_4row_q8_1}, six row-interleaved kernels per type
   // (AVX2: one, two and four streams, fused up+gate; AVX-512 VNNI: two and four
-  // streams), three float types x {scalar, avx2}.
-  ASSERT_EQ(kernels.size(), 66u);
+  // streams), three float types x {scalar, avx2, avx2_4row}.
+  ASSERT_EQ(kernels.size(), 69u);
   const auto shapes = parse_shapes("odd-cols");
   const auto results = run_check(kernels, shapes, fresh_config());
   ASSERT_EQ(results.size(), kernels.size() * shapes.size());

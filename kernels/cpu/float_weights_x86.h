@@ -1,8 +1,8 @@
-// The row loop shared by the x86 kernels of the float weight types (f16, bf16, f32
-// *_avx2_f32.cpp): the weights are widened to f32 eight at a time in registers and
-// FMA'd into four independent accumulators (enough to cover the FMA latency), with
-// one horizontal sum per row; a tail of fewer than eight columns is done one value at
-// a time. Everything has internal linkage, so files built with different ISA flags
+// The row loops shared by the x86 kernels of the float weight types (f16, bf16, f32
+// *_avx2.cpp): the weights are widened to f32 eight at a time in registers and FMA'd
+// into independent accumulators (enough to cover the FMA latency), with one horizontal
+// sum per row; a tail of fewer than eight columns is done one value at a time. One row
+// at a time (dot_row), or four rows of far-apart parts of a tile at once (dot_rows). Everything has internal linkage, so files built with different ISA flags
 // never share (or pick up) one another's copy.
 #pragma once
 
@@ -50,6 +50,58 @@ Status run(const MatVecArgs& a) {
   const std::int64_t cols = a.shape.cols;
   parallel_row_tiles(a.shape.rows, a.threads, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) a.y[r] = dot_row<Weight, Load8, Load1>(w + r * cols, x, cols);
+  });
+  return Status::Ok();
+}
+
+// NR rows at once, one from each part of a row tile (for_rows_in_parts): each load of x
+// serves NR rows, and NR weight streams, each prefetched, keep more misses in flight
+// than one row's stream does. Two accumulators per row; the tail as in dot_row.
+template <int NR, class Weight, __m256 (*Load8)(const Weight*), float (*Load1)(const Weight*)>
+void dot_rows(const Weight* const w[NR], const float* x, std::int64_t cols, float* const y[NR]) {
+  __m256 acc0[NR], acc1[NR];
+  for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 16 <= cols; i += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+    for (int r = 0; r < NR; ++r) {
+      // One prefetch per cache line of the stream (16 weights are 32 or 64 bytes).
+      if ((i * sizeof(Weight)) % 64 == 0)
+        x86::prefetch_line(reinterpret_cast<std::uintptr_t>(w[r] + i) + kPrefetchBytes);
+      acc0[r] = _mm256_fmadd_ps(Load8(w[r] + i), x0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(Load8(w[r] + i + 8), x1, acc1[r]);
+    }
+  }
+  for (; i + 8 <= cols; i += 8) {
+    const __m256 x0 = _mm256_loadu_ps(x + i);
+    for (int r = 0; r < NR; ++r) acc0[r] = _mm256_fmadd_ps(Load8(w[r] + i), x0, acc0[r]);
+  }
+  for (int r = 0; r < NR; ++r) {
+    float sum = x86::hsum(_mm256_add_ps(acc0[r], acc1[r]));
+    for (std::int64_t j = i; j < cols; ++j) sum += Load1(w[r] + j) * x[j];
+    *y[r] = sum;
+  }
+}
+
+// The kernel of NR rows at once over row tiles; each tile's leftover rows one at a time.
+template <int NR, class Weight, __m256 (*Load8)(const Weight*), float (*Load1)(const Weight*)>
+Status run_rows_in_parts(const MatVecArgs& a) {
+  const auto* w = static_cast<const Weight*>(a.w);
+  const auto* x = static_cast<const float*>(a.x);
+  const std::int64_t cols = a.shape.cols;
+  parallel_row_tiles(a.shape.rows, a.threads, [&](std::int64_t r0, std::int64_t r1) {
+    for_rows_in_parts<NR>(
+        r0, r1,
+        [&](const std::int64_t* rows) {
+          const Weight* wr[NR];
+          float* yr[NR];
+          for (int i = 0; i < NR; ++i) {
+            wr[i] = w + rows[i] * cols;
+            yr[i] = a.y + rows[i];
+          }
+          dot_rows<NR, Weight, Load8, Load1>(wr, x, cols, yr);
+        },
+        [&](std::int64_t r) { a.y[r] = dot_row<Weight, Load8, Load1>(w + r * cols, x, cols); });
   });
   return Status::Ok();
 }
