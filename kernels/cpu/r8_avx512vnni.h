@@ -3,12 +3,12 @@
 //
 // A chunk holds four weights of each of the eight rows in its 32-bit lanes, so a 64-byte
 // load of chunks c and c+1 holds row r's weights of chunk c in lane r and of chunk c+1
-// in lane 8+r. One vpdpermd per chunk pair, shared by every weight stream, sets the
+// in lane 8+r. One vpermd per chunk pair, shared by every weight stream, sets the
 // activation quads of c in the lower eight lanes and of c+1 in the upper eight, and one
 // vpdpbusd multiplies and accumulates the u8 weights against the s8 activations into
-// int32: where the AVX2 loop takes a vpmaddubsw, an int16 add and (per block or
-// sub-block) a vpmaddwd per chunk, this takes half an instruction, and the nibble or
-// 5-bit unpacking is done for two chunks at once. Lanes r and 8+r are folded once per
+// int32: where the AVX2 loop takes, per chunk and half of its quants, a vpmaddubsw and
+// an int16 add (and a vpmaddwd per block or sub-block), this takes half a vpdpbusd, and
+// the nibble or 5-bit unpacking is done for two chunks at once. Lanes r and 8+r are folded once per
 // block (Q4_0..Q8_0) or super-block (Q4_K, Q5_K, after each sub-block's scale is
 // applied in int32), and from there the AVX2 kernels' 256-bit code scales the rows.
 //
@@ -21,9 +21,9 @@
 //
 // 32 vector registers hold four streams' accumulators where AVX2's 16 spilled.
 //
-// Bounds: a lane sums at most 4 * 8 products |q_w * q_x| <= 255 * 128 per block
-// (legacy), or 8 * 4 of 31 * 128 per sub-block (K), far inside int32; a sub-block's
-// dot times its 6-bit scale, over eight sub-blocks, stays under 2^26.
+// Bounds: a lane sums at most 16 products |q_w * q_x| <= 255 * 128 per block (legacy),
+// or 16 of at most 31 * 128 per sub-block (K), far inside int32; the sub-blocks' dots
+// times their 6-bit scales, over a super-block, stay under 2^26.
 // Included only by *_avx512vnni_r8_*.cpp files (built with -mavx512f/bw/vl/vnni).
 #pragma once
 
