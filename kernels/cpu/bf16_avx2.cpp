@@ -29,5 +29,6 @@ QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "bf16.cpu.avx2_4row", qmv::WeightType::BF16, qmv::ActFormat::F32,
     qmv::float_x86::run_rows_in_parts<4, qmv::bf16_bits, load8, load1>,
-    "BF16 x f32, AVX2+FMA: four rows (one per tile quarter) share each activation load, four prefetched weight streams",
+    "BF16 x f32, AVX2+FMA: four rows (one per tile quarter) share each activation load, "
+    "four prefetched weight streams",
     qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA));

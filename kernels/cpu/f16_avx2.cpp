@@ -25,5 +25,6 @@ QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "f16.cpu.avx2_4row", qmv::WeightType::F16, qmv::ActFormat::F32,
     qmv::float_x86::run_rows_in_parts<4, qmv::fp16_bits, load8, load1>,
-    "F16 x f32, AVX2+FMA+F16C: four rows (one per tile quarter) share each activation load, four prefetched weight streams",
+    "F16 x f32, AVX2+FMA+F16C: four rows (one per tile quarter) share each activation load, "
+    "four prefetched weight streams",
     qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C));

@@ -23,5 +23,6 @@ QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
     "f32.cpu.avx2_4row", qmv::WeightType::F32, qmv::ActFormat::F32,
     qmv::float_x86::run_rows_in_parts<4, float, load8, load1>,
-    "F32 x f32, AVX2+FMA: four rows (one per tile quarter) share each activation load, four prefetched weight streams",
+    "F32 x f32, AVX2+FMA: four rows (one per tile quarter) share each activation load, "
+    "four prefetched weight streams",
     qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA));

@@ -2,8 +2,9 @@
 // *_avx2.cpp): the weights are widened to f32 eight at a time in registers and FMA'd
 // into independent accumulators (enough to cover the FMA latency), with one horizontal
 // sum per row; a tail of fewer than eight columns is done one value at a time. One row
-// at a time (dot_row), or four rows of far-apart parts of a tile at once (dot_rows). Everything has internal linkage, so files built with different ISA flags
-// never share (or pick up) one another's copy.
+// at a time (dot_row), or four rows of far-apart parts of a tile at once (dot_rows).
+// Everything has internal linkage, so files built with different ISA flags never share
+// (or pick up) one another's copy.
 #pragma once
 
 #include "x86_common.h"

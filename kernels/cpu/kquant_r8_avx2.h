@@ -112,15 +112,16 @@ Status run_kquant_row_pair(const MatVecArgs& a) {
 // `features`: the AVX2 loops' or, for K's AVX-512 VNNI loops, theirs), or the fused
 // up+gate kernel on a repacked pair.
 template <class K, int NG>
-constexpr KernelRecord kquant_r8_record(const char* name, const char* description, std::uint32_t features = kAvx2Features) {
+constexpr KernelRecord kquant_r8_record(const char* name, const char* description,
+                                        std::uint32_t features = kAvx2Features) {
   return interleaved_record<typename K::Layout>(OpKind::MatVec, name, K::kType, ActFormat::Q8_K,
                                                 run_kquant_rows<K, NG>, description, features);
 }
 
 template <class K>
 KernelRecord kquant_r8_up_gate_record(const char* name, const char* description) {
-  return interleaved_record<typename K::Layout>(OpKind::FusedUpGate, name, K::kType, ActFormat::Q8_K, run_kquant_row_pair<K>,
-                                         description);
+  return interleaved_record<typename K::Layout>(OpKind::FusedUpGate, name, K::kType, ActFormat::Q8_K,
+                                                run_kquant_row_pair<K>, description);
 }
 
 }  // namespace

@@ -224,7 +224,8 @@ KernelRecord r8_record(WeightType type, const char* name, const char* descriptio
 
 template <class Layout>
 KernelRecord r8_up_gate_record(WeightType type, const char* name, const char* description) {
-  return interleaved_record<Layout>(OpKind::FusedUpGate, name, type, ActFormat::Q8_1, run_up_gate<Layout>, description);
+  return interleaved_record<Layout>(OpKind::FusedUpGate, name, type, ActFormat::Q8_1, run_up_gate<Layout>,
+                                    description);
 }
 
 }  // namespace

@@ -224,8 +224,8 @@ inline constexpr std::uint32_t kAvx512VnniFeatures = CpuFeature::AVX512F | CpuFe
 // RowGroupPair.
 template <class Layout>
 constexpr KernelRecord interleaved_record(OpKind op, const char* name, WeightType type, ActFormat act,
-                         Status (*run)(const MatVecArgs&), const char* description,
-                         std::uint32_t features = kAvx2Features) {
+                                          Status (*run)(const MatVecArgs&), const char* description,
+                                          std::uint32_t features = kAvx2Features) {
   KernelRecord r = cpu_matvec_kernel(name, type, act, run, description, features);
   r.op = op;
   const bool pair = op == OpKind::FusedUpGate;
