@@ -5,7 +5,8 @@
 #                                      (H100/H200) with every shared library they link except
 #                                      the C library's own, in build/gpu-bundle/{bin,lib}, and
 #                                      build/gpu-bundle/requires (the driver and glibc the
-#                                      bundle needs).
+#                                      bundle needs); build/gpu-bundle.tar.xz packs it for a
+#                                      runner that carries little (ICU's data alone is 30 MiB).
 #   scripts/gpu-run.sh device [STEP..] on the GPU machine (a CUDA driver, no network, none of
 #                                      our Debian libraries): the steps below, in order.
 #
@@ -71,11 +72,14 @@ bundle() {
     12) driver=525 ;;
   esac
   printf 'glibc %s\ndriver %s\n' "${glibc:-0}" "$driver" >"$bundle/requires"
+  # xz: the bundle packs to about a quarter of its size, which keeps it and the tree
+  # under what a device call carries.
+  tar -cJf "$bundle.tar.xz" -C "$(dirname "$bundle")" "$(basename "$bundle")"
   local mib tree_mib
-  mib=$(du -sm "$bundle" | cut -f1)
+  mib=$(du -sm "$bundle.tar.xz" | cut -f1)
   tree_mib=$(( $( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -cm --files0-from=- 2>/dev/null |
     tail -1 | cut -f1) ))
-  echo "bundle: $bundle, $mib MiB (needs glibc >= ${glibc:-?}, driver >= $driver); the tree: $tree_mib MiB"
+  echo "bundle: $bundle, $mib MiB packed in $bundle.tar.xz (needs glibc >= ${glibc:-?}, driver >= $driver); the tree: $tree_mib MiB"
   ls -l "$bundle/bin" "$bundle/lib"
   if ((mib + tree_mib > max_carry_mib)); then
     echo "gpu-run.sh: the bundle ($mib MiB) and the tree ($tree_mib MiB) exceed the $max_carry_mib MiB a device call carries" >&2
@@ -279,8 +283,12 @@ EOF
 }
 
 device() {
+  if [[ ! -x $bundle/bin/qmvlab && -s $bundle.tar.xz ]]; then
+    tar -xJf "$bundle.tar.xz" -C "$(dirname "$bundle")"
+  fi
   if [[ ! -x $bundle/bin/qmvlab ]]; then
-    echo "gpu-run.sh: no $bundle/bin/qmvlab: run 'scripts/gpu-run.sh bundle' on the build machine and carry $bundle" >&2
+    echo "gpu-run.sh: no $bundle/bin/qmvlab: run 'scripts/gpu-run.sh bundle' on the build machine and carry" \
+      "$bundle.tar.xz (or $bundle)" >&2
     exit 1
   fi
   bundle=$(cd "$bundle" && pwd)

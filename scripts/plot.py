@@ -99,6 +99,21 @@ def machine_of(rows, path):
     return rows[0].get("machine") or Path(path).parent.name
 
 
+def on_gpu(rows):
+    return all(r.get("backend") == "cuda" for r in rows)
+
+
+def where(rows):
+    """The title's machine: the GPU for CUDA rows (the host's name is its CPU's)."""
+    if on_gpu(rows) and rows[0].get("gpu_name"):
+        return rows[0]["gpu_name"]
+    return rows[0].get("machine", "")
+
+
+def threads_text(rows, t):
+    return "GPU" if on_gpu(rows) else f"{t} thread{'s' if t > 1 else ''}"
+
+
 def plot_bench(rows, out):
     threads = sorted({r["threads"] for r in rows})
     shapes = sorted({shape(r) for r in rows})
@@ -126,7 +141,7 @@ def plot_bench(rows, out):
         ax.set_xticks(range(len(kernels)))
         ax.set_xticklabels(kernels, rotation=35, ha="right", fontsize=8)
         ax.set_ylabel("GB/s (median)")
-        ax.set_title(f"{t} thread{'s' if t > 1 else ''}, {rows[0]['cache']} cache, {rows[0].get('machine', '')}")
+        ax.set_title(f"{threads_text(rows, t)}, {rows[0]['cache']} cache, {where(rows)}")
         ax.legend(fontsize=7, title="shape", title_fontsize=7)
         ax.grid(axis="y", alpha=0.3)
     save(fig, out)
@@ -165,14 +180,14 @@ def plot_leaderboard(rows, out):
             if (k, s) in best:
                 r = best[(k, s)]
                 v = r["peak_pct"]
-                ax.text(j, i, f"{v:.0f}% ({r['threads']}t)", ha="center", va="center", fontsize=7,
+                ax.text(j, i, f"{v:.0f}%" if on_gpu(rows) else f"{v:.0f}% ({r['threads']}t)", ha="center", va="center", fontsize=7,
                         color="white" if v < 60 else "black")
     ax.set_xticks(range(len(shapes)))
     ax.set_xticklabels([shape_text(s) for s in shapes], fontsize=8)
     ax.set_yticks(range(len(kernels)))
     ax.set_yticklabels([f"{k}  ({score[k]:.0f}%)" for k in kernels], fontsize=7)
     ax.set_xlabel("shape (rows x cols)")
-    ax.set_title(f"Share of measured read peak, best thread count per cell; {rows[0].get('machine', '')}, "
+    ax.set_title(f"Share of measured read peak, best thread count per cell; {where(rows)}, "
                  f"{rows[0]['cache']} cache\nkernels best first (mean over shapes in brackets)", fontsize=9)
     fig.colorbar(im, ax=ax, label="% of measured peak", fraction=0.04)
     save(fig, out)
@@ -199,7 +214,7 @@ def plot_roofline(rows, out):
                 va="bottom", fontsize=8)
         ax.set_xscale("log")
         ax.set_xlabel("MiB moved per call (weights + activations + output)")
-        ax.set_title(f"{t} thread{'s' if t > 1 else ''}, {rows[0]['cache']} cache, {rows[0].get('machine', '')}")
+        ax.set_title(f"{threads_text(rows, t)}, {rows[0]['cache']} cache, {where(rows)}")
         ax.grid(alpha=0.3, which="both")
     axes[0][0].set_ylabel("GB/s (median)")
     axes[0][-1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5), ncol=1 + len(kernels) // 30)
@@ -253,7 +268,7 @@ def plot_accuracy(rows, out, check_path):
     ax.set_xlabel("% of measured read peak (best thread count)")
     ax.set_ylabel("NMSE end-to-end (worst activation set; lower is better)")
     failed = sum(1 for v in points.values() if not v[2])
-    ax.set_title(f"Accuracy beside speed, one point per kernel and shape; {rows[0].get('machine', '')}"
+    ax.set_title(f"Accuracy beside speed, one point per kernel and shape; {where(rows)}"
                  + (f"; {failed} failed checks circled red" if failed else ""), fontsize=9)
     if any(v[1] <= 0 for v in points.values()):
         ax.axhline(floor, color="gray", linestyle=":", linewidth=1)
