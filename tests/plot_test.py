@@ -140,6 +140,21 @@ with tempfile.TemporaryDirectory() as tmp:
             assert math.isclose(score[k], expected[k], rel_tol=1e-12), (k, score[k], expected[k])
     check("leaderboard: best first, the best thread count per cell", leaderboard_order)
 
+    def gpu_rows_name_the_gpu():
+        gpu_rows = [dict(r, backend="cuda", gpu_name="Test GPU 80GB", threads=1) for r in random_rows("host-16c")]
+        mixed = gpu_rows + random_rows("host-16c")
+        assert plot.where(gpu_rows) == "Test GPU 80GB", plot.where(gpu_rows)
+        assert plot.threads_text(gpu_rows, 1) == "GPU"
+        assert plot.where(mixed) == "host-16c", plot.where(mixed)
+        assert plot.threads_text(mixed, 2) == "2 threads"
+        header = BENCH_HEADER[:-1] + ["gpu_name", "command"]
+        (tmp / "gpu").mkdir()
+        path = write_csv(tmp / "gpu" / "bench.csv", gpu_rows, header)
+        r = run(path, "--kind", "all")
+        assert r.returncode == 0, r.stderr
+        assert_png(tmp / "gpu" / "bench-leaderboard.png")
+    check("CUDA rows: titles name the GPU, not the host, and no thread count", gpu_rows_name_the_gpu)
+
     # A sweep-style CSV: extra columns, check columns, failed rows with empty numbers.
     sweep_header = ["experiment", "model_op"] + BENCH_HEADER + ["status", "reason", "check_nmse_e2e", "check_passed"]
     sweep_rows = random_rows("box-s")
