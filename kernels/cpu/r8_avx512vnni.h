@@ -15,9 +15,8 @@
 // Q8_0's signed quants go in with bit 7 flipped (q + 128, unsigned) and the block's
 // dot starts at -128 * sum(q_x), exact for every input, -128 included, where the AVX2
 // sign trick needs a second path. Q5's top bits are shifted by a different amount in
-// each half (a masked shift). Q6_K has no form here: its AVX2 loop already multiplies
-// with a vpmaddubsw whose int16 pairs take a sub-block's scale in one vpmaddwd, and its
-// quants' unpacking is half-width work that two chunks per register would not shorten.
+// each half (a masked shift). Q6_K's form, whose two triples per register need their
+// own loads and unpacking, is q6_K_avx512vnni_r8_q8k.cpp.
 //
 // 32 vector registers hold four streams' accumulators where AVX2's 16 spilled.
 //
