@@ -32,8 +32,7 @@ const std::vector<const char*> kKQuantX8Kernels = {"q4_K.cpu.avx2_r8_q8k",   "q4
                                                    "q5_K.cpu.avx2_r8x2_q8k", "q6_K.cpu.avx2_r8_q8k",
                                                    "q6_K.cpu.avx2_r8x2_q8k"};
 const std::vector<const char*> kKQuantX8VnniKernels = {"q4_K.cpu.avx512vnni_r8x2_q8k", "q4_K.cpu.avx512vnni_r8x4_q8k",
-                                                       "q5_K.cpu.avx512vnni_r8x2_q8k", "q5_K.cpu.avx512vnni_r8x4_q8k",
-                                                       "q6_K.cpu.avx512vnni_r8x2_q8k", "q6_K.cpu.avx512vnni_r8x4_q8k"};
+                                                       "q5_K.cpu.avx512vnni_r8x2_q8k", "q5_K.cpu.avx512vnni_r8x4_q8k"};
 
 // Whether this CPU (under the feature mask) lacks what one of the kernels named needs;
 // `missing` then says what, in one line, for the test's skip.

@@ -15,8 +15,10 @@
 // Q8_0's signed quants go in with bit 7 flipped (q + 128, unsigned) and the block's
 // dot starts at -128 * sum(q_x), exact for every input, -128 included, where the AVX2
 // sign trick needs a second path. Q5's top bits are shifted by a different amount in
-// each half (a masked shift). Q6_K's form, whose two triples per register need their
-// own loads and unpacking, is q6_K_avx512vnni_r8_q8k.cpp.
+// each half (a masked shift). Q6_K has no form here: one with two of its triples per
+// register computed 1.15-1.24x as fast as its AVX2 loop with cached weights, but read
+// cold no faster than the plain avx512vnni_4row kernel
+// (results/intel-xeon-2c/q6_K-r8-avx512vnni-*.csv; the code is in git history).
 //
 // 32 vector registers hold four streams' accumulators where AVX2's 16 spilled.
 //
