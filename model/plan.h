@@ -51,12 +51,13 @@ namespace qmv {
 inline constexpr const char* kNoKernel = "none";
 // Variant suffixes `auto` tries in order when it has no bench CSV: per weight type, the
 // family that is fastest on x86 first, the references last; a suffix a type lacks is
-// skipped. With AVX-512 VNNI: the two-stream row-interleaved kernels, then (Q6_K) the
-// plain four-row one (results/intel-xeon-2c/default.csv; in decode two and four
-// streams were level, results/intel-xeon-2c/decode-r8-streams.csv). With AVX2 only:
-// four streams before two for the legacy types and Q4_K
-// (results/amd-epyc-2c/default.csv), two for Q5_K and Q6_K, whose plain two-row kernel
-// now trails them on both machines (results/intel-xeon-2c-isa-avx2-fma-f16c/default.csv).
+// skipped. With AVX-512 VNNI the two-stream row-interleaved kernels lead, and Q6_K,
+// which has none, takes the plain four-row kernel (results/intel-xeon-2c/default.csv;
+// two and four streams decode alike, results/intel-xeon-2c/decode-r8-streams.csv).
+// With AVX2 only, four streams lead two for the legacy types and Q4_K
+// (results/amd-epyc-2c/default.csv), and two lead for Q5_K and Q6_K, whose plain
+// two-row kernel trails them on both machines
+// (results/intel-xeon-2c-isa-avx2-fma-f16c/default.csv).
 inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x2_q8k",  "avx512vnni_r8x2_q8_1", "avx512vnni_4row_q8k",
                                              "avx2_r8x4_q8_1",       "avx2_r8x2_q8_1",       "avx2_r8x4_q8k",
                                              "avx2_r8x2_q8k",        "avx512vnni_r8x4_q8k",  "avx512vnni_r8x4_q8_1",

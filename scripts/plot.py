@@ -175,13 +175,14 @@ def plot_leaderboard(rows, out):
     fig, ax = plt.subplots(figsize=(2.2 + 1.4 * len(shapes) + 0.05 * max(len(k) for k in kernels),
                                     1.2 + 0.32 * len(kernels)))
     im = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=max(100, max(score.values())))
+    gpu = on_gpu(rows)  # a GPU row has no thread count to show
     for i, k in enumerate(kernels):
         for j, s in enumerate(shapes):
             if (k, s) in best:
                 r = best[(k, s)]
                 v = r["peak_pct"]
-                ax.text(j, i, f"{v:.0f}%" if on_gpu(rows) else f"{v:.0f}% ({r['threads']}t)", ha="center", va="center", fontsize=7,
-                        color="white" if v < 60 else "black")
+                ax.text(j, i, f"{v:.0f}%" if gpu else f"{v:.0f}% ({r['threads']}t)", ha="center", va="center",
+                        fontsize=7, color="white" if v < 60 else "black")
     ax.set_xticks(range(len(shapes)))
     ax.set_xticklabels([shape_text(s) for s in shapes], fontsize=8)
     ax.set_yticks(range(len(kernels)))

@@ -65,10 +65,10 @@ void dot_rows(const Weight* const w[NR], const float* x, std::int64_t cols, floa
   std::int64_t i = 0;
   for (; i + 16 <= cols; i += 16) {
     const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+    // One prefetch per cache line of each stream (16 weights are 32 or 64 bytes).
+    const bool line_start = (i * sizeof(Weight)) % 64 == 0;
     for (int r = 0; r < NR; ++r) {
-      // One prefetch per cache line of the stream (16 weights are 32 or 64 bytes).
-      if ((i * sizeof(Weight)) % 64 == 0)
-        x86::prefetch_line(reinterpret_cast<std::uintptr_t>(w[r] + i) + kPrefetchBytes);
+      if (line_start) x86::prefetch_line(reinterpret_cast<std::uintptr_t>(w[r] + i) + kPrefetchBytes);
       acc0[r] = _mm256_fmadd_ps(Load8(w[r] + i), x0, acc0[r]);
       acc1[r] = _mm256_fmadd_ps(Load8(w[r] + i + 8), x1, acc1[r]);
     }
