@@ -100,6 +100,14 @@ struct GpuForward::Impl {
     double test_k = 0;
     int verdict = -1;  // op by op: the verdict read back (-1: not yet)
   } prepared;
+  // The vector whose Q8_1 form program.act_q8_1 holds (null: none): the norm and
+  // SwiGLU kernels quantize what they write when an int8 kernel may read it, and the
+  // standalone quantizer then runs only for other vectors (the attention output).
+  const float* q8_1_holds = nullptr;
+  BlockQ8_1* q8_1_copy(int n) {
+    if (!program.act_q8_1 || n % kQ8_1Block != 0) return nullptr;
+    return static_cast<BlockQ8_1*>(program.act_q8_1);
+  }
 
   std::vector<float> host_logits;
 
@@ -107,6 +115,9 @@ struct GpuForward::Impl {
   void init(const ModelWeights& weights, const std::vector<PlannedMatvec>& plan);
   cuda::DecodeState* state() const { return static_cast<cuda::DecodeState*>(program.state); }
   bool graph_mode() const { return opt.cuda_graph && !op_timing && !opt.sync_each_op; }
+  // Programmatic dependent launches of the matvecs: not across the routing nodes'
+  // graph edges, and not between the events of op timing, which would time the overlap.
+  bool overlap_launches() const { return opt.overlap_launches && !bound.routes_outliers && !op_timing; }
 
   // One op of the step: its timing event, an NVTX range named after it, the launch,
   // and an error that names the op and the kernel.
@@ -135,13 +146,16 @@ struct GpuForward::Impl {
     });
   }
   void rms_norm(float* x, const float* delta, const float* weight, float* y, int n) {
+    BlockQ8_1* yq = q8_1_copy(n);
     op(static_cast<int>(Op::Norm), "rms_norm",
-       [&] { return cuda::launch_rms_norm(x, delta, weight, y, n, c.rms_eps, stream); });
+       [&] { return cuda::launch_rms_norm(x, delta, weight, y, yq, n, c.rms_eps, stream); });
+    q8_1_holds = yq ? y : nullptr;
   }
   void prepare(const float* x, std::int64_t n) {
     prepared = {};
     prepared.x = x;
     prepared.n = n;
+    prepared.q8_1_ready = x == q8_1_holds;
   }
   const void* activation(ActFormat f, std::size_t& bytes) {
     bytes = row_bytes(f, prepared.n);
@@ -152,6 +166,7 @@ struct GpuForward::Impl {
         return cuda::quantize_q8_1(prepared.x, static_cast<BlockQ8_1*>(program.act_q8_1), prepared.n, stream);
       });
       prepared.q8_1_ready = true;
+      q8_1_holds = prepared.x;
     }
     return program.act_q8_1;
   }
@@ -187,6 +202,7 @@ struct GpuForward::Impl {
       const void* x = activation(kernel.act, x_bytes);
       MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, out, w2, w2_bytes, out2);
       a.stream = s;
+      a.overlap_previous = overlap_launches();
       op(static_cast<int>(m.part), kernel.name.c_str(), [&] { return invoke(kernel, a); });
     };
     for_each_invocation(kernel, m, y, y2, launch);
@@ -229,7 +245,9 @@ struct GpuForward::Impl {
     op(static_cast<int>(Op::Attention), "attention", [&] { return cuda::launch_attention(a, stream); });
   }
   void swiglu(float* gate, const float* up, int n) {
-    op(static_cast<int>(Op::Swiglu), "swiglu", [&] { return cuda::launch_swiglu(gate, up, n, stream); });
+    BlockQ8_1* yq = q8_1_copy(n);
+    op(static_cast<int>(Op::Swiglu), "swiglu", [&] { return cuda::launch_swiglu(gate, up, yq, n, stream); });
+    q8_1_holds = yq ? gate : nullptr;
   }
   void sample(const float* logits, int n) {
     op(kSampleOp, "sample", [&] { return cuda::launch_sample(logits, n, sample_params, state(), stream); });
@@ -524,6 +542,7 @@ const DeviceMemoryNeed& GpuForward::memory() const { return impl_->need; }
 const std::string& GpuForward::device_name() const { return impl_->device_name; }
 double GpuForward::upload_seconds() const { return impl_->upload_s; }
 bool GpuForward::graph_enabled() const { return impl_->graph_mode(); }
+bool GpuForward::overlap_enabled() const { return impl_->opt.overlap_launches && !impl_->bound.routes_outliers; }
 int GpuForward::attention_splits() const { return impl_->attn_splits; }
 
 }  // namespace qmv

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/quantize_q8_1_warp.cuh"
 #include "model/gpu_math.h"
 #include "model/forward_ops_cuda.h"
 
@@ -26,11 +27,15 @@ __global__ void rope_table_kernel(const DecodeState* __restrict__ state, float* 
   for (int i = threadIdx.x; i < rope_dim / 2; i += blockDim.x) rope_cos_sin(pos, i, rope_dim, freq_base, cos_table[i], sin_table[i]);
 }
 
-// One CTA: thread t takes elements t, t + kNormThreads, ...
+// One CTA: thread t takes elements t, t + kNormThreads, ... for the sum of squares;
+// then warp w writes the 32-element blocks w, w + warps, ... of y and, where yq is
+// given, quantizes each to Q8_1 for the int8 matvecs that read y next.
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* __restrict__ x, const float* __restrict__ delta, const float* __restrict__ weight,
-                    float* __restrict__ y, int n, float eps) {
-  __shared__ double warp_sums[kNormThreads / kWarp];
+                    float* __restrict__ y, BlockQ8_1* __restrict__ yq, int n, float eps) {
+  let_dependent_kernel_start();  // the next matvec may prefetch its weights meanwhile
+  constexpr int kWarps = kNormThreads / kWarp;
+  __shared__ double warp_sums[kWarps];
   double ss = 0;
   for (int i = threadIdx.x; i < n; i += kNormThreads) {
     const float v = residual_sum(x, delta, i);
@@ -38,12 +43,20 @@ __global__ void __launch_bounds__(kNormThreads)
     ss += static_cast<double>(v) * v;
   }
   ss = warp_sum_double(ss);
-  if (threadIdx.x % kWarp == 0) warp_sums[threadIdx.x / kWarp] = ss;
-  __syncthreads();
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) warp_sums[warp] = ss;
+  __syncthreads();  // also orders this CTA's writes of x before the reads below
   double total = 0;
-  for (int w = 0; w < kNormThreads / kWarp; ++w) total += warp_sums[w];
+  for (int w = 0; w < kWarps; ++w) total += warp_sums[w];
   const float scale = rms_scale(total, n, eps);
-  for (int i = threadIdx.x; i < n; i += kNormThreads) y[i] = rms_apply(x[i], scale, weight[i]);
+  const int blocks = n / kQ8_1Block;
+  for (int b = warp; b < blocks; b += kWarps) {  // the bound is the warp's: shuffles see all lanes
+    const int i = b * kQ8_1Block + lane;
+    const float v = rms_apply(x[i], scale, weight[i]);
+    y[i] = v;
+    if (yq) quantize_q8_1_warp_block(v, lane, yq[b]);
+  }
+  for (int i = blocks * kQ8_1Block + threadIdx.x; i < n; i += kNormThreads) y[i] = rms_apply(x[i], scale, weight[i]);
 }
 
 // One warp per head task (head_task): lane holds elements lane, lane + 32, ...
@@ -202,8 +215,21 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) attention_merge_kernel(Atte
   }
 }
 
-__global__ void swiglu_kernel(float* __restrict__ gate, const float* __restrict__ up, int n) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) gate[i] = swiglu(gate[i], up[i]);
+// A warp per 32-element block: gate = silu(gate) * up and, where yq is given, the
+// block's Q8_1 for the int8 down matvec; a tail shorter than a block by thread.
+__global__ void swiglu_kernel(float* __restrict__ gate, const float* __restrict__ up, BlockQ8_1* __restrict__ yq,
+                              int n) {
+  let_dependent_kernel_start();
+  const int lane = threadIdx.x % kWarp;
+  const int b = (blockIdx.x * blockDim.x + threadIdx.x) / kWarp;
+  const int i = b * kQ8_1Block + lane;
+  if (b < n / kQ8_1Block) {  // the whole warp or none of it
+    const float v = swiglu(gate[i], up[i]);
+    gate[i] = v;
+    if (yq) quantize_q8_1_warp_block(v, lane, yq[b]);
+  } else if (i < n) {
+    gate[i] = swiglu(gate[i], up[i]);
+  }
 }
 
 // One CTA: thread t folds elements t, t + kOutlierThreads, ...; warps then the CTA
@@ -269,9 +295,12 @@ Status launch_rope_table(const DecodeState* state, float* cos_table, float* sin_
   });
 }
 
-Status launch_rms_norm(float* x, const float* delta, const float* weight, float* y, int n, float eps, void* stream) {
+Status launch_rms_norm(float* x, const float* delta, const float* weight, float* y, BlockQ8_1* yq, int n, float eps,
+                       void* stream) {
+  if (yq && n % kQ8_1Block != 0)
+    return Status::Error("rms_norm: a Q8_1 copy needs a multiple of 32 values, not " + std::to_string(n));
   return launch_checked("rms_norm", [&] {
-    rms_norm_kernel<<<1, kNormThreads, 0, as_stream(stream)>>>(x, delta, weight, y, n, eps);
+    rms_norm_kernel<<<1, kNormThreads, 0, as_stream(stream)>>>(x, delta, weight, y, yq, n, eps);
   });
 }
 
@@ -300,10 +329,12 @@ Status launch_attention(const AttentionArgs& a, void* stream) {
   });
 }
 
-Status launch_swiglu(float* gate, const float* up, int n, void* stream) {
+Status launch_swiglu(float* gate, const float* up, BlockQ8_1* yq, int n, void* stream) {
+  if (yq && n % kQ8_1Block != 0)
+    return Status::Error("swiglu: a Q8_1 copy needs a multiple of 32 values, not " + std::to_string(n));
   const int threads = 256, ctas = (n + threads - 1) / threads;
   return launch_checked("swiglu", [&] {
-    swiglu_kernel<<<ctas, threads, 0, as_stream(stream)>>>(gate, up, n);
+    swiglu_kernel<<<ctas, threads, 0, as_stream(stream)>>>(gate, up, yq, n);
   });
 }
 

@@ -17,8 +17,10 @@ namespace qmv::cuda {
 Status launch_rope_table(const DecodeState* state, float* cos_table, float* sin_table, int rope_dim, float freq_base,
                          void* stream);
 
-// x += delta (when delta is not null), then y = x / rms(x) * weight; n values.
-Status launch_rms_norm(float* x, const float* delta, const float* weight, float* y, int n, float eps, void* stream);
+// x += delta (when delta is not null), then y = x / rms(x) * weight; n values. Where
+// yq is not null, also y as Q8_1 blocks (quantize_row_q8_1's bytes; n a multiple of 32).
+Status launch_rms_norm(float* x, const float* delta, const float* weight, float* y, BlockQ8_1* yq, int n, float eps,
+                       void* stream);
 
 // After the q, k, v matvecs: biases (qwen2), per-head q/k RMSNorm (qwen3), RoPE of q
 // in place and of k, and k and v stored into this layer's cache at the position.
@@ -53,8 +55,9 @@ struct AttentionArgs {
 };
 Status launch_attention(const AttentionArgs& a, void* stream);
 
-// gate = silu(gate) * up, n values.
-Status launch_swiglu(float* gate, const float* up, int n, void* stream);
+// gate = silu(gate) * up, n values; where yq is not null, also the result as Q8_1
+// blocks (n a multiple of 32).
+Status launch_swiglu(float* gate, const float* up, BlockQ8_1* yq, int n, void* stream);
 
 // Outlier routing's test of the n-value vector x at k (gpu_math.h): writes
 // 1 (trips: its int8 readers run their f32 siblings) or 0 to *verdict and, when

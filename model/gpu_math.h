@@ -32,9 +32,10 @@ struct DecodeState {
 // RMSNorm: y = x / rms(x) * weight, one CTA of kNormThreads; thread t takes elements
 // t, t + kNormThreads, ... The sum of squares is accumulated in double, as on the CPU.
 // A fused residual add comes first when `delta` is given: x += delta, then the norm of
-// the new x.
+// the new x. A whole CTA of 1024 threads: the norm is a serial step of the decode, and
+// its Q8_1 copy (one warp per 32-value block) spreads over 32 warps.
 
-inline constexpr int kNormThreads = 256;
+inline constexpr int kNormThreads = 1024;
 
 QMV_HD float residual_sum(const float* x, const float* delta, int i) { return delta ? x[i] + delta[i] : x[i]; }
 

@@ -30,7 +30,8 @@
 # after every step, so a run stopped at a time limit keeps what finished. The run fails
 # (exit 1) when any step failed or ran nothing, naming them.
 #
-# Environment: QMV_CUDA_ARCHS (default 90), QMV_GPU_BUILD_DIR (default build/gpu),
+# Environment: QMV_GPU_KERNELS (the kernels list, check, bench, ffn and accuracy take;
+# default '*.cuda.*'), QMV_CUDA_ARCHS (default 90), QMV_GPU_BUILD_DIR (default build/gpu),
 # QMV_GPU_BUNDLE (default build/gpu-bundle), QMV_GPU_RESULTS (default results/<gpu>),
 # QMV_GPU_STEP_TIMEOUT (seconds per step, default 420), QMV_GPU_MODEL (the decode model,
 # made when missing), QMV_REAL_MODEL (the realmodel step's GGUF).
@@ -174,7 +175,7 @@ step_probe() {
 }
 
 step_list() {
-  run_step list "$qmvlab" list --kernels '*.cuda.*'
+  run_step list "$qmvlab" list --kernels "$kernels"
   require_in_log list '\| +yes +\|' "no CUDA kernel is available on this device"
 }
 
@@ -184,7 +185,7 @@ step_peak() {
 }
 
 step_check() {
-  run_step check "$qmvlab" check --kernels '*.cuda.*' --shapes default,128256x4096 --out "$results/check.csv"
+  run_step check "$qmvlab" check --kernels "$kernels" --shapes default,128256x4096 --out "$results/check.csv"
   require_in_log check 'check: [1-9][0-9]* passed' "no CUDA kernel passed a check"
 }
 
@@ -201,13 +202,13 @@ step_tests() {
 }
 
 step_bench() {
-  run_step bench "$qmvlab" bench --kernels '*.cuda.*' --shapes llama-2-7b,llama-3-8b --min-time 0.05 \
+  run_step bench "$qmvlab" bench --kernels "$kernels" --shapes llama-2-7b,llama-3-8b --min-time 0.05 \
     --out "$results/bench.csv"
   require_in_log bench 'GB/s' "no kernel was timed"
 }
 
 step_ffn() {
-  run_step ffn "$qmvlab" bench --kernels '*.cuda.*' --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
+  run_step ffn "$qmvlab" bench --kernels "$kernels" --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
     --out "$results/bench-ffn.csv"
   require_in_log ffn 'GB/s' "no kernel was timed"
 }
@@ -233,7 +234,7 @@ step_profile() {
 }
 
 step_accuracy() {
-  run_step accuracy "$qmvlab" accuracy --kernels '*.cuda.*' --out "$results/accuracy.csv"
+  run_step accuracy "$qmvlab" accuracy --kernels "$kernels" --out "$results/accuracy.csv"
 }
 
 step_decode() {
@@ -247,6 +248,10 @@ step_decode() {
   local prompt=1,450,4996,310,278,3303,338
   run_step decode "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 --ignore-eos \
     --quiet --out "$results/decode.csv"
+  # The same without programmatic dependent launches: what the matvecs' overlap with
+  # the kernel before them gains.
+  run_step decode-serial "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
+    --ignore-eos --quiet --no-overlap --out "$results/decode.csv"
   # An int8 plan without and with outlier routing: what the device-side test and the
   # graph's if/else nodes cost per token (the routed calls are in the log).
   run_step decode-int8 "$qmvlab" decode --model "$model" --device cuda \
@@ -295,6 +300,7 @@ device() {
   export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   qmvlab=$bundle/bin/qmvlab
   tests=$bundle/bin/qmv_tests
+  kernels=${QMV_GPU_KERNELS:-*.cuda.*}
   gpu=$(gpu_name)
   results=${QMV_GPU_RESULTS:-results/$gpu}
   mkdir -p "$results"

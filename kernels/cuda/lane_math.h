@@ -15,6 +15,32 @@
 
 namespace qmv::cuda {
 
+// Single IEEE operations rounded to nearest, whatever nvcc's flags: never contracted
+// into a fused multiply-add, so host and device round the same way.
+QMV_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+QMV_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+QMV_HD float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
 // IEEE binary16 bits to float, identical on host and device.
 QMV_HD float half_bits_to_float(std::uint16_t h) {
 #if defined(__CUDA_ARCH__)

@@ -21,24 +21,6 @@ namespace qmv::cuda {
 // The largest finite fp16: a block scale above it saturates rather than becoming inf.
 inline constexpr float kQ8_1LargestScale = 65504.0f;
 
-// a / b rounded to nearest, whatever the compiler's division flags.
-QMV_HD float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
-// a * b rounded to nearest, never contracted into a fused multiply-add.
-QMV_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
 // Nearest integer, halfway cases away from zero (std::round).
 QMV_HD float round_half_away(float v) {
 #if defined(__CUDA_ARCH__)
