@@ -71,11 +71,6 @@ struct MatVecArgs {
   std::size_t y2_len = 0;
   int threads = 1;          // CPU: OpenMP threads for this call
   void* stream = nullptr;   // CUDA: cudaStream_t to launch on
-  // CUDA, sm_90: the kernel may launch as a programmatic dependent of the one before
-  // it on the stream, starting (prefetching its weights) while that one finishes; such
-  // a kernel waits for it before reading x or writing y. Kernels without that wait
-  // ignore the flag and launch as usual.
-  bool overlap_previous = false;
   // Kernels with a weight transform (KernelSpec::prepare): their own copy of w.
   const void* prepared = nullptr;
 };

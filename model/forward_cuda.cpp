@@ -115,9 +115,6 @@ struct GpuForward::Impl {
   void init(const ModelWeights& weights, const std::vector<PlannedMatvec>& plan);
   cuda::DecodeState* state() const { return static_cast<cuda::DecodeState*>(program.state); }
   bool graph_mode() const { return opt.cuda_graph && !op_timing && !opt.sync_each_op; }
-  // Programmatic dependent launches of the matvecs: not across the routing nodes'
-  // graph edges, and not between the events of op timing, which would time the overlap.
-  bool overlap_launches() const { return opt.overlap_launches && !bound.routes_outliers && !op_timing; }
 
   // One op of the step: its timing event, an NVTX range named after it, the launch,
   // and an error that names the op and the kernel.
@@ -202,7 +199,6 @@ struct GpuForward::Impl {
       const void* x = activation(kernel.act, x_bytes);
       MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, out, w2, w2_bytes, out2);
       a.stream = s;
-      a.overlap_previous = overlap_launches();
       op(static_cast<int>(m.part), kernel.name.c_str(), [&] { return invoke(kernel, a); });
     };
     for_each_invocation(kernel, m, y, y2, launch);
@@ -542,7 +538,6 @@ const DeviceMemoryNeed& GpuForward::memory() const { return impl_->need; }
 const std::string& GpuForward::device_name() const { return impl_->device_name; }
 double GpuForward::upload_seconds() const { return impl_->upload_s; }
 bool GpuForward::graph_enabled() const { return impl_->graph_mode(); }
-bool GpuForward::overlap_enabled() const { return impl_->opt.overlap_launches && !impl_->bound.routes_outliers; }
 int GpuForward::attention_splits() const { return impl_->attn_splits; }
 
 }  // namespace qmv

@@ -42,9 +42,6 @@ namespace qmv {
 struct GpuForwardOptions {
   int context = 0;            // KV cache positions (0: the model's context length)
   bool cuda_graph = true;     // capture one decode step as a CUDA graph and replay it
-  // Matvec kernels that support it start while the kernel before them finishes
-  // (programmatic dependent launch, sm_90: MatVecArgs::overlap_previous).
-  bool overlap_launches = true;
   bool op_timing = false;     // CUDA events between the ops (the step then runs op by op)
   bool sync_each_op = false;  // debugging: synchronize after every op, so a fault names its op
   SamplerConfig sampler;      // greedy by default
@@ -120,7 +117,6 @@ class GpuForward {
   const std::string& device_name() const;
   double upload_seconds() const;
   bool graph_enabled() const;
-  bool overlap_enabled() const;  // the timed steps launch matvecs with MatVecArgs::overlap_previous
   int attention_splits() const;
 
  private:

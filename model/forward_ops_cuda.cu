@@ -33,7 +33,6 @@ __global__ void rope_table_kernel(const DecodeState* __restrict__ state, float* 
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* __restrict__ x, const float* __restrict__ delta, const float* __restrict__ weight,
                     float* __restrict__ y, BlockQ8_1* __restrict__ yq, int n, float eps) {
-  let_dependent_kernel_start();  // the next matvec may prefetch its weights meanwhile
   constexpr int kWarps = kNormThreads / kWarp;
   __shared__ double warp_sums[kWarps];
   double ss = 0;
@@ -219,7 +218,6 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) attention_merge_kernel(Atte
 // block's Q8_1 for the int8 down matvec; a tail shorter than a block by thread.
 __global__ void swiglu_kernel(float* __restrict__ gate, const float* __restrict__ up, BlockQ8_1* __restrict__ yq,
                               int n) {
-  let_dependent_kernel_start();
   const int lane = threadIdx.x % kWarp;
   const int b = (blockIdx.x * blockDim.x + threadIdx.x) / kWarp;
   const int i = b * kQ8_1Block + lane;

@@ -248,10 +248,6 @@ step_decode() {
   local prompt=1,450,4996,310,278,3303,338
   run_step decode "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 --ignore-eos \
     --quiet --out "$results/decode.csv"
-  # The same without programmatic dependent launches: what the matvecs' overlap with
-  # the kernel before them gains.
-  run_step decode-serial "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
-    --ignore-eos --quiet --no-overlap --out "$results/decode.csv"
   # An int8 plan without and with outlier routing: what the device-side test and the
   # graph's if/else nodes cost per token (the routed calls are in the log).
   run_step decode-int8 "$qmvlab" decode --model "$model" --device cuda \

@@ -1,6 +1,6 @@
 // The Q4_K CUDA variants replayed on the CPU. Each kernel is a loop around the
 // lane functions of kernels/cuda/q4_K_lane_math.h; this test calls the same
-// functions for every block, warp and lane (and every half-warp, multi-warp, chunked-walk and
+// functions for every block, warp and lane (and every half-warp, multi-warp and
 // grid-stride assignment) that the kernel's launch would make, sums the lane partials
 // in the kernel's grouping, and checks, per variant and shape:
 //   - every output row is written exactly once by the launch geometry;
@@ -12,7 +12,7 @@
 //     the activations the kernel sees, within a bound computed from the data.
 // Inputs are fresh random data each run: realistic (our quantizer on Gaussian rows,
 // Gaussian or outlier activations) and adversarial (every byte of every block random).
-// Plus the tiled variant's shared-memory shape rule and the 17 registry entries.
+// Plus the tiled variant's shared-memory shape rule and the 14 registry entries.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,8 +27,6 @@
 
 #include "harness/data.h"
 #include "kernels/cuda/q4_K_lane_math.h"
-#include "kernels/cuda/q5_K_q6_K_common.h"
-#include "kernels/cuda/row_chunks.h"
 #include "kernels/registry.h"
 
 namespace qmv::cuda::q4k {
@@ -480,34 +478,6 @@ Replay replay_halfwarp_dp4a(const Problem& p, std::int64_t cap) {
   return r;
 }
 
-// halfwarp_dp4a_q8_1.pfN (prefetch_rows.cuh): the balanced grid of `resident` blocks,
-// each warp walking its rows in chunks; a lane's partials add up over a row's chunks.
-Replay replay_halfwarp_prefetch(const Problem& p, std::int64_t resident, int ahead) {
-  Replay r(p);
-  const int grid = q5q6::balanced_warp_per_row_grid(p.shape.rows, resident);
-  const RowChunking rc =
-      row_chunking(p.shape.rows, std::int64_t(grid) * q5q6::kRowWarpsPerBlock, p.nb, halfwarp_dp4a::kPrefetchChunkBlocks, ahead);
-  for (int block = 0; block < grid; ++block) {
-    for (int warp = 0; warp < q5q6::kRowWarpsPerBlock; ++warp) {
-      std::vector<float> lanes(kWarpLanes, 0.0f);
-      walk_row_chunks(
-          rc, q5q6::warp_first_row(block, warp, q5q6::kRowWarpsPerBlock), [](ChunkAt) {}, [] {},
-          [&](ChunkAt c) {
-            const int first = chunk_first_block(rc, c);
-            for (int lane = 0; lane < kWarpLanes; ++lane)
-              lanes[lane] += halfwarp_dp4a::lane_row(r.loads, row_words_of(p.w_u32(), c.row, p.nb) + kBlockWords * first,
-                                                     p.x_u32() + kQ8_1WordsPerSuperBlock * first,
-                                                     chunk_length(rc, c), lane);
-          },
-          [&](std::int64_t row) {
-            r.write(row, warp_total(lanes));
-            std::fill(lanes.begin(), lanes.end(), 0.0f);
-          });
-    }
-  }
-  return r;
-}
-
 // ---------------------------------------------------------------------------------
 // Every variant on every shape, on both kinds of data.
 
@@ -544,13 +514,6 @@ std::vector<Variant> variants() {
   v.push_back({"halfwarp_dp4a_q8_1 (grid-stride, 7 blocks)", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) {
                  return replay_halfwarp_dp4a(p, 7);
                }});
-  // pfN: 1056 blocks (an H100's one wave: one row per warp up to 4224 rows), 1 and 7
-  // (several rows per warp, the walk running on across rows).
-  for (int ahead : {1, 2, 4})
-    for (std::int64_t resident : {1056, 1, 7})
-      v.push_back({"halfwarp_dp4a_q8_1.pf" + std::to_string(ahead) + " (" + std::to_string(resident) + " blocks)",
-                   ActFormat::Q8_1, {16, 1, 4},
-                   [ahead, resident](const Problem& p) { return replay_halfwarp_prefetch(p, resident, ahead); }});
   v.push_back({"multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<2>});
   v.push_back({"multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<3>});
   v.push_back({"multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<4>});
@@ -684,8 +647,6 @@ TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
       {"q4_K.cuda.multiwarp_f32.w4", ActFormat::F32},       {"q4_K.cuda.dp4a_q8_1", ActFormat::Q8_1},
       {"q4_K.cuda.halfwarp_dp4a_q8_1", ActFormat::Q8_1},     {"q4_K.cuda.multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1},
       {"q4_K.cuda.multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1}, {"q4_K.cuda.multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1},
-      {"q4_K.cuda.halfwarp_dp4a_q8_1.pf1", ActFormat::Q8_1}, {"q4_K.cuda.halfwarp_dp4a_q8_1.pf2", ActFormat::Q8_1},
-      {"q4_K.cuda.halfwarp_dp4a_q8_1.pf4", ActFormat::Q8_1},
   };
   for (const auto& e : expected) {
     const KernelSpec* k = global_registry().find(e.name);

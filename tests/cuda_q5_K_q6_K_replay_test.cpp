@@ -7,8 +7,7 @@
 // - shuffles: the 32 lanes of a warp run in turn, each shuffle returning what the
 //   source lane offered at the same call, repeated until the offers settle;
 // - launch geometry: the kernels' own row assignment (warp per row with a grid-stride
-//   loop, the same walked in chunks, or a block of warps per row), so every row must
-//   be written exactly once;
+//   loop, or a block of warps per row), so every row must be written exactly once;
 // - sums: lane partials reduced in the warp_sum butterfly order, warps in order.
 // The result is compared with a double-precision dot product of the dequantized
 // weights and activations, on quantizer output and on raw random block bytes.
@@ -29,7 +28,6 @@
 #include "harness/data.h"
 #include "kernels/cuda/q5_K_lanes.h"
 #include "kernels/cuda/q6_K_lanes.h"
-#include "kernels/cuda/row_chunks.h"
 #include "kernels/registry.h"
 
 namespace qmv {
@@ -38,8 +36,6 @@ namespace {
 namespace q5q6 = cuda::q5q6;
 using q5q6::kLanes;
 using q5q6::kRowWarpsPerBlock;
-using cuda::ChunkAt;
-using cuda::RowChunking;
 
 // Problems found during a replay, kept short.
 struct Problems {
@@ -260,45 +256,6 @@ Replay replay_warp_per_row(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x,
   return out;
 }
 
-// prefetch_rows_kernel with Row's partial as its Dot (the .pfN variants): the warp
-// walks its rows in chunks of kChunk super-blocks, a lane's partials adding up over
-// a row's chunks before the butterfly.
-template <class Row, int kChunk, int kAhead>
-Replay replay_prefetch_rows(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x, Shape shape, int grid,
-                            FetchCounter& fetches, Problems& problems) {
-  const std::int64_t nb = shape.cols / kSuperBlock, row_bytes = nb * Row::kBlockBytes;
-  const auto* act = reinterpret_cast<const typename Row::Act*>(x.data());
-  constexpr int kActPerSuper = kSuperBlock / kQ8_1Block;
-  Replay out{std::vector<float>(static_cast<std::size_t>(shape.rows), std::numeric_limits<float>::quiet_NaN()),
-             std::vector<int>(static_cast<std::size_t>(shape.rows), 0)};
-  const RowChunking rc = cuda::row_chunking(shape.rows, q5q6::warp_row_stride(grid, kRowWarpsPerBlock),
-                                      static_cast<int>(nb), kChunk, kAhead);
-  for (int block = 0; block < grid; ++block) {
-    for (int warp = 0; warp < kRowWarpsPerBlock; ++warp) {
-      std::array<float, kLanes> lanes{};
-      cuda::walk_row_chunks(
-          rc, q5q6::warp_first_row(block, warp, kRowWarpsPerBlock), [](ChunkAt) {}, [] {},
-          [&](ChunkAt c) {
-            const int first = cuda::chunk_first_block(rc, c);
-            const std::uint8_t* chunk_w = w.data() + c.row * row_bytes + std::int64_t(first) * Row::kBlockBytes;
-            const auto partial = replay_warp(
-                [&](ReplayReads& mem, ReplayShuffle& shfl, int lane) {
-                  return Row::partial(mem, shfl, chunk_w, act + std::int64_t(first) * kActPerSuper,
-                                      cuda::chunk_length(rc, c), lane);
-                },
-                w, x, fetches, problems);
-            for (int l = 0; l < kLanes; ++l) lanes[l] += partial[l];
-          },
-          [&](std::int64_t row) {
-            out.y[static_cast<std::size_t>(row)] = butterfly_sum(lanes);
-            ++out.writes[static_cast<std::size_t>(row)];
-            lanes = {};
-          });
-    }
-  }
-  return out;
-}
-
 // multi_warp_row_kernel<Row>: block `row` of Row::kWarpsPerRow warps; thread 0 adds
 // the warp sums in warp order.
 template <class Row>
@@ -346,14 +303,6 @@ const Variant kVariants[] = {
      replay_warp_per_row<q5q6::Q6KHalfWarpRowOf<3>>, true},
     {"q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K_cuda_halfwarp_dp4a_q8_1_below_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
      replay_warp_per_row<q5q6::Q6KHalfWarpRowOf<2>>, true},
-    {"q6_K.cuda.halfwarp_dp4a_q8_1.pf1", "q6_K_cuda_halfwarp_dp4a_q8_1_pf1", WeightType::Q6_K, ActFormat::Q8_1,
-     replay_prefetch_rows<q5q6::Q6KHalfWarpRowOf<3>, q5q6::kQ6KHalfWarpChunkBlocks, 1>, true},
-    {"q6_K.cuda.halfwarp_dp4a_q8_1.pf2", "q6_K_cuda_halfwarp_dp4a_q8_1_pf2", WeightType::Q6_K, ActFormat::Q8_1,
-     replay_prefetch_rows<q5q6::Q6KHalfWarpRowOf<3>, q5q6::kQ6KHalfWarpChunkBlocks, 2>, true},
-    {"q6_K.cuda.halfwarp_dp4a_q8_1.pf4", "q6_K_cuda_halfwarp_dp4a_q8_1_pf4", WeightType::Q6_K, ActFormat::Q8_1,
-     replay_prefetch_rows<q5q6::Q6KHalfWarpRowOf<3>, q5q6::kQ6KHalfWarpChunkBlocks, 4>, true},
-    {"q6_K.cuda.halfwarp_dp4a_q8_1.pf1", "q6_K_cuda_halfwarp_dp4a_q8_1_pf1_below_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
-     replay_prefetch_rows<q5q6::Q6KHalfWarpRowOf<2>, q5q6::kQ6KHalfWarpChunkBlocks, 1>, true},
     {"q5_K.cuda.warp_row_f32", "q5_K_cuda_warp_row_f32", WeightType::Q5_K, ActFormat::F32, replay_warp_per_row<q5q6::Q5KLegacyRow>, false},
     {"q5_K.cuda.multiwarp_f32.w2", "q5_K_cuda_multiwarp_f32_w2", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<2>>, false},
     {"q5_K.cuda.multiwarp_f32.w3", "q5_K_cuda_multiwarp_f32_w3", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<3>>, false},
@@ -606,7 +555,7 @@ TEST(CudaQ5KQ6KRegistry, EveryVariantIsRegisteredAsACudaKernel) {
   for (const Variant& v : kVariants) names.push_back(v.name);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
-  EXPECT_EQ(names.size(), 13u);  // the thirteen Q5_K / Q6_K CUDA variants
+  EXPECT_EQ(names.size(), 10u);  // the ten Q5_K / Q6_K CUDA variants
 #endif
 }
 

@@ -33,7 +33,6 @@ GpuForwardOptions forward_options(const CudaDecodeOptions& o, const SamplerConfi
   GpuForwardOptions f;
   f.context = context;
   f.cuda_graph = o.cuda_graph;
-  f.overlap_launches = o.overlap_launches;
   f.sync_each_op = o.sync_each_op;
   f.sampler = sampler;
   return f;
@@ -51,7 +50,6 @@ CudaDecodeRun run_cuda_decode(const LoadedModel& m, const std::vector<PlannedMat
   r.memory = fwd.memory();
   r.upload_s = fwd.upload_seconds();
   r.graph = fwd.graph_enabled();
-  r.overlap = fwd.overlap_enabled();
   r.attention_splits = fwd.attention_splits();
   r.weight_bytes = fwd.weight_bytes();
   for (int i = 0; i < static_cast<int>(Op::kCount); ++i) r.part_bytes[i] = fwd.part_weight_bytes(static_cast<Op>(i));
@@ -135,10 +133,10 @@ double cuda_read_bandwidth_gbps() {
 std::string describe_cuda_run(const CudaDecodeRun& r) {
   return fmt::format(
       "GPU {}: {} on the device (weights {} + KV cache {} for {} positions + scratch {}), uploaded in {:.3f} s; "
-      "{}{}, attention in {} split(s)",
+      "{}, attention in {} split(s)",
       r.device, mib(r.memory.total()), mib(r.memory.weights), mib(r.memory.kv_cache), r.memory.context,
       mib(r.memory.scratch), r.upload_s, r.graph ? "each step one CUDA graph replay" : "each step launched op by op",
-      r.overlap ? ", matvecs launched as programmatic dependents" : "", r.attention_splits);
+      r.attention_splits);
 }
 
 void print_cuda_breakdown(const CudaDecodeRun& r) {

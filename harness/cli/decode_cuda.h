@@ -20,7 +20,6 @@ namespace qmv {
 
 struct CudaDecodeOptions {
   bool cuda_graph = true;     // replay one captured graph per step (--no-cuda-graph: op by op)
-  bool overlap_launches = true;  // programmatic dependent launch of the matvecs (--no-overlap: off)
   bool op_times = true;       // replay the run op by op with CUDA events for the breakdown
   bool sync_each_op = false;  // debugging: a fault names its op
 };
@@ -44,7 +43,6 @@ struct CudaDecodeRun {
   DeviceMemoryNeed memory;
   double upload_s = 0;
   bool graph = false;
-  bool overlap = false;  // matvecs launched as programmatic dependents (where their kernels support it)
   int attention_splits = 0;
   double decode_tok_s() const { return decode_s > 0 ? decode_steps / decode_s : 0; }
 };

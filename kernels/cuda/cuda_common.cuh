@@ -30,16 +30,6 @@ __device__ __forceinline__ float half_warp_sum(float v) {
   return v;
 }
 
-// Lets the kernel queued after this one on the stream launch now, if it was launched
-// as a programmatic dependent (sm_90; a no-op otherwise). Such a kernel waits for this
-// one's completion before it reads what this one writes, so a kernel may call this as
-// soon as it starts: the dependent's early start only overlaps its prologue.
-__device__ __forceinline__ void let_dependent_kernel_start() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
-
 inline cudaStream_t stream_of(const MatVecArgs& a) { return static_cast<cudaStream_t>(a.stream); }
 
 // After every launch: the launch error (bad configuration, too much shared memory...)

@@ -629,9 +629,6 @@ inline constexpr int kRowsPerBlock = 4;
 inline constexpr int kThreads = kRowsPerBlock * kWarpLanes;
 inline constexpr int kUnroll = 4;
 inline constexpr int kWordsPerLane = 2;
-// The L2-prefetching form (halfwarp_dp4a_q8_1.pfN) runs lane_row on chunks of this
-// many super-blocks: two steps of the unrolled loop, 2304 bytes of weights.
-inline constexpr int kPrefetchChunkBlocks = 2 * 2 * kUnroll;
 // Blocks to launch: one warp per row, at most `cap` blocks (the rest is grid-stride).
 QMV_HD std::int64_t grid(std::int64_t rows, std::int64_t cap) {
   const std::int64_t want = ceil_div(rows, kRowsPerBlock);

@@ -399,10 +399,6 @@ struct Q6KHalfWarpRowOf {
 // GPUs, whose ptxas spills with three. The choice is inside the function, so the
 // kernel is one type (one symbol) in the host pass and every device pass. The CPU test
 // replays both.
-// The L2-prefetching form (halfwarp_dp4a_q8_1.pfN) runs partial on chunks of this many
-// super-blocks: whole steps of both builds (6 and 4 super-blocks), 2520 bytes of weights.
-inline constexpr int kQ6KHalfWarpChunkBlocks = 12;
-
 struct Q6KHalfWarpRow {
   using Act = BlockQ8_1;
   static constexpr int kBlockBytes = kQ6KBlockBytes;
