@@ -7,6 +7,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 
 #include "kernels/cpu_features.h"
 #ifdef QMV_HAVE_CUDA
@@ -74,13 +75,7 @@ MachineInfo detect() {
 #else
   m.compiler = "unknown";
 #endif
-  m.git_commit = run_git("rev-parse --short=12 HEAD");
-  if (m.git_commit.empty()) {
-    m.git_commit = "unknown";
-  } else if (!run_git("status --porcelain --untracked-files=no -- . ':!results'").empty()) {
-    // results/ is what this program writes; rewriting it does not change the code.
-    m.git_commit += "+dirty";
-  }
+  m.git_commit = source_commit();
   m.gpu = "none";
 #ifdef QMV_HAVE_CUDA
   const cuda::DeviceInfo& dev = cuda::current_device();
@@ -98,6 +93,17 @@ MachineInfo detect() {
 }
 
 }  // namespace
+
+std::string source_commit() {
+  // A binary run away from its source tree (scripts/gpu-run.sh's bundle on a GPU machine)
+  // is told the commit it was built from: that machine's checkout, if any, is not it.
+  if (const char* built = std::getenv("QMV_GIT_COMMIT"); built && *built) return built;
+  std::string commit = run_git("rev-parse --short=12 HEAD");
+  if (commit.empty()) return "unknown";
+  // results/ is what this program writes; rewriting it does not change the code.
+  if (!run_git("status --porcelain --untracked-files=no -- . ':!results'").empty()) commit += "+dirty";
+  return commit;
+}
 
 const MachineInfo& machine_info() {
   static const MachineInfo info = detect();

@@ -23,6 +23,10 @@ struct MachineInfo {
 // Computed once per process.
 const MachineInfo& machine_info();
 
+// The commit results rows name: $QMV_GIT_COMMIT where set (a bundle built elsewhere),
+// else this source tree's HEAD, "+dirty" when tracked files outside results/ changed.
+std::string source_commit();
+
 // Replaces "{machine}" in a path with the machine slug.
 std::string expand_machine(std::string path);
 

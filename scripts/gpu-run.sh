@@ -5,7 +5,9 @@
 #                                      (H100/H200) with every shared library they link except
 #                                      the C library's own, in build/gpu-bundle/{bin,lib}, and
 #                                      build/gpu-bundle/requires (the driver and glibc the
-#                                      bundle needs); build/gpu-bundle.tar.xz packs it for a
+#                                      bundle needs), build/gpu-bundle/commit (the commit
+#                                      its results rows name, through QMV_GIT_COMMIT);
+#                                      build/gpu-bundle.tar.xz packs it for a
 #                                      runner that carries little (ICU's data alone is 30 MiB).
 #   scripts/gpu-run.sh device [STEP..] on the GPU machine (a CUDA driver, no network, none of
 #                                      our Debian libraries): the steps below, in order.
@@ -73,6 +75,12 @@ bundle() {
     12) driver=525 ;;
   esac
   printf 'glibc %s\ndriver %s\n' "${glibc:-0}" "$driver" >"$bundle/requires"
+  # The commit the results rows will name: the GPU machine's checkout, if any, is not
+  # the tree this was built from.
+  local commit
+  commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+  [[ -z $(git status --porcelain --untracked-files=no -- . ':!results' 2>/dev/null) ]] || commit+="+dirty"
+  echo "$commit" >"$bundle/commit"
   # xz: the bundle packs to about a quarter of its size, which keeps it and the tree
   # under what a device call carries.
   tar -cJf "$bundle.tar.xz" -C "$(dirname "$bundle")" "$(basename "$bundle")"
@@ -294,6 +302,7 @@ device() {
   fi
   bundle=$(cd "$bundle" && pwd)
   export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [[ ! -s $bundle/commit ]] || export QMV_GIT_COMMIT="$(cat "$bundle/commit")"
   qmvlab=$bundle/bin/qmvlab
   tests=$bundle/bin/qmv_tests
   kernels=${QMV_GPU_KERNELS:-*.cuda.*}
