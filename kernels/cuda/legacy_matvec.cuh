@@ -1,9 +1,11 @@
 // The kernels and launches the legacy-quant and float-weight GPU matvecs share: one
-// warp per row, the lane arithmetic of legacy_lane.h, a warp sum, lane 0 writes. Each
+// warp per row, the lane arithmetic of legacy_lane.h (f32 activations) or
+// legacy_dp4a_lane.h (Q8_1), a warp sum, lane 0 writes. Each
 // variant file instantiates them for its type and registers itself.
 #pragma once
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/legacy_dp4a_lane.h"
 #include "kernels/cuda/legacy_lane.h"
 
 namespace qmv::cuda {
@@ -17,6 +19,17 @@ __global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
   const std::int64_t row = legacy_row(blockIdx.x, static_cast<int>(threadIdx.x) / kWarp);
   if (row >= rows) return;  // the whole warp leaves together: the shuffles below see all 32 lanes
   const float sum = warp_sum(legacy_lane_sum(w + row * n_blocks, x, n_blocks, lane));
+  if (lane == 0) y[row] = sum;
+}
+
+template <class Block>
+__global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
+    legacy_dp4a_matvec_kernel(const Block* __restrict__ w, const BlockQ8_1* __restrict__ xq, float* __restrict__ y,
+                              std::int64_t rows, std::int64_t n_blocks) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const std::int64_t row = legacy_row(blockIdx.x, static_cast<int>(threadIdx.x) / kWarp);
+  if (row >= rows) return;  // the whole warp leaves together
+  const float sum = warp_sum(legacy_dp4a_lane_sum(w + row * n_blocks, xq, n_blocks, lane));
   if (lane == 0) y[row] = sum;
 }
 
@@ -38,6 +51,19 @@ Status launch_legacy_matvec(const MatVecArgs& a, const char* name) {
     legacy_matvec_kernel<Block><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp, 0,
                                   stream_of(a)>>>(static_cast<const Block*>(a.w), static_cast<const float*>(a.x), a.y,
                                                   a.shape.rows, a.shape.cols / kLegacyBlock);
+  });
+}
+
+// Q8_1 activations: their 36-byte blocks are read in 32-bit words, the weights in
+// 16-bit halves (legacy_dp4a_lane.h).
+template <class Block>
+Status launch_legacy_dp4a_matvec(const MatVecArgs& a, const char* name) {
+  if (Status s = check_launch(name, a, 2, 4); !s.ok()) return s;
+  return launch_checked(name, [&] {
+    legacy_dp4a_matvec_kernel<Block><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp,
+                                       0, stream_of(a)>>>(static_cast<const Block*>(a.w),
+                                                          static_cast<const BlockQ8_1*>(a.x), a.y, a.shape.rows,
+                                                          a.shape.cols / kLegacyBlock);
   });
 }
 
