@@ -50,8 +50,8 @@ namespace qmv {
 // The plan value that turns fusion off: `ffn_up_gate=none`.
 inline constexpr const char* kNoKernel = "none";
 // Variant suffixes `auto` tries in order when it has no bench CSV: per weight type, the
-// family that is fastest on x86 first, the references last; a suffix a type lacks is
-// skipped. With AVX-512 VNNI the two-stream row-interleaved kernels lead, and Q6_K,
+// family that is fastest on x86 first, the references last; a type takes the first
+// suffix it has. With AVX-512 VNNI the two-stream row-interleaved kernels lead; Q6_K,
 // which has none, takes the plain four-row kernel (results/intel-xeon-2c/default.csv;
 // two and four streams decode alike, results/intel-xeon-2c/decode-r8-streams.csv).
 // With AVX2 only, four streams lead two for the legacy types and Q4_K

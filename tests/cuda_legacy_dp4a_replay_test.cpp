@@ -1,5 +1,5 @@
 // The legacy-quant GPU matvecs with Q8_1 activations (<type>.cuda.warp_row_dp4a_q8_1),
-// replayed on the CPU: every lane of every row runs legacy_dp4a_lane_sum, the function
+// replayed on the CPU: every lane of every row runs legacy_lane_sum, the function
 // the kernel calls, and the row's lane sums are compared with a double-precision dot of
 // the dequantized weights and the dequantized Q8_1 vector. The bound is float rounding
 // plus the one approximation the kernels make on purpose: the offset terms (-8 d, -16 d,
@@ -18,31 +18,13 @@
 #include "kernels/cuda/dequantize_value.h"
 #include "kernels/cuda/legacy_dp4a_lane.h"
 #include "kernels/registry.h"
+#include "tests/legacy_blocks.h"
 
 namespace qmv::cuda {
 namespace {
 
 constexpr WeightType kTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
                                  WeightType::Q8_0};
-
-// Random bytes in every block, the fp16 scales (and offsets) random finite values.
-std::vector<std::uint8_t> random_blocks(WeightType type, Shape shape, std::mt19937_64& rng) {
-  std::vector<std::uint8_t> w(row_bytes(type, shape.cols) * static_cast<std::size_t>(shape.rows));
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
-  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
-  const std::size_t bb = block_bytes(type);
-  const bool has_m = type == WeightType::Q4_1 || type == WeightType::Q5_1;
-  for (std::size_t off = 0; off < w.size(); off += bb) {
-    const fp16_bits d = fp32_to_fp16(scale(rng));
-    std::memcpy(w.data() + off, &d, sizeof d);
-    if (has_m) {
-      const fp16_bits m = fp32_to_fp16(scale(rng));
-      std::memcpy(w.data() + off + 2, &m, sizeof m);
-    }
-  }
-  return w;
-}
 
 // |coefficient of s| of one block's offset term.
 double offset_weight(WeightType type, const std::uint8_t* block) {
@@ -62,7 +44,7 @@ template <class Block>
 float replay_row(const std::uint8_t* row, const BlockQ8_1* xq, std::int64_t n_blocks) {
   float total = 0.0f;
   for (int lane = 0; lane < 32; ++lane)
-    total += legacy_dp4a_lane_sum(reinterpret_cast<const Block*>(row), xq, n_blocks, lane);
+    total += legacy_lane_sum(reinterpret_cast<const Block*>(row), xq, n_blocks, lane);
   return total;
 }
 
@@ -80,7 +62,8 @@ void check_type(WeightType type, Shape shape, bool raw, std::uint64_t seed) {
   SCOPED_TRACE(std::string(to_string(type)) + " " + to_string(shape) + (raw ? " random bytes" : " quantized") +
                ", seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const std::vector<std::uint8_t> w = raw ? random_blocks(type, shape, rng) : random_quantized_matrix(type, shape, seed);
+  const std::vector<std::uint8_t> w =
+      raw ? test::random_legacy_blocks(type, shape, rng) : random_quantized_matrix(type, shape, seed);
   const std::vector<float> x = gaussian_vector(shape.cols, seed + 1);
   std::vector<BlockQ8_1> xq(static_cast<std::size_t>(shape.cols / kQ8_1Block));
   quantize_row_q8_1(x.data(), xq.data(), shape.cols);
@@ -133,7 +116,7 @@ TEST(CudaLegacyDp4aReplay, AWrongPartIsCaught) {
   const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w.data());
   float right = 0, wrong = 0;
   for (int lane = 0; lane < 32; ++lane) {
-    right += legacy_dp4a_lane_sum(blocks, xq.data(), shape.cols / kLegacyBlock, lane);
+    right += legacy_lane_sum(blocks, xq.data(), shape.cols / kLegacyBlock, lane);
     // Part 1 where part 0 belongs: the replay's reference must tell them apart.
     for (std::int64_t b = lane / 4; b < shape.cols / kLegacyBlock; b += 8)
       wrong += legacy_dp4a_part(blocks[b], xq[b], lane % 4 == 0 ? 1 : lane % 4);

@@ -22,6 +22,7 @@
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
 #include "tests/int8_activations.h"
+#include "tests/legacy_blocks.h"
 #include "tests/tiling_guard.h"
 
 namespace qmv {
@@ -29,23 +30,6 @@ namespace {
 
 constexpr WeightType kLegacyTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
                                        WeightType::Q8_0};
-
-bool has_offset(WeightType t) { return t == WeightType::Q4_1 || t == WeightType::Q5_1; }
-
-// Random bytes for every block, then finite fp16 scales (and offsets) in [-1, 1].
-std::vector<std::uint8_t> random_weights(WeightType t, Shape s, std::mt19937& rng) {
-  std::vector<std::uint8_t> w(row_bytes(t, s.cols) * static_cast<std::size_t>(s.rows));
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
-  std::uniform_real_distribution<float> scale(-1.0f, 1.0f);
-  const std::size_t bb = block_bytes(t);
-  for (std::size_t off = 0; off < w.size(); off += bb) {
-    const fp16_bits d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(scale(rng));
-    std::memcpy(&w[off], &d, sizeof(d));  // every legacy block starts with d
-    if (has_offset(t)) std::memcpy(&w[off + 2], &m, sizeof(m));
-  }
-  return w;
-}
 
 // Gaussian activations with a few outlier channels 20..50x the rms, quantized.
 std::vector<BlockQ8_1> gaussian_q8_1(std::int64_t cols, std::mt19937& rng) {
@@ -133,7 +117,7 @@ std::set<std::string> check_usable_kernels(std::mt19937& rng) {
     for (std::int64_t cols : col_counts) {
       for (std::int64_t rows : row_counts) {
         const Shape shape{rows, cols};
-        const auto w = random_weights(t, shape, rng);
+        const auto w = test::random_legacy_blocks(t, shape, rng);
         for (const auto& xq : {gaussian_q8_1(cols, rng), test::extreme_q8_1(cols, rng)}) {
           std::vector<float> seen(static_cast<std::size_t>(cols));
           dequantize_row_q8_1(xq.data(), seen.data(), cols);

@@ -3,33 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
-#include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 
 #include "harness/machine.h"
+#include "tests/scoped_env.h"
 
 namespace qmv {
 namespace {
-
-// Restores QMV_GIT_COMMIT as the test found it.
-class CommitEnv {
- public:
-  CommitEnv() {
-    if (const char* v = std::getenv("QMV_GIT_COMMIT")) saved_ = v, had_ = true;
-  }
-  ~CommitEnv() {
-    if (had_) {
-      setenv("QMV_GIT_COMMIT", saved_.c_str(), 1);
-    } else {
-      unsetenv("QMV_GIT_COMMIT");
-    }
-  }
-
- private:
-  std::string saved_;
-  bool had_ = false;
-};
 
 bool is_tree_commit(const std::string& c) {
   if (c == "unknown") return true;  // built outside a git checkout
@@ -42,19 +24,20 @@ bool is_tree_commit(const std::string& c) {
 }
 
 TEST(SourceCommit, TheBundlesCommitWinsOverTheTreesWhereSet) {
-  CommitEnv restore;
   std::mt19937_64 rng(std::random_device{}());
   const std::string built = "b" + std::to_string(rng()) + "+dirty";
-  setenv("QMV_GIT_COMMIT", built.c_str(), 1);
+  const testing::ScopedEnv env({{"QMV_GIT_COMMIT", built}});
   EXPECT_EQ(source_commit(), built);
 }
 
 TEST(SourceCommit, WithoutItTheTreesOwnHash) {
-  CommitEnv restore;
-  unsetenv("QMV_GIT_COMMIT");
-  const std::string tree = source_commit();
+  std::string tree;
+  {
+    const testing::ScopedEnv env({{"QMV_GIT_COMMIT", std::nullopt}});
+    tree = source_commit();
+  }
   EXPECT_TRUE(is_tree_commit(tree)) << tree;
-  setenv("QMV_GIT_COMMIT", "", 1);  // set but empty: as if unset
+  const testing::ScopedEnv empty({{"QMV_GIT_COMMIT", std::string()}});  // set but empty: as if unset
   EXPECT_EQ(source_commit(), tree);
 }
 

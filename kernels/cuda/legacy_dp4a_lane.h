@@ -115,20 +115,22 @@ QMV_HD float legacy_dp4a_part(const BlockQ8_0& b, const BlockQ8_1& x, int p) {
   return half_bits_to_float(half_at(&b.d)) * dx * static_cast<float>(sum);
 }
 
-// Lane `lane`'s share of the dot of one row (n_blocks blocks) with the Q8_1 vector xq.
+// Lane `lane`'s share of the dot of one row (n_blocks blocks) with the Q8_1 vector xq
+// (legacy_lane.h's legacy_lane_sum with Q8_1 activations).
 // Four steps at a time, their loads independent of each other's sums, so the warp has
 // 32 blocks of loads in flight.
 inline constexpr int kLegacyDp4aUnroll = 4;
 
 template <class Block>
-QMV_HD float legacy_dp4a_lane_sum(const Block* row, const BlockQ8_1* xq, std::int64_t n_blocks, int lane) {
+QMV_HD float legacy_lane_sum(const Block* row, const BlockQ8_1* xq, std::int64_t n_blocks, int lane) {
   constexpr std::int64_t kStep = kLegacyDp4aBlocksPerStep;
   const int part = lane % kLegacyDp4aLanesPerBlock;
   float sum = 0.0f;
   std::int64_t b = lane / kLegacyDp4aLanesPerBlock;
   for (; b + (kLegacyDp4aUnroll - 1) * kStep < n_blocks; b += kLegacyDp4aUnroll * kStep) {
     float parts[kLegacyDp4aUnroll];
-    for (int u = 0; u < kLegacyDp4aUnroll; ++u) parts[u] = legacy_dp4a_part(row[b + u * kStep], xq[b + u * kStep], part);
+    for (int u = 0; u < kLegacyDp4aUnroll; ++u)
+      parts[u] = legacy_dp4a_part(row[b + u * kStep], xq[b + u * kStep], part);
     for (int u = 0; u < kLegacyDp4aUnroll; ++u) sum += parts[u];
   }
   for (; b < n_blocks; b += kStep) sum += legacy_dp4a_part(row[b], xq[b], part);

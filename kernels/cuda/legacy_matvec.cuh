@@ -4,6 +4,8 @@
 // variant file instantiates them for its type and registers itself.
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/legacy_dp4a_lane.h"
 #include "kernels/cuda/legacy_lane.h"
@@ -11,25 +13,16 @@
 namespace qmv::cuda {
 namespace {
 
-template <class Block>
+// Act: float (legacy_lane.h) or BlockQ8_1 (legacy_dp4a_lane.h), the legacy_lane_sum
+// overload that reads it.
+template <class Block, class Act>
 __global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
-    legacy_matvec_kernel(const Block* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
+    legacy_matvec_kernel(const Block* __restrict__ w, const Act* __restrict__ x, float* __restrict__ y,
                          std::int64_t rows, std::int64_t n_blocks) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t row = legacy_row(blockIdx.x, static_cast<int>(threadIdx.x) / kWarp);
   if (row >= rows) return;  // the whole warp leaves together: the shuffles below see all 32 lanes
   const float sum = warp_sum(legacy_lane_sum(w + row * n_blocks, x, n_blocks, lane));
-  if (lane == 0) y[row] = sum;
-}
-
-template <class Block>
-__global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
-    legacy_dp4a_matvec_kernel(const Block* __restrict__ w, const BlockQ8_1* __restrict__ xq, float* __restrict__ y,
-                              std::int64_t rows, std::int64_t n_blocks) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const std::int64_t row = legacy_row(blockIdx.x, static_cast<int>(threadIdx.x) / kWarp);
-  if (row >= rows) return;  // the whole warp leaves together
-  const float sum = warp_sum(legacy_dp4a_lane_sum(w + row * n_blocks, xq, n_blocks, lane));
   if (lane == 0) y[row] = sum;
 }
 
@@ -44,25 +37,18 @@ __global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
   if (lane == 0) y[row] = sum;
 }
 
-// The run() of a block-type variant: args already validated by invoke().
-template <class Block>
+// The run() of a block-type variant: args already validated by invoke(). Q8_1
+// activations are read in 32-bit words and the weights then in 16-bit halves
+// (legacy_dp4a_lane.h), which check_launch makes sure of first.
+template <class Block, class Act = float>
 Status launch_legacy_matvec(const MatVecArgs& a, const char* name) {
+  if constexpr (std::is_same_v<Act, BlockQ8_1>) {
+    if (Status s = check_launch(name, a, 2, 4); !s.ok()) return s;
+  }
   return launch_checked(name, [&] {
-    legacy_matvec_kernel<Block><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp, 0,
-                                  stream_of(a)>>>(static_cast<const Block*>(a.w), static_cast<const float*>(a.x), a.y,
-                                                  a.shape.rows, a.shape.cols / kLegacyBlock);
-  });
-}
-
-// Q8_1 activations: their 36-byte blocks are read in 32-bit words, the weights in
-// 16-bit halves (legacy_dp4a_lane.h).
-template <class Block>
-Status launch_legacy_dp4a_matvec(const MatVecArgs& a, const char* name) {
-  if (Status s = check_launch(name, a, 2, 4); !s.ok()) return s;
-  return launch_checked(name, [&] {
-    legacy_dp4a_matvec_kernel<Block><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp,
+    legacy_matvec_kernel<Block, Act><<<static_cast<unsigned>(legacy_ctas(a.shape.rows)), kLegacyWarpsPerCta * kWarp,
                                        0, stream_of(a)>>>(static_cast<const Block*>(a.w),
-                                                          static_cast<const BlockQ8_1*>(a.x), a.y, a.shape.rows,
+                                                          static_cast<const Act*>(a.x), a.y, a.shape.rows,
                                                           a.shape.cols / kLegacyBlock);
   });
 }

@@ -6,10 +6,13 @@ namespace {
 
 constexpr const char* kName = "q5_1.cuda.warp_row_dp4a_q8_1";
 
-qmv::Status run(const qmv::MatVecArgs& a) { return qmv::cuda::launch_legacy_dp4a_matvec<qmv::BlockQ5_1>(a, kName); }
+qmv::Status run(const qmv::MatVecArgs& a) {
+  return qmv::cuda::launch_legacy_matvec<qmv::BlockQ5_1, qmv::BlockQ8_1>(a, kName);
+}
 
 }  // namespace
 
 QMV_REGISTER_KERNEL(qmv::cuda_matvec_kernel(kName, qmv::WeightType::Q5_1, qmv::ActFormat::Q8_1, run,
-                                            "Q5_1 x Q8_1, one warp per row, 4 lanes per block, __dp4a, 4 steps of 8 blocks in flight",
+                                            "Q5_1 x Q8_1, one warp per row, 4 lanes per block, __dp4a, "
+                                            "4 steps of 8 blocks in flight",
                                             61));
