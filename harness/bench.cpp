@@ -537,12 +537,29 @@ Status launch_quantizer_and_matvec(GpuPoint& g) {
 }
 
 // Per-launch seconds of `launches` back-to-back launches between two events, inside an
-// NVTX range named `range`.
+// NVTX range named `range`. With `graph`, one lap of the weight copies (g.slots
+// launches) is captured into a CUDA graph and replayed enough times to cover `launches`.
 Status time_launches(GpuPoint& g, std::int64_t launches, const std::string& range, Status (*launch)(GpuPoint&),
-                     cuda::EventTimer& timer, double& seconds) {
+                     cuda::EventTimer& timer, double& seconds, bool graph = false) {
+  cuda::CapturedLaunches lap;
+  std::int64_t replays = 0;
+  if (graph) {
+    const auto record = [&] {
+      Status s;
+      for (std::size_t i = 0; s.ok() && i < g.slots; ++i) s = launch(g);
+      return s;
+    };
+    if (auto st = lap.capture(g.args.stream, record, range); !st.ok()) return st;
+    replays = std::max<std::int64_t>(1, (launches + static_cast<std::int64_t>(g.slots) - 1) /
+                                            static_cast<std::int64_t>(g.slots));
+    launches = replays * static_cast<std::int64_t>(g.slots);
+  }
   cuda::NvtxRange nvtx(range.c_str());
   Status st = timer.start(g.args.stream);
-  for (std::int64_t i = 0; st.ok() && i < launches; ++i) st = launch(g);
+  if (graph)
+    for (std::int64_t i = 0; st.ok() && i < replays; ++i) st = lap.replay(g.args.stream);
+  else
+    for (std::int64_t i = 0; st.ok() && i < launches; ++i) st = launch(g);
   if (st.ok()) st = timer.stop(g.args.stream);
   double ms = 0;
   if (st.ok()) st = timer.elapsed_ms(ms, range);
@@ -563,19 +580,26 @@ Status calibrate(GpuPoint& g, const BenchConfig& cfg, cuda::EventTimer& timer) {
   if (auto st = time_launches(g, 10, g.pt.spec->name, launch_matvec, timer, per_call); !st.ok()) return st;
   const double wanted = cfg.min_time_s / std::max(per_call, 1e-7);
   g.launches = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(wanted)), 10, 1000000);
+  // A graph replays whole laps of the weight copies.
+  if (cfg.gpu_graph) {
+    const auto lap = static_cast<std::int64_t>(g.slots);
+    g.launches = (g.launches + lap - 1) / lap * lap;
+  }
   return Status::Ok();
 }
 
 // One repetition of every measurement of the point.
-Status time_repetition(GpuPoint& g, cuda::EventTimer& timer) {
+Status time_repetition(GpuPoint& g, cuda::EventTimer& timer, bool graph) {
   double s = 0;
-  if (auto st = time_launches(g, g.launches, g.pt.spec->name, launch_matvec, timer, s); !st.ok()) return st;
+  if (auto st = time_launches(g, g.launches, g.pt.spec->name, launch_matvec, timer, s, graph); !st.ok()) return st;
   g.matvec_s.push_back(s);
   if (!g.times_quantizer()) return Status::Ok();
-  if (auto st = time_launches(g, g.launches, cuda::kQuantizeQ8_1Name, launch_quantizer, timer, s); !st.ok()) return st;
+  if (auto st = time_launches(g, g.launches, cuda::kQuantizeQ8_1Name, launch_quantizer, timer, s, graph); !st.ok())
+    return st;
   g.quant_s.push_back(s);
   const std::string both = std::string(cuda::kQuantizeQ8_1Name) + "+" + g.pt.spec->name;
-  if (auto st = time_launches(g, g.launches, both, launch_quantizer_and_matvec, timer, s); !st.ok()) return st;
+  if (auto st = time_launches(g, g.launches, both, launch_quantizer_and_matvec, timer, s, graph); !st.ok())
+    return st;
   g.with_quant_s.push_back(s);
   return Status::Ok();
 }
@@ -708,7 +732,7 @@ void run_gpu_points(const std::vector<Point>& points, const BenchConfig& cfg, Be
       return;
     }
     Status s = first_repetition ? calibrate(g, cfg, timer) : Status::Ok();
-    if (s.ok()) s = time_repetition(g, timer);
+    if (s.ok()) s = time_repetition(g, timer, cfg.gpu_graph);
     if (!s.ok()) {
       g.failed = true;
       progress.point_failed(out, g.pt, "kernel error: " + s.error,

@@ -23,6 +23,10 @@ struct BenchConfig {
   // CUDA kernels are timed once, with the first thread count (host threads do not
   // change a GPU kernel), so their rows' threads column is that count.
   bool warm = false;       // cold (default): rotate weight copies well past the LLC / GPU L2
+  // CUDA: the timed launches replayed from a CUDA graph (one lap of the weight copies
+  // per graph), as the GPU decode runs its kernels, instead of launched from the host
+  // one by one. The rows' command names the choice (--gpu-graph).
+  bool gpu_graph = false;
   int repetitions = 5;
   double min_time_s = 0.1;  // per repetition
   // Repetitions of all points in random order, so drift of a noisy machine lands on

@@ -2,7 +2,10 @@
 
 #include <omp.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
@@ -10,7 +13,9 @@
 #include <vector>
 
 #include "harness/machine.h"
+#include "harness/shapes.h"
 #include "kernels/cpu_features.h"
+#include "kernels/formats/formats.h"
 #include "kernels/kernel.h"
 #include "kernels/weight_memory.h"
 #ifdef QMV_HAVE_CUDA
@@ -361,6 +366,66 @@ GpuPeakResult measure_gpu_peaks(int repetitions) {
   r.why_not = "this qmvlab was built without CUDA (QMV_CUDA=OFF)";
 #endif
   return r;
+}
+
+GpuWindowReadResult measure_gpu_window_read(std::size_t window_bytes, bool graph, int repetitions) {
+  GpuWindowReadResult r;
+  r.graph = graph;
+  r.window_bytes = window_bytes;
+#ifdef QMV_HAVE_CUDA
+  const cuda::DeviceInfo& dev = cuda::current_device();
+  if (!dev.present) {
+    r.why_not = dev.why_absent;
+    return r;
+  }
+  const cuda::WindowReadBandwidth w =
+      cuda::measure_window_read_bandwidth(window_bytes, gpu_cold_bytes(dev.l2_bytes), graph, repetitions);
+  r.window_bytes = w.window_bytes;
+  r.arena_bytes = w.arena_bytes;
+  if (!w.error.empty() || w.gbps.empty()) {
+    r.why_not = w.error.empty() ? "no repetitions" : w.error;
+    return r;
+  }
+  std::vector<double> g = w.gbps;
+  std::sort(g.begin(), g.end());
+  r.measured = true;
+  r.launches_per_repetition = w.launches_per_repetition;
+  r.repetitions = static_cast<int>(g.size());
+  r.best_gbps = g.back();
+  r.median_gbps = g[g.size() / 2];
+  r.read_loop = w.loop;
+#else
+  (void)repetitions;
+  r.why_not = "this qmvlab was built without CUDA (QMV_CUDA=OFF)";
+#endif
+  return r;
+}
+
+std::size_t parse_window_bytes(std::string_view spec) {
+  const auto bad = [&](const std::string& why) {
+    return std::invalid_argument(fmt::format("'{}': {}", spec, why));
+  };
+  if (const auto colon = spec.find(':'); colon != std::string_view::npos) {
+    WeightType type{};
+    if (!parse_weight_type(spec.substr(0, colon), type))
+      throw bad(fmt::format("'{}' is not a weight type (q4_K, q6_K, q8_0, f16, ...)", spec.substr(0, colon)));
+    std::vector<Shape> shapes;
+    try {
+      shapes = parse_shapes(spec.substr(colon + 1));
+    } catch (const std::invalid_argument& e) {
+      throw bad(e.what());
+    }
+    if (shapes.size() != 1) throw bad("expected one ROWSxCOLS after the type");
+    if (shapes[0].cols % block_values(type) != 0)
+      throw bad(fmt::format("{} columns are not whole {} blocks of {}", shapes[0].cols, to_string(type),
+                            block_values(type)));
+    return static_cast<std::size_t>(shapes[0].rows) * row_bytes(type, shapes[0].cols);
+  }
+  std::size_t bytes = 0;
+  const auto [end, ec] = std::from_chars(spec.data(), spec.data() + spec.size(), bytes);
+  if (ec != std::errc() || end != spec.data() + spec.size() || bytes < 16)
+    throw bad("expected a byte count of at least 16, or TYPE:ROWSxCOLS");
+  return bytes;
 }
 
 const GpuPeakResult& gpu_peak() {

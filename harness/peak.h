@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace qmv {
@@ -91,5 +92,24 @@ const GpuPeakResult& gpu_peak();
 
 // Bytes of weight copies a cold GPU bench rotates through: 4x the L2, at least 64 MiB.
 std::size_t gpu_cold_bytes(std::size_t l2_bytes);
+
+// The ceiling of a GEMV launched once per matrix: the read peak's loops reading one
+// window of `window_bytes` per launch, back to back, rotating through gpu_cold_bytes of
+// windows as the cold bench rotates through weight copies; on a stream, or replayed
+// from a CUDA graph (`graph`). `measured` is false, with the reason, without a device.
+struct GpuWindowReadResult {
+  bool measured = false;
+  std::string why_not;
+  std::size_t window_bytes = 0, arena_bytes = 0;
+  bool graph = false;
+  int launches_per_repetition = 0, repetitions = 0;
+  double best_gbps = 0, median_gbps = 0;
+  std::string read_loop;
+};
+GpuWindowReadResult measure_gpu_window_read(std::size_t window_bytes, bool graph, int repetitions = 7);
+
+// A window size: "BYTES" or the bytes of a matrix, "TYPE:ROWSxCOLS" (e.g.
+// "q4_K:4096x14336"). Throws std::invalid_argument naming the bad token.
+std::size_t parse_window_bytes(std::string_view spec);
 
 }  // namespace qmv

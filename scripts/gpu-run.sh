@@ -15,12 +15,14 @@
 # Steps (default: probe list peak check tests bench):
 #   probe     GPU name, driver, glibc; stops at once, in one line, where the bundle cannot run
 #   list      the registered kernels; fails when no CUDA kernel is available
-#   peak      the CPU read peak, the GPU device-to-device copy and the GPU read peak
+#   peak      the CPU read peak, the GPU device-to-device copy and the GPU read peak, and
+#             the read of one matrix per launch at the Llama matrix sizes (--gpu-windows)
 #   check     every CUDA kernel against the reference, default shapes plus 128256x4096
 #             (halfwarp_dp4a's grid-stride path); fails when it checked no CUDA kernel
 #   tests     the device tests of qmv_tests (not the CPU replays); fails when none ran
 #   bench     cold bench of every CUDA kernel on the Llama-2-7B and Llama-3-8B shapes
-#   ffn       cold bench of every CUDA kernel on the FFN shapes 4096x14336, 14336x4096 only
+#   ffn       cold bench of every CUDA kernel on the FFN shapes 4096x14336, 14336x4096 only,
+#             launched from the host and replayed from CUDA graphs (--gpu-graph)
 #   profile   Nsight Compute counters of the Q4_K/Q6_K kernels on the FFN shapes (ncu)
 #   accuracy  the accuracy study with the GPU rows
 #   decode    a Llama-2-7B-shaped Q4_K_M model made there; the plan sweep over the GPU
@@ -188,7 +190,10 @@ step_list() {
 }
 
 step_peak() {
-  run_step peak "$qmvlab" peak --threads all --out "$results/peak.csv"
+  # With the ceilings of one launch per matrix: the Llama FFN and attention matrices,
+  # and plain sizes from 1 MiB to 128 MiB.
+  run_step peak "$qmvlab" peak --threads all --out "$results/peak.csv" \
+    --gpu-windows 1048576,4194304,q4_K:4096x4096,q4_K:4096x14336,q6_K:4096x14336,q6_K:32000x4096,134217728
   require_in_log peak 'GPU read peak \(' "the GPU read peak was not measured"
 }
 
@@ -219,6 +224,10 @@ step_ffn() {
   run_step ffn "$qmvlab" bench --kernels "$kernels" --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
     --out "$results/bench-ffn.csv"
   require_in_log ffn 'GB/s' "no kernel was timed"
+  # The same launches replayed from CUDA graphs, as the decode runs them.
+  run_step ffn-graph "$qmvlab" bench --kernels "$kernels" --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
+    --gpu-graph --out "$results/bench-ffn-graph.csv"
+  require_in_log ffn-graph 'GB/s' "no kernel was timed"
 }
 
 step_profile() {

@@ -44,6 +44,12 @@ TEST(Cli, UnknownPeakLoopIsRefusedBeforeAnythingRuns) {
   expect_error(args, "--peak-loops: 'avx2.s3.pf7' is not a read loop");
   EXPECT_EQ(qmvlab(args).output.find("peak read bandwidth"), std::string::npos) << "the up-front peak ran first";
 }
+TEST(Cli, GpuWindowsAreRefusedBeforeAnythingIsMeasured) {
+  expect_error("peak --device cpu --gpu-windows q4_K:16x256", "--gpu-windows measures the GPU");
+  const std::string args = "peak --device cuda --gpu-windows q4_K:4096x4096,q9_K:16x256";
+  expect_error(args, "'q9_K:16x256': 'q9_K' is not a weight type");
+  EXPECT_EQ(qmvlab(args).output.find("GPU peak"), std::string::npos) << "a peak ran before the sizes were read";
+}
 TEST(Cli, PeakBufferMustBeAtLeastOneMiB) { EXPECT_EQ(qmvlab("peak --device cpu --buffer-mib 0").code, 2); }
 TEST(Cli, BadThreads) { expect_error("bench --kernels q4_K.cpu.scalar_f32 --threads 0", "bad thread count '0'"); }
 TEST(Cli, UnknownOption) { EXPECT_EQ(qmvlab("check --frobnicate").code, 2); }

@@ -4,6 +4,7 @@
 // kernel with the device's absence as the reason. With a device: CUDA events against
 // the host clock, the measured copy peak against the datasheet, and run_bench timing a
 // CUDA kernel (with the Q8_1 quantizer columns for a Q8_1 kernel).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -193,6 +195,36 @@ TEST(CudaBenchCsv, DatasheetBandwidthFromClockAndBus) {
   EXPECT_NEAR(d.datasheet_gbps(), 2.0 * d.memory_clock_khz * 1e3 * d.memory_bus_bits / 8 / 1e9, 1e-9);
 }
 
+// A window size is a byte count or a matrix's bytes; anything else is refused, naming it.
+TEST(GpuWindowRead, SizesAreBytesOrAMatrixOfAType) {
+  const std::int64_t rows = uniform_int(1, 20000), blocks = uniform_int(1, 60);
+  EXPECT_EQ(parse_window_bytes(fmt::format("q4_K:{}x{}", rows, 256 * blocks)),
+            static_cast<std::size_t>(rows * blocks * 144));
+  EXPECT_EQ(parse_window_bytes(fmt::format("Q6_K:{}x{}", rows, 256 * blocks)),
+            static_cast<std::size_t>(rows * blocks * 210));
+  EXPECT_EQ(parse_window_bytes(fmt::format("q8_0:{}x{}", rows, 32 * blocks)),
+            static_cast<std::size_t>(rows * blocks * 34));
+  const int bytes = uniform_int(16, 1 << 30);
+  EXPECT_EQ(parse_window_bytes(std::to_string(bytes)), static_cast<std::size_t>(bytes));
+  for (const char* bad : {"q9_K:16x256", "q4_K:16x100", "q4_K:16by256", "q4_K:", "12MiB", "8", "", "-5"}) {
+    try {
+      parse_window_bytes(bad);
+      ADD_FAILURE() << "'" << bad << "' was taken";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(GpuWindowRead, WithoutADeviceSaysWhy) {
+#ifdef QMV_HAVE_CUDA
+  if (cuda::current_device().present) GTEST_SKIP() << "a CUDA device is present (a device test measures it)";
+#endif
+  const GpuWindowReadResult w = measure_gpu_window_read(std::size_t(1) << 20, uniform_int(0, 1) == 1, 2);
+  EXPECT_FALSE(w.measured);
+  EXPECT_FALSE(w.why_not.empty());
+}
+
 #ifdef QMV_HAVE_CUDA
 
 // A CUDA kernel whose launch is the NaN fill of its output: real device work of a
@@ -317,6 +349,57 @@ TEST(CudaBench, ReadPeakIsBelowTheDatasheetAndAboveHalfTheCopy) {
   EXPECT_GE(p.read_bytes, 4 * dev.l2_bytes);
   EXPECT_FALSE(p.read_loop.empty());
   EXPECT_EQ(p.roofline_gbps(), p.read_best_gbps);
+}
+
+// The ceiling of one launch per matrix: reads of a matrix-sized window, back to back and
+// cold, on a stream and from a graph; no faster than the read peak of a large buffer.
+TEST(CudaBench, WindowReadsOnAStreamAndFromAGraph) {
+  const cuda::DeviceInfo& dev = cuda::current_device();
+  if (!dev.present) GTEST_SKIP() << dev.why_absent;
+  const GpuPeakResult& peak = gpu_peak();
+  ASSERT_TRUE(peak.read_measured) << peak.read_loop;
+  const std::size_t window = 16 * static_cast<std::size_t>(uniform_int(1 << 18, 1 << 21));
+  for (const bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "graph" : "stream");
+    const GpuWindowReadResult w = measure_gpu_window_read(window, graph, 3);
+    ASSERT_TRUE(w.measured) << w.why_not;
+    std::printf("window read of %zu bytes (%s): %.1f GB/s median, %.1f%% of the read peak\n", w.window_bytes,
+                graph ? "graph" : "stream", w.median_gbps, 100 * w.median_gbps / peak.read_best_gbps);
+    EXPECT_EQ(w.graph, graph);
+    EXPECT_EQ(w.window_bytes, window);
+    EXPECT_EQ(w.arena_bytes % window, 0u);
+    EXPECT_GE(w.arena_bytes + window, gpu_cold_bytes(dev.l2_bytes)) << "the windows rotate past the L2";
+    EXPECT_EQ(w.repetitions, 3);
+    EXPECT_GE(w.launches_per_repetition, static_cast<int>(w.arena_bytes / window));
+    EXPECT_LE(w.median_gbps, w.best_gbps);
+    EXPECT_LT(w.best_gbps, peak.datasheet_gbps * 1.05) << "a read cannot beat the memory's datasheet";
+    EXPECT_FALSE(w.read_loop.empty());
+  }
+}
+
+// --gpu-graph: the timed launches replayed from a graph, whole laps of the copies.
+TEST(CudaBench, GraphReplayTimesWholeLapsOfTheCopies) {
+  const cuda::DeviceInfo& dev = cuda::current_device();
+  if (!dev.present) GTEST_SKIP() << dev.why_absent;
+  const KernelSpec f32 = fill_spec("q4_K.cuda.test_fill", ActFormat::F32);
+  const KernelSpec q81 = fill_spec("q4_K.cuda.test_fill_q8_1", ActFormat::Q8_1);
+  BenchConfig cfg;
+  cfg.repetitions = 3;
+  cfg.min_time_s = 0.01;
+  cfg.gpu_graph = true;
+  const Shape shape{64 * uniform_int(16, 256), 4096};
+  const BenchOutcome out = run_bench({&f32, &q81}, {shape}, cfg, {});
+  ASSERT_TRUE(out.skipped.empty()) << out.skipped[0].reason;
+  ASSERT_EQ(out.rows.size(), 2u);
+  for (const BenchRow& r : out.rows) {
+    SCOPED_TRACE(r.kernel);
+    EXPECT_GT(r.time_min_us, 0);
+    EXPECT_LE(r.time_median_us, r.time_max_us);
+    const std::int64_t copy = static_cast<std::int64_t>(shape.rows) * 16 * 144;  // 256-byte aligned already
+    ASSERT_EQ(r.rotation_bytes % copy, 0);
+    EXPECT_EQ(r.launches_per_rep % (r.rotation_bytes / copy), 0) << "a graph replays whole laps";
+    if (r.act_format == "q8_1") EXPECT_GT(r.time_with_quant_median_us, 0);
+  }
 }
 
 #endif

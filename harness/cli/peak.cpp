@@ -4,6 +4,9 @@
 
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "harness/cli/command.h"
 #include "harness/cli/options.h"
@@ -44,12 +47,22 @@ class PeakCommand : public Command {
                      "cpu, cuda (the GPU alone: exits 1 when there is no device to measure) or all")
         ->check(CLI::IsMember({"cpu", "cuda", "all"}))
         ->capture_default_str();
+    cmd_->add_option("--gpu-windows", windows_,
+                     "GPU: also the ceiling of a GEMV launched once per matrix of these sizes: the read loops reading "
+                     "one window per launch, back to back, cold, on a stream and from a CUDA graph; each size BYTES or "
+                     "a matrix TYPE:ROWSxCOLS (e.g. q4_K:4096x14336,q6_K:14336x4096)")
+        ->delimiter(',');
   }
 
   bool chosen() const override { return cmd_->parsed(); }
 
   int run(const std::string& command_line) override {
     const RunContext ctx = current_context(command_line);
+    // Sizes are parsed before anything is measured, so a typo costs nothing.
+    std::vector<std::pair<std::string, std::size_t>> windows;
+    for (const std::string& w : windows_) windows.emplace_back(w, parse_window_bytes(w));
+    if (!windows.empty() && device_ == "cpu")
+      throw std::invalid_argument("--gpu-windows measures the GPU: it needs --device cuda or all");
     const auto cpu_threads = device_ == "cuda" ? std::vector<int>{} : parse_threads(threads_);
     std::string gpu_not_measured;
     measure_peaks(cpu_threads, reps_, &ctx, out_, append_, device_ != "cpu", &gpu_not_measured, read_loop_, all_loops_,
@@ -59,12 +72,45 @@ class PeakCommand : public Command {
       fmt::print(stderr, "peak: the GPU was not measured: {}\n", gpu_not_measured);
       return 1;
     }
+    if (!windows.empty()) return measure_windows(ctx, windows);
+    return 0;
+  }
+
+  // The window reads, each size on a stream and from a graph, appended to --out.
+  int measure_windows(const RunContext& ctx, const std::vector<std::pair<std::string, std::size_t>>& windows) {
+    const GpuPeakResult& peak = gpu_peak();
+    if (!peak.measured) {
+      fmt::print(stderr, "peak: --gpu-windows: no GPU to measure: {}\n", peak.why_not);
+      return 1;
+    }
+    std::unique_ptr<CsvWriter> csv;
+    if (!out_.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out_), peak_header(true), true);
+    for (const auto& [spec, bytes] : windows) {
+      for (const bool graph : {false, true}) {
+        const GpuWindowReadResult w = measure_gpu_window_read(bytes, graph, reps_);
+        if (!w.measured) {
+          fmt::print(stderr, "peak: the window read of {} ({} bytes) failed: {}\n", spec, bytes, w.why_not);
+          return 1;
+        }
+        fmt::print("GPU window read {} ({:.2f} MiB, {}): {:.1f} GB/s median ({:.1f} best) = {:.1f}% of the read "
+                   "peak; {}\n",
+                   spec, static_cast<double>(w.window_bytes) / (1 << 20), graph ? "graph" : "stream", w.median_gbps,
+                   w.best_gbps, 100 * w.median_gbps / peak.roofline_gbps(), w.read_loop);
+        std::fflush(stdout);
+        PeakRow row{0, static_cast<std::int64_t>(w.window_bytes), w.repetitions, w.best_gbps, w.median_gbps,
+                    graph ? "cuda-read-window-graph" : "cuda-read-window", peak.datasheet_gbps,
+                    fmt::format("{}; {} launches per repetition over {} bytes", w.read_loop,
+                                w.launches_per_repetition, w.arena_bytes)};
+        if (csv) csv->write(peak_fields(ctx, row, true));
+      }
+    }
     return 0;
   }
 
  private:
   CLI::App* cmd_ = nullptr;
   std::string threads_ = "1,all", out_, device_ = "all", read_loop_;
+  std::vector<std::string> windows_;
   int reps_ = 7, buffer_mib_ = 0;
   bool append_ = false, all_loops_ = false;
 };

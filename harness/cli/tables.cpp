@@ -46,8 +46,10 @@ void print_peak_table(const std::vector<PeakRow>& rows) {
   std::vector<std::vector<std::string>> t;
   for (const auto& r : rows) {
     const bool gpu = r.device != "cpu";
-    const std::string measure = r.device == "cuda-read" ? "streaming read"
-                                : gpu                    ? "device-to-device copy"
+    const std::string measure = r.device == "cuda-read"              ? "streaming read"
+                                : r.device == "cuda-read-window"       ? "window reads, stream"
+                                : r.device == "cuda-read-window-graph" ? "window reads, graph"
+                                : gpu                                  ? "device-to-device copy"
                                     : fmt::format("read, {} thread{}", r.threads, r.threads == 1 ? "" : "s");
     t.push_back({gpu ? r.device : "cpu", measure,
                  fmt::format("{:.2f}", r.gbps_best), fmt::format("{:.2f}", r.gbps_median),

@@ -369,4 +369,129 @@ ReadBandwidth measure_read_bandwidth(std::size_t buffer_bytes, int repetitions) 
   return out;
 }
 
+// ---------------------------------------------------------------------------------
+// Graphs
+
+CapturedLaunches::~CapturedLaunches() { release(); }
+
+void CapturedLaunches::release() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+  exec_ = graph_ = nullptr;
+}
+
+Status CapturedLaunches::capture(void* stream, const std::function<Status()>& record, const std::string& what) {
+  release();
+  what_ = what;
+  if (auto st = error_of(cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeThreadLocal),
+                         "starting to capture " + what);
+      !st.ok())
+    return st;
+  const Status recorded = record();
+  cudaGraph_t graph = nullptr;
+  // The capture ends whether or not the recording worked, so the stream is usable again.
+  const Status ended = error_of(cudaStreamEndCapture(as_stream(stream), &graph), "capturing " + what);
+  graph_ = graph;
+  if (!recorded.ok()) return Status::Error("capturing " + what + ": " + recorded.error);
+  if (!ended.ok()) return ended;
+  cudaGraphExec_t exec = nullptr;
+  if (auto st = error_of(cudaGraphInstantiate(&exec, graph, 0), "instantiating the graph of " + what); !st.ok())
+    return st;
+  exec_ = exec;
+  return Status::Ok();
+}
+
+Status CapturedLaunches::replay(void* stream) {
+  if (!exec_) return Status::Error("replaying " + (what_.empty() ? std::string("a graph") : what_) + ": nothing captured");
+  return error_of(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), as_stream(stream)), "replaying " + what_);
+}
+
+WindowReadBandwidth measure_window_read_bandwidth(std::size_t window_bytes, std::size_t arena_bytes, bool graph,
+                                                  int repetitions) {
+  WindowReadBandwidth out;
+  window_bytes = window_bytes / 16 * 16;
+  out.graph = graph;
+  out.window_bytes = window_bytes;
+  if (window_bytes == 0) {
+    out.error = "a window of under 16 bytes";
+    return out;
+  }
+  const std::size_t windows = std::max<std::size_t>(2, arena_bytes / window_bytes);
+  out.arena_bytes = windows * window_bytes;
+  const std::string what = "GPU window read";
+  const DeviceInfo& dev = current_device();
+  DeviceBuffer arena, sink;
+  Stream stream;
+  EventTimer timer;
+  Status st = arena.resize(out.arena_bytes, "the window read's arena");
+  if (st.ok()) st = sink.resize(sizeof(unsigned), "the window read's sink");
+  if (st.ok()) st = error_of(cudaMemset(arena.get(), 0x5a, out.arena_bytes), "cudaMemset");
+  if (st.ok()) st = stream.status();
+  if (!st.ok()) {
+    out.error = st.error;
+    return out;
+  }
+  const auto* base = static_cast<const uint4*>(arena.get());
+  auto* sink_word = static_cast<unsigned*>(sink.get());
+  const std::size_t n = window_bytes / 16;
+  struct Loop {
+    int in_flight, blocks_per_sm;
+    void (*kernel)(const uint4*, std::size_t, unsigned, unsigned*);
+  };
+  const Loop loops[] = {{4, 8, read_stream<4>}, {8, 4, read_stream<8>}, {8, 8, read_stream<8>}, {16, 4, read_stream<16>}};
+  // One lap: a launch per window of the arena, in order.
+  auto lap = [&](const Loop& l) {
+    // No more blocks than the window has 16-byte words for (a small window is read by
+    // fewer SMs, as a small matrix is).
+    const std::size_t words_per_block = std::size_t(256) * l.in_flight;
+    const unsigned blocks = static_cast<unsigned>(std::max<std::size_t>(
+        1, std::min<std::size_t>(std::size_t(std::max(1, dev.sm_count)) * l.blocks_per_sm,
+                                 (n + words_per_block - 1) / words_per_block)));
+    Status s;
+    for (std::size_t w = 0; s.ok() && w < windows; ++w) {
+      const uint4* p = base + w * n;
+      s = launch_checked("read_stream",
+                         [&] { l.kernel<<<blocks, 256, 0, as_stream(stream.get())>>>(p, n, 1u, sink_word); });
+    }
+    return s;
+  };
+  double best_median = 0;
+  for (const Loop& l : loops) {
+    CapturedLaunches captured;
+    if (graph && (st = captured.capture(stream.get(), [&] { return lap(l); }, what), !st.ok())) break;
+    auto timed_laps = [&](int laps, double& ms) {
+      Status s = timer.start(stream.get());
+      for (int i = 0; s.ok() && i < laps; ++i) s = graph ? captured.replay(stream.get()) : lap(l);
+      if (s.ok()) s = timer.stop(stream.get());
+      if (s.ok()) s = timer.elapsed_ms(ms, what);
+      return s;
+    };
+    // A warm-up lap sizes the repetitions: ~20 ms of reading each.
+    double ms = 0;
+    if (st = timed_laps(1, ms); !st.ok()) break;
+    const int laps = std::clamp(static_cast<int>(20.0 / std::max(ms, 1e-3)), 1, 1000);
+    std::vector<double> gbps;
+    for (int r = 0; st.ok() && r < repetitions; ++r) {
+      st = timed_laps(laps, ms);
+      if (st.ok()) gbps.push_back(static_cast<double>(out.arena_bytes) * laps / (ms * 1e-3) / 1e9);
+    }
+    if (!st.ok()) break;
+    std::vector<double> sorted = gbps;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted[sorted.size() / 2] > best_median) {
+      best_median = sorted[sorted.size() / 2];
+      out.gbps = gbps;
+      out.launches_per_repetition = static_cast<int>(windows) * laps;
+      out.loop = "16-byte loads, " + std::to_string(l.in_flight) + " in flight per thread, up to " +
+                 std::to_string(l.blocks_per_sm) + " blocks of 256 per SM";
+    }
+  }
+  if (!st.ok()) {
+    out.error = st.error;
+    out.gbps.clear();
+    out.loop.clear();
+  }
+  return out;
+}
+
 }  // namespace qmv::cuda

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,45 @@ struct ReadBandwidth {
   std::string error;
 };
 ReadBandwidth measure_read_bandwidth(std::size_t buffer_bytes, int repetitions);
+
+// The read peak's loops on a stand-alone read the size of one matrix: back-to-back
+// launches, each reading `window_bytes`, each the window after the previous launch's in
+// an arena of `arena_bytes` (several times the L2, so every read is cold), launched on
+// a stream or replayed from a CUDA graph. A kernel that reads a matrix of that size once
+// per launch can do no better than this: the launch gap, the ramp to full bandwidth and
+// the last wave's tail are in it. `gbps` holds the winning loop's figures (bytes read
+// per second, one per repetition).
+struct WindowReadBandwidth {
+  std::size_t window_bytes = 0, arena_bytes = 0;
+  bool graph = false;
+  int launches_per_repetition = 0;
+  std::string loop;
+  std::vector<double> gbps;
+  std::string error;
+};
+WindowReadBandwidth measure_window_read_bandwidth(std::size_t window_bytes, std::size_t arena_bytes, bool graph,
+                                                  int repetitions);
+
+// Launches recorded once from a stream into a CUDA graph, then replayed: kernels back
+// to back without the host's launch cost between them, as the GPU decode runs them.
+class CapturedLaunches {
+ public:
+  CapturedLaunches() = default;
+  CapturedLaunches(const CapturedLaunches&) = delete;
+  CapturedLaunches& operator=(const CapturedLaunches&) = delete;
+  ~CapturedLaunches();
+  // Records what `record` launches on `stream` (it may only launch: no copies to the
+  // host, no synchronization); replaces an earlier recording. `what` names it in errors.
+  Status capture(void* stream, const std::function<Status()>& record, const std::string& what);
+  // Queues one replay of the recording on `stream`.
+  Status replay(void* stream);
+
+ private:
+  void release();
+  void* graph_ = nullptr;
+  void* exec_ = nullptr;
+  std::string what_;
+};
 
 // Free device memory now (0 when it cannot be read).
 std::size_t free_device_memory();
