@@ -490,12 +490,13 @@ void check_staged(Shape shape, bool raw, int grid, std::uint64_t seed) {
   Problems problems;
   for (int block = 0; block < grid; ++block) {
     for (int warp = 0; warp < kRowWarpsPerBlock; ++warp) {
-      const q5q6::Q6KStagedItems items(q5q6::warp_first_row(block, warp, kRowWarpsPerBlock),
-                                       q5q6::warp_row_stride(grid, kRowWarpsPerBlock), shape.rows, nb);
+      const int groups = q5q6::q6k_staged_groups(nb);
+      const std::int64_t stride = q5q6::warp_row_stride(grid, kRowWarpsPerBlock);
       std::array<float, kLanes> lanes{};
-      for (std::int64_t i = 0; items.valid(i); ++i) {
-        const std::int64_t row = items.row_of(i);
-        const int group = items.group_of(i);
+      for (q5q6::Q6KStagedCursor at{q5q6::warp_first_row(block, warp, kRowWarpsPerBlock)}; at.row < shape.rows;
+           at.next(groups, stride)) {
+        const std::int64_t row = at.row;
+        const int group = at.group;
         const q5q6::Q6KStage s = q5q6::q6k_stage(row, group, nb);
         // The copies: whole aligned chunks inside the matrix, covering the group.
         const std::int64_t begin = s.aligned + s.head, end = begin + std::int64_t{s.blocks} * q5q6::kQ6KBlockBytes;
@@ -530,7 +531,7 @@ void check_staged(Shape shape, bool raw, int grid, std::uint64_t seed) {
           ASSERT_EQ(fetches.count(b), in_group ? 1 : 0) << "stage byte " << b << ", head " << s.head;
         }
         for (int l = 0; l < kLanes; ++l) lanes[l] += part[l];
-        if (group == items.groups - 1) {
+        if (group == groups - 1) {
           y[static_cast<std::size_t>(row)] = butterfly_sum(lanes);
           ++writes[static_cast<std::size_t>(row)];
           lanes = {};

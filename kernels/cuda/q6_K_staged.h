@@ -48,17 +48,22 @@ QMV_HD Q6KStage q6k_stage(std::int64_t row, int group, std::int64_t nb) {
 
 // A warp's work as one sequence of groups, so the copies run ahead across rows: its
 // rows are first_row, first_row + row_stride, ... (the warp-per-row grid-stride loop),
-// item i is group i % groups of its (i / groups)-th row.
-struct Q6KStagedItems {
-  std::int64_t first_row, row_stride, rows;
-  int groups;
-  QMV_HD Q6KStagedItems(std::int64_t first, std::int64_t stride, std::int64_t row_count, std::int64_t nb)
-      : first_row(first), row_stride(stride), rows(row_count),
-        groups(static_cast<int>((nb + kStagedGroupBlocks - 1) / kStagedGroupBlocks)) {}
-  QMV_HD std::int64_t row_of(std::int64_t i) const { return first_row + (i / groups) * row_stride; }
-  QMV_HD int group_of(std::int64_t i) const { return static_cast<int>(i % groups); }
-  QMV_HD bool valid(std::int64_t i) const { return row_of(i) < rows; }
+// each cut into `groups` groups. A cursor walks it by adding, not dividing (a 64-bit
+// division is a long routine on the GPU).
+struct Q6KStagedCursor {
+  std::int64_t row;
+  int group = 0;
+  QMV_HD void next(int groups, std::int64_t row_stride) {
+    if (++group == groups) {
+      group = 0;
+      row += row_stride;
+    }
+  }
 };
+
+QMV_HD int q6k_staged_groups(std::int64_t nb) {
+  return static_cast<int>((nb + kStagedGroupBlocks - 1) / kStagedGroupBlocks);
+}
 
 // The Q8_1 blocks group `group` of a row dots with.
 QMV_HD const BlockQ8_1* q6k_staged_activation(const BlockQ8_1* x, int group) {

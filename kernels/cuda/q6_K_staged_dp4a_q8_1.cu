@@ -51,37 +51,44 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * kLanes, 8)
                   std::int64_t rows, std::int64_t nb) {
   __shared__ __align__(16) std::uint8_t stages[kRowWarpsPerBlock][kStagedStages][kStageBytes];
   const int warp = static_cast<int>(threadIdx.x) / kLanes, lane = static_cast<int>(threadIdx.x) % kLanes;
-  const Q6KStagedItems items(warp_first_row(static_cast<int>(blockIdx.x), warp, kRowWarpsPerBlock),
-                             warp_row_stride(static_cast<int>(gridDim.x), kRowWarpsPerBlock), rows, nb);
-  // Every lane commits a group per item, copies or not, so the counts agree.
-  const auto issue = [&](std::int64_t i) {
-    if (items.valid(i)) {
-      const Q6KStage s = q6k_stage(items.row_of(i), items.group_of(i), nb);
-      std::uint8_t* dst = stages[warp][i % kStagedStages];
+  const std::int64_t row_stride = warp_row_stride(static_cast<int>(gridDim.x), kRowWarpsPerBlock);
+  const int groups = q6k_staged_groups(nb);
+  const std::int64_t first_row = warp_first_row(static_cast<int>(blockIdx.x), warp, kRowWarpsPerBlock);
+  // The copies run kStagedStages - 1 groups ahead of the computing; every lane commits a
+  // group of copies per step, copies or not, so the counts agree.
+  Q6KStagedCursor ahead{first_row};
+  int ahead_stage = 0;
+  const auto issue = [&] {
+    if (ahead.row < rows) {
+      const Q6KStage s = q6k_stage(ahead.row, ahead.group, nb);
+      std::uint8_t* dst = stages[warp][ahead_stage];
       const std::uint8_t* src = w + s.aligned;
       for (int c = lane; c < s.chunks; c += kLanes)
         copy_chunk_async(dst + 16 * c, src + 16 * c, c == s.chunks - 1 ? s.last_chunk_bytes : 16);
     }
     commit_copies();
+    ahead.next(groups, row_stride);
+    ahead_stage = ahead_stage + 1 == kStagedStages ? 0 : ahead_stage + 1;
   };
-  for (int i = 0; i < kStagedStages - 1; ++i) issue(i);
+  for (int i = 0; i < kStagedStages - 1; ++i) issue();
   StagedReads mem;
   WarpShuffle shfl;
   float partial = 0.0f;
-  for (std::int64_t i = 0; items.valid(i); ++i) {
-    // Into the stage item i - 1 used: every lane has left it (the __syncwarp below).
-    issue(i + kStagedStages - 1);
+  int stage = 0;
+  for (Q6KStagedCursor at{first_row}; at.row < rows; at.next(groups, row_stride)) {
+    // Into the stage the previous group used: every lane has left it (the __syncwarp below).
+    issue();
     wait_copies<kStagedStages - 1>();
-    __syncwarp();  // the other lanes' copies of item i are visible
-    const int group = items.group_of(i);
-    const Q6KStage s = q6k_stage(items.row_of(i), group, nb);
-    partial += Q6KStagedGroupRow::partial(mem, shfl, stages[warp][i % kStagedStages] + s.head,
-                                          q6k_staged_activation(x, group), s.blocks, lane);
-    if (group == items.groups - 1) {
+    __syncwarp();  // the other lanes' copies of this group are visible
+    const Q6KStage s = q6k_stage(at.row, at.group, nb);
+    partial += Q6KStagedGroupRow::partial(mem, shfl, stages[warp][stage] + s.head, q6k_staged_activation(x, at.group),
+                                          s.blocks, lane);
+    if (at.group == groups - 1) {
       const float sum = warp_sum(partial);
-      if (lane == 0) y[items.row_of(i)] = sum;
+      if (lane == 0) y[at.row] = sum;
       partial = 0.0f;
     }
+    stage = stage + 1 == kStagedStages ? 0 : stage + 1;
     __syncwarp();
   }
   wait_copies<0>();
