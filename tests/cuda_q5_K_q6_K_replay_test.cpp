@@ -28,7 +28,6 @@
 #include "harness/data.h"
 #include "kernels/cuda/q5_K_lanes.h"
 #include "kernels/cuda/q6_K_lanes.h"
-#include "kernels/cuda/q6_K_staged.h"
 #include "kernels/registry.h"
 
 namespace qmv {
@@ -472,112 +471,6 @@ INSTANTIATE_TEST_SUITE_P(CudaQ5KQ6K, ReplayTest, ::testing::Range(0, static_cast
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(kVariants[info.param].label);
                          });
-
-// ---------------------------------------------------------------------------------
-// staged_dp4a_q8_1: the copies of each group into the stage, then the lane code on it.
-
-// One shape, one input, one grid: every warp's items in order, as the kernel consumes
-// them (the copies run ahead, but item i is computed only once its copies landed).
-void check_staged(Shape shape, bool raw, int grid, std::uint64_t seed) {
-  SCOPED_TRACE(to_string(shape) + (raw ? " raw blocks" : " quantized") + ", grid " + std::to_string(grid) +
-               ", seed " + std::to_string(seed));
-  const Inputs in = make_inputs(WeightType::Q6_K, ActFormat::Q8_1, shape, raw, seed);
-  const DeviceLikeBuffer w(in.w.data(), in.w.size(), 0), x(in.x.data(), in.x.size(), 0);
-  const auto* act = reinterpret_cast<const BlockQ8_1*>(x.data());
-  const std::int64_t nb = shape.cols / kSuperBlock;
-  std::vector<float> y(static_cast<std::size_t>(shape.rows), std::numeric_limits<float>::quiet_NaN());
-  std::vector<int> writes(y.size(), 0), group_bytes(in.w.size(), 0);
-  Problems problems;
-  for (int block = 0; block < grid; ++block) {
-    for (int warp = 0; warp < kRowWarpsPerBlock; ++warp) {
-      const int groups = q5q6::q6k_staged_groups(nb);
-      const std::int64_t stride = q5q6::warp_row_stride(grid, kRowWarpsPerBlock);
-      std::array<float, kLanes> lanes{};
-      for (q5q6::Q6KStagedCursor at{q5q6::warp_first_row(block, warp, kRowWarpsPerBlock)}; at.row < shape.rows;
-           at.next(groups, stride)) {
-        const std::int64_t row = at.row;
-        const int group = at.group;
-        const q5q6::Q6KStage s = q5q6::q6k_stage(row, group, nb);
-        // The copies: whole aligned chunks inside the matrix, covering the group.
-        const std::int64_t begin = s.aligned + s.head, end = begin + std::int64_t{s.blocks} * q5q6::kQ6KBlockBytes;
-        ASSERT_EQ(s.aligned % 16, 0);
-        ASSERT_EQ(s.head % 2, 0) << "the lane code's 16-bit loads need an even head";
-        ASSERT_GE(s.blocks, 1);
-        ASSERT_LE(s.chunks, q5q6::kStageChunks);
-        ASSERT_GE(s.last_chunk_bytes, 1);
-        ASSERT_LE(s.last_chunk_bytes, 16);
-        ASSERT_EQ(s.aligned + 16 * (s.chunks - 1) + s.last_chunk_bytes, end) << "the copies end with the group";
-        ASSERT_EQ(begin, (row * nb + std::int64_t{group} * q5q6::kStagedGroupBlocks) * q5q6::kQ6KBlockBytes);
-        ASSERT_LE(end, static_cast<std::int64_t>(in.w.size()));
-        for (std::int64_t b = begin; b < end; ++b) ++group_bytes[static_cast<std::size_t>(b)];
-        std::vector<std::uint8_t> stage(q5q6::kStageBytes, 0xA5);  // poison: what no copy wrote
-        for (int c = 0; c < s.chunks; ++c) {
-          const int bytes = c == s.chunks - 1 ? s.last_chunk_bytes : 16;
-          std::memcpy(stage.data() + 16 * c, w.data() + s.aligned + 16 * c, static_cast<std::size_t>(bytes));
-          std::memset(stage.data() + 16 * c + bytes, 0, static_cast<std::size_t>(16 - bytes));
-        }
-        const DeviceLikeBuffer staged(stage.data(), stage.size(), 0);
-        FetchCounter fetches(stage.size());
-        const auto part = replay_warp(
-            [&](ReplayReads& mem, ReplayShuffle& shfl, int lane) {
-              return q5q6::Q6KStagedGroupRow::partial(mem, shfl, staged.data() + s.head,
-                                                      q5q6::q6k_staged_activation(act, group),
-                                                      s.blocks, lane);
-            },
-            staged, x, fetches, problems);
-        for (std::size_t b = 0; b < stage.size(); ++b) {
-          const bool in_group = static_cast<std::int64_t>(b) >= s.head &&
-                                static_cast<std::int64_t>(b) < s.head + std::int64_t{s.blocks} * q5q6::kQ6KBlockBytes;
-          ASSERT_EQ(fetches.count(b), in_group ? 1 : 0) << "stage byte " << b << ", head " << s.head;
-        }
-        for (int l = 0; l < kLanes; ++l) lanes[l] += part[l];
-        if (group == groups - 1) {
-          y[static_cast<std::size_t>(row)] = butterfly_sum(lanes);
-          ++writes[static_cast<std::size_t>(row)];
-          lanes = {};
-        }
-      }
-    }
-  }
-  for (const std::string& p : problems.list) ADD_FAILURE() << p;
-  for (std::size_t b = 0; b < group_bytes.size(); ++b) ASSERT_EQ(group_bytes[b], 1) << "matrix byte " << b;
-  for (std::int64_t r = 0; r < shape.rows; ++r) {
-    const std::size_t i = static_cast<std::size_t>(r);
-    ASSERT_EQ(writes[i], 1) << "row " << r;
-    ASSERT_NEAR(y[i], in.ref[i], 1e-5 * in.mag[i] + 1e-30) << "row " << r;
-  }
-}
-
-// Columns with 1, 3, 16 and 56 super-blocks, and 43 (Llama 2's ffn_down: odd, so every
-// other row starts 2 bytes past a 4-byte boundary and its groups 2 to 14 bytes past a
-// 16-byte one).
-TEST(CudaQ6KStagedReplay, MatchesTheReferenceWithEveryByteStagedOnce) {
-  SCOPED_TRACE("QMV_REPLAY_SEED=" + std::to_string(test_seed()) + " reproduces the inputs");
-  std::uint64_t seed = test_seed() + 5000;
-  for (const std::int64_t cols : {256, 768, 4096, 11008, 14336}) {
-    for (const std::int64_t rows : {1, 3, 67}) {
-      std::vector<int> grids = {q5q6::warp_per_row_grid(rows)};
-      for (int resident : {1, 3}) grids.push_back(q5q6::balanced_warp_per_row_grid(rows, resident));
-      for (int grid : grids)
-        for (bool raw : {false, true}) check_staged({rows, cols}, raw, grid, ++seed);
-    }
-  }
-}
-
-TEST(CudaQ6KStagedReplay, IsRegisteredAsADp4aKernelForAnyWholeSuperBlocks) {
-#if !defined(QMV_HAVE_CUDA)
-  GTEST_SKIP() << "built without CUDA (QMV_CUDA=OFF): the CUDA variants are not compiled";
-#else
-  const KernelSpec* k = global_registry().find("q6_K.cuda.staged_dp4a_q8_1");
-  ASSERT_NE(k, nullptr);
-  EXPECT_EQ(k->backend, Backend::CUDA);
-  EXPECT_EQ(k->weight, WeightType::Q6_K);
-  EXPECT_EQ(k->act, ActFormat::Q8_1);
-  EXPECT_EQ(k->min_sm, 61);
-  EXPECT_TRUE(k->supports({4096, 11008}));
-  EXPECT_FALSE(k->supports({4, 300}));
-#endif
-}
 
 TEST(CudaQ5KQ6KReplay, WarpPerRowGrids) {
   EXPECT_EQ(q5q6::warp_per_row_grid(1), 1);
