@@ -70,8 +70,8 @@ inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x2_q8k",  "avx512vnni
 inline constexpr const char* kAutoOrderFused[] = {"avx512vnni_up_gate_q8k", "avx2_r8_up_gate_q8_1",
                                                   "avx2_r8_up_gate_q8k"};
 // The same for CUDA kernels (`--device cuda`), fastest first on an H100 on every
-// Llama shape (results/nvidia-h100-80gb-hbm3/bench.csv, decode-plans.csv,
-// legacy-dp4a/bench.csv): Q4_K's and Q6_K's half-warp DP4A kernels, Q5_K's multi-warp
+// Llama shape (results/nvidia-h100-80gb-hbm3/bench.csv, bench-legacy-dp4a.csv,
+// decode-plans.csv): Q4_K's and Q6_K's half-warp DP4A kernels, Q5_K's multi-warp
 // f32 ones, the legacy quants' warp-per-row DP4A kernels, then the warp-per-row kernels
 // every type has.
 inline constexpr const char* kAutoOrderCuda[] = {"halfwarp_dp4a_q8_1", "multiwarp_f32.w2", "multiwarp_f32.w4",
