@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "model/forward_cuda.h"
 #include "model/gpu_math.h"
@@ -43,12 +45,31 @@ BoundModel bind_gpu_plan(const ModelConfig& c, const ModelWeights& weights, cons
 }
 
 std::vector<std::size_t> weight_offsets(const BoundModel& m, std::size_t& total) {
-  std::vector<std::size_t> offsets;
+  // A layer's ffn_up goes right after its ffn_gate where that keeps it aligned, so the
+  // two can run as one matrix (stack_gate_up).
+  const std::unordered_set<const gguf::Tensor*> listed(m.tensors.begin(), m.tensors.end());
+  std::unordered_map<const gguf::Tensor*, const gguf::Tensor*> up_after;
+  std::unordered_set<const gguf::Tensor*> placed_after_gate;
+  for (const BoundLayer& l : m.layers)
+    if (!l.fused && l.gate.w && l.up.w && l.gate.w != l.up.w && l.gate.w->bytes % kAlign == 0 &&
+        listed.count(l.gate.w) && listed.count(l.up.w) && !placed_after_gate.count(l.gate.w) &&
+        !up_after.count(l.up.w)) {
+      up_after[l.gate.w] = l.up.w;
+      placed_after_gate.insert(l.up.w);
+    }
+  std::unordered_map<const gguf::Tensor*, std::size_t> at;
   total = 0;
   for (const gguf::Tensor* t : m.tensors) {
-    offsets.push_back(total);
+    if (placed_after_gate.count(t)) continue;
+    at[t] = total;
     total = align_up(total + t->bytes);
+    if (const auto up = up_after.find(t); up != up_after.end()) {
+      at[up->second] = total;
+      total = align_up(total + up->second->bytes);
+    }
   }
+  std::vector<std::size_t> offsets;
+  for (const gguf::Tensor* t : m.tensors) offsets.push_back(at.at(t));
   return offsets;
 }
 
@@ -68,8 +89,15 @@ ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1, b
   l.v = take(kv_width * f);
   l.att = take(q_width * f);
   l.att_out = take(c.n_embd * f);
-  l.gate = take(c.n_ff * f);
-  l.up = take(c.n_ff * f);
+  // gate and up back to back where that keeps up aligned: a stacked gate+up matvec
+  // writes both at once (stack_gate_up).
+  if (c.n_ff * f % kAlign == 0) {
+    l.gate = take(2 * c.n_ff * f);
+    l.up = l.gate + c.n_ff * f;
+  } else {
+    l.gate = take(c.n_ff * f);
+    l.up = take(c.n_ff * f);
+  }
   l.ffn_out = take(c.n_embd * f);
   l.logits = take(static_cast<std::size_t>(c.vocab_size) * f);
   l.rope_cos = take(c.rope_dim / 2 * f);
@@ -123,7 +151,31 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
   p.route_table = layout.outlier_slots ? reinterpret_cast<unsigned long long*>(base + layout.route_table) : nullptr;
   p.outlier_slots = layout.outlier_slots;
   p.state = base + layout.state;
+  stack_gate_up(p);
   return p;
+}
+
+int stack_gate_up(StepProgram& p) {
+  int stacked = 0;
+  for (LayerOps& l : p.layers) {
+    const MatvecOp &g = l.gate, &u = l.up;
+    const bool same_call = !l.fused && g.kernel && g.kernel == u.kernel && g.kernel->op == OpKind::MatVec &&
+                           g.outlier_kernel == u.outlier_kernel && g.outlier_k == u.outlier_k &&
+                           g.shape.cols == u.shape.cols;
+    const bool adjacent = static_cast<const std::uint8_t*>(g.w) + g.w_bytes == u.w && p.gate + g.shape.rows == p.up &&
+                          g.w_bytes == static_cast<std::size_t>(g.shape.rows) * row_bytes(g.kernel->weight, g.shape.cols);
+    if (!same_call || !adjacent) continue;
+    const Shape both{g.shape.rows + u.shape.rows, g.shape.cols};
+    if (!g.kernel->supports(both) || (g.outlier_kernel && !g.outlier_kernel->supports(both))) continue;
+    MatvecOp s = g;
+    s.shape = both;
+    s.part = Op::FfnUpGate;
+    s.w_bytes = g.w_bytes + u.w_bytes;
+    l.up_gate = s;
+    l.fused = true;
+    ++stacked;
+  }
+  return stacked;
 }
 
 HeadStepArgs head_step_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l) {

@@ -121,12 +121,16 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
 
 // Calls `call(w, w_bytes, w2, w2_bytes, y, y2)` for each invocation of `kernel` that
 // matvec `m` takes: one, or, for a plain kernel standing in for the fused gate+up op
-// (a routed f32 sibling), one per matrix.
+// (a routed f32 sibling), one per matrix. A plain kernel on one matrix writes y alone
+// (on the GPU a gate+up op may be one matrix, gate's rows then up's, whose output runs
+// on from y into y2: model/gpu_program.h).
 template <class Call>
 void for_each_invocation(const KernelSpec& kernel, const MatvecOp& m, float* y, float* y2, Call&& call) {
   if (m.w2 && kernel.op == OpKind::MatVec) {
     call(m.w, m.w_bytes, nullptr, std::size_t{0}, y, nullptr);
     call(m.w2, m.w2_bytes, nullptr, std::size_t{0}, y2, nullptr);
+  } else if (kernel.op == OpKind::MatVec) {
+    call(m.w, m.w_bytes, nullptr, std::size_t{0}, y, nullptr);
   } else {
     call(m.w, m.w_bytes, m.w2, m.w2_bytes, y, y2);
   }

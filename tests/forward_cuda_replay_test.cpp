@@ -19,6 +19,9 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <functional>
+#include <unordered_map>
+#include <vector>
 
 #include "harness/data.h"
 #include "kernels/outliers.h"
@@ -955,8 +958,10 @@ class ReplayExec {
       if (kernel->act == ActFormat::Q8_1)
         dequantize_row_q8_1(reinterpret_cast<const BlockQ8_1*>(q8_1_.data()), x.data(), n_);
     }
+    // A fused op runs each matrix; a stacked gate+up (no w2) is one matrix whose rows
+    // run on from y into y2.
     run(kernel, m.w, m.shape, x.data(), y);
-    if (y2) run(kernel, m.w2, m.shape, x.data(), y2);
+    if (m.w2) run(kernel, m.w2, m.shape, x.data(), y2);
   }
   void head_step(const LayerOps& l) { replay_head_step(head_step_args(c_, p_, l)); }
   void attention(const LayerOps& l) { replay_attention(attention_args(c_, p_, l, splits_)); }
@@ -1007,16 +1012,31 @@ class ReplayExec {
 };
 
 // The GPU step of a model and plan, in host memory.
+// With `device_layout`, the weights are copied where GpuForward puts them on the device
+// (weight_offsets), so gate and up lie back to back and stack.
 struct ReplayedGpu {
   ReplayedGpu(const LoadedModel& m, const std::vector<PlannedMatvec>& plan, int context, int splits,
-              SampleParams sample = {})
+              SampleParams sample = {}, bool device_layout = false)
       : bound(bind_gpu_plan(m.config, m.weights, plan)),
         layout(scratch_layout(m.config, splits, bound.needs_q8_1, bound.routes_outliers)),
         scratch(layout.bytes / sizeof(double) + 1, 0.0),
         kv(kv_cache_bytes(m.config, context) / sizeof(float), kNaN),
-        program(make_step_program(m.config, bound, context, [](const gguf::Tensor* t) -> const void* { return t->data; },
-                                  layout, scratch.data(), kv.data())),
+        program(make_step_program(m.config, bound, context, addresses(device_layout), layout, scratch.data(),
+                                  kv.data())),
         exec(m.config, program, splits, sample) {}
+  std::function<const void*(const gguf::Tensor*)> addresses(bool device_layout) {
+    if (!device_layout) return [](const gguf::Tensor* t) -> const void* { return t->data; };
+    std::size_t total = 0;
+    const std::vector<std::size_t> offsets = weight_offsets(bound, total);
+    weights.assign(total + 256, 0);
+    const auto misalign = reinterpret_cast<std::uintptr_t>(weights.data()) % 256;
+    std::uint8_t* base = weights.data() + (misalign ? 256 - misalign : 0);  // as cudaMalloc aligns
+    for (std::size_t i = 0; i < bound.tensors.size(); ++i) {
+      std::memcpy(base + offsets[i], bound.tensors[i]->data, bound.tensors[i]->bytes);
+      device_address[bound.tensors[i]] = base + offsets[i];
+    }
+    return [this](const gguf::Tensor* t) -> const void* { return t ? device_address.at(t) : nullptr; };
+  }
   int step(int token) {
     exec.state()->token = token;
     exec.ledger.clear();
@@ -1053,6 +1073,8 @@ struct ReplayedGpu {
   ScratchLayout layout;
   std::vector<double> scratch;
   std::vector<float> kv;
+  std::vector<std::uint8_t> weights;  // device_layout: the weights, as laid out on the device
+  std::unordered_map<const gguf::Tensor*, const void*> device_address;
   StepProgram program;
   ReplayExec exec;
   StepTimes routing;  // as GpuForward::routing
@@ -1119,6 +1141,68 @@ TEST(GpuStepReplay, FusedGateUpAndManySplitsGiveTheSameStep) {
     b.step(token);
     EXPECT_LT(nmse(b.logits(), a.logits()), 1e-11) << i;
   }
+}
+
+// Gate and up on one matrix: in the device layout every layer's pair stacks into one
+// ffn_up_gate call of twice the rows, and the step is the same as with two calls.
+TEST(GpuStepReplay, GateAndUpStackInTheDeviceLayoutAndGiveTheSameStep) {
+  std::mt19937 rng(fresh_seed());
+  for (const char* arch : {"llama", "qwen3"}) {
+    for (const char* mix : {"q4_K_m", "q8_0", "f16"}) {
+      SCOPED_TRACE(std::string(arch) + " " + mix);
+      const LoadedModel m(testing::synthetic_model(arch, mix));
+      const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+      const auto q8_plan =
+          testing::gpu_plan(cpu_plan, [](const PlannedMatvec& p) { return stand_in(p.weight, ActFormat::Q8_1); });
+      for (const auto& plan : {gpu_f32_plan(cpu_plan), q8_plan}) {
+        const int tokens = 4;
+        CpuForward cpu(m.config, m.weights, cpu_plan, 1, tokens);
+        ReplayedGpu apart(m, plan, tokens, 2), stacked(m, plan, tokens, 2, {}, true);
+        for (LayerOps& l : apart.program.layers) l.fused = false;  // two calls, whatever the layout
+        int stacked_layers = 0;
+        for (const LayerOps& l : stacked.program.layers) {
+          if (!l.fused) continue;
+          ++stacked_layers;
+          EXPECT_EQ(l.up_gate.part, Op::FfnUpGate);
+          EXPECT_EQ(l.up_gate.shape.rows, 2 * m.config.n_ff);
+          EXPECT_EQ(l.up_gate.w2, nullptr);
+          EXPECT_EQ(l.up_gate.w_bytes, l.gate.w_bytes + l.up.w_bytes);
+        }
+        EXPECT_EQ(stacked_layers, m.config.n_layers);
+        for (int i = 0; i < tokens; ++i) {
+          const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
+          const auto ref = cpu.step(token);
+          apart.exec.quantizations = stacked.exec.quantizations = 0;
+          EXPECT_EQ(stacked.step(token), apart.step(token)) << i;
+          EXPECT_LT(nmse(stacked.logits(), apart.logits()), 1e-12) << i;
+          EXPECT_EQ(stacked.exec.quantizations, apart.exec.quantizations) << i;
+          if (plan[0].kernel->act == ActFormat::F32)
+            EXPECT_LT(nmse(stacked.logits(), std::vector<float>(ref.begin(), ref.end())), 1e-9) << i;
+        }
+      }
+    }
+  }
+}
+
+// A gate and up that cannot be one call stay two: different kernels, or not adjacent.
+TEST(GpuStepReplay, GateAndUpStayApartWhenTheyCannotStack) {
+  const LoadedModel m(testing::synthetic_model("llama", "q8_0"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  auto plan = gpu_f32_plan(cpu_plan);
+  for (PlannedMatvec& p : plan)
+    if (p.op == "ffn_up") p.kernel = stand_in(p.weight, ActFormat::Q8_1);
+  ASSERT_NE(std::find_if(plan.begin(), plan.end(), [](const PlannedMatvec& p) { return p.op == "ffn_gate"; })->kernel,
+            std::find_if(plan.begin(), plan.end(), [](const PlannedMatvec& p) { return p.op == "ffn_up"; })->kernel);
+  ReplayedGpu differ(m, plan, 2, 1, {}, true);
+  for (const LayerOps& l : differ.program.layers) EXPECT_FALSE(l.fused);
+  // Same kernel, outputs no longer back to back.
+  ReplayedGpu same(m, gpu_f32_plan(cpu_plan), 2, 1, {}, true);
+  StepProgram moved = same.program;
+  for (LayerOps& l : moved.layers) l.fused = false;
+  moved.up = moved.gate + moved.n_ff + 1;
+  EXPECT_EQ(stack_gate_up(moved), 0);
+  moved.up = moved.gate + moved.n_ff;
+  EXPECT_EQ(stack_gate_up(moved), m.config.n_layers);
 }
 
 TEST(GpuStepReplay, Q8_1PlansQuantizeEachVectorOnceAndStayCloseToTheCpu) {
