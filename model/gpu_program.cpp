@@ -127,7 +127,7 @@ int attention_splits(int sm_count, int n_head, int context) {
 
 StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int context,
                               const std::function<const void*(const gguf::Tensor*)>& address_of,
-                              const ScratchLayout& layout, void* scratch, void* kv_cache) {
+                              const ScratchLayout& layout, void* scratch, void* kv_cache, bool stack) {
   StepProgram p = qmv::make_step_program(c, m, context, address_of, kv_cache);
   auto* base = static_cast<std::uint8_t*>(scratch);
   auto buf = [base](std::size_t offset) { return reinterpret_cast<float*>(base + offset); };
@@ -151,7 +151,7 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
   p.route_table = layout.outlier_slots ? reinterpret_cast<unsigned long long*>(base + layout.route_table) : nullptr;
   p.outlier_slots = layout.outlier_slots;
   p.state = base + layout.state;
-  stack_gate_up(p);
+  if (stack) stack_gate_up(p);
   return p;
 }
 

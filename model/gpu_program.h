@@ -110,10 +110,11 @@ ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1, b
 int attention_splits(int sm_count, int n_head, int context);
 
 // make_step_program (model/step.h) with the activation and GPU buffers in `scratch`,
-// laid out as `layout`, and each layer's gate and up stacked where they can be.
+// laid out as `layout`, and (with `stack`) each layer's gate and up stacked where they
+// can be.
 StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int context,
                               const std::function<const void*(const gguf::Tensor*)>& address_of,
-                              const ScratchLayout& layout, void* scratch, void* kv_cache);
+                              const ScratchLayout& layout, void* scratch, void* kv_cache, bool stack = true);
 
 // Turns each layer's gate and up matvecs into one, the `ffn_up_gate` op on one matrix of
 // both (gate's rows, then up's), where they run the same plain kernel (and the same

@@ -1197,6 +1197,10 @@ TEST(GpuStepReplay, GateAndUpStayApartWhenTheyCannotStack) {
   for (const LayerOps& l : differ.program.layers) EXPECT_FALSE(l.fused);
   // Same kernel, outputs no longer back to back.
   ReplayedGpu same(m, gpu_f32_plan(cpu_plan), 2, 1, {}, true);
+  const StepProgram unstacked =
+      make_step_program(m.config, same.bound, 2, [&](const gguf::Tensor* t) { return same.device_address.at(t); },
+                        same.layout, same.scratch.data(), same.kv.data(), /*stack=*/false);
+  for (const LayerOps& l : unstacked.layers) EXPECT_FALSE(l.fused) << "--no-stack-gate-up";
   StepProgram moved = same.program;
   for (LayerOps& l : moved.layers) l.fused = false;
   moved.up = moved.gate + moved.n_ff + 1;

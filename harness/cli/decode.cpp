@@ -52,7 +52,7 @@ class DecodeCommand : public Command {
     CLI::Option* route = nullptr;
     std::string route_k;
     std::string device = "cpu";
-    bool no_cuda_graph = false, no_op_times = false, mmap = false;
+    bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, mmap = false;
     // logits
     std::string l_model, l_tokens, l_plan = "auto", l_out, l_device = "cpu";
     int l_threads = 0;
@@ -268,6 +268,8 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
               "--device cpu: read the weights in place from the file's mapping (the page cache, 4 KiB pages) "
               "instead of loading them into weight memory (2 MiB pages where granted; see QMV_HUGE_PAGES)");
   d->add_flag("--no-cuda-graph", o.no_cuda_graph, "--device cuda: launch each step op by op, not as one CUDA graph");
+  d->add_flag("--no-stack-gate-up", o.no_stack_gate_up,
+              "--device cuda: run each layer's gate and up as two matvecs, not as one on both matrices");
   d->add_flag("--no-op-times", o.no_op_times,
               "--device cuda: skip the op-by-op rerun of the same tokens that measures the per-op breakdown");
 
@@ -385,6 +387,7 @@ int DecodeCommand::run(const std::string& command_line) {
     // The whole loop on the GPU: the sampler runs there too, only tokens come back.
     CudaDecodeOptions gpu_options;
     gpu_options.cuda_graph = !o.no_cuda_graph;
+    gpu_options.stack_gate_up = !o.no_stack_gate_up;
     gpu_options.op_times = !o.no_op_times;
     gpu = run_cuda_decode(m, planned, r.prompt, o.n, o.sampler, context, gpu_options, emit);
     r.generated = gpu.generated;

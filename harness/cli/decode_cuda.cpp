@@ -34,6 +34,7 @@ GpuForwardOptions forward_options(const CudaDecodeOptions& o, const SamplerConfi
   f.context = context;
   f.cuda_graph = o.cuda_graph;
   f.sync_each_op = o.sync_each_op;
+  f.stack_gate_up = o.stack_gate_up;
   f.sampler = sampler;
   return f;
 }

@@ -22,6 +22,7 @@ struct CudaDecodeOptions {
   bool cuda_graph = true;     // replay one captured graph per step (--no-cuda-graph: op by op)
   bool op_times = true;       // replay the run op by op with CUDA events for the breakdown
   bool sync_each_op = false;  // debugging: a fault names its op
+  bool stack_gate_up = true;  // gate and up as one matvec where they can be (--no-stack-gate-up: two)
 };
 
 struct CudaDecodeRun {
