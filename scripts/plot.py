@@ -8,7 +8,9 @@ One results CSV, --kind picks the plot (PNGs go beside the CSV unless -o is give
   leaderboard  share of the measured peak per kernel (rows, best first) and shape
                (columns), the best thread count per cell                  -> <csv>-leaderboard.png
   roofline     GB/s against bytes moved per call, with the measured peak per thread
-               count as the roof                                          -> <csv>-roofline.png
+               count as the roof; with --windows results/<gpu>/peak.csv also the GPU's
+               ceiling of one launch per matrix (`qmvlab peak --gpu-windows`: its
+               cuda-read-window rows, launched and from a graph)          -> <csv>-roofline.png
   accuracy     end-to-end NMSE (log) against % of peak, one point per kernel and
                shape; needs check columns in the CSV (a sweep's nmse_e2e_gaussian/outliers, or check_nmse_e2e) or --check
                results/<machine>/check.csv (joined on kernel, rows, cols; the worst
@@ -194,7 +196,29 @@ def plot_leaderboard(rows, out):
     save(fig, out)
 
 
-def plot_roofline(rows, out):
+WINDOW_DEVICES = {"cuda-read-window": "one read per launch, launched", "cuda-read-window-graph": "one read per launch, from a graph"}
+
+
+def load_windows(path):
+    """{label: [(MiB, GB/s median)]} from a peak CSV's window-read rows."""
+    if not Path(path).is_file():
+        fail(f"{path}: no such file")
+    curves = defaultdict(list)
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = {"device", "buffer_bytes", "gbps_median"} - set(reader.fieldnames or [])
+        if missing:
+            fail(f"{path}: not a peak CSV with GPU rows (missing {', '.join(sorted(missing))})")
+        for line, r in enumerate(reader, start=2):
+            if r["device"] in WINDOW_DEVICES:
+                curves[WINDOW_DEVICES[r["device"]]].append(
+                    (number(r, "buffer_bytes", path, line) / 2**20, number(r, "gbps_median", path, line)))
+    if not curves:
+        fail(f"{path}: no cuda-read-window rows (qmvlab peak --gpu-windows writes them)")
+    return {k: sorted(v) for k, v in curves.items()}
+
+
+def plot_roofline(rows, out, windows=None):
     if any("bytes_per_call" not in r or r["bytes_per_call"] == "" for r in rows):
         fail("roofline needs the bytes_per_call column")
     threads = sorted({r["threads"] for r in rows})
@@ -213,6 +237,9 @@ def plot_roofline(rows, out):
         ax.axhline(peak, color="black", linestyle="--", linewidth=1.2)
         ax.text(0.01, peak, f"measured read peak {peak:.1f} GB/s", transform=ax.get_yaxis_transform(),
                 va="bottom", fontsize=8)
+        for (label, pts), style in zip(sorted((windows or {}).items()), ("-", ":")):
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color="black", linestyle=style, linewidth=1.6,
+                    marker="x", markersize=6, label=label)
         ax.set_xscale("log")
         ax.set_xlabel("MiB moved per call (weights + activations + output)")
         ax.set_title(f"{threads_text(rows, t)}, {rows[0]['cache']} cache, {where(rows)}")
@@ -355,6 +382,7 @@ def main():
     ap.add_argument("csv", nargs="+", help="results CSV(s) written by `qmvlab bench --out` or `qmvlab sweep`")
     ap.add_argument("--kind", choices=KINDS + ("all",), default="bench", help="which plot of one CSV (default bench)")
     ap.add_argument("--check", help="check CSV for --kind accuracy (joined on kernel, rows, cols)")
+    ap.add_argument("--windows", help="peak CSV with GPU window reads for --kind roofline (qmvlab peak --gpu-windows)")
     ap.add_argument("--compare", action="store_true", help="several CSVs, one per machine: grouped bars")
     ap.add_argument("--plans", action="store_true", help="a decode plan sweep CSV (scripts/plan_sweep.py)")
     ap.add_argument("--metric", choices=("gbps", "peak_pct"), default="gbps", help="bar height for --compare")
@@ -376,6 +404,7 @@ def main():
     if args.kind == "all" and args.out:
         fail("-o names one PNG; --kind all writes several beside the CSV")
     rows = load(args.csv[0])
+    windows = load_windows(args.windows) if args.windows else None
     kinds = KINDS if args.kind == "all" else (args.kind,)
     for kind in kinds:
         out = Path(args.out) if args.out else default_out(args.csv[0], kind)
@@ -384,7 +413,7 @@ def main():
         elif kind == "leaderboard":
             plot_leaderboard(rows, out)
         elif kind == "roofline":
-            plot_roofline(rows, out)
+            plot_roofline(rows, out, windows)
         elif kind == "accuracy":
             has_check = args.check or any(isinstance(r.get("check_nmse_e2e"), float) for r in rows)
             if args.kind == "all" and not has_check:

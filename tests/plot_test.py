@@ -238,6 +238,31 @@ with tempfile.TemporaryDirectory() as tmp:
         assert_refused(run(bench, "--kind", "pie"), "invalid choice")
     check("bad input is refused with one clear message", bad_input)
 
+    def gpu_window_ceilings_on_the_roofline():
+        header = ["threads", "buffer_bytes", "repetitions", "gbps_best", "gbps_median", "device", "datasheet_gbps",
+                  "read_loop"]
+        sizes = sorted(rng.sample(range(1 << 20, 1 << 28), 5))
+        peak_rows = [{"threads": 0, "buffer_bytes": 1 << 31, "repetitions": 7, "gbps_best": 3000, "gbps_median": 2990,
+                      "device": "cuda-read", "datasheet_gbps": 3350, "read_loop": "x"}]
+        for dev in ("cuda-read-window", "cuda-read-window-graph"):
+            for b in reversed(sizes):  # out of order: the curves come back sorted by size
+                g = rng.uniform(300, 2900)
+                peak_rows.append({"threads": 0, "buffer_bytes": b, "repetitions": 7, "gbps_best": g + 1,
+                                  "gbps_median": g, "device": dev, "datasheet_gbps": 3350, "read_loop": "x"})
+        peak = write_csv(tmp / "peak.csv", peak_rows, header)
+        curves = plot.load_windows(str(peak))
+        assert set(curves) == set(plot.WINDOW_DEVICES.values()), curves.keys()
+        for pts in curves.values():
+            assert [p[0] for p in pts] == [b / 2**20 for b in sizes], pts
+        out = tmp / "windows-roofline.png"
+        r = run(bench, "--kind", "roofline", "--windows", peak, "-o", out)
+        assert r.returncode == 0, r.stderr
+        assert_png(out)
+        no_windows = write_csv(tmp / "peak-plain.csv", peak_rows[:1], header)
+        assert_refused(run(bench, "--kind", "roofline", "--windows", no_windows), "no cuda-read-window rows")
+        assert_refused(run(bench, "--kind", "roofline", "--windows", tmp / "nope.csv"), "nope.csv: no such file")
+    check("--windows draws the GPU's one-launch ceilings on the roofline", gpu_window_ceilings_on_the_roofline)
+
     def help_documents_kinds():
         r = run("--help")
         assert r.returncode == 0

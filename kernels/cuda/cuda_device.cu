@@ -59,6 +59,19 @@ Status error_of(cudaError_t err, const std::string& what) {
   return Status::Error(what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
 }
 
+// The read loops both read measurements try: loads in flight per thread, blocks of 256
+// per SM.
+struct ReadStreamLoop {
+  int in_flight, blocks_per_sm;
+  void (*kernel)(const uint4*, std::size_t, unsigned, unsigned*);
+  std::string describe(const char* blocks_bound) const {
+    return "16-byte loads, " + std::to_string(in_flight) + " in flight per thread, " + blocks_bound +
+           std::to_string(blocks_per_sm) + " blocks of 256 per SM";
+  }
+};
+const ReadStreamLoop kReadStreamLoops[] = {{4, 8, read_stream<4>}, {8, 4, read_stream<8>}, {8, 8, read_stream<8>},
+                               {16, 4, read_stream<16>}};
+
 }  // namespace
 
 DeviceInfo query_device(int index) {
@@ -304,33 +317,46 @@ CopyBandwidth measure_copy_bandwidth(std::size_t buffer_bytes, int repetitions) 
   return out;
 }
 
+namespace {
+
+// What a read measurement needs: `bytes` of device memory with 0x5a in every byte (the
+// XOR of the words read is then 0 or 0x5a5a5a5a, never the 1 read_stream compares
+// with), a sink word, a stream and a timer.
+struct ReadRig {
+  DeviceBuffer buffer, sink;
+  Stream stream;
+  EventTimer timer;
+  Status prepare(std::size_t bytes, const std::string& what) {
+    Status st = buffer.resize(bytes, what);
+    if (st.ok()) st = sink.resize(sizeof(unsigned), what + "'s sink");
+    if (st.ok()) st = error_of(cudaMemset(buffer.get(), 0x5a, bytes), "cudaMemset");
+    if (st.ok()) st = stream.status();
+    return st;
+  }
+  const uint4* words() const { return static_cast<const uint4*>(buffer.get()); }
+  unsigned* sink_word() const { return static_cast<unsigned*>(sink.get()); }
+};
+
+}  // namespace
+
 ReadBandwidth measure_read_bandwidth(std::size_t buffer_bytes, int repetitions) {
   ReadBandwidth out;
   buffer_bytes = buffer_bytes / 16 * 16;
   out.buffer_bytes = buffer_bytes;
   const std::string what = "GPU read peak";
   const DeviceInfo& dev = current_device();
-  DeviceBuffer src, sink;
-  Stream stream;
-  EventTimer timer;
-  Status st = src.resize(buffer_bytes, "the read peak's buffer");
-  if (st.ok()) st = sink.resize(sizeof(unsigned), "the read peak's sink");
-  // 0x5a in every byte: the XOR of the words read is 0 or 0x5a5a5a5a, never 1.
-  if (st.ok()) st = error_of(cudaMemset(src.get(), 0x5a, buffer_bytes), "cudaMemset");
-  if (st.ok()) st = stream.status();
+  ReadRig rig;
+  Status st = rig.prepare(buffer_bytes, "the read peak's buffer");
   if (!st.ok()) {
     out.error = st.error;
     return out;
   }
-  const auto* words = static_cast<const uint4*>(src.get());
-  auto* sink_word = static_cast<unsigned*>(sink.get());
+  Stream& stream = rig.stream;
+  EventTimer& timer = rig.timer;
+  const uint4* words = rig.words();
+  unsigned* sink_word = rig.sink_word();
   const std::size_t n = buffer_bytes / 16;
-  struct Loop {
-    int in_flight, blocks_per_sm;
-    void (*kernel)(const uint4*, std::size_t, unsigned, unsigned*);
-  };
-  const Loop loops[] = {{4, 8, read_stream<4>}, {8, 4, read_stream<8>}, {8, 8, read_stream<8>}, {16, 4, read_stream<16>}};
-  auto timed_passes = [&](const Loop& l, int passes, double& ms) {
+  auto timed_passes = [&](const ReadStreamLoop& l, int passes, double& ms) {
     const unsigned blocks = static_cast<unsigned>(std::max(1, dev.sm_count) * l.blocks_per_sm);
     Status s = timer.start(stream.get());
     for (int p = 0; s.ok() && p < passes; ++p) {
@@ -342,7 +368,7 @@ ReadBandwidth measure_read_bandwidth(std::size_t buffer_bytes, int repetitions) 
     return s;
   };
   double best = 0;
-  for (const Loop& l : loops) {
+  for (const ReadStreamLoop& l : kReadStreamLoops) {
     // A warm-up pass sizes the repetitions: ~20 ms of reading each.
     double ms = 0;
     if (st = timed_passes(l, 1, ms); !st.ok()) break;
@@ -357,8 +383,7 @@ ReadBandwidth measure_read_bandwidth(std::size_t buffer_bytes, int repetitions) 
     if (loop_best > best) {
       best = loop_best;
       out.gbps = gbps;
-      out.loop = "16-byte loads, " + std::to_string(l.in_flight) + " in flight per thread, " +
-                 std::to_string(l.blocks_per_sm) + " blocks of 256 per SM";
+      out.loop = l.describe("");
     }
   }
   if (!st.ok()) {
@@ -420,27 +445,19 @@ WindowReadBandwidth measure_window_read_bandwidth(std::size_t window_bytes, std:
   out.arena_bytes = windows * window_bytes;
   const std::string what = "GPU window read";
   const DeviceInfo& dev = current_device();
-  DeviceBuffer arena, sink;
-  Stream stream;
-  EventTimer timer;
-  Status st = arena.resize(out.arena_bytes, "the window read's arena");
-  if (st.ok()) st = sink.resize(sizeof(unsigned), "the window read's sink");
-  if (st.ok()) st = error_of(cudaMemset(arena.get(), 0x5a, out.arena_bytes), "cudaMemset");
-  if (st.ok()) st = stream.status();
+  ReadRig rig;
+  Status st = rig.prepare(out.arena_bytes, "the window read's arena");
   if (!st.ok()) {
     out.error = st.error;
     return out;
   }
-  const auto* base = static_cast<const uint4*>(arena.get());
-  auto* sink_word = static_cast<unsigned*>(sink.get());
+  Stream& stream = rig.stream;
+  EventTimer& timer = rig.timer;
+  const uint4* base = rig.words();
+  unsigned* sink_word = rig.sink_word();
   const std::size_t n = window_bytes / 16;
-  struct Loop {
-    int in_flight, blocks_per_sm;
-    void (*kernel)(const uint4*, std::size_t, unsigned, unsigned*);
-  };
-  const Loop loops[] = {{4, 8, read_stream<4>}, {8, 4, read_stream<8>}, {8, 8, read_stream<8>}, {16, 4, read_stream<16>}};
   // One lap: a launch per window of the arena, in order.
-  auto lap = [&](const Loop& l) {
+  auto lap = [&](const ReadStreamLoop& l) {
     // No more blocks than the window has 16-byte words for (a small window is read by
     // fewer SMs, as a small matrix is).
     const std::size_t words_per_block = std::size_t(256) * l.in_flight;
@@ -456,7 +473,7 @@ WindowReadBandwidth measure_window_read_bandwidth(std::size_t window_bytes, std:
     return s;
   };
   double best_median = 0;
-  for (const Loop& l : loops) {
+  for (const ReadStreamLoop& l : kReadStreamLoops) {
     CapturedLaunches captured;
     if (graph && (st = captured.capture(stream.get(), [&] { return lap(l); }, what), !st.ok())) break;
     auto timed_laps = [&](int laps, double& ms) {
@@ -482,8 +499,7 @@ WindowReadBandwidth measure_window_read_bandwidth(std::size_t window_bytes, std:
       best_median = sorted[sorted.size() / 2];
       out.gbps = gbps;
       out.launches_per_repetition = static_cast<int>(windows) * laps;
-      out.loop = "16-byte loads, " + std::to_string(l.in_flight) + " in flight per thread, up to " +
-                 std::to_string(l.blocks_per_sm) + " blocks of 256 per SM";
+      out.loop = l.describe("up to ");
     }
   }
   if (!st.ok()) {
