@@ -27,6 +27,9 @@ using qmv::interleave::XMinSums;
 // bytes (just over one super-block; 4096 was slower,
 // results/intel-xeon-2c/r8-prefetch-chunked-pages.csv), and the lines each quarter of
 // the 1680-byte super-block prefetches: four quarters of seven cover it at any alignment.
+// A quarter's seven go two after each of its first three triples and one after the
+// fourth, unrolled: as a loop of their own they cost a counter, a compare and a branch
+// each, scalar work on the ports the vector loop is bound on.
 constexpr int kPrefetchBytes = 2048;
 constexpr int kLinesPerQuarter = 7;
 
@@ -41,10 +44,11 @@ inline __m256i repeat_control() {
 }
 
 // Triple V of a quarter (chunks 2V, 2V+1 of the low half, one sub-block, and of the
-// high half, another): their scaled dots against the activation, added into isum.
+// high half, another): their scaled dots against the activation, added into isum; then
+// the triple's share of the quarter's prefetches, from quarter_ahead.
 template <int V>
 inline void triple(const BlockQ6_Kx8::Quarter& q, const std::int8_t* xq, __m256i scale_low, __m256i scale_high,
-                   __m256i& isum) {
+                   __m256i& isum, std::uintptr_t quarter_ahead) {
   const __m256i m6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8(static_cast<char>(0xc0));
   const __m256i t0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.t[V][0]));
   const __m256i t1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.t[V][1]));
@@ -60,11 +64,13 @@ inline void triple(const BlockQ6_Kx8::Quarter& q, const std::int8_t* xq, __m256i
                                         _mm256_maddubs_epi16(spread, broadcast_quad(xq + 32 + 8 * V + 4)));
   isum = _mm256_add_epi32(isum, _mm256_madd_epi16(low, scale_low));
   isum = _mm256_add_epi32(isum, _mm256_madd_epi16(high, scale_high));
+  for (int line = 2 * V; line < 2 * V + 2 && line < kLinesPerQuarter; ++line)
+    qmv::x86::prefetch_line_after(quarter_ahead + 64 * line, isum);
 }
 
 // NG groups of eight rows against the activation, into out[i][0..7]: the streams one
-// after another through each super-block, each quarter prefetching a quarter of the
-// block kPrefetchBytes ahead.
+// after another through each super-block, each quarter's triples prefetching a quarter
+// of the block kPrefetchBytes ahead.
 template <int NG>
 void dot_groups(const BlockQ6_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums*, std::int64_t nb,
                 float* const out[NG]) {
@@ -79,8 +85,6 @@ void dot_groups(const BlockQ6_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
       const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kPrefetchBytes;
       __m256i isum = _mm256_setzero_si256(), offset = _mm256_setzero_si256();
       for (int g = 0; g < 4; ++g) {
-        for (int line = kLinesPerQuarter * g; line < kLinesPerQuarter * (g + 1); ++line)
-          qmv::x86::prefetch_line(ahead + 64 * line);
         // Sub-blocks 4g, 4g+1 (the low half's) and 4g+2, 4g+3 (the high half's).
         const __m256i pairs_low =
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g])));
@@ -95,10 +99,11 @@ void dot_groups(const BlockQ6_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
         const __m256i high0 = _mm256_shuffle_epi8(pairs_high, first), high1 = _mm256_shuffle_epi8(pairs_high, second);
         const BlockQ6_Kx8::Quarter& q = wb.quarter[g];
         const std::int8_t* xq = xb.qs + 64 * g;
-        triple<0>(q, xq, low0, high0, isum);
-        triple<1>(q, xq, low0, high0, isum);
-        triple<2>(q, xq, low1, high1, isum);
-        triple<3>(q, xq, low1, high1, isum);
+        const std::uintptr_t quarter_ahead = ahead + 64 * kLinesPerQuarter * g;
+        triple<0>(q, xq, low0, high0, isum, quarter_ahead);
+        triple<1>(q, xq, low0, high0, isum, quarter_ahead);
+        triple<2>(q, xq, low1, high1, isum, quarter_ahead);
+        triple<3>(q, xq, low1, high1, isum, quarter_ahead);
       }
       const __m256i dot = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(qmv::interleave::fp16x8(wb.d), dx), acc[i]);
