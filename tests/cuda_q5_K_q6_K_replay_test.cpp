@@ -303,6 +303,10 @@ const Variant kVariants[] = {
      replay_warp_per_row<q5q6::Q6KHalfWarpRowOf<3>>, true},
     {"q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K_cuda_halfwarp_dp4a_q8_1_below_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
      replay_warp_per_row<q5q6::Q6KHalfWarpRowOf<2>>, true},
+    {"q6_K.cuda.quarterwarp_dp4a_q8_1", "q6_K_cuda_quarterwarp_dp4a_q8_1_both_passes", WeightType::Q6_K,
+     ActFormat::Q8_1, replay_warp_per_row<q5q6::Q6KQuarterWarpRowOf<true>>, true},
+    {"q6_K.cuda.quarterwarp_dp4a_q8_1", "q6_K_cuda_quarterwarp_dp4a_q8_1_sm_86_89", WeightType::Q6_K, ActFormat::Q8_1,
+     replay_warp_per_row<q5q6::Q6KQuarterWarpRowOf<false>>, true},
     {"q5_K.cuda.warp_row_f32", "q5_K_cuda_warp_row_f32", WeightType::Q5_K, ActFormat::F32, replay_warp_per_row<q5q6::Q5KLegacyRow>, false},
     {"q5_K.cuda.multiwarp_f32.w2", "q5_K_cuda_multiwarp_f32_w2", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<2>>, false},
     {"q5_K.cuda.multiwarp_f32.w3", "q5_K_cuda_multiwarp_f32_w3", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<3>>, false},
@@ -437,10 +441,11 @@ void check_variant(const Variant& v, Shape shape, bool raw, std::size_t weight_o
 
 // Rows: 1, and counts that are no multiple of the 4 rows of a warp-per-row block.
 // Columns: one super-block (the other half-warp and the other warps idle), an odd count
-// of super-blocks (rows of Q6_K then start only 2-aligned), the usual 4096 and the FFN
-// width 14336 (Llama 3 8B's ffn_down input).
+// of super-blocks (rows of Q6_K then start only 2-aligned), eleven (a whole step of
+// eight and a partial one), the usual 4096 and the FFN width 14336 (Llama 3 8B's
+// ffn_down input).
 constexpr std::int64_t kRows[] = {1, 3, 67, 130};
-constexpr std::int64_t kCols[] = {256, 512, 768, 4096, 14336};
+constexpr std::int64_t kCols[] = {256, 512, 768, 2816, 4096, 14336};
 
 class ReplayTest : public ::testing::TestWithParam<int> {};
 
@@ -456,7 +461,8 @@ TEST_P(ReplayTest, MatchesTheReferenceWithEveryRowAndWeightByteOnce) {
 }
 
 // The kernels must not assume more alignment than their widest weight load: 2 bytes
-// for Q6_K (every load is 8 or 16 bits), 4 for Q5_K. A matrix at such an offset (a
+// for Q6_K (8- and 16-bit loads, and 32-bit ones only where the address is 4-aligned),
+// 4 for Q5_K. A matrix at such an offset (a
 // tensor inside a larger buffer) must give the same result.
 TEST_P(ReplayTest, ToleratesAMatrixAlignedOnlyToItsWidestLoad) {
   const Variant& v = kVariants[GetParam()];
@@ -555,7 +561,7 @@ TEST(CudaQ5KQ6KRegistry, EveryVariantIsRegisteredAsACudaKernel) {
   for (const Variant& v : kVariants) names.push_back(v.name);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
-  EXPECT_EQ(names.size(), 10u);  // the ten Q5_K / Q6_K CUDA variants
+  EXPECT_EQ(names.size(), 11u);  // the eleven Q5_K / Q6_K CUDA variants
 #endif
 }
 

@@ -180,9 +180,20 @@ QMV_HD float int8_byte_as_float(std::uint32_t word, int i) {
 #endif
 }
 
-// Byte i (0..3) of `word` as a signed int8, sign-extended.
+// Byte i (0..3) of `word` as a signed int8, sign-extended. On the device one prmt: in
+// its generic form a selector nibble with bit 3 set (i | 8) repeats the sign of byte i.
+// Inline PTX, because __byte_perm is defined on the low three bits of each nibble and
+// nvcc drops bit 3 from a selector it builds.
 QMV_HD int int8_byte(std::uint32_t word, int i) {
+#if defined(__CUDA_ARCH__)
+  const unsigned sign = static_cast<unsigned>(i) | 8u;
+  const unsigned selector = static_cast<unsigned>(i) | sign << 4 | sign << 8 | sign << 12;
+  int v;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(v) : "r"(word), "r"(selector));
+  return v;
+#else
   return static_cast<int>(word << (24 - 8 * i)) >> 24;
+#endif
 }
 
 // An int with |v| < 2^22 as float, exactly: v added to the mantissa of 1.5 * 2^23.

@@ -414,4 +414,173 @@ struct Q6KHalfWarpRow {
   }
 };
 
+// ---------------------------------------------------------------------------------
+// Quarter-warp layout (quarterwarp_dp4a): 8 threads per super-block, 32 weights a
+// thread, so every per-sub-block cost (the scale, the activation block's fp16 scale,
+// the float conversion and multiply-add) is paid once per 8 weights instead of once
+// per 4, and a lane's four scale words come in 4 shuffles per 32 weights. Thread
+// u = 4h + c of a group of 8 takes l = 8c..8c+7 of all four sub-groups k of half h:
+// 8-byte runs of ql at 64h + 8c (k = 0 low nibbles, k = 2 high) and 64h + 32 + 8c
+// (k = 1, 3) and of qh at 128 + 32h + 8c; the eight bytes of sub-group k meet the
+// quants at 8c of activation block 4h + k, all inside sub-block 8h + 2k + c / 2.
+//
+// Alignment: block b of a row starts at row + 210b, which is 4-aligned for every other
+// b. The four groups of a warp take the aligned blocks of eight in one pass (two 32-bit
+// loads per run) and the others in a second (16, 32, 16 bits, each byte still fetched
+// once), so which loads run is the same for the whole warp.
+// The -32 offset of the quants is two __dp4a against 0xE0 bytes (-32) per 8 weights.
+
+// A lane's 8-byte runs (ql even, ql odd, qh) as two words each, its scale word and d.
+struct Q6KQuarterWarpLoads {
+  std::uint32_t run[3][2];
+  std::uint16_t header;  // scales of sub-blocks 2u, 2u + 1
+  std::uint16_t d;
+};
+
+struct Q6KQuarterWarpAct {
+  std::uint32_t q[4][2];  // quants 8c..8c+7 of activation block 4h + k
+  std::uint16_t d_own;    // fp16 scale of activation block u
+};
+
+struct Q6KQuarterWarpLane {
+  int group, u, h, c;  // group: first lane of the 8
+  QMV_HD explicit Q6KQuarterWarpLane(int lane) : group(lane & 24), u(lane & 7), h((lane & 7) >> 2), c(lane & 3) {}
+};
+
+// kAligned: the block starts 4-aligned (else 2 mod 4).
+template <bool kAligned, class Mem>
+QMV_HD Q6KQuarterWarpLoads q6k_quarter_warp_load(Mem& mem, const std::uint8_t* blk, int lane, bool valid) {
+  const Q6KQuarterWarpLane at(lane);
+  const std::uint8_t* ql = blk + 64 * at.h + 8 * at.c;
+  const std::uint8_t* const runs[3] = {ql, ql + 32, blk + kQ6KQh + 32 * at.h + 8 * at.c};
+  Q6KQuarterWarpLoads r;
+  QMV_UNROLL
+  for (int i = 0; i < 3; ++i) {
+    const std::uint8_t* p = runs[i];
+    if constexpr (kAligned) {
+      r.run[i][0] = mem.weight_u32_if(valid, p);
+      r.run[i][1] = mem.weight_u32_if(valid, p + 4);
+    } else {
+      const std::uint16_t first = mem.weight_u16_if(valid, p);
+      const std::uint32_t middle = mem.weight_u32_if(valid, p + 2);
+      const std::uint16_t last = mem.weight_u16_if(valid, p + 6);
+      r.run[i][0] = join_u16(first, static_cast<std::uint16_t>(middle));
+      r.run[i][1] = join_u16(static_cast<std::uint16_t>(middle >> 16), last);
+    }
+  }
+  r.header = mem.weight_u16_if(valid, blk + kQ6KScales + 2 * at.u);
+  r.d = mem.weight_u16_if(valid, blk + kQ6KD);
+  return r;
+}
+
+template <class Mem>
+QMV_HD Q6KQuarterWarpAct q6k_quarter_warp_load_q8_1(Mem& mem, const BlockQ8_1* xq, int lane, bool valid) {
+  const Q6KQuarterWarpLane at(lane);
+  Q6KQuarterWarpAct r;
+  QMV_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const auto* quants = reinterpret_cast<const std::uint8_t*>(xq + 4 * at.h + k) + offsetof(BlockQ8_1, qs) + 8 * at.c;
+    r.q[k][0] = mem.act_u32_if(valid, quants);
+    r.q[k][1] = mem.act_u32_if(valid, quants + 4);
+  }
+  r.d_own = mem.act_u16_if(valid, reinterpret_cast<const std::uint8_t*>(xq + at.u));
+  return r;
+}
+
+// The quants (0..63 per byte) of word i of sub-group k: low nibbles from the ql run of
+// k's parity, the qh pair at bit 2k moved to bits 4-5.
+QMV_HD std::uint32_t q6k_quarter_warp_quants(const Q6KQuarterWarpLoads& w, int k, int i) {
+  const std::uint32_t low = (w.run[k & 1][i] >> (4 * (k >> 1))) & 0x0F0F0F0Fu;
+  const std::uint32_t qh = w.run[2][i];
+  const std::uint32_t high = k == 3 ? qh >> 2 : qh << (4 - 2 * k);
+  return low | (high & 0x30303030u);
+}
+
+// |scale * dot| <= 128 * 8 * 32 * 128 = 2^22, which small_int_as_float takes exactly
+// (its lower end, -2^22, included).
+template <class Shfl>
+QMV_HD float q6k_quarter_warp_dot(Shfl& shfl, const Q6KQuarterWarpLoads& w, const Q6KQuarterWarpAct& x, int lane) {
+  const Q6KQuarterWarpLane at(lane);
+  const std::uint32_t header = join_u16(w.header, x.d_own);
+  constexpr int kMinus32 = static_cast<int>(0xE0E0E0E0u);
+  float sum = 0.0f;
+  QMV_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    // bytes 0, 1: scales of sub-blocks 8h + 2k, +1; bits 16..31: d of activation block 4h + k
+    const std::uint32_t scale = shfl(header, at.group + 4 * at.h + k);
+    const int x0 = static_cast<int>(x.q[k][0]), x1 = static_cast<int>(x.q[k][1]);
+    int dot = dp4a(kMinus32, x0, dp4a(kMinus32, x1, 0));
+    dot = dp4a(static_cast<int>(q6k_quarter_warp_quants(w, k, 0)), x0, dot);
+    dot = dp4a(static_cast<int>(q6k_quarter_warp_quants(w, k, 1)), x1, dot);
+    const float dk = half_bits_to_float(static_cast<std::uint16_t>(scale >> 16));
+    sum += dk * small_int_as_float(int8_byte(scale, at.c >> 1) * dot);
+  }
+  return half_bits_to_float(w.d) * sum;
+}
+
+// quarterwarp_dp4a: one warp per row; each step the four groups take eight super-blocks,
+// the four 4-aligned ones, then the others. With kBothPasses the loads of both are
+// issued before any arithmetic (eight super-blocks, 1680 bytes of weights per warp in
+// flight); without, each pass loads and adds on its own (four), which keeps the
+// registers of GPUs whose ptxas would otherwise spill. A full step has no predicates;
+// only the row's last, partial step checks each block against the row's end.
+template <bool kBothPasses>
+struct Q6KQuarterWarpRowOf {
+  using Act = BlockQ8_1;
+  static constexpr int kBlockBytes = kQ6KBlockBytes;
+  static constexpr int kBlocksPerStep = 8;
+
+  template <bool kTail, class Mem, class Shfl>
+  QMV_HD static float step(Mem& mem, Shfl& shfl, const std::uint8_t* row, const BlockQ8_1* xq, int b0, int blocks,
+                           int first_aligned, int lane) {
+    constexpr int kQ8PerSuper = kSuperBlock / kQ8_1Block;
+    const int g = lane >> 3;
+    const int b_aligned = b0 + first_aligned + 2 * g, b_other = b0 + (1 - first_aligned) + 2 * g;
+    const bool valid_aligned = !kTail || b_aligned < blocks, valid_other = !kTail || b_other < blocks;
+    // A block past the row's end loads nothing; its address stays inside the row.
+    const int ba = valid_aligned ? b_aligned : 0, bo = valid_other ? b_other : 0;
+    const Q6KQuarterWarpLoads wa = q6k_quarter_warp_load<true>(mem, row + ba * kQ6KBlockBytes, lane, valid_aligned);
+    const Q6KQuarterWarpAct xa = q6k_quarter_warp_load_q8_1(mem, xq + ba * kQ8PerSuper, lane, valid_aligned);
+    float va = 0.0f;
+    if constexpr (!kBothPasses) va = q6k_quarter_warp_dot(shfl, wa, xa, lane);  // every lane shuffles
+    const Q6KQuarterWarpLoads wo = q6k_quarter_warp_load<false>(mem, row + bo * kQ6KBlockBytes, lane, valid_other);
+    const Q6KQuarterWarpAct xo = q6k_quarter_warp_load_q8_1(mem, xq + bo * kQ8PerSuper, lane, valid_other);
+    if constexpr (kBothPasses) va = q6k_quarter_warp_dot(shfl, wa, xa, lane);
+    const float vo = q6k_quarter_warp_dot(shfl, wo, xo, lane);
+    return (valid_aligned ? va : 0.0f) + (valid_other ? vo : 0.0f);
+  }
+
+  template <class Mem, class Shfl>
+  QMV_HD static float partial(Mem& mem, Shfl& shfl, const std::uint8_t* row, const BlockQ8_1* xq,
+                              std::int64_t nb, int lane) {
+    const int blocks = static_cast<int>(nb);  // a row's super-blocks fit an int
+    // Block b starts 4-aligned when row / 2 + b is even (210 = 2 mod 4).
+    const int first_aligned = static_cast<int>((reinterpret_cast<std::uintptr_t>(row) >> 1) & 1);
+    float partial = 0.0f;
+    int b0 = 0;
+    for (; b0 + kBlocksPerStep <= blocks; b0 += kBlocksPerStep)
+      partial += step<false>(mem, shfl, row, xq, b0, blocks, first_aligned, lane);
+    if (b0 < blocks) partial += step<true>(mem, shfl, row, xq, b0, blocks, first_aligned, lane);
+    return partial;
+  }
+};
+
+// The kernel's row: both passes in flight on sm_90 and on sm_75/sm_80, one at a time on
+// sm_86/sm_89, whose ptxas spills with both. As with Q6KHalfWarpRow, one type in every
+// pass; the CPU test replays both.
+struct Q6KQuarterWarpRow {
+  using Act = BlockQ8_1;
+  static constexpr int kBlockBytes = kQ6KBlockBytes;
+
+  template <class Mem, class Shfl>
+  QMV_HD static float partial(Mem& mem, Shfl& shfl, const std::uint8_t* row, const BlockQ8_1* xq,
+                              std::int64_t nb, int lane) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
+    return Q6KQuarterWarpRowOf<false>::partial(mem, shfl, row, xq, nb, lane);
+#else
+    return Q6KQuarterWarpRowOf<true>::partial(mem, shfl, row, xq, nb, lane);
+#endif
+  }
+};
+
 }  // namespace qmv::cuda::q5q6
