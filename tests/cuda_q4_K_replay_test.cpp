@@ -478,6 +478,24 @@ Replay replay_halfwarp_dp4a(const Problem& p, std::int64_t cap) {
   return r;
 }
 
+Replay replay_quarterwarp_dp4a(const Problem& p, std::int64_t cap) {
+  Replay r(p);
+  const std::int64_t grid = quarterwarp_dp4a::grid(p.shape.rows, cap);
+  for (std::int64_t block = 0; block < grid; ++block) {
+    for (int warp = 0; warp < quarterwarp_dp4a::kRowsPerBlock; ++warp) {
+      for (std::int64_t row = quarterwarp_dp4a::first_row(static_cast<int>(block), warp); row < p.shape.rows;
+           row += quarterwarp_dp4a::row_stride(static_cast<int>(grid))) {
+        std::vector<float> lanes(kWarpLanes);
+        for (int lane = 0; lane < kWarpLanes; ++lane)
+          lanes[lane] =
+              quarterwarp_dp4a::lane_row(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, lane);
+        r.write(row, warp_total(lanes));
+      }
+    }
+  }
+  return r;
+}
+
 // ---------------------------------------------------------------------------------
 // Every variant on every shape, on both kinds of data.
 
@@ -513,6 +531,16 @@ std::vector<Variant> variants() {
                }});
   v.push_back({"halfwarp_dp4a_q8_1 (grid-stride, 7 blocks)", ActFormat::Q8_1, {16, 1, 4}, [](const Problem& p) {
                  return replay_halfwarp_dp4a(p, 7);
+               }});
+  // quarterwarp_dp4a: a group is 2 lanes of a quarter-warp, each reading the header.
+  v.push_back({"quarterwarp_dp4a_q8_1", ActFormat::Q8_1, {8, 1, 2}, [](const Problem& p) {
+                 return replay_quarterwarp_dp4a(p, INT32_MAX);
+               }});
+  v.push_back({"quarterwarp_dp4a_q8_1 (grid-stride, 1 block)", ActFormat::Q8_1, {8, 1, 2}, [](const Problem& p) {
+                 return replay_quarterwarp_dp4a(p, 1);
+               }});
+  v.push_back({"quarterwarp_dp4a_q8_1 (grid-stride, 7 blocks)", ActFormat::Q8_1, {8, 1, 2}, [](const Problem& p) {
+                 return replay_quarterwarp_dp4a(p, 7);
                }});
   v.push_back({"multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<2>});
   v.push_back({"multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<3>});
@@ -647,6 +675,7 @@ TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
       {"q4_K.cuda.multiwarp_f32.w4", ActFormat::F32},       {"q4_K.cuda.dp4a_q8_1", ActFormat::Q8_1},
       {"q4_K.cuda.halfwarp_dp4a_q8_1", ActFormat::Q8_1},     {"q4_K.cuda.multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1},
       {"q4_K.cuda.multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1}, {"q4_K.cuda.multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1},
+      {"q4_K.cuda.quarterwarp_dp4a_q8_1", ActFormat::Q8_1},
   };
   for (const auto& e : expected) {
     const KernelSpec* k = global_registry().find(e.name);

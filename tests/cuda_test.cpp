@@ -177,7 +177,8 @@ TEST(Cuda, CheckRunsCudaKernelsAndCatchesUnwrittenRows) {
 TEST(Cuda, GridStrideKernelsPassOnAVocabularySizedMatrix) {
   SKIP_WITHOUT_DEVICE();
   std::vector<const KernelSpec*> kernels;
-  for (const char* name : {"q4_K.cuda.halfwarp_dp4a_q8_1", "q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K.cuda.quarterwarp_dp4a_q8_1",
+  for (const char* name : {"q4_K.cuda.halfwarp_dp4a_q8_1", "q4_K.cuda.quarterwarp_dp4a_q8_1", "q6_K.cuda.halfwarp_dp4a_q8_1",
+                           "q6_K.cuda.quarterwarp_dp4a_q8_1",
                            "q6_K.cuda.dp4a_q8_1", "q4_K.cuda.multiwarp_f32.w3"})
     if (const KernelSpec* k = global_registry().find(name)) kernels.push_back(k);
   ASSERT_FALSE(kernels.empty());

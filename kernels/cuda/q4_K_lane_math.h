@@ -664,6 +664,51 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std
 }
 }  // namespace halfwarp_dp4a
 
+// quarterwarp_dp4a: as halfwarp_dp4a with a quarter-warp per super-block: the four groups of
+// eight lanes take four neighbouring super-blocks, lane t of a group reads qs words
+// 4t..4t + 3 as one 16-byte load, so its two sub-blocks' scales, mins and activation
+// scales are handled once per 16 weights each (8 in halfwarp_dp4a); kUnroll super-blocks
+// per group in flight.
+namespace quarterwarp_dp4a {
+inline constexpr int kRowsPerBlock = 4;
+inline constexpr int kThreads = kRowsPerBlock * kWarpLanes;
+inline constexpr int kGroups = 4;
+inline constexpr int kUnroll = 3;
+inline constexpr int kWordsPerLane = 4;
+QMV_HD std::int64_t grid(std::int64_t rows, std::int64_t cap) {
+  const std::int64_t want = ceil_div(rows, kRowsPerBlock);
+  return want < cap ? want : cap;
+}
+QMV_HD std::int64_t first_row(int block, int warp) { return std::int64_t(block) * kRowsPerBlock + warp; }
+QMV_HD std::int64_t row_stride(int grid_blocks) { return std::int64_t(grid_blocks) * kRowsPerBlock; }
+template <class Loads>
+QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std::uint32_t* x_words, int nb, int lane) {
+  const int group = lane / 8;
+  const int word = kWordsPerLane * (lane % 8);
+  const Q8Lane q8 = q8_lane(word, kWordsPerLane);
+  Q8Cursor c = q8_cursor(row_words, x_words, group, word);
+  float acc = 0.0f;
+  int b = group;
+  for (; b + kGroups * (kUnroll - 1) < nb; b += kGroups * kUnroll, c = advance(c, kGroups * kUnroll)) {
+    Q8Slot<kWordsPerLane> s[kUnroll];
+    QMV_Q4K_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      header_by_lane(ld, c.hdr + kBlockWords * kGroups * u, s[u].hdr);
+      load_q8_1_words<kWordsPerLane>(ld, c, kGroups * u, s[u]);
+    }
+    QMV_Q4K_UNROLL
+    for (int u = 0; u < kUnroll; ++u) acc += q8_1_words_partial<kWordsPerLane>(s[u], q8);
+  }
+  for (; b < nb; b += kGroups, c = advance(c, kGroups)) {
+    Q8Slot<kWordsPerLane> s;
+    header_by_lane(ld, c.hdr, s.hdr);
+    load_q8_1_words<kWordsPerLane>(ld, c, 0, s);
+    acc += q8_1_words_partial<kWordsPerLane>(s, q8);
+  }
+  return acc;
+}
+}  // namespace quarterwarp_dp4a
+
 // multiwarp_dp4a.wN: the multiwarp layout (N warps per row, header by shuffle from lanes 0..3,
 // kUnroll super-blocks in flight per lane) with the DP4A word-per-lane product.
 namespace multiwarp_dp4a {
