@@ -30,6 +30,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cuda_names  # noqa: E402
+
 INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;?\s*$")
 LABEL = re.compile(r"^(\.L_x_\d+):")
 FUNCTION = re.compile(r"^\s*\.text\.(\S+):")
@@ -86,31 +89,6 @@ def inner_loops(instructions, labels):
         loops.append((start, address))
     inner = [(s, e) for s, e in loops if not any((s, e) != (s2, e2) and s <= s2 and e2 <= e for s2, e2 in loops)]
     return [(s, e, [t for a, t in instructions if s <= a <= e]) for s, e in sorted(set(inner))]
-
-
-def demangled(names):
-    """{mangled: readable} through c++filt where there is one, parameters dropped."""
-    tool = shutil.which("c++filt")
-    if not tool or not names:
-        return {n: n for n in names}
-    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
-    if len(out) != len(names):
-        return {n: n for n in names}
-    return {n: without_parameters(d) for n, d in zip(names, out)}
-
-
-def without_parameters(name):
-    """'void ns::k<T>(const int*, float*)' -> 'ns::k<T>': the return type and the
-    outermost trailing parameter list dropped ('(anonymous namespace)' kept)."""
-    if name.startswith("void "):
-        name = name[len("void "):]
-    if name.endswith(")"):
-        depth = 0
-        for i in range(len(name) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(name[i], 0)
-            if depth == 0:
-                return name[:i]
-    return name
 
 
 def describe(body, top=12):
@@ -200,7 +178,7 @@ def main(argv=None):
                 continue
             print(f"{source} (sm_{args.arch})")
             functions = parse_functions(sass.stdout)
-            names = demangled(list(functions))
+            names = cuda_names.demangle(list(functions))
             for function, (instructions, labels) in functions.items():
                 loops = inner_loops(instructions, labels)
                 print(f"  {names[function]}: {len(instructions)} instructions, {len(loops)} inner loop(s)")

@@ -12,10 +12,12 @@ the toy is caught while its non-spilling neighbour is not.
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from cuda_names import demangle  # noqa: E402
 
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
 PROPERTIES = re.compile(r"Function properties for (\S+)")
@@ -47,28 +49,6 @@ def parse_report(text, source):
             rec["registers"] = int(m.group(1))
             entry = None
     return records
-
-
-def demangle(names):
-    tool = shutil.which("c++filt")
-    if not tool or not names:
-        return {n: n for n in names}
-    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
-    if len(out) != len(names):
-        return {n: n for n in names}
-    return {n: without_parameters(d) for n, d in zip(names, out)}
-
-
-def without_parameters(name):
-    """The demangled name without its final parameter list: enough to find the kernel."""
-    if not name.endswith(")"):
-        return name
-    depth = 0
-    for i in range(len(name) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(name[i], 0)
-        if depth == 0:
-            return name[:i]
-    return name
 
 
 def problems_of(rec):

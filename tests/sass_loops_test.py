@@ -77,7 +77,7 @@ if loops:
     check("the predicated branch is counted as BRA", int(mix.get("BRA", 0)) == 2)
 check("opcode of a predicated load", sass_loops.opcode("@!P1 LDG.E.U16 R2, desc[UR4][R4.64]") == "LDG")
 check("parameters dropped, anonymous namespace kept",
-      sass_loops.without_parameters("void a::(anonymous namespace)::k<b::C>(const int*, float*)") ==
+      sass_loops.cuda_names.without_parameters("a::(anonymous namespace)::k<b::C>(const int*, float*)") ==
       "a::(anonymous namespace)::k<b::C>")
 
 # Bad input: a build folder without compile_commands.json, an arch that is not digits.

@@ -620,6 +620,39 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std
 }
 }  // namespace dp4a
 
+// The row loop of a warp whose kGroups groups of 32 / kGroups lanes take kGroups
+// neighbouring super-blocks, each lane kWords consecutive qs words of its group's block:
+// whole steps of kUnroll super-blocks per group (all loads, then all arithmetic), then
+// the rest one at a time.
+template <int kGroups, int kUnroll, int kWords, class Loads>
+QMV_HD float grouped_lane_row(const Loads& ld, const std::uint32_t* row_words, const std::uint32_t* x_words, int nb,
+                              int lane) {
+  constexpr int kLanesPerGroup = kWarpLanes / kGroups;
+  const int group = lane / kLanesPerGroup;
+  const int word = kWords * (lane % kLanesPerGroup);
+  const Q8Lane q8 = q8_lane(word, kWords);
+  Q8Cursor c = q8_cursor(row_words, x_words, group, word);
+  float acc = 0.0f;
+  int b = group;
+  for (; b + kGroups * (kUnroll - 1) < nb; b += kGroups * kUnroll, c = advance(c, kGroups * kUnroll)) {
+    Q8Slot<kWords> s[kUnroll];
+    QMV_Q4K_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      header_by_lane(ld, c.hdr + kBlockWords * kGroups * u, s[u].hdr);
+      load_q8_1_words<kWords>(ld, c, kGroups * u, s[u]);
+    }
+    QMV_Q4K_UNROLL
+    for (int u = 0; u < kUnroll; ++u) acc += q8_1_words_partial<kWords>(s[u], q8);
+  }
+  for (; b < nb; b += kGroups, c = advance(c, kGroups)) {
+    Q8Slot<kWords> s;
+    header_by_lane(ld, c.hdr, s.hdr);
+    load_q8_1_words<kWords>(ld, c, 0, s);
+    acc += q8_1_words_partial<kWords>(s, q8);
+  }
+  return acc;
+}
+
 // halfwarp_dp4a: a warp per row at a time, grid-stride over rows; its two half-warps take
 // alternate super-blocks (two in flight per warp, times kUnroll per half-warp).
 // Lane t of a half-warp reads qs words 2t, 2t + 1 as one 8-byte load and the header
@@ -638,29 +671,7 @@ QMV_HD std::int64_t first_row(int block, int warp) { return std::int64_t(block) 
 QMV_HD std::int64_t row_stride(int grid_blocks) { return std::int64_t(grid_blocks) * kRowsPerBlock; }
 template <class Loads>
 QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std::uint32_t* x_words, int nb, int lane) {
-  const int half = lane / 16;
-  const int word = kWordsPerLane * (lane % 16);
-  const Q8Lane q8 = q8_lane(word, kWordsPerLane);
-  Q8Cursor c = q8_cursor(row_words, x_words, half, word);
-  float acc = 0.0f;
-  int b = half;
-  for (; b + 2 * (kUnroll - 1) < nb; b += 2 * kUnroll, c = advance(c, 2 * kUnroll)) {
-    Q8Slot<kWordsPerLane> s[kUnroll];
-    QMV_Q4K_UNROLL
-    for (int u = 0; u < kUnroll; ++u) {
-      header_by_lane(ld, c.hdr + kBlockWords * 2 * u, s[u].hdr);
-      load_q8_1_words<kWordsPerLane>(ld, c, 2 * u, s[u]);
-    }
-    QMV_Q4K_UNROLL
-    for (int u = 0; u < kUnroll; ++u) acc += q8_1_words_partial<kWordsPerLane>(s[u], q8);
-  }
-  for (; b < nb; b += 2, c = advance(c, 2)) {
-    Q8Slot<kWordsPerLane> s;
-    header_by_lane(ld, c.hdr, s.hdr);
-    load_q8_1_words<kWordsPerLane>(ld, c, 0, s);
-    acc += q8_1_words_partial<kWordsPerLane>(s, q8);
-  }
-  return acc;
+  return grouped_lane_row<2, kUnroll, kWordsPerLane>(ld, row_words, x_words, nb, lane);
 }
 }  // namespace halfwarp_dp4a
 
@@ -670,42 +681,18 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std
 // scales are handled once per 16 weights each (8 in halfwarp_dp4a); kUnroll super-blocks
 // per group in flight.
 namespace quarterwarp_dp4a {
-inline constexpr int kRowsPerBlock = 4;
-inline constexpr int kThreads = kRowsPerBlock * kWarpLanes;
+// The same launch geometry: a warp per row, four rows per block, grid-stride.
+using halfwarp_dp4a::first_row;
+using halfwarp_dp4a::grid;
+using halfwarp_dp4a::kRowsPerBlock;
+using halfwarp_dp4a::kThreads;
+using halfwarp_dp4a::row_stride;
 inline constexpr int kGroups = 4;
 inline constexpr int kUnroll = 3;
 inline constexpr int kWordsPerLane = 4;
-QMV_HD std::int64_t grid(std::int64_t rows, std::int64_t cap) {
-  const std::int64_t want = ceil_div(rows, kRowsPerBlock);
-  return want < cap ? want : cap;
-}
-QMV_HD std::int64_t first_row(int block, int warp) { return std::int64_t(block) * kRowsPerBlock + warp; }
-QMV_HD std::int64_t row_stride(int grid_blocks) { return std::int64_t(grid_blocks) * kRowsPerBlock; }
 template <class Loads>
 QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std::uint32_t* x_words, int nb, int lane) {
-  const int group = lane / 8;
-  const int word = kWordsPerLane * (lane % 8);
-  const Q8Lane q8 = q8_lane(word, kWordsPerLane);
-  Q8Cursor c = q8_cursor(row_words, x_words, group, word);
-  float acc = 0.0f;
-  int b = group;
-  for (; b + kGroups * (kUnroll - 1) < nb; b += kGroups * kUnroll, c = advance(c, kGroups * kUnroll)) {
-    Q8Slot<kWordsPerLane> s[kUnroll];
-    QMV_Q4K_UNROLL
-    for (int u = 0; u < kUnroll; ++u) {
-      header_by_lane(ld, c.hdr + kBlockWords * kGroups * u, s[u].hdr);
-      load_q8_1_words<kWordsPerLane>(ld, c, kGroups * u, s[u]);
-    }
-    QMV_Q4K_UNROLL
-    for (int u = 0; u < kUnroll; ++u) acc += q8_1_words_partial<kWordsPerLane>(s[u], q8);
-  }
-  for (; b < nb; b += kGroups, c = advance(c, kGroups)) {
-    Q8Slot<kWordsPerLane> s;
-    header_by_lane(ld, c.hdr, s.hdr);
-    load_q8_1_words<kWordsPerLane>(ld, c, 0, s);
-    acc += q8_1_words_partial<kWordsPerLane>(s, q8);
-  }
-  return acc;
+  return grouped_lane_row<kGroups, kUnroll, kWordsPerLane>(ld, row_words, x_words, nb, lane);
 }
 }  // namespace quarterwarp_dp4a
 
