@@ -459,9 +459,10 @@ Replay replay_dp4a(const Problem& p) {
   return r;
 }
 
-// `cap` stands for the resident-block limit the run function passes: small caps make
-// the warps stride over several rows.
-Replay replay_halfwarp_dp4a(const Problem& p, std::int64_t cap) {
+// The grouped DP4A kernels (run_grouped_dp4a): `cap` stands for the resident-block
+// limit the run function passes: small caps make the warps stride over several rows.
+template <int kGroups, int kUnroll, int kWords>
+Replay replay_grouped_dp4a(const Problem& p, std::int64_t cap) {
   Replay r(p);
   const std::int64_t grid = halfwarp_dp4a::grid(p.shape.rows, cap);
   for (std::int64_t block = 0; block < grid; ++block) {
@@ -470,31 +471,18 @@ Replay replay_halfwarp_dp4a(const Problem& p, std::int64_t cap) {
            row += halfwarp_dp4a::row_stride(static_cast<int>(grid))) {
         std::vector<float> lanes(kWarpLanes);
         for (int lane = 0; lane < kWarpLanes; ++lane)
-          lanes[lane] = halfwarp_dp4a::lane_row(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, lane);
+          lanes[lane] = grouped_lane_row<kGroups, kUnroll, kWords>(r.loads, row_words_of(p.w_u32(), row, p.nb),
+                                                                   p.x_u32(), p.nb, lane);
         r.write(row, warp_total(lanes));
       }
     }
   }
   return r;
 }
-
-Replay replay_quarterwarp_dp4a(const Problem& p, std::int64_t cap) {
-  Replay r(p);
-  const std::int64_t grid = quarterwarp_dp4a::grid(p.shape.rows, cap);
-  for (std::int64_t block = 0; block < grid; ++block) {
-    for (int warp = 0; warp < quarterwarp_dp4a::kRowsPerBlock; ++warp) {
-      for (std::int64_t row = quarterwarp_dp4a::first_row(static_cast<int>(block), warp); row < p.shape.rows;
-           row += quarterwarp_dp4a::row_stride(static_cast<int>(grid))) {
-        std::vector<float> lanes(kWarpLanes);
-        for (int lane = 0; lane < kWarpLanes; ++lane)
-          lanes[lane] =
-              quarterwarp_dp4a::lane_row(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, lane);
-        r.write(row, warp_total(lanes));
-      }
-    }
-  }
-  return r;
-}
+constexpr auto replay_halfwarp_dp4a =
+    replay_grouped_dp4a<halfwarp_dp4a::kGroups, halfwarp_dp4a::kUnroll, halfwarp_dp4a::kWordsPerLane>;
+constexpr auto replay_quarterwarp_dp4a =
+    replay_grouped_dp4a<quarterwarp_dp4a::kGroups, quarterwarp_dp4a::kUnroll, quarterwarp_dp4a::kWordsPerLane>;
 
 // ---------------------------------------------------------------------------------
 // Every variant on every shape, on both kinds of data.

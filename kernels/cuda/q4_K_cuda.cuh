@@ -163,4 +163,41 @@ std::int64_t resident_blocks(int threads) {
   return blocks;
 }
 
+// The grouped DP4A kernels (halfwarp_dp4a, quarterwarp_dp4a): a warp per row at a time
+// over a grid-stride loop, each lane grouped_lane_row<kGroups, kUnroll, kWords>. 8 blocks
+// of 128 threads per SM at <= 64 registers: 1024 threads, enough 16-byte loads in
+// flight per SM for HBM.
+template <int kGroups, int kUnroll, int kWords>
+__global__ void __launch_bounds__(halfwarp_dp4a::kThreads, 8)
+    grouped_dp4a_kernel(const std::uint32_t* __restrict__ w, const std::uint32_t* __restrict__ x,
+                        float* __restrict__ y, int rows, int nb) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const std::int64_t stride = halfwarp_dp4a::row_stride(gridDim.x);
+  for (std::int64_t row = halfwarp_dp4a::first_row(blockIdx.x, warp); row < rows; row += stride) {
+    float acc = grouped_lane_row<kGroups, kUnroll, kWords>(GlobalLoads{}, row_words_of(w, row, nb), x, nb, lane);
+    acc = warp_sum(acc);
+    if (lane == 0) y[row] = acc;
+  }
+}
+
+// Their launch: one warp per row, grid-stride only past kMaxWaves waves of resident
+// blocks (below it every warp has one row and the block scheduler balances the tail;
+// above it, vocabulary-sized matrices, blocks are reused instead of launched by the
+// ten thousand).
+template <int kGroups, int kUnroll, int kWords>
+Status run_grouped_dp4a(const MatVecArgs& a, const char* name) {
+  constexpr std::int64_t kMaxWaves = 8;
+  constexpr auto kernel = grouped_dp4a_kernel<kGroups, kUnroll, kWords>;
+  if (Status s = check_launch(name, a, 16, 4); !s.ok()) return s;
+  const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
+  const std::int64_t resident = resident_blocks<kernel>(halfwarp_dp4a::kThreads);
+  const std::int64_t cap = resident > 0 ? kMaxWaves * resident : halfwarp_dp4a::grid(a.shape.rows, INT_MAX);
+  return launch_checked(name, [&] {
+    grouped_dp4a_kernel<kGroups, kUnroll, kWords>
+        <<<static_cast<unsigned>(halfwarp_dp4a::grid(a.shape.rows, cap)), halfwarp_dp4a::kThreads, 0, stream_of(a)>>>(
+            static_cast<const std::uint32_t*>(a.w), static_cast<const std::uint32_t*>(a.x), a.y,
+            static_cast<int>(a.shape.rows), nb);
+  });
+}
+
 }  // namespace qmv::cuda::q4k

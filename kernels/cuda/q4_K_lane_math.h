@@ -660,6 +660,7 @@ QMV_HD float grouped_lane_row(const Loads& ld, const std::uint32_t* row_words, c
 namespace halfwarp_dp4a {
 inline constexpr int kRowsPerBlock = 4;
 inline constexpr int kThreads = kRowsPerBlock * kWarpLanes;
+inline constexpr int kGroups = 2;  // of 16 lanes: grouped_lane_row<kGroups, kUnroll, kWordsPerLane>
 inline constexpr int kUnroll = 4;
 inline constexpr int kWordsPerLane = 2;
 // Blocks to launch: one warp per row, at most `cap` blocks (the rest is grid-stride).
@@ -669,31 +670,17 @@ QMV_HD std::int64_t grid(std::int64_t rows, std::int64_t cap) {
 }
 QMV_HD std::int64_t first_row(int block, int warp) { return std::int64_t(block) * kRowsPerBlock + warp; }
 QMV_HD std::int64_t row_stride(int grid_blocks) { return std::int64_t(grid_blocks) * kRowsPerBlock; }
-template <class Loads>
-QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std::uint32_t* x_words, int nb, int lane) {
-  return grouped_lane_row<2, kUnroll, kWordsPerLane>(ld, row_words, x_words, nb, lane);
-}
 }  // namespace halfwarp_dp4a
 
 // quarterwarp_dp4a: as halfwarp_dp4a with a quarter-warp per super-block: the four groups of
 // eight lanes take four neighbouring super-blocks, lane t of a group reads qs words
 // 4t..4t + 3 as one 16-byte load, so its two sub-blocks' scales, mins and activation
 // scales are handled once per 16 weights each (8 in halfwarp_dp4a); kUnroll super-blocks
-// per group in flight.
+// per group in flight. Launched as halfwarp_dp4a is (run_grouped_dp4a).
 namespace quarterwarp_dp4a {
-// The same launch geometry: a warp per row, four rows per block, grid-stride.
-using halfwarp_dp4a::first_row;
-using halfwarp_dp4a::grid;
-using halfwarp_dp4a::kRowsPerBlock;
-using halfwarp_dp4a::kThreads;
-using halfwarp_dp4a::row_stride;
 inline constexpr int kGroups = 4;
 inline constexpr int kUnroll = 3;
 inline constexpr int kWordsPerLane = 4;
-template <class Loads>
-QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std::uint32_t* x_words, int nb, int lane) {
-  return grouped_lane_row<kGroups, kUnroll, kWordsPerLane>(ld, row_words, x_words, nb, lane);
-}
 }  // namespace quarterwarp_dp4a
 
 // multiwarp_dp4a.wN: the multiwarp layout (N warps per row, header by shuffle from lanes 0..3,

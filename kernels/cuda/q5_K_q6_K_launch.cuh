@@ -123,4 +123,13 @@ class ResidentBlocks {
   std::atomic<int> per_device_[kMaxDevices]{};
 };
 
+// A grid-stride warp-per-row kernel's run: a grid the device keeps resident at once,
+// sized so every warp has the same number of rows.
+template <class Row>
+Status run_resident_warp_per_row(const MatVecArgs& a, const char* name) {
+  static ResidentBlocks resident;
+  const int blocks = resident.get(warp_per_row_kernel<Row>, kRowWarpsPerBlock * kLanes);
+  return launch_warp_per_row<Row>(a, balanced_warp_per_row_grid(a.shape.rows, blocks), name);
+}
+
 }  // namespace qmv::cuda::q5q6

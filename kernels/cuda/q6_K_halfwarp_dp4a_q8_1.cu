@@ -13,12 +13,8 @@ namespace {
 constexpr const char* kName = "q6_K.cuda.halfwarp_dp4a_q8_1";
 
 qmv::Status run(const qmv::MatVecArgs& a) {
-  using namespace qmv::cuda;
   using namespace qmv::cuda::q5q6;
-  static ResidentBlocks resident;
-  const int blocks = resident.get(warp_per_row_kernel<Q6KHalfWarpRow>, kRowWarpsPerBlock * kLanes);
-  const int grid = balanced_warp_per_row_grid(a.shape.rows, blocks);
-  return launch_warp_per_row<Q6KHalfWarpRow>(a, grid, kName);
+  return run_resident_warp_per_row<Q6KHalfWarpRow>(a, kName);
 }
 
 }  // namespace

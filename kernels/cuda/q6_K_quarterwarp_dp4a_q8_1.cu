@@ -15,12 +15,8 @@ namespace {
 constexpr const char* kName = "q6_K.cuda.quarterwarp_dp4a_q8_1";
 
 qmv::Status run(const qmv::MatVecArgs& a) {
-  using namespace qmv::cuda;
   using namespace qmv::cuda::q5q6;
-  static ResidentBlocks resident;
-  const int blocks = resident.get(warp_per_row_kernel<Q6KQuarterWarpRow>, kRowWarpsPerBlock * kLanes);
-  const int grid = balanced_warp_per_row_grid(a.shape.rows, blocks);
-  return launch_warp_per_row<Q6KQuarterWarpRow>(a, grid, kName);
+  return run_resident_warp_per_row<Q6KQuarterWarpRow>(a, kName);
 }
 
 }  // namespace
