@@ -1176,8 +1176,9 @@ TEST(GpuStepReplay, GateAndUpStackInTheDeviceLayoutAndGiveTheSameStep) {
           EXPECT_EQ(stacked.step(token), apart.step(token)) << i;
           EXPECT_LT(nmse(stacked.logits(), apart.logits()), 1e-12) << i;
           EXPECT_EQ(stacked.exec.quantizations, apart.exec.quantizations) << i;
-          if (plan[0].kernel->act == ActFormat::F32)
+          if (plan[0].kernel->act == ActFormat::F32) {
             EXPECT_LT(nmse(stacked.logits(), std::vector<float>(ref.begin(), ref.end())), 1e-9) << i;
+          }
         }
       }
     }

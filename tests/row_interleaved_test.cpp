@@ -27,10 +27,10 @@ namespace {
 constexpr const char* kQ4_0x8Kernel = "q4_0.cpu.avx2_r8_q8_1";
 // The K-quant R8 kernels: one weight stream per thread, two, and (Q4_K) four; and the
 // AVX-512 VNNI ones on the same copies.
-const std::vector<const char*> kKQuantX8Kernels = {"q4_K.cpu.avx2_r8_q8k",   "q4_K.cpu.avx2_r8x2_q8k",
-                                                   "q4_K.cpu.avx2_r8x4_q8k", "q5_K.cpu.avx2_r8_q8k",
-                                                   "q5_K.cpu.avx2_r8x2_q8k", "q6_K.cpu.avx2_r8_q8k",
-                                                   "q6_K.cpu.avx2_r8x2_q8k"};
+const std::vector<const char*> kKQuantX8Kernels = {
+    "q4_K.cpu.avx2_r8_q8k", "q4_K.cpu.avx2_r8x2_q8k", "q4_K.cpu.avx2_r8x4_q8k",
+    "q5_K.cpu.avx2_r8_q8k", "q5_K.cpu.avx2_r8x2_q8k", "q5_K.cpu.avx2_r8x4_q8k",
+    "q6_K.cpu.avx2_r8_q8k", "q6_K.cpu.avx2_r8x2_q8k", "q6_K.cpu.avx2_r8x4_q8k"};
 const std::vector<const char*> kKQuantX8VnniKernels = {"q4_K.cpu.avx512vnni_r8x2_q8k", "q4_K.cpu.avx512vnni_r8x4_q8k",
                                                        "q5_K.cpu.avx512vnni_r8x2_q8k", "q5_K.cpu.avx512vnni_r8x4_q8k"};
 

@@ -20,15 +20,18 @@
 // (results/intel-xeon-2c/default.csv).
 //
 // Four streams (avx2_r8x4) go chunk by chunk: each activation quad broadcast once, then
-// the same chunk of all four streams, without software prefetch, as the Q8_0 kernel's
-// sign path. Block by block, four streams' accumulators and the block's broadcasts
-// took more than the 16 registers; chunk by chunk, with the int16 sums pinned, the Q4
-// loops hold everything in registers and compute about 1.2x as fast with cached
-// weights. Cold, in two interleaved runs on one and two threads, they read 1-18 points
-// of the peak more than block by block (Q4_0, Q4_1) and than two streams (Q5_0, Q5_1),
-// where four Q5 streams block by block had read less than two
-// (results/amd-epyc-2c/legacy-r8x4-chunk-major.csv, r8x4-no-prefetch.csv); in the main
-// job's shorter groups the Q5 pair came out level (results/README.md, amd-epyc-2c).
+// the same chunk of all four streams, as the Q8_0 kernel's sign path. Block by block,
+// four streams' accumulators and the block's broadcasts took more than the 16
+// registers; chunk by chunk, with the int16 sums pinned, the Q4 loops hold everything
+// in registers and compute about 1.2x as fast with cached weights. Cold, in two
+// interleaved runs on one and two threads, they read 1-18 points of the peak more than
+// block by block (Q4_0, Q4_1) and than two streams (Q5_0, Q5_1)
+// (results/amd-epyc-2c/legacy-r8x4-chunk-major.csv). Each stream prefetches one line
+// of the block kPrefetchBlocks ahead per chunk: on the AVX-512 Xeon, with the prepared
+// copies in huge pages, that read 8-15 points of the peak more than the hardware
+// prefetcher alone, on one and two threads, with the full ISA and under the AVX2 mask
+// (results/intel-xeon-2c/r8x4-prefetch.csv); on amd-epyc-2c, in 4 KiB pages, the two
+// had come out level (r8x4-no-prefetch.csv there).
 //
 // Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size (Q4), and eight
 // of them sum to at most 30720 < 2^15; Q5's pairs reach 7936, so its int16 sums are
@@ -137,9 +140,10 @@ inline const XBlockInfo* activation_info(const BlockQ8_1* x, std::int64_t nb, in
 }
 
 // NG groups of eight rows against the activation chunk by chunk (avx2_r8x4): each
-// activation quad broadcast once, then that chunk of every stream; each stream keeps one
-// int accumulator per block and one float accumulator, the _1 types' m term folded in.
-// Q5's int16 sums are widened to int32 every chunk (two pairs each; the bound allows four).
+// activation quad broadcast once, then that chunk of every stream, which prefetches a
+// line of its block kPrefetchBlocks ahead; each stream keeps one int accumulator per
+// block and one float accumulator, the _1 types' m term folded in. Q5's int16 sums are
+// widened to int32 every chunk (two pairs each; the bound allows four).
 template <class Layout, int NG>
 void dot_groups_chunk_major(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo* xi, std::int64_t nb,
                             float* const out[NG]) {
@@ -155,6 +159,7 @@ void dot_groups_chunk_major(const Layout* const w[NG], const BlockQ8_1* x, const
       const __m256i x_lo = broadcast_quad(xq + 4 * c), x_hi = broadcast_quad(xq + 16 + 4 * c);
       for (int i = 0; i < NG; ++i) {
         const Layout& wb = w[i][b];
+        prefetch_chunk_line<Layout, 4, kPrefetchBlocks>(&wb, c, sum[i]);
         __m256i lo, hi;
         if constexpr (Layout::kFifthBits) {
           // Loaded again per chunk (from L1): four streams' top bits held across the

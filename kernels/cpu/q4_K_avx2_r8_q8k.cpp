@@ -40,14 +40,15 @@ constexpr int kLinesPerQuarter = 5;
 // loop: unrolled, with cached weights two streams computed 1.14x and four 1.23x slower
 // (results/amd-epyc-2c/kquant-r8-compute.csv). Two unrolled streams spilled their sums;
 // four touch the stack about as often either way, so the likely cause there is the
-// unrolled loop's size (about 3x the rolled one's), not measured. Four streams keep
-// enough misses in flight without software prefetch, and cold read as fast or faster
-// without it (same file), as the legacy four-stream kernels do.
+// unrolled loop's size (about 3x the rolled one's), not measured. Every stream
+// prefetches, four as well as one or two: on amd-epyc-2c in 4 KiB pages four streams
+// read as fast without it (same file), but on the AVX-512 Xeon in huge pages four
+// prefetched streams read 10-13 points of the peak more than four without, and more
+// than two (results/intel-xeon-2c/r8x4-prefetch.csv, and under the AVX2 mask there).
 template <int NG>
 void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                 float* const out[NG]) {
   using qmv::interleave::broadcast_quad;
-  constexpr bool kPrefetch = NG < 4;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i pick = qmv::interleave::scale_pair_control();
   __m256 acc[NG];
@@ -77,7 +78,7 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
               _mm256_add_epi16(hi16[i], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), x_hi));
           qmv::x86::keep_in_register(lo16[i]);
           qmv::x86::keep_in_register(hi16[i]);
-          if (kPrefetch && c < kLinesPerQuarter)
+          if (c < kLinesPerQuarter)
             qmv::x86::prefetch_line_after(ahead[i] + 64 * (kLinesPerQuarter * g + c), lo16[i]);
         }
       }
@@ -112,13 +113,13 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 2>(
     "q4_K.cpu.avx2_r8x2_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
     "streams per thread (the two halves of its rows) sharing each activation load")));
-// Four streams per thread keep more misses in flight than two; where that pays, and
-// where it does not, is in results/amd-epyc-2c/q4_K-r8x4.csv (Q5_K with four streams
-// spills and was no faster than with two, so of the K-quants only Q4_K has this variant).
+// Four streams per thread keep more misses in flight than two: on amd-epyc-2c level
+// with two (results/amd-epyc-2c/q4_K-r8x4.csv), on the AVX-512 Xeon ahead
+// (results/intel-xeon-2c/r8x4-prefetch.csv).
 QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 4>(
     "q4_K.cpu.avx2_r8x4_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four weight "
-    "streams per thread (the four quarters of its rows) sharing each activation load, no software prefetch")));
+    "streams per thread (the four quarters of its rows) sharing each activation load")));
 QMV_REGISTER_KERNEL(qmv::interleave::kquant_r8_up_gate_record<Q4K>(
     "q4_K.cpu.avx2_r8_up_gate_q8k",
     "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX2, both matrices repacked once into "

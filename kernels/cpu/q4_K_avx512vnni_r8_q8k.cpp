@@ -17,7 +17,7 @@ constexpr qmv::KernelRecord kTwoStreams = kquant_r8_record<Family, 2>(
 constexpr qmv::KernelRecord kFourStreams = kquant_r8_record<Family, 4>(
     "q4_K.cpu.avx512vnni_r8x4_q8k",
     "Q4_K x Q8_K, AVX-512 VNNI, eight-row interleaved super-blocks as avx2_r8_q8k, two chunks per "
-    "vpdpbusd, four weight streams per thread without software prefetch",
+    "vpdpbusd, four prefetched weight streams per thread",
     qmv::interleave::kAvx512VnniFeatures);
 }  // namespace
 

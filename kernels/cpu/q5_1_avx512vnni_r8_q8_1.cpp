@@ -16,7 +16,7 @@ constexpr qmv::KernelRecord kTwoStreams = legacy_record<Layout, 2>(
 constexpr qmv::KernelRecord kFourStreams = legacy_record<Layout, 4>(
     qmv::WeightType::Q5_1, "q5_1.cpu.avx512vnni_r8x4_q8_1",
     "Q5_1 x Q8_1, AVX-512 VNNI, eight-row interleaved blocks as avx2_r8_q8_1, two chunks per "
-    "vpdpbusd, four weight streams per thread without software prefetch");
+    "vpdpbusd, four prefetched weight streams per thread");
 }  // namespace
 
 QMV_REGISTER_KERNEL(kTwoStreams);

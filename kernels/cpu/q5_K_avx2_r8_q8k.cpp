@@ -122,6 +122,13 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q5K, 2>(
     "q5_K.cpu.avx2_r8x2_q8k",
     "Q5_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
     "streams per thread (the two halves of its rows) sharing each activation load")));
+// Four streams: more than the 16 registers hold, so part of their state goes through
+// the stack, and still ahead of two on the AVX-512 Xeon, where the extra streams keep
+// more misses in flight (results/intel-xeon-2c/r8x4-prefetch.csv).
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q5K, 4>(
+    "q5_K.cpu.avx2_r8x4_q8k",
+    "Q5_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four prefetched weight "
+    "streams per thread (the four quarters of its rows) sharing each activation load")));
 QMV_REGISTER_KERNEL(qmv::interleave::kquant_r8_up_gate_record<Q5K>(
     "q5_K.cpu.avx2_r8_up_gate_q8k",
     "fused FFN up+gate (y = W x, y2 = W2 x), Q5_K x Q8_K, AVX2, both matrices repacked once into "

@@ -15,9 +15,12 @@
 // vpmaddubsw of |w| against x * sign(w) and one vpmaddwd against ones leave row r's
 // four-weight dot in lane r. A call whose activation holds a -128 (which the Q8_1
 // quantizers never emit, but the format allows) takes the int16 path instead. Its
-// four weight streams per thread go without software prefetch: with this loop the
-// hardware prefetcher alone kept more in flight, where the int16 loop or two streams
-// read less without it (results/amd-epyc-2c/q8_0-r8-sign-trick.csv).
+// four weight streams per thread prefetch as the int16 path's, one line per chunk
+// (prefetch_chunk_line): on the AVX-512 Xeon in huge pages that read 6-11 points of
+// the peak more than the hardware prefetcher alone under the AVX2 mask
+// (results/intel-xeon-2c-isa-avx2-fma-f16c/r8x4-prefetch.csv, `.pf8`), where on
+// amd-epyc-2c in 4 KiB pages the prefetcher alone had kept more in flight
+// (results/amd-epyc-2c/q8_0-r8-sign-trick.csv).
 //
 // Bounds: a vpmaddwd lane of the int16 path is at most 2 * 128 * 128 = 32768, eight
 // chunks' sum 2^18; a vpmaddubsw pair of the sign path at most 2 * 128 * 127 =
@@ -43,8 +46,8 @@ struct alignas(64) XBlock16 {
   float d;
 };
 
-// How far ahead of the block being read the int16 path prefetches each weight stream,
-// in interleaved blocks (272 bytes each).
+// How far ahead of the block being read each weight stream is prefetched, in
+// interleaved blocks (272 bytes each).
 constexpr int kPrefetchBlocks = 8;
 
 inline __m256i broadcast_four(const std::int16_t* q) {
@@ -81,7 +84,7 @@ void dot_groups(const BlockQ8_0x8* const w[NG], const XBlock16* x, std::int64_t 
 }
 
 // The sign-trick path (no activation quant -128): NG groups into out[i][0..7], each
-// activation quad broadcast once for all of them, no software prefetch.
+// activation quad broadcast once for all of them.
 template <int NG>
 void dot_groups_sign(const BlockQ8_0x8* const w[NG], const qmv::BlockQ8_1* x, std::int64_t nb, float* const out[NG]) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -98,6 +101,7 @@ void dot_groups_sign(const BlockQ8_0x8* const w[NG], const qmv::BlockQ8_1* x, st
     for (int c = 0; c < 8; ++c) {
       const __m256i xq = broadcast_quad(xb.qs + 4 * c);
       for (int i = 0; i < NG; ++i) {
+        qmv::interleave::prefetch_chunk_line<BlockQ8_0x8, 8, kPrefetchBlocks>(w[i] + b, c, dot[i]);
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i][b].qs[c]));
         const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(xq, v));
         dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(pairs, ones));
@@ -183,7 +187,7 @@ QMV_REGISTER_KERNEL(record<2>("q8_0.cpu.avx2_r8x2_q8_1",
 QMV_REGISTER_KERNEL(
     (record<4, true>("q8_0.cpu.avx2_r8x4_q8_1",
                      "Q8_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, four weight streams "
-                     "per thread without software prefetch: vpmaddubsw of |w| against x * sign(w) (an "
+                     "per thread, each prefetched a line per chunk: vpmaddubsw of |w| against x * sign(w) (an "
                      "activation holding -128 takes the int16 path)")));
 QMV_REGISTER_KERNEL(qmv::interleave::interleaved_record<BlockQ8_0x8>(
     qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run_up_gate,

@@ -26,6 +26,18 @@ inline __m256 fp16x8(const fp16_bits* h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
+// Chunk c's share of a weight stream's software prefetch in the loops that go chunk
+// by chunk over several streams: line c of the block AheadBlocks past `block`, so that
+// block's lines spread over the first chunks rather than one burst of misses. A block
+// must have at least as many chunks as lines.
+template <class Layout, int Chunks, int AheadBlocks>
+inline void prefetch_chunk_line(const Layout* block, int c, __m256i& anchor) {
+  constexpr int kLines = static_cast<int>((sizeof(Layout) + 63) / 64);
+  static_assert(kLines <= Chunks, "a block's lines must fit its chunks, one each");
+  if (c < kLines)
+    x86::prefetch_line_after(reinterpret_cast<std::uintptr_t>(block) + AheadBlocks * sizeof(Layout) + 64 * c, anchor);
+}
+
 // Chunk k's two quants in the 5-bit layouts of whole quants (BlockQ5_0x8, BlockQ5_Kx8):
 // each byte of v holds a low weight whole in bits 0-4 and a high weight's low three bits
 // in bits 5-7, whose top two bits sit at bits 2k and 2k+1 of the same byte of top. k is

@@ -73,8 +73,8 @@ inline void five_bit_quant_pair(__m512i v, __m512i top2, int p, __m512i& low, __
   high = _mm512_and_si512(merged, _mm512_set1_epi8(0x1f));
 }
 
-// How far ahead of the block being read the two-stream kernels prefetch each stream, in
-// interleaved blocks, as the AVX2 ones (legacy_r8_avx2.h).
+// How far ahead of the block being read each weight stream is prefetched, in
+// interleaved blocks, as by the AVX2 kernels (legacy_r8_avx2.h).
 constexpr int kLegacyPrefetchBlocks = 32;
 
 template <class Layout>
@@ -103,7 +103,7 @@ inline __m256 row_scales(const Layout& wb) {
 // NG groups of eight rows of a legacy layout against the activation, into
 // out[i][0..7], block by block: the block's activation pairs permuted once for all the
 // streams, then each stream's block.
-template <class Layout, int NG, bool Prefetch>
+template <class Layout, int NG>
 void legacy_dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlockInfo* xi, std::int64_t nb,
                        float* const out[NG]) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -119,10 +119,8 @@ void legacy_dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlo
     const __m256 dx = _mm256_set1_ps(xi[b].d);
     for (int i = 0; i < NG; ++i) {
       const Layout& wb = w[i][b];
-      if constexpr (Prefetch) {
-        const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(w[i] + b + kLegacyPrefetchBlocks);
-        for (std::uintptr_t line = 0; line < sizeof(Layout); line += 64) x86::prefetch_line(ahead + line);
-      }
+      const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kLegacyPrefetchBlocks * sizeof(Layout);
+      for (std::uintptr_t line = 0; line < sizeof(Layout); line += 64) x86::prefetch_line(ahead + line);
       __m512i dot = _mm512_setzero_si512();
       if constexpr (kIsQ8_0<Layout>) {
         // Chunks 2q, 2q+1 against quads 2q, 2q+1.
@@ -158,8 +156,9 @@ void legacy_dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlo
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
-// The matvec of a legacy layout with NG streams per thread; two streams prefetch, four
-// leave it to the hardware, as the AVX2 kernels.
+// The matvec of a legacy layout with NG streams per thread, each prefetched: with four
+// streams too, where on the AVX-512 Xeon that read 5-10 points of the peak more than the
+// hardware prefetcher alone (results/intel-xeon-2c/r8x4-prefetch.csv).
 template <class Layout, int NG>
 Status run_legacy(const MatVecArgs& a) {
   const auto* m = static_cast<const RowGroups<Layout>*>(a.prepared);
@@ -168,7 +167,7 @@ Status run_legacy(const MatVecArgs& a) {
   const auto* x = static_cast<const BlockQ8_1*>(a.x);
   const XBlockInfo* xi = activation_info(x, nb, stored_zero<Layout>());
   for_each_group<NG>(*m, a.y, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
-    legacy_dot_groups<Layout, decltype(count)::value, (NG < 4)>(w, x, xi, nb, out);
+    legacy_dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
   });
   return Status::Ok();
 }
@@ -186,7 +185,7 @@ inline __m512i scales_twice(const std::uint8_t* eight) {
   return _mm512_cvtepu8_epi32(_mm_set1_epi64x(v));
 }
 
-// How far ahead the two-stream K-quant kernels prefetch, in bytes, and how many lines
+// How far ahead the K-quant kernels prefetch each stream, in bytes, and how many lines
 // each quarter of a super-block issues (at least a quarter of the block's lines).
 constexpr int kKQuantPrefetchBytes = 2048;
 template <class Layout>
@@ -197,7 +196,7 @@ inline constexpr int kLinesPerQuarter = static_cast<int>((sizeof(Layout) + 255) 
 // loaded once and each chunk pair's quads permuted once for all the streams; each
 // stream's int32 sums of the two sub-blocks are scaled in int32 and folded once per
 // super-block, whose min term and scales are the AVX2 kernels' (add_block_with_mins).
-template <class Layout, int NG, bool Prefetch>
+template <class Layout, int NG>
 void kquant_dot_groups(const Layout* const w[NG], const BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                        float* const out[NG]) {
   constexpr bool kFive = std::is_same_v<Layout, BlockQ5_Kx8>;
@@ -224,11 +223,9 @@ void kquant_dot_groups(const Layout* const w[NG], const BlockQ8K* x, const XMinS
         const __m512i x_lo = _mm512_permutexvar_epi32(pair_index(p), xv);
         const __m512i x_hi = _mm512_permutexvar_epi32(pair_index(4 + p), xv);
         for (int i = 0; i < NG; ++i) {
-          if constexpr (Prefetch) {
-            constexpr int kLines = kLinesPerQuarter<Layout>;
-            const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(wb[i]) + kKQuantPrefetchBytes;
-            for (int j = 2 * p; j < 2 * p + 2 && j < kLines; ++j) x86::prefetch_line(ahead + 64 * (kLines * g + j));
-          }
+          constexpr int kLines = kLinesPerQuarter<Layout>;
+          const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(wb[i]) + kKQuantPrefetchBytes;
+          for (int j = 2 * p; j < 2 * p + 2 && j < kLines; ++j) x86::prefetch_line(ahead + 64 * (kLines * g + j));
           __m512i low, high;
           if constexpr (kFive) {
             const auto& quarter = wb[i]->quarter[g];
@@ -255,8 +252,9 @@ void kquant_dot_groups(const Layout* const w[NG], const BlockQ8K* x, const XMinS
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
-// A K-quant family for run_kquant_rows (kquant_r8_avx2.h): the loop above, two streams
-// with prefetch, four without.
+// A K-quant family for run_kquant_rows (kquant_r8_avx2.h): the loop above, every stream
+// prefetched (four prefetched streams read 10-15 points of the peak more than four
+// without on the AVX-512 Xeon, results/intel-xeon-2c/r8x4-prefetch.csv).
 template <class L, WeightType Type>
 struct KQuant {
   using Layout = L;
@@ -264,7 +262,7 @@ struct KQuant {
   template <int NG>
   static void dot_groups(const Layout* const w[NG], const BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                          float* const out[NG]) {
-    kquant_dot_groups<Layout, NG, (NG < 4)>(w, x, xm, nb, out);
+    kquant_dot_groups<Layout, NG>(w, x, xm, nb, out);
   }
 };
 
