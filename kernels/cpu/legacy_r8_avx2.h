@@ -28,8 +28,8 @@
 // block by block (Q4_0, Q4_1) and than two streams (Q5_0, Q5_1)
 // (results/amd-epyc-2c/legacy-r8x4-chunk-major.csv). Each stream prefetches one line
 // of the block kPrefetchBlocks ahead per chunk: on the AVX-512 Xeon, with the prepared
-// copies in huge pages, that read 8-15 points of the peak more than the hardware
-// prefetcher alone, on one and two threads, with the full ISA and under the AVX2 mask
+// copies in huge pages, that read 2-15 points of the peak more than the hardware
+// prefetcher alone (10 or more in 13 of the 16 type, thread and ISA cells)
 // (results/intel-xeon-2c/r8x4-prefetch.csv); on amd-epyc-2c, in 4 KiB pages, the two
 // had come out level (r8x4-no-prefetch.csv there).
 //

@@ -43,7 +43,7 @@ constexpr int kLinesPerQuarter = 5;
 // unrolled loop's size (about 3x the rolled one's), not measured. Every stream
 // prefetches, four as well as one or two: on amd-epyc-2c in 4 KiB pages four streams
 // read as fast without it (same file), but on the AVX-512 Xeon in huge pages four
-// prefetched streams read 10-13 points of the peak more than four without, and more
+// prefetched streams read 9-13 points of the peak more than four without, and more
 // than two (results/intel-xeon-2c/r8x4-prefetch.csv, and under the AVX2 mask there).
 template <int NG>
 void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,

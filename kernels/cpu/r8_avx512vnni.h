@@ -157,7 +157,7 @@ void legacy_dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlo
 }
 
 // The matvec of a legacy layout with NG streams per thread, each prefetched: with four
-// streams too, where on the AVX-512 Xeon that read 5-10 points of the peak more than the
+// streams too, where on the AVX-512 Xeon that read 3-13 points of the peak more than the
 // hardware prefetcher alone (results/intel-xeon-2c/r8x4-prefetch.csv).
 template <class Layout, int NG>
 Status run_legacy(const MatVecArgs& a) {
@@ -253,7 +253,7 @@ void kquant_dot_groups(const Layout* const w[NG], const BlockQ8K* x, const XMinS
 }
 
 // A K-quant family for run_kquant_rows (kquant_r8_avx2.h): the loop above, every stream
-// prefetched (four prefetched streams read 10-15 points of the peak more than four
+// prefetched (four prefetched streams read 11-18 points of the peak more than four
 // without on the AVX-512 Xeon, results/intel-xeon-2c/r8x4-prefetch.csv).
 template <class L, WeightType Type>
 struct KQuant {
