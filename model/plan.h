@@ -53,9 +53,8 @@ inline constexpr const char* kNoKernel = "none";
 // family that is fastest on x86 first, the references last; a type takes the first
 // suffix it has. The row-interleaved kernels with four prefetched streams per thread
 // lead two, with AVX-512 VNNI and with AVX2 (results/intel-xeon-2c/r8x4-prefetch.csv,
-// and under the AVX2 mask there; on amd-epyc-2c four led two for the legacy types and
-// Q4_K, results/amd-epyc-2c/default.csv). Q6_K, which has no VNNI row-interleaved
-// kernel, takes the plain four-row one with AVX-512 VNNI
+// the same file under the AVX2 mask, results/amd-epyc-2c/default.csv). Q6_K, which has
+// no VNNI row-interleaved kernel, takes the plain four-row one with AVX-512 VNNI
 // (results/intel-xeon-2c/default.csv), and its plain two-row kernel trails the
 // row-interleaved ones with AVX2 (results/intel-xeon-2c-isa-avx2-fma-f16c/default.csv).
 inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x4_q8k",  "avx512vnni_r8x4_q8_1", "avx512vnni_r8x2_q8k",

@@ -27,11 +27,10 @@
 // interleaved runs on one and two threads, they read 1-18 points of the peak more than
 // block by block (Q4_0, Q4_1) and than two streams (Q5_0, Q5_1)
 // (results/amd-epyc-2c/legacy-r8x4-chunk-major.csv). Each stream prefetches one line
-// of the block kPrefetchBlocks ahead per chunk: on the AVX-512 Xeon, with the prepared
-// copies in huge pages, that read 2-15 points of the peak more than the hardware
-// prefetcher alone (10 or more in 13 of the 16 type, thread and ISA cells)
-// (results/intel-xeon-2c/r8x4-prefetch.csv); on amd-epyc-2c, in 4 KiB pages, the two
-// had come out level (r8x4-no-prefetch.csv there).
+// of the block kPrefetchBlocks ahead per chunk: the hardware prefetcher alone leaves
+// four streams short of the peak where the copies sit in huge pages
+// (results/intel-xeon-2c/r8x4-prefetch.csv; in 4 KiB pages the two were level,
+// results/amd-epyc-2c/r8x4-no-prefetch.csv).
 //
 // Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size (Q4), and eight
 // of them sum to at most 30720 < 2^15; Q5's pairs reach 7936, so its int16 sums are

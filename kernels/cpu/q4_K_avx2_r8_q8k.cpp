@@ -41,10 +41,8 @@ constexpr int kLinesPerQuarter = 5;
 // (results/amd-epyc-2c/kquant-r8-compute.csv). Two unrolled streams spilled their sums;
 // four touch the stack about as often either way, so the likely cause there is the
 // unrolled loop's size (about 3x the rolled one's), not measured. Every stream
-// prefetches, four as well as one or two: on amd-epyc-2c in 4 KiB pages four streams
-// read as fast without it (same file), but on the AVX-512 Xeon in huge pages four
-// prefetched streams read 9-13 points of the peak more than four without, and more
-// than two (results/intel-xeon-2c/r8x4-prefetch.csv, and under the AVX2 mask there).
+// prefetches, four as well as one or two: four streams left to the hardware prefetcher
+// read short of the peak in huge pages (results/intel-xeon-2c/r8x4-prefetch.csv).
 template <int NG>
 void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                 float* const out[NG]) {
@@ -113,9 +111,8 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 2>(
     "q4_K.cpu.avx2_r8x2_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
     "streams per thread (the two halves of its rows) sharing each activation load")));
-// Four streams per thread keep more misses in flight than two: on amd-epyc-2c level
-// with two (results/amd-epyc-2c/q4_K-r8x4.csv), on the AVX-512 Xeon ahead
-// (results/intel-xeon-2c/r8x4-prefetch.csv).
+// Four streams per thread keep more misses in flight than two
+// (results/intel-xeon-2c/r8x4-prefetch.csv, results/amd-epyc-2c/q4_K-r8x4.csv).
 QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 4>(
     "q4_K.cpu.avx2_r8x4_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four weight "

@@ -123,8 +123,7 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q5K, 2>(
     "Q5_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
     "streams per thread (the two halves of its rows) sharing each activation load")));
 // Four streams: more than the 16 registers hold, so part of their state goes through
-// the stack, and still ahead of two on the AVX-512 Xeon, where the extra streams keep
-// more misses in flight (results/intel-xeon-2c/r8x4-prefetch.csv).
+// the stack; the extra misses in flight outweigh that (results/intel-xeon-2c/r8x4-prefetch.csv).
 QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q5K, 4>(
     "q5_K.cpu.avx2_r8x4_q8k",
     "Q5_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four prefetched weight "

@@ -134,9 +134,9 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q6K, 2>(
     "q6_K.cpu.avx2_r8x2_q8k",
     "Q6_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
     "streams per thread (the two halves of its rows) sharing each activation load")));
-// Four streams, one after another through each super-block as two are: on the AVX-512
-// Xeon a few points ahead of two, where Q6_K's arithmetic leaves less to gain from
-// more misses in flight than the other types (results/intel-xeon-2c/r8x4-prefetch.csv).
+// Four streams, one after another through each super-block as two are. Q6_K's
+// arithmetic runs closest to the read rate, so more misses in flight gain it least of
+// the types (results/intel-xeon-2c/r8x4-prefetch.csv).
 QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q6K, 4>(
     "q6_K.cpu.avx2_r8x4_q8k",
     "Q6_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four prefetched weight "

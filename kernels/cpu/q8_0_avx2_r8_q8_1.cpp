@@ -16,11 +16,9 @@
 // four-weight dot in lane r. A call whose activation holds a -128 (which the Q8_1
 // quantizers never emit, but the format allows) takes the int16 path instead. Its
 // four weight streams per thread prefetch as the int16 path's, one line per chunk
-// (prefetch_chunk_line): on the AVX-512 Xeon in huge pages that read 7-11 points of
-// the peak more than the hardware prefetcher alone under the AVX2 mask
-// (results/intel-xeon-2c-isa-avx2-fma-f16c/r8x4-prefetch.csv, `.pf8`), where on
-// amd-epyc-2c in 4 KiB pages the prefetcher alone had kept more in flight
-// (results/amd-epyc-2c/q8_0-r8-sign-trick.csv).
+// (prefetch_chunk_line): in huge pages the hardware prefetcher alone keeps too few
+// misses in flight (results/intel-xeon-2c-isa-avx2-fma-f16c/r8x4-prefetch.csv; in
+// 4 KiB pages it was enough, results/amd-epyc-2c/q8_0-r8-sign-trick.csv).
 //
 // Bounds: a vpmaddwd lane of the int16 path is at most 2 * 128 * 128 = 32768, eight
 // chunks' sum 2^18; a vpmaddubsw pair of the sign path at most 2 * 128 * 127 =

@@ -156,9 +156,8 @@ void legacy_dot_groups(const Layout* const w[NG], const BlockQ8_1* x, const XBlo
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
-// The matvec of a legacy layout with NG streams per thread, each prefetched: with four
-// streams too, where on the AVX-512 Xeon that read 3-13 points of the peak more than the
-// hardware prefetcher alone (results/intel-xeon-2c/r8x4-prefetch.csv).
+// The matvec of a legacy layout with NG streams per thread, each prefetched, four as
+// well as two (results/intel-xeon-2c/r8x4-prefetch.csv).
 template <class Layout, int NG>
 Status run_legacy(const MatVecArgs& a) {
   const auto* m = static_cast<const RowGroups<Layout>*>(a.prepared);
@@ -253,8 +252,7 @@ void kquant_dot_groups(const Layout* const w[NG], const BlockQ8K* x, const XMinS
 }
 
 // A K-quant family for run_kquant_rows (kquant_r8_avx2.h): the loop above, every stream
-// prefetched (four prefetched streams read 11-18 points of the peak more than four
-// without on the AVX-512 Xeon, results/intel-xeon-2c/r8x4-prefetch.csv).
+// prefetched, four as well as two (results/intel-xeon-2c/r8x4-prefetch.csv).
 template <class L, WeightType Type>
 struct KQuant {
   using Layout = L;
