@@ -66,8 +66,10 @@ inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x4_q8k",  "avx512vnni
                                              "avx2_f32",             "avx2_4row",            "avx2",
                                              "scalar_q8k",           "scalar_f32",           "scalar"};
 // The same for the fused up+gate kernels; a fused kernel not listed comes after these.
-inline constexpr const char* kAutoOrderFused[] = {"avx512vnni_up_gate_q8k", "avx2_r8_up_gate_q8_1",
-                                                  "avx2_r8_up_gate_q8k"};
+// Two groups of each matrix per step (four streams) first, as for the matvecs.
+inline constexpr const char* kAutoOrderFused[] = {
+    "avx512vnni_r8x2_up_gate_q8k", "avx512vnni_r8x2_up_gate_q8_1", "avx2_r8x2_up_gate_q8_1", "avx2_r8x2_up_gate_q8k",
+    "avx512vnni_up_gate_q8k",      "avx2_r8_up_gate_q8_1",         "avx2_r8_up_gate_q8k"};
 // The same for CUDA kernels (`--device cuda`), fastest first on an H100 on every
 // Llama shape (results/nvidia-h100-80gb-hbm3/bench.csv, bench-legacy-dp4a.csv,
 // decode-plans.csv): Q4_K's and Q6_K's half-warp DP4A kernels, Q5_K's multi-warp

@@ -5,12 +5,14 @@
 // threaded path forced on small matrices), outputs NaN-poisoned first.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -346,67 +348,111 @@ std::vector<std::uint8_t> random_weights(WeightType type, Shape s, std::mt19937&
   return w;
 }
 
-// The fused up+gate kernels on their repacked pair: y from w and y2 from w2 (two
-// different random matrices, so a swap or a mix-up fails), each matching the float64
-// dot of its own matrix on every group remainder, threads 1 and 2, both outputs
-// NaN-poisoned and untouched past the last row.
-TEST(RowInterleaved, FusedUpGateMatchesBothMatricesOnEveryRemainder) {
+// The fused up+gate kernels on repacked pairs: one group of each matrix per step (r8)
+// or two (r8x2, four streams; Q6_K only these), AVX2 and AVX-512 VNNI.
+const std::vector<const char*> kFusedAvx2Kernels = {
+    "q4_0.cpu.avx2_r8_up_gate_q8_1", "q4_0.cpu.avx2_r8x2_up_gate_q8_1", "q4_1.cpu.avx2_r8_up_gate_q8_1",
+    "q4_1.cpu.avx2_r8x2_up_gate_q8_1", "q5_0.cpu.avx2_r8_up_gate_q8_1", "q5_0.cpu.avx2_r8x2_up_gate_q8_1",
+    "q5_1.cpu.avx2_r8_up_gate_q8_1", "q5_1.cpu.avx2_r8x2_up_gate_q8_1", "q8_0.cpu.avx2_r8_up_gate_q8_1",
+    "q8_0.cpu.avx2_r8x2_up_gate_q8_1", "q4_K.cpu.avx2_r8_up_gate_q8k",   "q4_K.cpu.avx2_r8x2_up_gate_q8k",
+    "q5_K.cpu.avx2_r8_up_gate_q8k",   "q5_K.cpu.avx2_r8x2_up_gate_q8k",   "q6_K.cpu.avx2_r8x2_up_gate_q8k"};
+const std::vector<const char*> kFusedVnniKernels = {
+    "q4_0.cpu.avx512vnni_r8x2_up_gate_q8_1", "q4_1.cpu.avx512vnni_r8x2_up_gate_q8_1",
+    "q5_0.cpu.avx512vnni_r8x2_up_gate_q8_1", "q5_1.cpu.avx512vnni_r8x2_up_gate_q8_1",
+    "q8_0.cpu.avx512vnni_r8x2_up_gate_q8_1", "q4_K.cpu.avx512vnni_r8x2_up_gate_q8k",
+    "q5_K.cpu.avx512vnni_r8x2_up_gate_q8k"};
+
+// A fused kernel's activation: Q8_K, or Q8_1 with -128s (near certain at 96 columns
+// and more) or without (Q8_0's four-stream kernel takes its sign-trick path only then).
+std::vector<std::uint8_t> fused_activation(const KernelSpec& k, std::int64_t cols, bool with_minus_128,
+                                           std::mt19937& rng) {
+  const auto bytes = [](const auto& q) {
+    const auto* b = reinterpret_cast<const std::uint8_t*>(q.data());
+    return std::vector<std::uint8_t>(b, b + q.size() * sizeof(q[0]));
+  };
+  if (k.act == ActFormat::Q8_K) return bytes(test::extreme_q8_K(cols, rng));
+  return bytes(with_minus_128 ? test::extreme_q8_1(cols, rng) : test::quantizer_range_q8_1(cols, rng));
+}
+
+// Each fused kernel named on its repacked pair: y from w and y2 from w2 (two different
+// random matrices, so a swap or a mix-up fails), each matching the float64 dot of its
+// own matrix on every group remainder and split of the groups between the streams,
+// threads 1 and 2, both outputs NaN-poisoned and untouched past the last row.
+void expect_fused_match_on_every_remainder(const std::vector<const char*>& kernels) {
+  std::string missing;
+  if (lacks_features_for(kernels, missing)) GTEST_SKIP() << missing;
   std::mt19937 rng(13);
-  int kernels = 0, checked = 0;
-  for (const KernelSpec& k : global_registry().all()) {
-    if (k.op != OpKind::FusedUpGate || !k.prepare || k.backend != Backend::CPU) continue;
-    ++kernels;
-    if (missing_cpu_features(k.cpu_features) != 0) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+  int checked = 0;
+  for (const char* name : kernels) {
+    const KernelSpec* kernel = global_registry().find(name);
+    ASSERT_NE(kernel, nullptr) << name;
+    const KernelSpec& k = *kernel;
+    ASSERT_EQ(k.op, OpKind::FusedUpGate) << name;
     const std::int64_t block = block_values(k.weight);
     for (const std::int64_t cols : {block, 3 * block})
-      for (const std::int64_t rows : {1, 7, 8, 9, 23, 130}) {
+      for (const std::int64_t rows : {1, 7, 8, 9, 23, 40, 130}) {
         const Shape s{rows, cols};
         const auto w = random_weights(k.weight, s, rng), w2 = random_weights(k.weight, s, rng);
         std::vector<float> xf(static_cast<std::size_t>(cols)), wf(static_cast<std::size_t>(cols));
-        std::vector<std::uint8_t> x;
-        if (k.act == ActFormat::Q8_K) {
-          const auto q = test::extreme_q8_K(cols, rng);
-          x.assign(reinterpret_cast<const std::uint8_t*>(q.data()), reinterpret_cast<const std::uint8_t*>(q.data() + q.size()));
-        } else {
-          const auto q = test::extreme_q8_1(cols, rng);
-          x.assign(reinterpret_cast<const std::uint8_t*>(q.data()), reinterpret_cast<const std::uint8_t*>(q.data() + q.size()));
-        }
-        dequantize_activation(k.act, x.data(), xf.data(), cols);
         MatVecArgs a = matvec_args(s, w.data(), w.size(), nullptr, 0, nullptr, w2.data(), w2.size());
         PreparedMatrix pm;
         ASSERT_TRUE(pm.prepare(k, a).ok()) << k.name;
         PreparedMatrix single;  // the pair holds two matrices of one repacked matrix's size
         ASSERT_TRUE(single.prepare(*global_registry().find(r8_kernel_name(k)), a).ok()) << k.name;
         EXPECT_EQ(pm.bytes(), 2 * single.bytes()) << k.name;
-        for (const int threads : {1, 2}) {
-          TilingGuard tiling({64, 1});
-          std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN), y2 = y;
-          a = matvec_args(s, w.data(), w.size(), x.data(), x.size(), y.data(), w2.data(), w2.size(), y2.data());
-          a.threads = threads;
-          a.prepared = pm.handle();
-          const Status st = invoke(k, a);
-          ASSERT_TRUE(st.ok()) << st.error;
-          for (const auto& [weights, out] : {std::pair{&w, &y}, std::pair{&w2, &y2}})
-            for (std::int64_t r = 0; r < rows; ++r) {
-              dequantize_row(k.weight, weights->data() + row_bytes(k.weight, cols) * static_cast<std::size_t>(r),
-                             wf.data(), cols);
-              double dot = 0, magnitude = 0;
-              for (std::size_t i = 0; i < wf.size(); ++i) {
-                dot += double(wf[i]) * xf[i];
-                magnitude += std::fabs(double(wf[i]) * xf[i]);
+        for (const bool with_minus_128 : {true, false})
+          for (const int threads : {1, 2}) {
+            const auto x = fused_activation(k, cols, with_minus_128, rng);
+            dequantize_activation(k.act, x.data(), xf.data(), cols);
+            TilingGuard tiling({64, 1});
+            std::vector<float> y(static_cast<std::size_t>(rows) + 3, NAN), y2 = y;
+            a = matvec_args(s, w.data(), w.size(), x.data(), x.size(), y.data(), w2.data(), w2.size(), y2.data());
+            a.threads = threads;
+            a.prepared = pm.handle();
+            const Status st = invoke(k, a);
+            ASSERT_TRUE(st.ok()) << st.error;
+            for (const auto& [weights, out] : {std::pair{&w, &y}, std::pair{&w2, &y2}})
+              for (std::int64_t r = 0; r < rows; ++r) {
+                dequantize_row(k.weight, weights->data() + row_bytes(k.weight, cols) * static_cast<std::size_t>(r),
+                               wf.data(), cols);
+                double dot = 0, magnitude = 0;
+                for (std::size_t i = 0; i < wf.size(); ++i) {
+                  dot += double(wf[i]) * xf[i];
+                  magnitude += std::fabs(double(wf[i]) * xf[i]);
+                }
+                ASSERT_NEAR((*out)[static_cast<std::size_t>(r)], dot, 1e-5 * magnitude + 1e-6)
+                    << k.name << " " << to_string(s) << (out == &y ? " y" : " y2") << " row " << r << " threads "
+                    << threads << (with_minus_128 ? "" : " (activation in [-127, 127])");
               }
-              ASSERT_NEAR((*out)[static_cast<std::size_t>(r)], dot, 1e-5 * magnitude + 1e-6)
-                  << k.name << " " << to_string(s) << (out == &y ? " y" : " y2") << " row " << r << " threads "
-                  << threads;
-            }
-          for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r)
-            ASSERT_TRUE(std::isnan(y[r]) && std::isnan(y2[r])) << k.name << " wrote past the last row, at " << r;
-          ++checked;
-        }
+            for (std::size_t r = static_cast<std::size_t>(rows); r < y.size(); ++r)
+              ASSERT_TRUE(std::isnan(y[r]) && std::isnan(y2[r])) << k.name << " wrote past the last row, at " << r;
+            ++checked;
+          }
       }
   }
-  EXPECT_EQ(kernels, 7);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K
-  EXPECT_EQ(checked, kernels * 2 * 6 * 2);
+  EXPECT_EQ(checked, static_cast<int>(kernels.size()) * 2 * 7 * 2 * 2);
+}
+
+TEST(RowInterleaved, FusedUpGateMatchesBothMatricesOnEveryRemainder) {
+  expect_fused_match_on_every_remainder(kFusedAvx2Kernels);
+}
+
+TEST(RowInterleaved, FusedUpGateAvx512VnniMatchesBothMatricesOnEveryRemainder) {
+  expect_fused_match_on_every_remainder(kFusedVnniKernels);
+}
+
+// A fused kernel on a repacked pair that the lists above miss would go unchecked.
+TEST(RowInterleaved, EveryFusedRepackedKernelIsChecked) {
+  int listed = 0;
+  for (const KernelSpec& k : global_registry().all()) {
+    if (k.op != OpKind::FusedUpGate || !k.prepare || k.backend != Backend::CPU) continue;
+    const auto named = [&](const std::vector<const char*>& list) {
+      return std::any_of(list.begin(), list.end(), [&](const char* n) { return k.name == std::string_view(n); });
+    };
+    EXPECT_TRUE(named(kFusedAvx2Kernels) || named(kFusedVnniKernels)) << k.name << " is in no fused test list";
+    ++listed;
+  }
+  EXPECT_EQ(listed, static_cast<int>(kFusedAvx2Kernels.size() + kFusedVnniKernels.size()));
 }
 
 TEST(RowInterleaved, FusedPrepareWithoutTheSecondMatrixIsAnError) {

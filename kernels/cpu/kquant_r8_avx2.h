@@ -77,7 +77,7 @@ inline __m256 add_block_with_mins(__m256 acc, __m256i isum, const Layout& wb, co
 
 // A K-quant R8 kernel family K: K::Layout, K::kType and K::dot_groups<NG>(w, x, xm, nb,
 // out) computing NG groups into out[i][0..7]. Its matvec (NG weight streams per
-// thread) and fused up+gate runs check the prepared matrix or pair against the call's
+// thread) and fused up+gate (NP groups of each matrix, 2 * NP streams) runs check the prepared matrix or pair against the call's
 // shape and make the activation's min sums once per call for a layout with mins (else
 // xm is null).
 template <class K, int NG>
@@ -94,7 +94,7 @@ Status run_kquant_rows(const MatVecArgs& a) {
   return Status::Ok();
 }
 
-template <class K>
+template <class K, int NP>
 Status run_kquant_row_pair(const MatVecArgs& a) {
   using Layout = typename K::Layout;
   const auto* p = static_cast<const RowGroupPair<Layout>*>(a.prepared);
@@ -102,7 +102,7 @@ Status run_kquant_row_pair(const MatVecArgs& a) {
   const std::int64_t nb = p->first.blocks;
   const auto* x = static_cast<const BlockQ8K*>(a.x);
   const XMinSums* xm = Layout::kMinPairs ? min_sums(x, nb) : nullptr;
-  for_each_group_pair(*p, a.y, a.y2, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
+  for_each_group_pair<NP>(*p, a.y, a.y2, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
     K::template dot_groups<decltype(count)::value>(w, x, xm, nb, out);
   });
   return Status::Ok();
@@ -110,7 +110,7 @@ Status run_kquant_row_pair(const MatVecArgs& a) {
 
 // The registry records of family K: a matvec with NG streams per thread (needing
 // `features`: the AVX2 loops' or, for K's AVX-512 VNNI loops, theirs), or the fused
-// up+gate kernel on a repacked pair.
+// up+gate kernel on a repacked pair reading NP groups of each matrix per step.
 template <class K, int NG>
 constexpr KernelRecord kquant_r8_record(const char* name, const char* description,
                                         std::uint32_t features = kAvx2Features) {
@@ -118,10 +118,11 @@ constexpr KernelRecord kquant_r8_record(const char* name, const char* descriptio
                                                 run_kquant_rows<K, NG>, description, features);
 }
 
-template <class K>
-KernelRecord kquant_r8_up_gate_record(const char* name, const char* description) {
+template <class K, int NP>
+constexpr KernelRecord kquant_r8_up_gate_record(const char* name, const char* description,
+                                      std::uint32_t features = kAvx2Features) {
   return interleaved_record<typename K::Layout>(OpKind::FusedUpGate, name, K::kType, ActFormat::Q8_K,
-                                                run_kquant_row_pair<K>, description);
+                                                run_kquant_row_pair<K, NP>, description, features);
 }
 
 }  // namespace

@@ -205,30 +205,35 @@ Status run(const MatVecArgs& a) {
   return Status::Ok();
 }
 
-// Fused up+gate: group g of both matrices per step, two streams sharing the activation.
-template <class Layout>
+// Fused up+gate: group g of NP parts of both matrices per step, 2 * NP streams sharing
+// the activation (four chunk-major, as the matvec's four).
+template <class Layout, int NP>
 Status run_up_gate(const MatVecArgs& a) {
   const auto* p = static_cast<const RowGroupPair<Layout>*>(a.prepared);
   if (!p || !(p->first.shape == a.shape)) return not_prepared_for(a.shape);
   const std::int64_t nb = p->first.blocks;
   const auto* x = static_cast<const BlockQ8_1*>(a.x);
   const XBlockInfo* xi = activation_info(x, nb, Layout::kZero);
-  for_each_group_pair(*p, a.y, a.y2, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
-    dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
+  for_each_group_pair<NP>(*p, a.y, a.y2, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
+    if constexpr (decltype(count)::value == 4)
+      dot_groups_chunk_major<Layout, 4>(w, x, xi, nb, out);
+    else
+      dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
   });
   return Status::Ok();
 }
 
 // The registry records of a layout's kernels: NG weight streams per thread (1: avx2_r8,
-// 2: avx2_r8x2, 4: avx2_r8x4, chunk-major), and the fused up+gate one.
+// 2: avx2_r8x2, 4: avx2_r8x4, chunk-major), and the fused up+gate ones (NP groups of
+// each matrix per step).
 template <class Layout, int NG>
 KernelRecord r8_record(WeightType type, const char* name, const char* description) {
   return interleaved_record<Layout>(OpKind::MatVec, name, type, ActFormat::Q8_1, run<Layout, NG>, description);
 }
 
-template <class Layout>
+template <class Layout, int NP>
 KernelRecord r8_up_gate_record(WeightType type, const char* name, const char* description) {
-  return interleaved_record<Layout>(OpKind::FusedUpGate, name, type, ActFormat::Q8_1, run_up_gate<Layout>,
+  return interleaved_record<Layout>(OpKind::FusedUpGate, name, type, ActFormat::Q8_1, run_up_gate<Layout, NP>,
                                     description);
 }
 

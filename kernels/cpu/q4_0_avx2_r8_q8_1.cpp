@@ -21,8 +21,14 @@ QMV_REGISTER_KERNEL((qmv::interleave::r8_record<Layout, 4>(qmv::WeightType::Q4_0
     "Q4_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, four weight streams "
     "per thread (the four quarters of its rows), chunk by chunk: each activation quad "
     "broadcast once for all four, each stream prefetched a line per chunk")));
-QMV_REGISTER_KERNEL(qmv::interleave::r8_up_gate_record<Layout>(
+QMV_REGISTER_KERNEL((qmv::interleave::r8_up_gate_record<Layout, 1>(
     qmv::WeightType::Q4_0, "q4_0.cpu.avx2_r8_up_gate_q8_1",
     "fused FFN up+gate (y = W x, y2 = W2 x), Q4_0 x Q8_1, AVX2, both matrices repacked once "
     "into eight-row interleaved blocks: group g of each per step, two weight streams sharing "
-    "each activation load, both outputs in one parallel region"));
+    "each activation load, both outputs in one parallel region")));
+QMV_REGISTER_KERNEL((qmv::interleave::r8_up_gate_record<Layout, 2>(
+    qmv::WeightType::Q4_0, "q4_0.cpu.avx2_r8x2_up_gate_q8_1",
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q4_0 x Q8_1, AVX2, both matrices repacked once "
+    "into eight-row interleaved blocks: two groups of each per step (the halves of each "
+    "thread's rows), four weight streams sharing each activation load chunk by chunk, each "
+    "prefetched a line per chunk")));

@@ -117,8 +117,13 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 4>(
     "q4_K.cpu.avx2_r8x4_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four weight "
     "streams per thread (the four quarters of its rows) sharing each activation load")));
-QMV_REGISTER_KERNEL(qmv::interleave::kquant_r8_up_gate_record<Q4K>(
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_up_gate_record<Q4K, 1>(
     "q4_K.cpu.avx2_r8_up_gate_q8k",
     "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX2, both matrices repacked once into "
     "eight-row interleaved super-blocks: group g of each per step, two weight streams sharing "
-    "each activation load, both outputs in one parallel region"));
+    "each activation load, both outputs in one parallel region")));
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_up_gate_record<Q4K, 2>(
+    "q4_K.cpu.avx2_r8x2_up_gate_q8k",
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q4_K x Q8_K, AVX2, both matrices repacked once into "
+    "eight-row interleaved super-blocks: two groups of each per step (the halves of each thread's "
+    "rows), four prefetched weight streams sharing each activation load")));

@@ -141,3 +141,8 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q6K, 4>(
     "q6_K.cpu.avx2_r8x4_q8k",
     "Q6_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four prefetched weight "
     "streams per thread (the four quarters of its rows)")));
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_up_gate_record<Q6K, 2>(
+    "q6_K.cpu.avx2_r8x2_up_gate_q8k",
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q6_K x Q8_K, AVX2, both matrices repacked once into "
+    "eight-row interleaved super-blocks: two groups of each per step (the halves of each thread's "
+    "rows), four prefetched weight streams sharing each activation load")));

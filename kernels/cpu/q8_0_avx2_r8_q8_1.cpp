@@ -3,7 +3,7 @@
 // exact for every input: stored unsigned (q + 128) the quants overflow its int16
 // pairs, and the sign trick (|w| against x * sign(w)) wraps on a -128 activation.
 //
-// The int16 path (avx2_r8, avx2_r8x2, the fused up+gate) is exact for any input: a
+// The int16 path (avx2_r8, avx2_r8x2, avx2_r8_up_gate) is exact for any input: a
 // 32-byte chunk (four quants of each of the eight rows) widens to two registers, rows
 // 0-3 and 4-7, and vpmaddwd against four activation quants (widened once per call,
 // broadcast as one 64-bit pattern) leaves two int32 partial dots per row. One vphaddd
@@ -11,9 +11,9 @@
 // the repack stored their scales in; the outputs are put back in row order once per
 // group.
 //
-// The sign-trick path (avx2_r8x4) takes half the instructions: per chunk one
-// vpmaddubsw of |w| against x * sign(w) and one vpmaddwd against ones leave row r's
-// four-weight dot in lane r. A call whose activation holds a -128 (which the Q8_1
+// The sign-trick path (the four-stream avx2_r8x4 and avx2_r8x2_up_gate) takes half the
+// instructions: per chunk one vpmaddubsw of |w| against x * sign(w) and one vpmaddwd
+// against ones leave row r's four-weight dot in lane r. A call whose activation holds a -128 (which the Q8_1
 // quantizers never emit, but the format allows) takes the int16 path instead. Its
 // four weight streams per thread prefetch as the int16 path's, one line per chunk
 // (prefetch_chunk_line): in huge pages the hardware prefetcher alone keeps too few
@@ -156,15 +156,26 @@ qmv::Status run(const qmv::MatVecArgs& a) {
   return qmv::Status::Ok();
 }
 
+// Fused up+gate, NP groups of each matrix per step: the int16 path, or for four streams
+// the sign-trick path as the matvec's (an activation holding -128 takes the int16 one).
+template <int NP, bool SignTrick = false>
 qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
   const auto* p = static_cast<const qmv::interleave::RowGroupPair<BlockQ8_0x8>*>(a.prepared);
   if (!p || !(p->first.shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
   const std::int64_t nb = p->first.blocks;
+  const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
+  if (SignTrick && !has_minus_128(xq, nb)) {
+    qmv::interleave::for_each_group_pair<NP>(*p, a.y, a.y2, a.threads,
+                                             [&](auto count, const BlockQ8_0x8* const* w, float* const* out) {
+                                               dot_groups_sign<decltype(count)::value>(w, xq, nb, out);
+                                             });
+    return qmv::Status::Ok();
+  }
   const XBlock16* x = widened_activation(a, nb);
-  qmv::interleave::for_each_group_pair(*p, a.y, a.y2, a.threads,
-                                       [&](auto count, const BlockQ8_0x8* const* w, float* const* out) {
-                                         dot_groups<decltype(count)::value>(w, x, nb, out);
-                                       });
+  qmv::interleave::for_each_group_pair<NP>(*p, a.y, a.y2, a.threads,
+                                           [&](auto count, const BlockQ8_0x8* const* w, float* const* out) {
+                                             dot_groups<decltype(count)::value>(w, x, nb, out);
+                                           });
   return qmv::Status::Ok();
 }
 
@@ -188,7 +199,13 @@ QMV_REGISTER_KERNEL(
                      "per thread, each prefetched a line per chunk: vpmaddubsw of |w| against x * sign(w) (an "
                      "activation holding -128 takes the int16 path)")));
 QMV_REGISTER_KERNEL(qmv::interleave::interleaved_record<BlockQ8_0x8>(
-    qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run_up_gate,
+    qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run_up_gate<1>,
     "fused FFN up+gate (y = W x, y2 = W2 x), Q8_0 x Q8_1, AVX2, both matrices repacked once into "
     "eight-row interleaved blocks: group g of each per step, two weight streams sharing each "
     "activation load, both outputs in one parallel region"));
+QMV_REGISTER_KERNEL(qmv::interleave::interleaved_record<BlockQ8_0x8>(
+    qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8x2_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1,
+    (run_up_gate<2, true>),
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q8_0 x Q8_1, AVX2, both matrices repacked once into "
+    "eight-row interleaved blocks: two groups of each per step, four weight streams sharing each "
+    "activation quad, each prefetched a line per chunk: the sign-trick path of avx2_r8x4_q8_1"));

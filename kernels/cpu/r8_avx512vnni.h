@@ -177,6 +177,26 @@ constexpr KernelRecord legacy_record(WeightType type, const char* name, const ch
                                     kAvx512VnniFeatures);
 }
 
+// The fused up+gate of a legacy layout: NP groups of each matrix per step.
+template <class Layout, int NP>
+Status run_legacy_pair(const MatVecArgs& a) {
+  const auto* p = static_cast<const RowGroupPair<Layout>*>(a.prepared);
+  if (!p || !(p->first.shape == a.shape)) return not_prepared_for(a.shape);
+  const std::int64_t nb = p->first.blocks;
+  const auto* x = static_cast<const BlockQ8_1*>(a.x);
+  const XBlockInfo* xi = activation_info(x, nb, stored_zero<Layout>());
+  for_each_group_pair<NP>(*p, a.y, a.y2, a.threads, [&](auto count, const Layout* const* w, float* const* out) {
+    legacy_dot_groups<Layout, decltype(count)::value>(w, x, xi, nb, out);
+  });
+  return Status::Ok();
+}
+
+template <class Layout, int NP>
+constexpr KernelRecord legacy_up_gate_record(WeightType type, const char* name, const char* description) {
+  return interleaved_record<Layout>(OpKind::FusedUpGate, name, type, ActFormat::Q8_1, run_legacy_pair<Layout, NP>,
+                                    description, kAvx512VnniFeatures);
+}
+
 // Sub-block j's 6-bit scales of the eight rows, row r in lanes r and 8 + r.
 inline __m512i scales_twice(const std::uint8_t* eight) {
   std::int64_t v;

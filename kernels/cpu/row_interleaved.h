@@ -283,15 +283,31 @@ void for_each_group(const RowGroups<Layout>& m, float* y, int threads, Dot&& dot
   });
 }
 
-// The outputs of a fused pair p (y = first x, y2 = second x): group g of both
-// matrices in one dot call (count 2: two weight streams sharing each activation
-// load), each thread a contiguous run of groups, the padded last group through
-// scratch outputs.
-template <class Layout, class Dot>
+// The outputs of a fused pair p (y = first x, y2 = second x): each thread a contiguous
+// run of groups, read as NP parts side by side, one dot call per step on group g of
+// each part in both matrices (count 2 * NP: w and out in the order first, second of
+// part 0, then of part 1, ...), so that 2 * NP weight streams share each activation
+// load; the parts' leftovers one group (count 2) at a time, the padded last group
+// through scratch outputs.
+template <int NP, class Layout, class Dot>
 void for_each_group_pair(const RowGroupPair<Layout>& p, float* y, float* y2, int threads, Dot&& dot) {
-  const std::int64_t nb = p.first.blocks, rows = p.first.shape.rows;
-  parallel_groups(p.first.groups, rows, threads, [&](std::int64_t g0, std::int64_t g1) {
-    for (std::int64_t g = g0; g < g1; ++g) {
+  const std::int64_t nb = p.first.blocks, groups = p.first.groups, rows = p.first.shape.rows;
+  parallel_groups(groups, rows, threads, [&](std::int64_t g0, std::int64_t g1) {
+    const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
+    const std::int64_t part = (full_end - g0) / NP;
+    for (std::int64_t k = 0; k < part; ++k) {
+      const Layout* w[2 * NP];
+      float* out[2 * NP];
+      for (int i = 0; i < NP; ++i) {
+        const std::int64_t g = g0 + i * part + k;
+        w[2 * i] = p.first.data + g * nb;
+        w[2 * i + 1] = p.second.data + g * nb;
+        out[2 * i] = y + g * kGroupRows;
+        out[2 * i + 1] = y2 + g * kGroupRows;
+      }
+      dot(std::integral_constant<int, 2 * NP>{}, w, out);
+    }
+    for (std::int64_t g = g0 + NP * part; g < g1; ++g) {
       const Layout* w[2] = {p.first.data + g * nb, p.second.data + g * nb};
       if ((g + 1) * kGroupRows <= rows) {
         float* out[2] = {y + g * kGroupRows, y2 + g * kGroupRows};
