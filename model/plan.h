@@ -66,7 +66,8 @@ inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x4_q8k",  "avx512vnni
                                              "avx2_f32",             "avx2_4row",            "avx2",
                                              "scalar_q8k",           "scalar_f32",           "scalar"};
 // The same for the fused up+gate kernels; a fused kernel not listed comes after these.
-// Two groups of each matrix per step (four streams) first, as for the matvecs.
+// Two groups of each matrix per step (four streams) first, as for the matvecs
+// (results/intel-xeon-2c/fused-up-gate-streams.csv).
 inline constexpr const char* kAutoOrderFused[] = {
     "avx512vnni_r8x2_up_gate_q8k", "avx512vnni_r8x2_up_gate_q8_1", "avx2_r8x2_up_gate_q8_1", "avx2_r8x2_up_gate_q8k",
     "avx512vnni_up_gate_q8k",      "avx2_r8_up_gate_q8_1",         "avx2_r8_up_gate_q8k"};
