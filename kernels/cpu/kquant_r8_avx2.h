@@ -77,9 +77,9 @@ inline __m256 add_block_with_mins(__m256 acc, __m256i isum, const Layout& wb, co
 
 // A K-quant R8 kernel family K: K::Layout, K::kType and K::dot_groups<NG>(w, x, xm, nb,
 // out) computing NG groups into out[i][0..7]. Its matvec (NG weight streams per
-// thread) and fused up+gate (NP groups of each matrix, 2 * NP streams) runs check the prepared matrix or pair against the call's
-// shape and make the activation's min sums once per call for a layout with mins (else
-// xm is null).
+// thread) and fused up+gate (NP groups of each matrix, 2 * NP streams) runs check the
+// prepared matrix or pair against the call's shape and make the activation's min sums
+// once per call for a layout with mins (else xm is null).
 template <class K, int NG>
 Status run_kquant_rows(const MatVecArgs& a) {
   using Layout = typename K::Layout;
@@ -120,7 +120,7 @@ constexpr KernelRecord kquant_r8_record(const char* name, const char* descriptio
 
 template <class K, int NP>
 constexpr KernelRecord kquant_r8_up_gate_record(const char* name, const char* description,
-                                      std::uint32_t features = kAvx2Features) {
+                                                std::uint32_t features = kAvx2Features) {
   return interleaved_record<typename K::Layout>(OpKind::FusedUpGate, name, K::kType, ActFormat::Q8_K,
                                                 run_kquant_row_pair<K, NP>, description, features);
 }

@@ -199,7 +199,8 @@ QMV_REGISTER_KERNEL(
                      "per thread, each prefetched a line per chunk: vpmaddubsw of |w| against x * sign(w) (an "
                      "activation holding -128 takes the int16 path)")));
 QMV_REGISTER_KERNEL(qmv::interleave::interleaved_record<BlockQ8_0x8>(
-    qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1, run_up_gate<1>,
+    qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1,
+    run_up_gate<1>,
     "fused FFN up+gate (y = W x, y2 = W2 x), Q8_0 x Q8_1, AVX2, both matrices repacked once into "
     "eight-row interleaved blocks: group g of each per step, two weight streams sharing each "
     "activation load, both outputs in one parallel region"));
