@@ -19,7 +19,7 @@ constexpr qmv::KernelRecord kFourStreams = legacy_record<Layout, 4>(
     "vpdpbusd, four prefetched weight streams per thread");
 constexpr qmv::KernelRecord kFusedUpGate = qmv::interleave::vnni::legacy_up_gate_record<Layout, 2>(
     qmv::WeightType::Q5_0, "q5_0.cpu.avx512vnni_r8x2_up_gate_q8_1",
-    "fused FFN up+gate (y = W x, y2 = W2 x), Q5_0 x Q8_1, AVX-512 VNNI, both matrices as "
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q5_0 x Q8_1, AVX512 VNNI, both matrices as "
     "avx2_r8_q8_1 interleaves them, two chunks per vpdpbusd: two groups of each per step, four "
     "prefetched weight streams sharing each activation permute");
 }  // namespace

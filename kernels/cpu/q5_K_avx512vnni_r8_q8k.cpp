@@ -22,7 +22,7 @@ constexpr qmv::KernelRecord kFourStreams = kquant_r8_record<Family, 4>(
     qmv::interleave::kAvx512VnniFeatures);
 constexpr qmv::KernelRecord kFusedUpGate = qmv::interleave::kquant_r8_up_gate_record<Family, 2>(
     "q5_K.cpu.avx512vnni_r8x2_up_gate_q8k",
-    "fused FFN up+gate (y = W x, y2 = W2 x), Q5_K x Q8_K, AVX-512 VNNI, both matrices as "
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q5_K x Q8_K, AVX512 VNNI, both matrices as "
     "avx2_r8_q8k interleaves them, two chunks per vpdpbusd: two groups of each per step, four "
     "prefetched weight streams sharing each activation permute",
     qmv::interleave::kAvx512VnniFeatures);
