@@ -251,6 +251,23 @@ inline void store_group(const float* tmp, float* y, std::int64_t g, std::int64_t
   for (std::int64_t r = g * kGroupRows; r < rows && r < (g + 1) * kGroupRows; ++r) y[r] = tmp[r - g * kGroupRows];
 }
 
+// Each thread's contiguous run [g0, g1) of `groups` groups read as N parts side by
+// side: step(g) with g[i] the group of part i, for each step; then leftover(g) for each
+// group the parts leave over, the matrix's last (maybe padded) one always among them.
+template <int N, class Step, class Leftover>
+void for_each_step_of_parts(std::int64_t groups, std::int64_t rows, int threads, Step&& step, Leftover&& leftover) {
+  parallel_groups(groups, rows, threads, [&](std::int64_t g0, std::int64_t g1) {
+    const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
+    const std::int64_t part = (full_end - g0) / N;
+    for (std::int64_t k = 0; k < part; ++k) {
+      std::int64_t g[N];
+      for (int i = 0; i < N; ++i) g[i] = g0 + i * part + k;
+      step(g);
+    }
+    for (std::int64_t g = g0 + N * part; g < g1; ++g) leftover(g);
+  });
+}
+
 // The outputs of a row-interleaved matrix m: each thread takes one contiguous run of
 // groups, read as NG parts side by side; the matrix's last group (maybe padded) and
 // the parts' leftovers go one at a time, the padded one through a scratch output.
@@ -259,28 +276,25 @@ inline void store_group(const float* tmp, float* y, std::int64_t g, std::int64_t
 // ISA flags.
 template <int NG, class Layout, class Dot>
 void for_each_group(const RowGroups<Layout>& m, float* y, int threads, Dot&& dot) {
-  const std::int64_t nb = m.blocks, groups = m.groups, rows = m.shape.rows;
-  parallel_groups(groups, rows, threads, [&](std::int64_t g0, std::int64_t g1) {
-    const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
-    const std::int64_t part = (full_end - g0) / NG;
-    for (std::int64_t k = 0; k < part; ++k) {
-      const Layout* w[NG];
-      float* out[NG];
-      for (int i = 0; i < NG; ++i) {
-        const std::int64_t g = g0 + i * part + k;
-        w[i] = m.data + g * nb;
-        out[i] = y + g * kGroupRows;
-      }
-      dot(std::integral_constant<int, NG>{}, w, out);
-    }
-    for (std::int64_t g = g0 + NG * part; g < g1; ++g) {
-      alignas(32) float tmp[kGroupRows];
-      const Layout* w[1] = {m.data + g * nb};
-      float* out[1] = {tmp};
-      dot(std::integral_constant<int, 1>{}, w, out);
-      store_group(tmp, y, g, rows);
-    }
-  });
+  const std::int64_t nb = m.blocks, rows = m.shape.rows;
+  for_each_step_of_parts<NG>(
+      m.groups, rows, threads,
+      [&](const std::int64_t* g) {
+        const Layout* w[NG];
+        float* out[NG];
+        for (int i = 0; i < NG; ++i) {
+          w[i] = m.data + g[i] * nb;
+          out[i] = y + g[i] * kGroupRows;
+        }
+        dot(std::integral_constant<int, NG>{}, w, out);
+      },
+      [&](std::int64_t g) {
+        alignas(32) float tmp[kGroupRows];
+        const Layout* w[1] = {m.data + g * nb};
+        float* out[1] = {tmp};
+        dot(std::integral_constant<int, 1>{}, w, out);
+        store_group(tmp, y, g, rows);
+      });
 }
 
 // The outputs of a fused pair p (y = first x, y2 = second x): each thread a contiguous
@@ -291,36 +305,33 @@ void for_each_group(const RowGroups<Layout>& m, float* y, int threads, Dot&& dot
 // through scratch outputs.
 template <int NP, class Layout, class Dot>
 void for_each_group_pair(const RowGroupPair<Layout>& p, float* y, float* y2, int threads, Dot&& dot) {
-  const std::int64_t nb = p.first.blocks, groups = p.first.groups, rows = p.first.shape.rows;
-  parallel_groups(groups, rows, threads, [&](std::int64_t g0, std::int64_t g1) {
-    const std::int64_t full_end = g1 < groups || rows % kGroupRows == 0 ? g1 : g1 - 1;
-    const std::int64_t part = (full_end - g0) / NP;
-    for (std::int64_t k = 0; k < part; ++k) {
-      const Layout* w[2 * NP];
-      float* out[2 * NP];
-      for (int i = 0; i < NP; ++i) {
-        const std::int64_t g = g0 + i * part + k;
-        w[2 * i] = p.first.data + g * nb;
-        w[2 * i + 1] = p.second.data + g * nb;
-        out[2 * i] = y + g * kGroupRows;
-        out[2 * i + 1] = y2 + g * kGroupRows;
-      }
-      dot(std::integral_constant<int, 2 * NP>{}, w, out);
-    }
-    for (std::int64_t g = g0 + NP * part; g < g1; ++g) {
-      const Layout* w[2] = {p.first.data + g * nb, p.second.data + g * nb};
-      if ((g + 1) * kGroupRows <= rows) {
-        float* out[2] = {y + g * kGroupRows, y2 + g * kGroupRows};
+  const std::int64_t nb = p.first.blocks, rows = p.first.shape.rows;
+  for_each_step_of_parts<NP>(
+      p.first.groups, rows, threads,
+      [&](const std::int64_t* g) {
+        const Layout* w[2 * NP];
+        float* out[2 * NP];
+        for (int i = 0; i < NP; ++i) {
+          w[2 * i] = p.first.data + g[i] * nb;
+          w[2 * i + 1] = p.second.data + g[i] * nb;
+          out[2 * i] = y + g[i] * kGroupRows;
+          out[2 * i + 1] = y2 + g[i] * kGroupRows;
+        }
+        dot(std::integral_constant<int, 2 * NP>{}, w, out);
+      },
+      [&](std::int64_t g) {
+        const Layout* w[2] = {p.first.data + g * nb, p.second.data + g * nb};
+        if ((g + 1) * kGroupRows <= rows) {
+          float* out[2] = {y + g * kGroupRows, y2 + g * kGroupRows};
+          dot(std::integral_constant<int, 2>{}, w, out);
+          return;
+        }
+        alignas(32) float tmp[2][kGroupRows];
+        float* out[2] = {tmp[0], tmp[1]};
         dot(std::integral_constant<int, 2>{}, w, out);
-        continue;
-      }
-      alignas(32) float tmp[2][kGroupRows];
-      float* out[2] = {tmp[0], tmp[1]};
-      dot(std::integral_constant<int, 2>{}, w, out);
-      store_group(tmp[0], y, g, rows);
-      store_group(tmp[1], y2, g, rows);
-    }
-  });
+        store_group(tmp[0], y, g, rows);
+        store_group(tmp[1], y2, g, rows);
+      });
 }
 
 }  // namespace
