@@ -337,16 +337,8 @@ void GpuForward::Impl::init(const ModelWeights& weights, const std::vector<Plann
   check(cudaMalloc(&kv_mem, kv_bytes), fmt::format("allocating {} bytes of KV cache", kv_bytes));
   check(cudaMemset(kv_mem, 0, kv_bytes), "clearing the KV cache");
   program = cuda::make_step_program(c, bound, context, [&](const gguf::Tensor* t) { return address.at(t); }, layout,
-                                    scratch_mem, kv_mem, opt.stack_gate_up);
-  // A stacked gate+up reads both matrices as the ffn_up_gate op: its bytes go with it.
-  auto& bytes = bound.part_bytes;
-  for (std::size_t i = 0; i < program.layers.size(); ++i) {
-    const BoundLayer& b = bound.layers[i];
-    if (!program.layers[i].fused || b.fused) continue;
-    bytes[static_cast<int>(Op::FfnGate)] -= b.gate.w->bytes;
-    bytes[static_cast<int>(Op::FfnUp)] -= b.up.w->bytes;
-    bytes[static_cast<int>(Op::FfnUpGate)] += b.gate.w->bytes + b.up.w->bytes;
-  }
+                                    scratch_mem, kv_mem, {opt.stack_gate_up, opt.stack_qkv});
+  cuda::move_stacked_bytes(program, bound);
   host_logits.resize(c.vocab_size);
 }
 

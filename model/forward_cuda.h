@@ -45,6 +45,7 @@ struct GpuForwardOptions {
   bool op_timing = false;     // CUDA events between the ops (the step then runs op by op)
   bool sync_each_op = false;  // debugging: synchronize after every op, so a fault names its op
   bool stack_gate_up = true;  // gate and up as one matvec where they can be (cuda::stack_gate_up)
+  bool stack_qkv = true;      // q, k and v likewise (cuda::stack_qkv)
   SamplerConfig sampler;      // greedy by default
 };
 

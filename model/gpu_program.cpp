@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -45,28 +47,44 @@ BoundModel bind_gpu_plan(const ModelConfig& c, const ModelWeights& weights, cons
 }
 
 std::vector<std::size_t> weight_offsets(const BoundModel& m, std::size_t& total) {
-  // A layer's ffn_up goes right after its ffn_gate where that keeps it aligned, so the
-  // two can run as one matrix (stack_gate_up).
+  // A layer's ffn_up goes right after its ffn_gate, and its attn_k after attn_q and
+  // attn_v after attn_k, where that keeps each aligned, so they can run as one matrix
+  // (stack_gate_up, stack_qkv).
   const std::unordered_set<const gguf::Tensor*> listed(m.tensors.begin(), m.tensors.end());
-  std::unordered_map<const gguf::Tensor*, const gguf::Tensor*> up_after;
-  std::unordered_set<const gguf::Tensor*> placed_after_gate;
-  for (const BoundLayer& l : m.layers)
-    if (!l.fused && l.gate.w && l.up.w && l.gate.w != l.up.w && l.gate.w->bytes % kAlign == 0 &&
-        listed.count(l.gate.w) && listed.count(l.up.w) && !placed_after_gate.count(l.gate.w) &&
-        !up_after.count(l.up.w)) {
-      up_after[l.gate.w] = l.up.w;
-      placed_after_gate.insert(l.up.w);
+  std::unordered_map<const gguf::Tensor*, std::vector<const gguf::Tensor*>> followers;
+  std::unordered_set<const gguf::Tensor*> placed;  // as a follower
+  auto chain = [&](std::initializer_list<const gguf::Tensor*> run) {
+    const gguf::Tensor* head = *run.begin();
+    if (!head || !listed.count(head) || placed.count(head) || followers.count(head)) return;
+    std::vector<const gguf::Tensor*> after;
+    const gguf::Tensor* last = head;
+    for (auto t = run.begin() + 1; t != run.end(); ++t) {
+      const bool fits = *t && listed.count(*t) && last->bytes % kAlign == 0 && !placed.count(*t) &&
+                        !followers.count(*t) && std::find(after.begin(), after.end(), *t) == after.end() &&
+                        *t != head;
+      if (!fits) break;
+      after.push_back(*t);
+      last = *t;
     }
+    if (after.empty()) return;
+    placed.insert(after.begin(), after.end());
+    followers[head] = std::move(after);
+  };
+  for (const BoundLayer& l : m.layers) {
+    chain({l.q.w, l.k.w, l.v.w});
+    if (!l.fused) chain({l.gate.w, l.up.w});
+  }
   std::unordered_map<const gguf::Tensor*, std::size_t> at;
   total = 0;
   for (const gguf::Tensor* t : m.tensors) {
-    if (placed_after_gate.count(t)) continue;
+    if (placed.count(t)) continue;
     at[t] = total;
     total = align_up(total + t->bytes);
-    if (const auto up = up_after.find(t); up != up_after.end()) {
-      at[up->second] = total;
-      total = align_up(total + up->second->bytes);
-    }
+    if (const auto f = followers.find(t); f != followers.end())
+      for (const gguf::Tensor* next : f->second) {
+        at[next] = total;
+        total = align_up(total + next->bytes);
+      }
   }
   std::vector<std::size_t> offsets;
   for (const gguf::Tensor* t : m.tensors) offsets.push_back(at.at(t));
@@ -84,6 +102,8 @@ ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1, b
   const int q_width = c.n_head * c.head_dim, kv_width = c.n_head_kv * c.head_dim;
   l.x = take(c.n_embd * f);
   l.xn = take(std::max(c.n_embd, q_width) * f);
+  // q, k and v back to back where that keeps each aligned: a stacked matvec writes
+  // them at once (stack_qkv).
   l.q = take(q_width * f);
   l.k = take(kv_width * f);
   l.v = take(kv_width * f);
@@ -127,7 +147,7 @@ int attention_splits(int sm_count, int n_head, int context) {
 
 StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int context,
                               const std::function<const void*(const gguf::Tensor*)>& address_of,
-                              const ScratchLayout& layout, void* scratch, void* kv_cache, bool stack) {
+                              const ScratchLayout& layout, void* scratch, void* kv_cache, Stacking stacking) {
   StepProgram p = qmv::make_step_program(c, m, context, address_of, kv_cache);
   auto* base = static_cast<std::uint8_t*>(scratch);
   auto buf = [base](std::size_t offset) { return reinterpret_cast<float*>(base + offset); };
@@ -151,31 +171,84 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
   p.route_table = layout.outlier_slots ? reinterpret_cast<unsigned long long*>(base + layout.route_table) : nullptr;
   p.outlier_slots = layout.outlier_slots;
   p.state = base + layout.state;
-  if (stack) stack_gate_up(p);
+  if (stacking.gate_up) stack_gate_up(p);
+  if (stacking.qkv) stack_qkv(p);
   return p;
 }
 
-int stack_gate_up(StepProgram& p) {
-  int stacked = 0;
+namespace {
+
+// `a` and `b` as one call of a's kernel on a's rows then b's: the same plain kernel,
+// outlier routing and columns, b's weights right after a's and b's output right after
+// a's. The stacked op, or nothing where they cannot be.
+std::optional<MatvecOp> stacked(const MatvecOp& a, float* a_out, const MatvecOp& b, float* b_out, Op part) {
+  const bool same_call = a.kernel && a.kernel == b.kernel && a.kernel->op == OpKind::MatVec && !a.w2 && !b.w2 &&
+                         a.outlier_kernel == b.outlier_kernel && a.outlier_k == b.outlier_k &&
+                         a.shape.cols == b.shape.cols;
+  if (!same_call) return std::nullopt;
+  const bool adjacent = static_cast<const std::uint8_t*>(a.w) + a.w_bytes == b.w && a_out + a.shape.rows == b_out &&
+                        a.w_bytes == static_cast<std::size_t>(a.shape.rows) * row_bytes(a.kernel->weight, a.shape.cols);
+  if (!adjacent) return std::nullopt;
+  const Shape both{a.shape.rows + b.shape.rows, a.shape.cols};
+  if (!a.kernel->supports(both) || (a.outlier_kernel && !a.outlier_kernel->supports(both))) return std::nullopt;
+  MatvecOp s = a;
+  s.shape = both;
+  s.part = part;
+  s.w_bytes = a.w_bytes + b.w_bytes;
+  return s;
+}
+
+}  // namespace
+
+int stack_qkv(StepProgram& p) {
+  int stacked_layers = 0;
   for (LayerOps& l : p.layers) {
-    const MatvecOp &g = l.gate, &u = l.up;
-    const bool same_call = !l.fused && g.kernel && g.kernel == u.kernel && g.kernel->op == OpKind::MatVec &&
-                           g.outlier_kernel == u.outlier_kernel && g.outlier_k == u.outlier_k &&
-                           g.shape.cols == u.shape.cols;
-    const bool adjacent = static_cast<const std::uint8_t*>(g.w) + g.w_bytes == u.w && p.gate + g.shape.rows == p.up &&
-                          g.w_bytes == static_cast<std::size_t>(g.shape.rows) * row_bytes(g.kernel->weight, g.shape.cols);
-    if (!same_call || !adjacent) continue;
-    const Shape both{g.shape.rows + u.shape.rows, g.shape.cols};
-    if (!g.kernel->supports(both) || (g.outlier_kernel && !g.outlier_kernel->supports(both))) continue;
-    MatvecOp s = g;
-    s.shape = both;
-    s.part = Op::FfnUpGate;
-    s.w_bytes = g.w_bytes + u.w_bytes;
-    l.up_gate = s;
-    l.fused = true;
-    ++stacked;
+    if (l.qkv_stacked) continue;
+    const std::optional<MatvecOp> qk = stacked(l.q, p.q, l.k, p.k, Op::AttnQkv);
+    if (!qk) continue;
+    l.qkv = *qk;
+    l.qkv_stacked = 2;
+    // q's output and weights run on into k's: the pair is one "a" for v.
+    if (const std::optional<MatvecOp> qkv = stacked(*qk, p.q, l.v, p.v, Op::AttnQkv)) {
+      l.qkv = *qkv;
+      l.qkv_stacked = 3;
+    }
+    ++stacked_layers;
   }
-  return stacked;
+  return stacked_layers;
+}
+
+int stack_gate_up(StepProgram& p) {
+  int stacked_layers = 0;
+  for (LayerOps& l : p.layers) {
+    if (l.fused) continue;
+    const std::optional<MatvecOp> s = stacked(l.gate, p.gate, l.up, p.up, Op::FfnUpGate);
+    if (!s) continue;
+    l.up_gate = *s;
+    l.fused = true;
+    ++stacked_layers;
+  }
+  return stacked_layers;
+}
+
+void move_stacked_bytes(const StepProgram& p, BoundModel& m) {
+  auto move = [&m](Op from, Op to, std::uint64_t bytes) {
+    m.part_bytes[static_cast<int>(from)] -= bytes;
+    m.part_bytes[static_cast<int>(to)] += bytes;
+  };
+  for (std::size_t i = 0; i < p.layers.size(); ++i) {
+    const LayerOps& l = p.layers[i];
+    const BoundLayer& b = m.layers.at(i);
+    if (l.fused && !b.fused) {
+      move(Op::FfnGate, Op::FfnUpGate, b.gate.w->bytes);
+      move(Op::FfnUp, Op::FfnUpGate, b.up.w->bytes);
+    }
+    if (l.qkv_stacked >= 2) {
+      move(Op::AttnQ, Op::AttnQkv, b.q.w->bytes);
+      move(Op::AttnK, Op::AttnQkv, b.k.w->bytes);
+    }
+    if (l.qkv_stacked == 3) move(Op::AttnV, Op::AttnQkv, b.v.w->bytes);
+  }
 }
 
 HeadStepArgs head_step_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l) {

@@ -89,8 +89,9 @@ class RouteTable {
 BoundModel bind_gpu_plan(const ModelConfig& c, const ModelWeights& w, const std::vector<PlannedMatvec>& plan);
 
 // Where each of m.tensors goes in one allocation (256-byte aligned offsets, listed in
-// the order of m.tensors; a layer's ffn_up right after its ffn_gate where the gate's
-// size is a multiple of 256); `total` gets the allocation's size.
+// the order of m.tensors; a layer's ffn_up right after its ffn_gate, and its attn_k
+// after attn_q and attn_v after attn_k, where the one before is a multiple of 256 bytes
+// long); `total` gets the allocation's size.
 std::vector<std::size_t> weight_offsets(const BoundModel& m, std::size_t& total);
 
 // The scratch buffers of one step, as offsets into one allocation (256-byte aligned).
@@ -109,19 +110,32 @@ ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1, b
 // full context.
 int attention_splits(int sm_count, int n_head, int context);
 
+// Which matvecs of a layer make_step_program runs as one where they can.
+struct Stacking {
+  bool gate_up = true;  // stack_gate_up
+  bool qkv = true;      // stack_qkv
+};
+
 // make_step_program (model/step.h) with the activation and GPU buffers in `scratch`,
-// laid out as `layout`, and (with `stack`) each layer's gate and up stacked where they
-// can be.
+// laid out as `layout`, and each layer's matvecs stacked as `stacking` says.
 StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int context,
                               const std::function<const void*(const gguf::Tensor*)>& address_of,
-                              const ScratchLayout& layout, void* scratch, void* kv_cache, bool stack = true);
+                              const ScratchLayout& layout, void* scratch, void* kv_cache, Stacking stacking = {});
 
-// Turns each layer's gate and up matvecs into one, the `ffn_up_gate` op on one matrix of
-// both (gate's rows, then up's), where they run the same plain kernel (and the same
-// outlier routing), their weights lie back to back (weight_offsets puts them so), and
-// so do their outputs (scratch_layout): one launch reads twice the bytes, and a GPU
-// launch loses a few microseconds whatever its size. Returns how many layers it stacked.
+// Stacking: two matvecs that read the same vector run as one call on one matrix of both
+// (the first's rows, then the second's) where they run the same plain kernel (and the
+// same outlier routing), their weights lie back to back (weight_offsets puts them so),
+// and so do their outputs (scratch_layout). One launch then reads the bytes of both,
+// and a GPU launch loses a few microseconds whatever its size.
+//
+// Each layer's gate and up as the `ffn_up_gate` op. Returns how many layers it stacked.
 int stack_gate_up(StepProgram& p);
+// Each layer's q and k, and v after them where it can, as the `attn_qkv` op
+// (LayerOps::qkv_stacked says which). Returns how many layers it stacked.
+int stack_qkv(StepProgram& p);
+// The weight bytes of each stacked op moved in m.part_bytes from the ops it stands for
+// to its own (ffn_up_gate, attn_qkv), so the breakdown's GB/s divide what each call read.
+void move_stacked_bytes(const StepProgram& p, BoundModel& m);
 
 // The arguments of a layer's per-head step and attention over `p`'s buffers (both
 // executors launch or replay them with these).

@@ -16,6 +16,7 @@ enum class Op {
   Norm,         // RMSNorm, with the residual add before it
   ActQuant,     // an activation vector quantized for int8 kernels
   OutlierTest,  // outlier routing's max|x| > k rms test
+  AttnQkv,      // the GPU's q and k (and v, where it can) as one matvec on their stacked matrices
   AttnQ,
   AttnK,
   AttnV,
@@ -36,29 +37,32 @@ inline constexpr int kOpCount = static_cast<int>(Op::kCount);
 struct OpInfo {
   Op op;
   std::string_view name;  // as plans, breakdowns and CSVs write it
-  bool matvec;            // a weight matrix times the activation: the plan picks its kernel
+  bool matvec;            // a weight matrix times the activation
+  bool planned;           // a plan's rules pick its kernel (a stacked op runs its parts' kernel)
 };
 
 // One row per op, in enum order.
 inline constexpr OpInfo kOps[] = {
-    {Op::Embed, "embed", false},       {Op::Norm, "rms_norm", false},
-    {Op::ActQuant, "act_quant", false}, {Op::OutlierTest, "outlier_test", false},
-    {Op::AttnQ, "attn_q", true},        {Op::AttnK, "attn_k", true},
-    {Op::AttnV, "attn_v", true},        {Op::QkNormRope, "rope", false},
-    {Op::Attention, "attention", false}, {Op::AttnOut, "attn_out", true},
-    {Op::FfnUpGate, "ffn_up_gate", true}, {Op::FfnGate, "ffn_gate", true},
-    {Op::FfnUp, "ffn_up", true},        {Op::Swiglu, "swiglu", false},
-    {Op::FfnDown, "ffn_down", true},    {Op::LmHead, "lm_head", true},
+    {Op::Embed, "embed", false, false},          {Op::Norm, "rms_norm", false, false},
+    {Op::ActQuant, "act_quant", false, false},   {Op::OutlierTest, "outlier_test", false, false},
+    {Op::AttnQkv, "attn_qkv", true, false},      {Op::AttnQ, "attn_q", true, true},
+    {Op::AttnK, "attn_k", true, true},           {Op::AttnV, "attn_v", true, true},
+    {Op::QkNormRope, "rope", false, false},      {Op::Attention, "attention", false, false},
+    {Op::AttnOut, "attn_out", true, true},       {Op::FfnUpGate, "ffn_up_gate", true, true},
+    {Op::FfnGate, "ffn_gate", true, true},       {Op::FfnUp, "ffn_up", true, true},
+    {Op::Swiglu, "swiglu", false, false},        {Op::FfnDown, "ffn_down", true, true},
+    {Op::LmHead, "lm_head", true, true},
 };
 static_assert(std::size(kOps) == kOpCount, "one kOps row per Op");
 
 constexpr std::string_view to_string(Op op) { return kOps[static_cast<int>(op)].name; }
 constexpr bool is_matvec(Op op) { return kOps[static_cast<int>(op)].matvec; }
+constexpr bool is_planned(Op op) { return kOps[static_cast<int>(op)].planned; }
 
 // The op named `name` ("attn_q", "rms_norm", ...), if there is one.
 std::optional<Op> parse_op(std::string_view name);
 
-// The matvec ops, in table order: what a plan's rules may name.
+// The planned matvec ops, in table order: what a plan's rules may name.
 const std::vector<Op>& matvec_ops();
 
 }  // namespace qmv

@@ -19,7 +19,7 @@ namespace {
 
 bool known_op(const std::string& op) {
   const std::optional<Op> o = parse_op(op);
-  return op == "*" || (o && is_matvec(*o));
+  return op == "*" || (o && is_planned(*o));
 }
 
 std::string canonical_type(const std::string& type, const std::string& where) {

@@ -86,6 +86,10 @@ struct LayerOps {
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *q_norm = nullptr, *k_norm = nullptr;
   MatvecOp q, k, v, o, gate, up, up_gate, down;
   bool fused = false;
+  // On the GPU, q and k (and v) as one matvec where they can be (model/gpu_program.h):
+  // how many of them `qkv` runs, 0 (apart), 2 (q and k; v apart) or 3.
+  MatvecOp qkv;
+  int qkv_stacked = 0;
   float* k_cache = nullptr;  // this layer's [context][kv width]
   float* v_cache = nullptr;
 };
@@ -152,9 +156,13 @@ void decode_step(Exec& e, const StepProgram& p) {
     // Attention block.
     e.rms_norm(p.x, residual, l.attn_norm, p.xn, p.n_embd);
     e.prepare(p.xn, p.n_embd);
-    e.matvec(l.q, p.q);
-    e.matvec(l.k, p.k);
-    e.matvec(l.v, p.v);
+    if (l.qkv_stacked > 0) {
+      e.matvec(l.qkv, p.q);  // its rows run on from q into k (and v)
+    } else {
+      e.matvec(l.q, p.q);
+      e.matvec(l.k, p.k);
+    }
+    if (l.qkv_stacked < 3) e.matvec(l.v, p.v);
     e.head_step(l);  // q, k: bias, per-head norm, RoPE; k, v into the cache
     e.attention(l);
     e.prepare(p.att, p.q_width);

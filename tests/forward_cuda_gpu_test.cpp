@@ -248,19 +248,24 @@ TEST(GpuForwardDevice, GraphAndOpByOpStepsAreIdenticalAndTimed) {
     EXPECT_EQ(std::memcmp(va.data(), lb.data(), va.size() * sizeof(float)), 0) << "graph and op by op differ";
   }
   const StepTimes& times = timed.times();
-  for (Op p : {Op::Embed, Op::Norm, Op::AttnQ, Op::AttnK, Op::AttnV, Op::QkNormRope, Op::Attention, Op::AttnOut,
-               Op::FfnUpGate, Op::Swiglu, Op::FfnDown, Op::LmHead}) {
+  for (Op p : {Op::Embed, Op::Norm, Op::AttnQkv, Op::QkNormRope, Op::Attention, Op::AttnOut, Op::FfnUpGate,
+               Op::Swiglu, Op::FfnDown, Op::LmHead}) {
     EXPECT_GT(times.calls[static_cast<int>(p)], 0) << to_string(p);
     EXPECT_GT(times.seconds[static_cast<int>(p)], 0.0) << to_string(p);
   }
-  // Gate and up run stacked, as one ffn_up_gate matvec, and its bytes are both's.
-  for (Op p : {Op::FfnGate, Op::FfnUp}) {
+  // Gate and up run stacked, as one ffn_up_gate matvec, and q, k and v (one weight
+  // type here) as one attn_qkv matvec; each stacked op's bytes are its parts'.
+  for (Op p : {Op::FfnGate, Op::FfnUp, Op::AttnQ, Op::AttnK, Op::AttnV}) {
     EXPECT_EQ(times.calls[static_cast<int>(p)], 0) << to_string(p);
     EXPECT_EQ(timed.part_weight_bytes(p), 0u) << to_string(p);
   }
-  std::uint64_t gate_up_bytes = 0;
-  for (const LayerWeights& l : m.weights.layers) gate_up_bytes += l.ffn_gate->bytes + l.ffn_up->bytes;
+  std::uint64_t gate_up_bytes = 0, qkv_bytes = 0;
+  for (const LayerWeights& l : m.weights.layers) {
+    gate_up_bytes += l.ffn_gate->bytes + l.ffn_up->bytes;
+    qkv_bytes += l.wq->bytes + l.wk->bytes + l.wv->bytes;
+  }
   EXPECT_EQ(timed.part_weight_bytes(Op::FfnUpGate), gate_up_bytes);
+  EXPECT_EQ(timed.part_weight_bytes(Op::AttnQkv), qkv_bytes);
   EXPECT_GT(timed.sample_seconds(), 0.0);
   EXPECT_EQ(timed.timed_steps(), static_cast<int>(tokens.size()));
   EXPECT_EQ(graph.times().total(), 0.0) << "no events without op timing";

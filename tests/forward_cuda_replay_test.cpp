@@ -1200,7 +1200,7 @@ TEST(GpuStepReplay, GateAndUpStayApartWhenTheyCannotStack) {
   ReplayedGpu same(m, gpu_f32_plan(cpu_plan), 2, 1, {}, true);
   const StepProgram unstacked =
       make_step_program(m.config, same.bound, 2, [&](const gguf::Tensor* t) { return same.device_address.at(t); },
-                        same.layout, same.scratch.data(), same.kv.data(), /*stack=*/false);
+                        same.layout, same.scratch.data(), same.kv.data(), Stacking{false, true});
   for (const LayerOps& l : unstacked.layers) EXPECT_FALSE(l.fused) << "--no-stack-gate-up";
   StepProgram moved = same.program;
   for (LayerOps& l : moved.layers) l.fused = false;
@@ -1208,6 +1208,95 @@ TEST(GpuStepReplay, GateAndUpStayApartWhenTheyCannotStack) {
   EXPECT_EQ(stack_gate_up(moved), 0);
   moved.up = moved.gate + moved.n_ff;
   EXPECT_EQ(stack_gate_up(moved), m.config.n_layers);
+}
+
+// q, k and v on one matrix: in the device layout each layer's q and k stack into one
+// attn_qkv call, with v where it runs their kernel (Q4_K_M gives some layers' v more
+// bits), and the step is the same as with three calls.
+TEST(GpuStepReplay, QkvStackInTheDeviceLayoutAndGiveTheSameStep) {
+  std::mt19937 rng(fresh_seed());
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    for (const char* mix : {"q4_K_m", "q8_0", "f16"}) {
+      SCOPED_TRACE(std::string(arch) + " " + mix);
+      const LoadedModel m(testing::synthetic_model(arch, mix));
+      const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+      const auto q8_plan =
+          testing::gpu_plan(cpu_plan, [](const PlannedMatvec& p) { return stand_in(p.weight, ActFormat::Q8_1); });
+      for (const auto& plan : {gpu_f32_plan(cpu_plan), q8_plan}) {
+        const int tokens = 4;
+        CpuForward cpu(m.config, m.weights, cpu_plan, 1, tokens);
+        ReplayedGpu apart(m, plan, tokens, 2), stacked(m, plan, tokens, 2, {}, true);
+        for (LayerOps& l : apart.program.layers) l.qkv_stacked = 0;  // three calls, whatever the layout
+        const int q_rows = m.config.n_head * m.config.head_dim, kv_rows = m.config.n_head_kv * m.config.head_dim;
+        std::uint64_t qkv_bytes = 0;
+        int with_v = 0, without_v = 0;
+        for (std::size_t i = 0; i < stacked.program.layers.size(); ++i) {
+          const LayerOps& l = stacked.program.layers[i];
+          const bool v_shares = l.v.kernel == l.q.kernel;
+          ASSERT_EQ(l.qkv_stacked, v_shares ? 3 : 2) << "layer " << i;
+          (v_shares ? with_v : without_v) += 1;
+          EXPECT_EQ(l.qkv.part, Op::AttnQkv);
+          EXPECT_EQ(l.qkv.shape.rows, q_rows + kv_rows + (v_shares ? kv_rows : 0));
+          EXPECT_EQ(l.qkv.w, l.q.w);
+          EXPECT_EQ(l.qkv.w_bytes, l.q.w_bytes + l.k.w_bytes + (v_shares ? l.v.w_bytes : 0));
+          qkv_bytes += l.qkv.w_bytes;
+        }
+        if (std::string(mix) == "q4_K_m") {
+          EXPECT_GT(with_v, 0);
+          EXPECT_GT(without_v, 0) << "a layer whose v has more bits";
+        } else {
+          EXPECT_EQ(without_v, 0);
+        }
+        // The breakdown's bytes follow the calls, and none are lost.
+        BoundModel moved = stacked.bound;
+        move_stacked_bytes(stacked.program, moved);
+        EXPECT_EQ(moved.part_bytes[static_cast<int>(Op::AttnQkv)], qkv_bytes);
+        EXPECT_EQ(moved.part_bytes[static_cast<int>(Op::AttnQ)], 0u);
+        EXPECT_EQ(moved.part_bytes[static_cast<int>(Op::AttnK)], 0u);
+        EXPECT_EQ(std::accumulate(moved.part_bytes.begin(), moved.part_bytes.end(), std::uint64_t{0}),
+                  std::accumulate(stacked.bound.part_bytes.begin(), stacked.bound.part_bytes.end(), std::uint64_t{0}));
+        for (int i = 0; i < tokens; ++i) {
+          const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
+          const auto ref = cpu.step(token);
+          apart.exec.quantizations = stacked.exec.quantizations = 0;
+          EXPECT_EQ(stacked.step(token), apart.step(token)) << i;
+          EXPECT_LT(nmse(stacked.logits(), apart.logits()), 1e-12) << i;
+          EXPECT_EQ(stacked.exec.quantizations, apart.exec.quantizations) << i;
+          if (plan[0].kernel->act == ActFormat::F32) {
+            EXPECT_LT(nmse(stacked.logits(), std::vector<float>(ref.begin(), ref.end())), 1e-9) << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// q and k that cannot be one call stay apart: different kernels, outputs or weights not
+// back to back, or --no-stack-qkv.
+TEST(GpuStepReplay, QkvStayApartWhenTheyCannotStack) {
+  const LoadedModel m(testing::synthetic_model("llama", "q8_0"));
+  const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+  auto plan = gpu_f32_plan(cpu_plan);
+  for (PlannedMatvec& p : plan)
+    if (p.op == "attn_k") p.kernel = stand_in(p.weight, ActFormat::Q8_1);
+  ReplayedGpu differ(m, plan, 2, 1, {}, true);
+  for (const LayerOps& l : differ.program.layers) EXPECT_EQ(l.qkv_stacked, 0) << "q and k run different kernels";
+  ReplayedGpu same(m, gpu_f32_plan(cpu_plan), 2, 1, {}, true);
+  for (const LayerOps& l : same.program.layers) ASSERT_EQ(l.qkv_stacked, 3);
+  const StepProgram unstacked =
+      make_step_program(m.config, same.bound, 2, [&](const gguf::Tensor* t) { return same.device_address.at(t); },
+                        same.layout, same.scratch.data(), same.kv.data(), Stacking{true, false});
+  for (const LayerOps& l : unstacked.layers) EXPECT_EQ(l.qkv_stacked, 0) << "--no-stack-qkv";
+  StepProgram moved = unstacked;
+  moved.k = moved.q + moved.q_width + 1;
+  EXPECT_EQ(stack_qkv(moved), 0) << "k's output not right after q's";
+  moved.k = moved.q + moved.q_width;
+  moved.v = moved.k + moved.kv_width + 1;
+  EXPECT_EQ(stack_qkv(moved), m.config.n_layers);
+  for (const LayerOps& l : moved.layers) EXPECT_EQ(l.qkv_stacked, 2) << "v's output not right after k's";
+  StepProgram host = unstacked;
+  for (LayerOps& l : host.layers) l.k.w = static_cast<const std::uint8_t*>(l.k.w) + 256;
+  EXPECT_EQ(stack_qkv(host), 0) << "k's weights not right after q's";
 }
 
 TEST(GpuStepReplay, Q8_1PlansQuantizeEachVectorOnceAndStayCloseToTheCpu) {
@@ -1280,7 +1369,9 @@ TEST(GpuStepReplay, OutlierRoutingRunsTheF32SiblingOnExactlyTheVectorsThatTrip) 
       if (!is_matvec(static_cast<Op>(i)) || r.routable[i] == 0) continue;
       EXPECT_EQ(r.routed[i], k == 0 ? r.routable[i] : 0) << to_string(static_cast<Op>(i)) << " k " << k;
     }
-    EXPECT_EQ(r.routable[static_cast<int>(Op::AttnQ)], tokens * m.config.n_layers);
+    // q, k and v lie back to back in the file too: one stacked, routed call a layer.
+    EXPECT_EQ(r.routable[static_cast<int>(Op::AttnQkv)], tokens * m.config.n_layers);
+    EXPECT_EQ(r.routable[static_cast<int>(Op::AttnQ)], 0);
     EXPECT_EQ(r.routable[static_cast<int>(Op::LmHead)], tokens);
   }
 

@@ -231,6 +231,8 @@ TEST(KernelPlan, TomlErrorsNameFileAndLine) {
       {"[ffn_down]\nq9_K = \"x\"", "unknown weight type 'q9_K'"},
       {"[ffn_down]\nq4_K = \"\"", "empty kernel for ffn_down.q4_K"},
       {"[ffn_sideways]\nq4_K = \"q4_K.cpu.scalar_f32\"", "unknown op 'ffn_sideways'"},
+      // The GPU's stacked q/k/v runs q's kernel: no plan picks one for it.
+      {"[attn_qkv]\nq4_K = \"q4_K.cpu.scalar_f32\"", "unknown op 'attn_qkv'"},
       {"attn_q = \"q4_K.cpu.scalar_f32\"", "[attn_q] must be a table"},
       {"outliers = 3", "[outliers] must be a table"},
       {"[outliers]\nroute = \"yes\"", "outliers.route must be true or false"},

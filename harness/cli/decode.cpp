@@ -52,7 +52,7 @@ class DecodeCommand : public Command {
     CLI::Option* route = nullptr;
     std::string route_k;
     std::string device = "cpu";
-    bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, mmap = false;
+    bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, no_stack_qkv = false, mmap = false;
     // logits
     std::string l_model, l_tokens, l_plan = "auto", l_out, l_device = "cpu";
     int l_threads = 0;
@@ -270,6 +270,9 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   d->add_flag("--no-cuda-graph", o.no_cuda_graph, "--device cuda: launch each step op by op, not as one CUDA graph");
   d->add_flag("--no-stack-gate-up", o.no_stack_gate_up,
               "--device cuda: run each layer's gate and up as two matvecs, not as one on both matrices");
+  d->add_flag("--no-stack-qkv", o.no_stack_qkv,
+              "--device cuda: run each layer's q, k and v as three matvecs, not as one on the matrices that share "
+              "a kernel");
   d->add_flag("--no-op-times", o.no_op_times,
               "--device cuda: skip the op-by-op rerun of the same tokens that measures the per-op breakdown");
 
@@ -388,6 +391,7 @@ int DecodeCommand::run(const std::string& command_line) {
     CudaDecodeOptions gpu_options;
     gpu_options.cuda_graph = !o.no_cuda_graph;
     gpu_options.stack_gate_up = !o.no_stack_gate_up;
+    gpu_options.stack_qkv = !o.no_stack_qkv;
     gpu_options.op_times = !o.no_op_times;
     gpu = run_cuda_decode(m, planned, r.prompt, o.n, o.sampler, context, gpu_options, emit);
     r.generated = gpu.generated;

@@ -35,6 +35,7 @@ GpuForwardOptions forward_options(const CudaDecodeOptions& o, const SamplerConfi
   f.cuda_graph = o.cuda_graph;
   f.sync_each_op = o.sync_each_op;
   f.stack_gate_up = o.stack_gate_up;
+  f.stack_qkv = o.stack_qkv;
   f.sampler = sampler;
   return f;
 }

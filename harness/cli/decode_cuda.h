@@ -23,6 +23,7 @@ struct CudaDecodeOptions {
   bool op_times = true;       // replay the run op by op with CUDA events for the breakdown
   bool sync_each_op = false;  // debugging: a fault names its op
   bool stack_gate_up = true;  // gate and up as one matvec where they can be (--no-stack-gate-up: two)
+  bool stack_qkv = true;      // q, k and v likewise (--no-stack-qkv: three)
 };
 
 struct CudaDecodeRun {
