@@ -410,6 +410,47 @@ std::vector<CheckRow> read_check_csv(const std::string& path) {
   return rows;
 }
 
+bool widen_csv_header(const std::string& path, const std::vector<std::string>& header,
+                      const std::vector<std::vector<std::string>>& older) {
+  constexpr std::size_t kMaxColumns = 64;
+  if (header.size() > kMaxColumns) throw std::logic_error("widen_csv_header: more columns than it reads");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path) || std::filesystem::file_size(path, ec) == 0) return false;
+  std::string first;
+  {
+    std::ifstream in(path);
+    std::getline(in, first);
+  }
+  if (first == join(header)) return false;
+  const auto was = std::find_if(older.begin(), older.end(), [&](const auto& h) { return first == join(h); });
+  if (was == older.end()) return false;
+  for (const std::string& column : *was)
+    if (std::find(header.begin(), header.end(), column) == header.end())
+      throw std::logic_error(fmt::format("widen_csv_header: older column '{}' is not in the header", column));
+
+  // Columns past the header's own take names no file has, so they read empty.
+  std::vector<std::string> padding;
+  for (std::size_t i = header.size(); i < kMaxColumns; ++i) padding.push_back(fmt::format("\x01unused{}", i));
+  std::array<const char*, kMaxColumns> names{};
+  for (std::size_t i = 0; i < kMaxColumns; ++i)
+    names[i] = i < header.size() ? header[i].c_str() : padding[i - header.size()].c_str();
+  std::vector<std::vector<std::string>> rows;
+  csv_columns::read(path, "results", names, 0, [&](const csv_columns::Fields& f) {
+    rows.emplace_back(f.fields, f.fields + header.size());
+  });
+
+  const std::string widened = path + ".widening";
+  {
+    std::ofstream out(widened, std::ios::trunc);
+    out << join(header) << '\n';
+    for (const auto& r : rows) out << join(r) << '\n';
+    if (!out.flush()) throw std::runtime_error(fmt::format("{}: cannot write", widened));
+  }
+  std::filesystem::rename(widened, path, ec);
+  if (ec) throw std::runtime_error(fmt::format("{}: cannot replace it with its widened copy: {}", path, ec.message()));
+  return true;
+}
+
 std::vector<PeakRow> read_peak_csv(const std::string& path) {
   // The CPU columns, then the optional ones: the GPU's (as kGpuPeakColumns), read_loop,
   // huge_page_pct.

@@ -113,6 +113,13 @@ class CsvWriter {
   std::ofstream out_;
 };
 
+// Before appending rows of `header` to `path`: where the file was written in one of the
+// `older` headers (each a subset of `header`'s columns), rewrites it in `header`, the
+// columns it lacked empty in its rows, so the append goes on in one file. Returns true
+// when it rewrote; a file in any other header is left for CsvWriter to refuse.
+bool widen_csv_header(const std::string& path, const std::vector<std::string>& header,
+                      const std::vector<std::vector<std::string>>& older);
+
 // With gpu_columns, the CUDA columns of BenchRow come before `command` (a run that
 // selects CUDA kernels writes them; CPU rows leave them empty). Without, the CPU
 // columns alone, as CPU-only benches write. Files written before the act_quant

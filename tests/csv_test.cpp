@@ -270,6 +270,50 @@ TEST(Csv, AppendKeepsOneHeaderAndRefusesAnotherFormat) {
   EXPECT_THROW(CsvWriter(path, check_header(), true), std::runtime_error);
 }
 
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(Csv, WideningRewritesAnOlderHeaderAndKeepsEveryRow) {
+  const std::vector<std::string> older = {"a", "b", "command"};
+  const std::vector<std::string> wider = {"a", "b", "x_ms", "y_ms", "command"};
+  std::mt19937_64 g(std::random_device{}());
+  const std::string a1 = std::to_string(g()), b2 = std::to_string(g());
+  const std::string path = temp_path("widen.csv");
+  {
+    CsvWriter w(path, older, false);
+    w.write({a1, "plan q4_K=a,q6_K=b", "qmvlab decode --plan \"x, y\""});
+    w.write({"", b2, "cmd"});
+  }
+  ASSERT_TRUE(widen_csv_header(path, wider, {{"z"}, older}));
+  {
+    CsvWriter w(path, wider, true);  // the append the widening is for
+    w.write({"3", "4", "5.5", "6.5", "cmd2"});
+  }
+  const std::string expected = "a,b,x_ms,y_ms,command\n" + a1 +
+                               ",\"plan q4_K=a,q6_K=b\",,,\"qmvlab decode --plan \"\"x, y\"\"\"\n"
+                               "," + b2 + ",,,cmd\n"
+                               "3,4,5.5,6.5,cmd2\n";
+  EXPECT_EQ(file_text(path), expected);
+  EXPECT_FALSE(widen_csv_header(path, wider, {older})) << "already in the wider header";
+  EXPECT_EQ(file_text(path), expected);
+}
+
+TEST(Csv, WideningLeavesOtherFilesAlone) {
+  const std::string path = temp_path("widen-other.csv");
+  { CsvWriter(path, {"p", "q"}, false).write({"1", "2"}); }
+  const std::string before = file_text(path);
+  EXPECT_FALSE(widen_csv_header(path, {"a", "b", "command"}, {{"a", "command"}}));
+  EXPECT_EQ(file_text(path), before);
+  EXPECT_THROW(CsvWriter(path, {"a", "b", "command"}, true), std::runtime_error);
+  EXPECT_FALSE(widen_csv_header(temp_path("widen-missing.csv"), {"a"}, {{"a"}}));
+  EXPECT_FALSE(std::filesystem::exists(temp_path("widen-missing.csv")));
+  // An older header with a column the new one lacks would lose data: a bug in the caller.
+  { CsvWriter(path, {"a", "gone"}, false).write({"1", "2"}); }
+  EXPECT_THROW(widen_csv_header(path, {"a", "b"}, {{"a", "gone"}}), std::logic_error);
+}
+
 TEST(Csv, ReadErrorsNameTheFile) {
   try {
     read_bench_csv(temp_path("does-not-exist.csv"));

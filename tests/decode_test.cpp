@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cmath>
+#include <filesystem>
 #include <cstring>
 #include <map>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include <sstream>
 
 #include "harness/csv.h"
+#include "harness/fccp.h"
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/gguf.h"
@@ -279,6 +282,108 @@ TEST(DecodeCli, JsonAndCsvRecordTheRun) {
                           "roofline_pct", "device", "cuda_graph", "outlier_routed_calls"})
     EXPECT_NE(header.find(col), std::string::npos) << col;
   EXPECT_NE(last.find(",cpu,,,,"), std::string::npos) << "a CPU run without routing: " << last;
+}
+
+// One decode row's fields by column name (the header has no quoted names).
+std::map<std::string, std::string> decode_row(const std::string& path, int row) {
+  std::ifstream in(path);
+  std::string header;
+  std::getline(in, header);
+  std::vector<std::string> names;
+  for (std::stringstream ss(header); ss.good();) {
+    std::string name;
+    std::getline(ss, name, ',');
+    names.push_back(name);
+  }
+  // fast-cpp-csv-parser reads a fixed column count: these are the ones asked for below.
+  constexpr const char* kColumns[] = {"plan", "decode_ms_per_token", "op_timed_tokens", "attn_q_ms_per_token",
+                                      "attn_qkv_ms_per_token", "ffn_up_gate_ms_per_token", "ffn_gate_ms_per_token",
+                                      "ffn_up_ms_per_token", "lm_head_ms_per_token", "model"};
+  io::CSVReader<std::size(kColumns), io::trim_chars<>, io::double_quote_escape<',', '"'>> reader(path);
+  reader.read_header(io::ignore_extra_column, kColumns[0], kColumns[1], kColumns[2], kColumns[3], kColumns[4],
+                     kColumns[5], kColumns[6], kColumns[7], kColumns[8], kColumns[9]);
+  std::array<std::string, std::size(kColumns)> f;
+  for (int i = 0; i <= row; ++i)
+    if (!reader.read_row(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9])) return {};
+  std::map<std::string, std::string> out = {{"header", header}};
+  for (std::size_t i = 0; i < f.size(); ++i) out[kColumns[i]] = f[i];
+  return out;
+}
+
+// Each row carries its run's per-op times, so ops of one run can be set against each
+// other in the file; a file from before those columns is widened, not refused.
+TEST(DecodeCli, CsvRowsHoldEachOpsTimeAndAnOlderFileIsWidened) {
+  const std::string model = toy_model("llama", "q8_0");
+  const std::string run = "decode --model " + model + " --prompt-tokens 256,50 -n 6 --ignore-eos --quiet "
+                          "--peak-gbps 10 --threads 1 ";
+  // A file in the columns decode wrote before the op times: today's header without them.
+  const std::string fresh = tmp("decode-fresh.csv"), csv = tmp("decode-older.csv");
+  std::filesystem::remove(fresh);
+  ASSERT_EQ(qmvlab(run + "--out " + fresh).code, 0);
+  const std::string header = decode_row(fresh, 0)["header"];
+  std::string older;
+  for (std::stringstream ss(header); ss.good();) {
+    std::string name;
+    std::getline(ss, name, ',');
+    const bool op_time = name == "op_timed_tokens" ||
+                         (name.find("_ms_per_token") != std::string::npos && name != "decode_ms_per_token");
+    if (!op_time) older += (older.empty() ? "" : ",") + name;
+  }
+  ASSERT_EQ(older.find("op_timed_tokens"), std::string::npos);
+  ASSERT_EQ(older.find("attn_q_ms_per_token"), std::string::npos);
+  std::mt19937_64 g(std::random_device{}());
+  const std::string marker = "older-model-" + std::to_string(g());
+  {
+    std::ofstream out(csv, std::ios::trunc);
+    out << older << "\n";
+    std::string row;
+    for (std::stringstream ss(older); ss.good();) {
+      std::string name;
+      std::getline(ss, name, ',');
+      row += (row.empty() ? "" : ",") + (name == "model" ? marker : name == "plan" ? "auto" : "1");
+    }
+    out << row << "\n";
+  }
+  const CliRun apart = qmvlab(run + "--plan ffn_up_gate=none --out " + csv);
+  ASSERT_EQ(apart.code, 0) << apart.output;
+  EXPECT_NE(apart.output.find("rewritten with the per-op time columns"), std::string::npos) << apart.output;
+  const CliRun fused = qmvlab(run + "--plan ffn_up_gate=q8_0.cpu.avx2_r8x2_up_gate_q8_1 --out " + csv);
+  const bool has_fused = fused.code == 0;
+  if (!has_fused) {  // a CPU without AVX2 cannot run the fused kernel: the error says so
+    EXPECT_NE(fused.output.find("avx2"), std::string::npos) << fused.output;
+  }
+
+  auto old_row = decode_row(csv, 0), none = decode_row(csv, 1);
+  EXPECT_EQ(old_row["header"], header);
+  EXPECT_EQ(old_row["model"], marker);
+  for (const char* op : {"op_timed_tokens", "attn_q_ms_per_token", "ffn_gate_ms_per_token"})
+    EXPECT_EQ(old_row[op], "") << op << ": an older row has no op times";
+  auto positive = [](const std::string& field) { return !field.empty() && std::stod(field) > 0; };
+  EXPECT_EQ(none["op_timed_tokens"], "5");  // the tokens after the first
+  for (const char* op : {"attn_q_ms_per_token", "ffn_gate_ms_per_token", "ffn_up_ms_per_token", "lm_head_ms_per_token"})
+    EXPECT_TRUE(positive(none[op])) << op << " = '" << none[op] << "'";
+  for (const char* op : {"ffn_up_gate_ms_per_token", "attn_qkv_ms_per_token"})
+    EXPECT_EQ(none[op], "") << op << ": not run by this plan";
+  if (has_fused) {
+    auto fused_row = decode_row(csv, 2);
+    EXPECT_TRUE(positive(fused_row["ffn_up_gate_ms_per_token"])) << fused_row["ffn_up_gate_ms_per_token"];
+    EXPECT_EQ(fused_row["ffn_gate_ms_per_token"], "");
+    EXPECT_EQ(fused_row["ffn_up_ms_per_token"], "");
+  } else {
+    fmt::print("skipped the fused row: this CPU has no AVX2\n");
+  }
+
+  // The JSON holds the same times, and the ops run inside the timed decode.
+  const nlohmann::json j = decode_json(run.substr(std::string("decode ").size()) + "--no-peak");
+  ASSERT_TRUE(j.contains("op_ms_per_token")) << j.dump();
+  EXPECT_EQ(j["op_timed_tokens"], 5);
+  double sum = 0;
+  for (const auto& [op, ms] : j["op_ms_per_token"].items()) {
+    EXPECT_GE(ms.get<double>(), 0.0) << op;
+    sum += ms.get<double>();
+  }
+  EXPECT_GT(sum, 0.0);
+  EXPECT_LE(sum, 1e3 / j["decode_tok_s"].get<double>() * 1.000001);
 }
 
 TEST(DecodeCli, GreedyIsDeterministicAndSamplingFollowsTheSeed) {

@@ -137,13 +137,34 @@ void write_npy(const std::string& path, const std::vector<float>& data, std::siz
   if (!out) throw std::runtime_error(fmt::format("writing '{}' failed", path));
 }
 
-std::vector<std::string> decode_header() {
+// The columns of a decode row before its per-op times, which files written before them lack.
+std::vector<std::string> decode_header_without_op_times() {
   return {"machine",       "cpu_model",         "gpu",          "compiler",        "git_commit",
           "model",         "model_file",        "arch",         "weights_bytes",   "plan",
           "plan_kernels",  "threads",           "prompt_tokens", "generated_tokens", "prompt_tok_s",
           "decode_tok_s",  "decode_ms_per_token", "bytes_per_token", "peak_gbps",     "roofline_tok_s",
           "roofline_pct",  "temperature",       "seed",         "device",          "cuda_graph",
           "outlier_routed_calls", "outlier_int8_calls", "command"};
+}
+
+// Then, before `command`: the tokens the per-op times average over and one
+// `<op>_ms_per_token` column per op of model/ops.h, so the ops of one run can be set
+// against each other in the file.
+std::vector<std::string> decode_header() {
+  std::vector<std::string> h = decode_header_without_op_times();
+  std::vector<std::string> op_columns = {"op_timed_tokens"};
+  for (const OpInfo& op : kOps) op_columns.push_back(fmt::format("{}_ms_per_token", op.name));
+  h.insert(h.end() - 1, op_columns.begin(), op_columns.end());
+  return h;
+}
+
+// The fields of decode_header's op columns: empty where the op did not run or nothing
+// was timed op by op.
+std::vector<std::string> op_time_fields(const StepTimes& t, int timed_steps) {
+  std::vector<std::string> f = {timed_steps > 0 ? std::to_string(timed_steps) : ""};
+  for (int i = 0; i < kOpCount; ++i)
+    f.push_back(timed_steps > 0 && t.calls[i] > 0 ? fmt::format("{:.6g}", 1e3 * t.seconds[i] / timed_steps) : "");
+  return f;
 }
 
 struct DecodeReport {
@@ -510,6 +531,16 @@ int DecodeCommand::run(const std::string& command_line) {
     j["bytes_per_token"] = r.bytes_per_token;
     j["peak_gbps"] = peak;
     j["roofline_pct"] = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
+    const StepTimes& op_times = backend == Backend::CUDA ? gpu.op_times : r.decode_times;
+    const int op_timed = backend == Backend::CUDA ? gpu.op_timed_steps : r.decode_steps;
+    if (op_timed > 0) {
+      nlohmann::json per_op;
+      for (int i = 0; i < kOpCount; ++i)
+        if (op_times.calls[i] > 0)
+          per_op[std::string(to_string(static_cast<Op>(i)))] = 1e3 * op_times.seconds[i] / op_timed;
+      j["op_ms_per_token"] = per_op;
+      j["op_timed_tokens"] = op_timed;
+    }
     if (routes_outliers(planned)) {
       nlohmann::json routing;
       routing["k"] = plan.outlier_routing().k;
@@ -529,9 +560,13 @@ int DecodeCommand::run(const std::string& command_line) {
   }
   if (!o.csv_out.empty()) {
     const RunContext ctx = current_context(command_line);
-    CsvWriter csv(expand_machine(o.csv_out), decode_header(), true);
+    const std::string path = expand_machine(o.csv_out);
+    if (widen_csv_header(path, decode_header(), {decode_header_without_op_times()}))
+      fmt::print("{}: rewritten with the per-op time columns, empty in its earlier rows\n", path);
+    CsvWriter csv(path, decode_header(), true);
     const std::string file = o.model.substr(o.model.find_last_of('/') + 1);
-    csv.write({ctx.machine, ctx.cpu_model, ctx.gpu, ctx.compiler, ctx.git_commit, c.name, file, c.arch,
+    std::vector<std::string> fields = {
+               ctx.machine, ctx.cpu_model, ctx.gpu, ctx.compiler, ctx.git_commit, c.name, file, c.arch,
                std::to_string(weight_bytes), plan.describe(), plan_kernels(planned),
                std::to_string(o.threads), std::to_string(r.prompt.size()), std::to_string(r.generated.size()),
                fmt::format("{:.3f}", r.prompt_tok_s()), fmt::format("{:.3f}", r.decode_tok_s()),
@@ -542,7 +577,12 @@ int DecodeCommand::run(const std::string& command_line) {
                fmt::format("{}", o.sampler.temperature), std::to_string(o.sampler.seed), o.device,
                backend == Backend::CUDA ? (gpu.graph ? "on" : "off") : "",
                routes_outliers(planned) ? std::to_string(routed_calls) : "",
-               routes_outliers(planned) ? std::to_string(routable_calls) : "", ctx.command});
+               routes_outliers(planned) ? std::to_string(routable_calls) : ""};
+    const auto ops = backend == Backend::CUDA ? op_time_fields(gpu.op_times, gpu.op_timed_steps)
+                                              : op_time_fields(r.decode_times, r.decode_steps);
+    fields.insert(fields.end(), ops.begin(), ops.end());
+    fields.push_back(ctx.command);
+    csv.write(fields);
     fmt::print("appended a row to {}\n", csv.path());
   }
   return 0;

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Decode A/B: two variants of one `qmvlab decode` run, interleaved A B B A for --rounds
+rounds, each run's row appended to --out (decode's CSV, per-op times included). A shared
+host drifts by tens of percent within minutes, so the comparison is made per round, A
+against the B runs beside it, and the medians of those ratios are reported:
+
+  - tok/s, B over A;
+  - for each --ratio NUM/DEN (op names of the per-op columns joined by '+'), the time of
+    NUM over the time of DEN within each run, B's over A's. Both sides come from one
+    run, so the host's drift cancels: "ffn_up_gate+ffn_gate+ffn_up/ffn_down" sets a
+    fused gate+up against two matvecs by the FFN's other matvec.
+
+    scripts/decode_ab.py --model models/M.gguf --threads 2 -n 64 --rounds 8 \\
+        --a "--plan auto" --b "--plan ffn_up_gate=none" \\
+        --ratio "ffn_up_gate+ffn_gate+ffn_up/ffn_down" --out results/<machine>/decode-ab.csv
+
+The runs skip decode's peak measurement (--no-peak): the comparison is between runs,
+not against the roofline, and each measurement would cost seconds of the host's time.
+An option string that is one option alone is written with '=' (--extra=--mmap).
+
+Exit status 0 when every run succeeded; 1 when one failed (its output is printed) or a
+--ratio names ops a run did not time; 2 on bad arguments.
+"""
+import argparse
+import csv
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+
+
+def parse_ratio(text):
+    try:
+        num, den = text.split("/")
+        ops = [o.strip() for o in num.split("+")], [o.strip() for o in den.split("+")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not NUM/DEN (op names joined by '+')")
+    if not all(ops[0]) or not all(ops[1]):
+        raise argparse.ArgumentTypeError(f"'{text}' has an empty op name")
+    return text, ops
+
+
+def op_time(row, ops, path):
+    """The summed ms per token of `ops` in one decode row (empty: the op did not run)."""
+    total = 0.0
+    for op in ops:
+        column = f"{op}_ms_per_token"
+        if column not in row:
+            sys.exit(f"decode_ab: {path} has no column {column}: not an op of this qmvlab's decode CSV")
+        if row[column]:
+            total += float(row[column])
+    return total
+
+
+def last_row(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        sys.exit(f"decode_ab: {path} has no rows after a run")
+    return rows[-1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--qmvlab", default="build/qmvlab")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--a", required=True, help="decode options of variant A (one string)")
+    ap.add_argument("--b", required=True, help="decode options of variant B (one string)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("-n", type=int, default=64, help="tokens decoded per run")
+    ap.add_argument("--prompt-tokens", default="1,450,4996,310,278,3303,338")
+    ap.add_argument("--rounds", type=int, default=8, help="rounds of A B B A")
+    ap.add_argument("--ratio", type=parse_ratio, action="append", default=[], metavar="NUM/DEN")
+    ap.add_argument("--extra", default="", help="decode options both variants take (one string)")
+    ap.add_argument("--out", required=True, help="decode CSV the runs append to")
+    args = ap.parse_args()
+    if args.rounds < 1 or args.n < 2:
+        ap.error("--rounds must be >= 1 and -n >= 2 (decode times the tokens after the first)")
+    if not os.access(args.qmvlab, os.X_OK):
+        ap.error(f"--qmvlab {args.qmvlab} is not an executable")
+
+    common = [args.qmvlab, "decode", "--model", args.model, "--threads", str(args.threads), "-n", str(args.n),
+              "--prompt-tokens", args.prompt_tokens, "--ignore-eos", "--quiet", "--no-peak", "--out", args.out,
+              *shlex.split(args.extra)]
+    variants = {"A": shlex.split(args.a), "B": shlex.split(args.b)}
+
+    def run(side, rnd):
+        cmd = common + variants[side]
+        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if res.returncode != 0:
+            print(res.stdout, file=sys.stderr)
+            sys.exit(f"decode_ab: round {rnd} {side} failed (exit {res.returncode}): {shlex.join(cmd)}")
+        row = last_row(args.out)
+        print(f"round {rnd} {side}: {float(row['decode_tok_s']):.2f} tok/s", flush=True)
+        return row
+
+    per_round = []
+    for rnd in range(1, args.rounds + 1):
+        rows = {"A": [], "B": []}
+        for side in "ABBA":
+            rows[side].append(run(side, rnd))
+        tok = {s: statistics.mean(float(r["decode_tok_s"]) for r in rows[s]) for s in rows}
+        ratios = []
+        for text, (num, den) in args.ratio:
+            share = {}
+            for s in rows:
+                times = [(op_time(r, num, args.out), op_time(r, den, args.out)) for r in rows[s]]
+                if any(n <= 0 or d <= 0 for n, d in times):
+                    sys.exit(f"decode_ab: round {rnd} {s}: the ops of --ratio {text} did not all run "
+                             "(each side needs time in NUM and in DEN)")
+                share[s] = statistics.mean(n / d for n, d in times)
+            ratios.append(share["B"] / share["A"])
+        per_round.append((tok["B"] / tok["A"], ratios))
+
+    print(f"\nB over A, per round ({args.rounds} rounds of A B B A; A: {args.a}; B: {args.b}):")
+    tok_ratios = [r[0] for r in per_round]
+    print(f"  tok/s: median {statistics.median(tok_ratios):.3f} (range {min(tok_ratios):.3f}-"
+          f"{max(tok_ratios):.3f}; B faster in {sum(r > 1 for r in tok_ratios)} of {len(tok_ratios)})")
+    for i, (text, _) in enumerate(args.ratio):
+        vals = [r[1][i] for r in per_round]
+        print(f"  {text} time: median {statistics.median(vals):.3f} (range {min(vals):.3f}-{max(vals):.3f}; "
+              f"below 1, B's share is smaller, in {sum(v < 1 for v in vals)} of {len(vals)})")
+    print(f"rows appended to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

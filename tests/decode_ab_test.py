@@ -1,0 +1,54 @@
+"""scripts/decode_ab.py on the CPU with a fresh toy model: every round runs A B B A, each
+run appends its decode row, the per-round ratios are printed; a --ratio naming an op
+the CSV lacks, an op a run did not time, and a failing variant each stop it with a
+message and exit 1."""
+import argparse
+import csv
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--qmvlab", required=True)
+ap.add_argument("--script", required=True)
+args = ap.parse_args()
+
+work = tempfile.mkdtemp(prefix="decode-ab-test-")
+model = os.path.join(work, "toy.gguf")
+seed = random.randrange(1, 2**31)
+subprocess.run([args.qmvlab, "make-model", "--preset", "toy", "--mix", "q8_0", "--seed", str(seed), "--out", model],
+               check=True, stdout=subprocess.DEVNULL)
+out = os.path.join(work, "ab.csv")
+base = [sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model, "--threads", "1", "-n", "4",
+        "--prompt-tokens", "1,7,42", "--extra=--mmap", "--out", out]
+apart, scalar = "--plan ffn_up_gate=none", "--plan ffn_up_gate=none,q8_0=q8_0.cpu.scalar_f32"
+
+
+def run(*extra):
+    return subprocess.run(base + list(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+res = run("--a", apart, "--b", scalar, "--rounds", "2", "--ratio", "ffn_gate+ffn_up/ffn_down",
+          "--ratio", "attn_q/lm_head")
+assert res.returncode == 0, res.stdout
+rows = list(csv.DictReader(open(out)))
+plans = [r["plan"] for r in rows]
+assert len(rows) == 8, plans
+a_plan, b_plan = plans[0], plans[1]
+assert a_plan != b_plan, plans
+assert plans == [a_plan, b_plan, b_plan, a_plan] * 2, plans  # A B B A, twice
+assert all(r["op_timed_tokens"] == "3" for r in rows), [r["op_timed_tokens"] for r in rows]
+for line in ("tok/s: median", "ffn_gate+ffn_up/ffn_down time: median", "attn_q/lm_head time: median"):
+    assert line in res.stdout, res.stdout
+
+res = run("--a", apart, "--b", apart, "--rounds", "1", "--ratio", "ffn_sideways/ffn_down")
+assert res.returncode == 1 and "no column ffn_sideways_ms_per_token" in res.stdout, res.stdout
+res = run("--a", apart, "--b", apart, "--rounds", "1", "--ratio", "ffn_up_gate/ffn_down")
+assert res.returncode == 1 and "did not all run" in res.stdout, res.stdout
+res = run("--a", apart, "--b", "--plan q8_0=q8_0.cpu.no_such_kernel", "--rounds", "1")
+assert res.returncode == 1 and "round 1 B failed" in res.stdout and "no_such_kernel" in res.stdout, res.stdout
+res = run("--a", apart, "--b", apart, "--ratio", "ffn_down")
+assert res.returncode == 2 and "is not NUM/DEN" in res.stdout, res.stdout
+print(f"seed {seed}: A B B A rows and ratios as expected; bad ratios and a failing variant refused")
