@@ -10,6 +10,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/outliers.h"
+#include "model/attention.h"
 
 // glibc's vector math library (libmvec): expf on 8 lanes, the AVX2 variant of the
 // x86-64 vector function ABI, within 4 ulp of expf.
@@ -36,27 +37,6 @@ void rms_norm(const float* x, const float* weight, float* y, int n, float eps) {
   for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }
 
-// s[t] = exp(s[t] - max_s) for t < n; returns their sum.
-__attribute__((target("avx2"))) float exp_shifted_avx2(float* s, int n, float max_s) {
-  const __m256 shift = _mm256_set1_ps(max_s);
-  __m256 acc = _mm256_setzero_ps();
-  int t = 0;
-  for (; t + 8 <= n; t += 8) {
-    const __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(s + t), shift));
-    _mm256_storeu_ps(s + t, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  float sum = 0;
-  for (float v : lanes) sum += v;
-  for (; t < n; ++t) {
-    s[t] = std::exp(s[t] - max_s);
-    sum += s[t];
-  }
-  return sum;
-}
-
 // gate[i] = silu(gate[i]) * up[i].
 __attribute__((target("avx2"))) void swiglu_avx2(float* gate, const float* up, int n) {
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -69,20 +49,16 @@ __attribute__((target("avx2"))) void swiglu_avx2(float* gate, const float* up, i
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-float dot(const float* a, const float* b, int n) {
-  float s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 }  // namespace
 
 CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
                        const std::vector<PlannedMatvec>& plan, int threads, int context)
     : c_(config),
       threads_(std::max(1, threads)),
-      avx2_exp_(missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2)) == 0) {
+      avx2_exp_(missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2)) == 0),
+      avx2_attention_(missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2) |
+                                           static_cast<std::uint32_t>(CpuFeature::FMA)) == 0 &&
+                      config.head_dim % 8 == 0) {
   context_ = context > 0 ? std::min(context, c_.context_length) : c_.context_length;
   bound_ = bind_plan(c_, weights, plan, Backend::CPU);
   const int q_width = c_.n_head * c_.head_dim, kv_width = c_.n_head_kv * c_.head_dim;
@@ -99,6 +75,9 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
   ffn_out_.resize(c_.n_embd);
   logits_.resize(c_.vocab_size);
   scores_.resize(static_cast<std::size_t>(c_.n_head) * context_);
+  partial_out_.resize(static_cast<std::size_t>(kMaxAttentionRanges) * c_.n_head * c_.head_dim);
+  partial_max_.resize(static_cast<std::size_t>(kMaxAttentionRanges) * c_.n_head);
+  partial_sum_.resize(partial_max_.size());
   rope_cos_.resize(c_.rope_dim / 2);
   rope_sin_.resize(c_.rope_dim / 2);
 
@@ -278,9 +257,11 @@ void CpuForward::head_step(const LayerOps& l) {
     }
     rope(q, c_.n_head);
     rope(k, c_.n_head_kv);
-    const std::size_t at = static_cast<std::size_t>(pos_) * kv_width;
-    std::memcpy(l.k_cache + at, k, kv_width * sizeof(float));
-    std::memcpy(l.v_cache + at, v, kv_width * sizeof(float));
+    for (int h = 0; h < c_.n_head_kv; ++h) {
+      const std::size_t at = head_cache_offset(h) + static_cast<std::size_t>(pos_) * hd;
+      std::memcpy(l.k_cache + at, k + h * hd, hd * sizeof(float));
+      std::memcpy(l.v_cache + at, v + h * hd, hd * sizeof(float));
+    }
   });
 }
 
@@ -301,42 +282,62 @@ void CpuForward::rope(float* v, int n_heads) const {
 
 void CpuForward::attention(const LayerOps& l) {
   timed(Op::Attention, [&] {
-    const int hd = c_.head_dim, kv_width = c_.n_head_kv * hd, group = c_.n_head / c_.n_head_kv;
+    const int hd = c_.head_dim, group = c_.n_head / c_.n_head_kv;
     const int n_pos = pos_ + 1;
-    const float* keys = l.k_cache;
-    const float* values = l.v_cache;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    // Heads are independent. The team is already awake from the matvecs, so it pays off
-    // from a few thousand multiply-adds per step (a few positions of a small model).
+    // The team is already awake from the matvecs, so splitting pays off from a few
+    // thousand multiply-adds per step (a few positions of a small model).
     const bool parallel = threads_ > 1 && static_cast<std::int64_t>(n_pos) * c_.n_head * hd >= (1 << 12);
+    if (!avx2_attention_) {
 #pragma omp parallel for num_threads(threads_) schedule(static) if (parallel)
-    for (int h = 0; h < c_.n_head; ++h) {
-      const float* q = program_.q + h * hd;
-      const int kv_off = (h / group) * hd;
-      float* s = scores_.data() + static_cast<std::size_t>(h) * context_;
-      float max_s = -INFINITY;
-      for (int t = 0; t < n_pos; ++t) {
-        s[t] = dot(q, keys + static_cast<std::size_t>(t) * kv_width + kv_off, hd) * scale;
-        max_s = std::max(max_s, s[t]);
+      for (int h = 0; h < c_.n_head; ++h) {
+        HeadAttention a;
+        a.q = program_.q + h * hd;
+        a.keys = l.k_cache + head_cache_offset(h / group);
+        a.values = l.v_cache + head_cache_offset(h / group);
+        a.stride = static_cast<std::size_t>(hd);
+        a.positions = n_pos;
+        a.head_dim = hd;
+        a.scale = scale;
+        a.scores = scores_.data() + static_cast<std::size_t>(h) * context_;
+        a.out = program_.att + h * hd;
+        attend_head(a);
       }
-      float sum = 0;
-      if (avx2_exp_) {
-        sum = exp_shifted_avx2(s, n_pos, max_s);
-      } else {
-        for (int t = 0; t < n_pos; ++t) {
-          s[t] = std::exp(s[t] - max_s);
-          sum += s[t];
-        }
-      }
-      float* out = program_.att + h * hd;
-      std::fill(out, out + hd, 0.0f);
-      for (int t = 0; t < n_pos; ++t) {
-        const float p = s[t] / sum;
-        const float* v = values + static_cast<std::size_t>(t) * kv_width + kv_off;
-#pragma omp simd
-        for (int i = 0; i < hd; ++i) out[i] += p * v[i];
-      }
+      return;
     }
+    // Work items: blocks of up to kGroupHeads query heads on one KV head, times ranges
+    // of positions, enough ranges that every thread has about two items.
+    const int blocks_per_kv = (group + kGroupHeads - 1) / kGroupHeads, blocks = c_.n_head_kv * blocks_per_kv;
+    int ranges = 1;
+    if (parallel)
+      ranges = std::clamp((2 * threads_ + blocks - 1) / blocks, 1,
+                          std::clamp(n_pos / kMinAttentionRange, 1, kMaxAttentionRanges));
+    const std::size_t out_stride = static_cast<std::size_t>(c_.n_head) * hd;
+#pragma omp parallel for num_threads(threads_) schedule(static) if (parallel)
+    for (int item = 0; item < blocks * ranges; ++item) {
+      const int block = item / ranges, range = item % ranges, kv_head = block / blocks_per_kv;
+      const int first_head = kv_head * group + (block % blocks_per_kv) * kGroupHeads;
+      GroupAttention a;
+      a.q = program_.q + first_head * hd;
+      a.heads = std::min(kGroupHeads, (kv_head + 1) * group - first_head);
+      a.keys = l.k_cache + head_cache_offset(kv_head);
+      a.values = l.v_cache + head_cache_offset(kv_head);
+      a.stride = static_cast<std::size_t>(hd);
+      a.first = static_cast<int>(static_cast<std::int64_t>(n_pos) * range / ranges);
+      a.end = static_cast<int>(static_cast<std::int64_t>(n_pos) * (range + 1) / ranges);
+      a.head_dim = hd;
+      a.scale = scale;
+      a.scores = scores_.data() + static_cast<std::size_t>(first_head) * context_;
+      a.scores_stride = static_cast<std::size_t>(context_);
+      const std::size_t stat = static_cast<std::size_t>(range) * c_.n_head + first_head;
+      a.out = partial_out_.data() + range * out_stride + static_cast<std::size_t>(first_head) * hd;
+      a.max = partial_max_.data() + stat;
+      a.sum = partial_sum_.data() + stat;
+      attend_group_avx2(a);
+    }
+    for (int h = 0; h < c_.n_head; ++h)
+      merge_partials(partial_out_.data() + static_cast<std::size_t>(h) * hd, out_stride, partial_max_.data() + h,
+                     partial_sum_.data() + h, c_.n_head, ranges, hd, program_.att + h * hd);
   });
 }
 

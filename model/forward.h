@@ -97,12 +97,22 @@ class CpuForward {
 
   ModelConfig c_;
   int threads_;
-  bool avx2_exp_;  // softmax and SwiGLU take exp 8 lanes at a time (the CPU and the ISA mask allow AVX2)
+  bool avx2_exp_;        // SwiGLU takes exp 8 lanes at a time (the CPU and the ISA mask allow AVX2)
+  bool avx2_attention_;  // attend_group_avx2 (AVX2 and FMA allowed, heads a multiple of 8)
+  // attend_group_avx2's partial results: [range][head][head dim], and [range][head].
+  static constexpr int kMaxAttentionRanges = 8;
+  static constexpr int kMinAttentionRange = 32;  // positions
+  std::vector<float> partial_out_, partial_max_, partial_sum_;
   int context_;
   int pos_ = 0;
   int token_ = 0;
   BoundModel bound_;
-  std::vector<float> kv_cache_;  // keys then values, [layer][position][kv width] each
+  // Keys then values, each [layer][kv head][position][head dim]: one head's positions
+  // lie back to back, so attention reads each head's keys and values as one stream.
+  std::vector<float> kv_cache_;
+  std::size_t head_cache_offset(int kv_head) const {
+    return static_cast<std::size_t>(kv_head) * context_ * c_.head_dim;
+  }
   // Activations of one step (the program points into them).
   std::vector<float> x_, xn_, q_, k_, v_, att_, att_out_, gate_, up_, ffn_out_, logits_, scores_;
   std::vector<float> rope_cos_, rope_sin_;
