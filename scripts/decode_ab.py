@@ -10,6 +10,9 @@ against the B runs beside it, and the medians of those ratios are reported:
     run, so the host's drift cancels: "ffn_up_gate+ffn_gate+ffn_up/ffn_down" sets a
     fused gate+up against two matvecs by the FFN's other matvec.
 
+A variant may also be another build: --b-qmvlab names B's binary (a change against
+the commit before it, built in a second tree).
+
     scripts/decode_ab.py --model models/M.gguf --threads 2 -n 64 --rounds 8 \\
         --a "--plan auto" --b "--plan ffn_up_gate=none" \\
         --ratio "ffn_up_gate+ffn_gate+ffn_up/ffn_down" --out results/<machine>/decode-ab.csv
@@ -64,9 +67,10 @@ def last_row(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--qmvlab", default="build/qmvlab")
+    ap.add_argument("--b-qmvlab", help="variant B's qmvlab binary (default: --qmvlab)")
     ap.add_argument("--model", required=True)
-    ap.add_argument("--a", required=True, help="decode options of variant A (one string)")
-    ap.add_argument("--b", required=True, help="decode options of variant B (one string)")
+    ap.add_argument("--a", default="", help="decode options of variant A (one string)")
+    ap.add_argument("--b", default="", help="decode options of variant B (one string)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("-n", type=int, default=64, help="tokens decoded per run")
     ap.add_argument("--prompt-tokens", default="1,450,4996,310,278,3303,338")
@@ -77,16 +81,18 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1 or args.n < 2:
         ap.error("--rounds must be >= 1 and -n >= 2 (decode times the tokens after the first)")
-    if not os.access(args.qmvlab, os.X_OK):
-        ap.error(f"--qmvlab {args.qmvlab} is not an executable")
+    binaries = {"A": args.qmvlab, "B": args.b_qmvlab or args.qmvlab}
+    for side, path in binaries.items():
+        if not os.access(path, os.X_OK):
+            ap.error(f"{'--qmvlab' if side == 'A' or not args.b_qmvlab else '--b-qmvlab'} {path} is not an executable")
 
-    common = [args.qmvlab, "decode", "--model", args.model, "--threads", str(args.threads), "-n", str(args.n),
+    common = ["decode", "--model", args.model, "--threads", str(args.threads), "-n", str(args.n),
               "--prompt-tokens", args.prompt_tokens, "--ignore-eos", "--quiet", "--no-peak", "--out", args.out,
               *shlex.split(args.extra)]
     variants = {"A": shlex.split(args.a), "B": shlex.split(args.b)}
 
     def run(side, rnd):
-        cmd = common + variants[side]
+        cmd = [binaries[side]] + common + variants[side]
         res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if res.returncode != 0:
             print(res.stdout, file=sys.stderr)
@@ -113,7 +119,11 @@ def main():
             ratios.append(share["B"] / share["A"])
         per_round.append((tok["B"] / tok["A"], ratios))
 
-    print(f"\nB over A, per round ({args.rounds} rounds of A B B A; A: {args.a}; B: {args.b}):")
+    def named(side, opts):
+        return opts + (f" ({binaries[side]})" if args.b_qmvlab else "")
+
+    print(f"\nB over A, per round ({args.rounds} rounds of A B B A; A: {named('A', args.a)}; "
+          f"B: {named('B', args.b)}):")
     tok_ratios = [r[0] for r in per_round]
     print(f"  tok/s: median {statistics.median(tok_ratios):.3f} (range {min(tok_ratios):.3f}-"
           f"{max(tok_ratios):.3f}; B faster in {sum(r > 1 for r in tok_ratios)} of {len(tok_ratios)})")

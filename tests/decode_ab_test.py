@@ -49,6 +49,8 @@ res = run("--a", apart, "--b", apart, "--rounds", "1", "--ratio", "ffn_up_gate/f
 assert res.returncode == 1 and "did not all run" in res.stdout, res.stdout
 res = run("--a", apart, "--b", "--plan q8_0=q8_0.cpu.no_such_kernel", "--rounds", "1")
 assert res.returncode == 1 and "round 1 B failed" in res.stdout and "no_such_kernel" in res.stdout, res.stdout
+res = run("--a", apart, "--b", apart, "--b-qmvlab", os.path.join(work, "no-such-qmvlab"))
+assert res.returncode == 2 and "--b-qmvlab" in res.stdout and "is not an executable" in res.stdout, res.stdout
 res = run("--a", apart, "--b", apart, "--ratio", "ffn_down")
 assert res.returncode == 2 and "is not NUM/DEN" in res.stdout, res.stdout
 print(f"seed {seed}: A B B A rows and ratios as expected; bad ratios and a failing variant refused")
