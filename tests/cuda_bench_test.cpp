@@ -398,7 +398,9 @@ TEST(CudaBench, GraphReplayTimesWholeLapsOfTheCopies) {
     const std::int64_t copy = static_cast<std::int64_t>(shape.rows) * 16 * 144;  // 256-byte aligned already
     ASSERT_EQ(r.rotation_bytes % copy, 0);
     EXPECT_EQ(r.launches_per_rep % (r.rotation_bytes / copy), 0) << "a graph replays whole laps";
-    if (r.act_format == "q8_1") EXPECT_GT(r.time_with_quant_median_us, 0);
+    if (r.act_format == "q8_1") {
+      EXPECT_GT(r.time_with_quant_median_us, 0);
+    }
   }
 }
 
