@@ -1143,6 +1143,24 @@ TEST(GpuStepReplay, FusedGateUpAndManySplitsGiveTheSameStep) {
   }
 }
 
+// `stacked` and `apart` (the same plan, its matvecs stacked or not) through the same
+// random tokens: the same sampled tokens, logits and quantizations, and with an f32
+// plan the CPU's logits.
+void expect_same_steps(const LoadedModel& m, bool f32_plan, int tokens, CpuForward& cpu, ReplayedGpu& apart,
+                       ReplayedGpu& stacked, std::mt19937& rng) {
+  for (int i = 0; i < tokens; ++i) {
+    const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
+    const auto ref = cpu.step(token);
+    apart.exec.quantizations = stacked.exec.quantizations = 0;
+    EXPECT_EQ(stacked.step(token), apart.step(token)) << i;
+    EXPECT_LT(nmse(stacked.logits(), apart.logits()), 1e-12) << i;
+    EXPECT_EQ(stacked.exec.quantizations, apart.exec.quantizations) << i;
+    if (f32_plan) {
+      EXPECT_LT(nmse(stacked.logits(), std::vector<float>(ref.begin(), ref.end())), 1e-9) << i;
+    }
+  }
+}
+
 // Gate and up on one matrix: in the device layout every layer's pair stacks into one
 // ffn_up_gate call of twice the rows, and the step is the same as with two calls.
 TEST(GpuStepReplay, GateAndUpStackInTheDeviceLayoutAndGiveTheSameStep) {
@@ -1169,17 +1187,7 @@ TEST(GpuStepReplay, GateAndUpStackInTheDeviceLayoutAndGiveTheSameStep) {
           EXPECT_EQ(l.up_gate.w_bytes, l.gate.w_bytes + l.up.w_bytes);
         }
         EXPECT_EQ(stacked_layers, m.config.n_layers);
-        for (int i = 0; i < tokens; ++i) {
-          const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
-          const auto ref = cpu.step(token);
-          apart.exec.quantizations = stacked.exec.quantizations = 0;
-          EXPECT_EQ(stacked.step(token), apart.step(token)) << i;
-          EXPECT_LT(nmse(stacked.logits(), apart.logits()), 1e-12) << i;
-          EXPECT_EQ(stacked.exec.quantizations, apart.exec.quantizations) << i;
-          if (plan[0].kernel->act == ActFormat::F32) {
-            EXPECT_LT(nmse(stacked.logits(), std::vector<float>(ref.begin(), ref.end())), 1e-9) << i;
-          }
-        }
+        expect_same_steps(m, plan[0].kernel->act == ActFormat::F32, tokens, cpu, apart, stacked, rng);
       }
     }
   }
@@ -1255,17 +1263,7 @@ TEST(GpuStepReplay, QkvStackInTheDeviceLayoutAndGiveTheSameStep) {
         EXPECT_EQ(moved.part_bytes[static_cast<int>(Op::AttnK)], 0u);
         EXPECT_EQ(std::accumulate(moved.part_bytes.begin(), moved.part_bytes.end(), std::uint64_t{0}),
                   std::accumulate(stacked.bound.part_bytes.begin(), stacked.bound.part_bytes.end(), std::uint64_t{0}));
-        for (int i = 0; i < tokens; ++i) {
-          const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
-          const auto ref = cpu.step(token);
-          apart.exec.quantizations = stacked.exec.quantizations = 0;
-          EXPECT_EQ(stacked.step(token), apart.step(token)) << i;
-          EXPECT_LT(nmse(stacked.logits(), apart.logits()), 1e-12) << i;
-          EXPECT_EQ(stacked.exec.quantizations, apart.exec.quantizations) << i;
-          if (plan[0].kernel->act == ActFormat::F32) {
-            EXPECT_LT(nmse(stacked.logits(), std::vector<float>(ref.begin(), ref.end())), 1e-9) << i;
-          }
-        }
+        expect_same_steps(m, plan[0].kernel->act == ActFormat::F32, tokens, cpu, apart, stacked, rng);
       }
     }
   }
