@@ -1143,29 +1143,14 @@ TEST(GpuStepReplay, FusedGateUpAndManySplitsGiveTheSameStep) {
   }
 }
 
-// `stacked` and `apart` (the same plan, its matvecs stacked or not) through the same
-// random tokens: the same sampled tokens, logits and quantizations, and with an f32
-// plan the CPU's logits.
-void expect_same_steps(const LoadedModel& m, bool f32_plan, int tokens, CpuForward& cpu, ReplayedGpu& apart,
-                       ReplayedGpu& stacked, std::mt19937& rng) {
-  for (int i = 0; i < tokens; ++i) {
-    const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
-    const auto ref = cpu.step(token);
-    apart.exec.quantizations = stacked.exec.quantizations = 0;
-    EXPECT_EQ(stacked.step(token), apart.step(token)) << i;
-    EXPECT_LT(nmse(stacked.logits(), apart.logits()), 1e-12) << i;
-    EXPECT_EQ(stacked.exec.quantizations, apart.exec.quantizations) << i;
-    if (f32_plan) {
-      EXPECT_LT(nmse(stacked.logits(), std::vector<float>(ref.begin(), ref.end())), 1e-9) << i;
-    }
-  }
-}
-
-// Gate and up on one matrix: in the device layout every layer's pair stacks into one
-// ffn_up_gate call of twice the rows, and the step is the same as with two calls.
-TEST(GpuStepReplay, GateAndUpStackInTheDeviceLayoutAndGiveTheSameStep) {
+// On synthetic models of `archs` with three weight mixes, for an f32 and a Q8_1 plan: the
+// step in the device layout (`stacked`, which `inspect(m, mix, stacked)` checks) and in
+// the host layout with `unstack` applied to each layer (`apart`) sample the same tokens
+// with the same logits and quantizations, and with the f32 plan give the CPU's logits.
+template <class Unstack, class Inspect>
+void expect_stacking_keeps_the_step(std::initializer_list<const char*> archs, Unstack unstack, Inspect inspect) {
   std::mt19937 rng(fresh_seed());
-  for (const char* arch : {"llama", "qwen3"}) {
+  for (const char* arch : archs) {
     for (const char* mix : {"q4_K_m", "q8_0", "f16"}) {
       SCOPED_TRACE(std::string(arch) + " " + mix);
       const LoadedModel m(testing::synthetic_model(arch, mix));
@@ -1176,7 +1161,30 @@ TEST(GpuStepReplay, GateAndUpStackInTheDeviceLayoutAndGiveTheSameStep) {
         const int tokens = 4;
         CpuForward cpu(m.config, m.weights, cpu_plan, 1, tokens);
         ReplayedGpu apart(m, plan, tokens, 2), stacked(m, plan, tokens, 2, {}, true);
-        for (LayerOps& l : apart.program.layers) l.fused = false;  // two calls, whatever the layout
+        for (LayerOps& l : apart.program.layers) unstack(l);
+        inspect(m, std::string(mix), stacked);
+        for (int i = 0; i < tokens; ++i) {
+          const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
+          const auto ref = cpu.step(token);
+          apart.exec.quantizations = stacked.exec.quantizations = 0;
+          EXPECT_EQ(stacked.step(token), apart.step(token)) << i;
+          EXPECT_LT(nmse(stacked.logits(), apart.logits()), 1e-12) << i;
+          EXPECT_EQ(stacked.exec.quantizations, apart.exec.quantizations) << i;
+          if (plan[0].kernel->act == ActFormat::F32) {
+            EXPECT_LT(nmse(stacked.logits(), std::vector<float>(ref.begin(), ref.end())), 1e-9) << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Gate and up on one matrix: in the device layout every layer's pair stacks into one
+// ffn_up_gate call of twice the rows, and the step is the same as with two calls.
+TEST(GpuStepReplay, GateAndUpStackInTheDeviceLayoutAndGiveTheSameStep) {
+  expect_stacking_keeps_the_step(
+      {"llama", "qwen3"}, [](LayerOps& l) { l.fused = false; },  // two calls, whatever the layout
+      [](const LoadedModel& m, const std::string&, const ReplayedGpu& stacked) {
         int stacked_layers = 0;
         for (const LayerOps& l : stacked.program.layers) {
           if (!l.fused) continue;
@@ -1187,10 +1195,7 @@ TEST(GpuStepReplay, GateAndUpStackInTheDeviceLayoutAndGiveTheSameStep) {
           EXPECT_EQ(l.up_gate.w_bytes, l.gate.w_bytes + l.up.w_bytes);
         }
         EXPECT_EQ(stacked_layers, m.config.n_layers);
-        expect_same_steps(m, plan[0].kernel->act == ActFormat::F32, tokens, cpu, apart, stacked, rng);
-      }
-    }
-  }
+      });
 }
 
 // A gate and up that cannot be one call stay two: different kernels, or not adjacent.
@@ -1222,19 +1227,9 @@ TEST(GpuStepReplay, GateAndUpStayApartWhenTheyCannotStack) {
 // attn_qkv call, with v where it runs their kernel (Q4_K_M gives some layers' v more
 // bits), and the step is the same as with three calls.
 TEST(GpuStepReplay, QkvStackInTheDeviceLayoutAndGiveTheSameStep) {
-  std::mt19937 rng(fresh_seed());
-  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
-    for (const char* mix : {"q4_K_m", "q8_0", "f16"}) {
-      SCOPED_TRACE(std::string(arch) + " " + mix);
-      const LoadedModel m(testing::synthetic_model(arch, mix));
-      const auto cpu_plan = testing::cpu_f32_plan(m.weights);
-      const auto q8_plan =
-          testing::gpu_plan(cpu_plan, [](const PlannedMatvec& p) { return stand_in(p.weight, ActFormat::Q8_1); });
-      for (const auto& plan : {gpu_f32_plan(cpu_plan), q8_plan}) {
-        const int tokens = 4;
-        CpuForward cpu(m.config, m.weights, cpu_plan, 1, tokens);
-        ReplayedGpu apart(m, plan, tokens, 2), stacked(m, plan, tokens, 2, {}, true);
-        for (LayerOps& l : apart.program.layers) l.qkv_stacked = 0;  // three calls, whatever the layout
+  expect_stacking_keeps_the_step(
+      {"llama", "qwen2", "qwen3"}, [](LayerOps& l) { l.qkv_stacked = 0; },  // three calls, whatever the layout
+      [](const LoadedModel& m, const std::string& mix, const ReplayedGpu& stacked) {
         const int q_rows = m.config.n_head * m.config.head_dim, kv_rows = m.config.n_head_kv * m.config.head_dim;
         std::uint64_t qkv_bytes = 0;
         int with_v = 0, without_v = 0;
@@ -1249,7 +1244,7 @@ TEST(GpuStepReplay, QkvStackInTheDeviceLayoutAndGiveTheSameStep) {
           EXPECT_EQ(l.qkv.w_bytes, l.q.w_bytes + l.k.w_bytes + (v_shares ? l.v.w_bytes : 0));
           qkv_bytes += l.qkv.w_bytes;
         }
-        if (std::string(mix) == "q4_K_m") {
+        if (mix == "q4_K_m") {
           EXPECT_GT(with_v, 0);
           EXPECT_GT(without_v, 0) << "a layer whose v has more bits";
         } else {
@@ -1263,10 +1258,7 @@ TEST(GpuStepReplay, QkvStackInTheDeviceLayoutAndGiveTheSameStep) {
         EXPECT_EQ(moved.part_bytes[static_cast<int>(Op::AttnK)], 0u);
         EXPECT_EQ(std::accumulate(moved.part_bytes.begin(), moved.part_bytes.end(), std::uint64_t{0}),
                   std::accumulate(stacked.bound.part_bytes.begin(), stacked.bound.part_bytes.end(), std::uint64_t{0}));
-        expect_same_steps(m, plan[0].kernel->act == ActFormat::F32, tokens, cpu, apart, stacked, rng);
-      }
-    }
-  }
+      });
 }
 
 // q and k that cannot be one call stay apart: different kernels, outputs or weights not
