@@ -70,8 +70,8 @@ TEST(Check, LegacyAndFloatKernelsPassOnOddCols) {
   const auto kernels = global_registry().select("q?_0.cpu.*,q?_1.cpu.*,f16.cpu.*,bf16.cpu.*,f32.cpu.*");
   // Five legacy types x {scalar_f32, avx2_f32, avx2_q8_1, avx2_4row_q8_1,
   // avx512vnni_q8_1, avx512vnni_4row_q8_1}, eight row-interleaved kernels per type
-  // (AVX2: one, two and four streams, fused up+gate with two and four; AVX-512 VNNI:
-  // two and four streams, fused up+gate with four), three float types x {scalar, avx2,
+  // (AVX2: one, two and four streams, fused up+gate with two and four; VNNI: two and
+  // four streams, fused up+gate with four), three float types x {scalar, avx2,
   // avx2_4row}.
   ASSERT_EQ(kernels.size(), 79u);
   const auto shapes = parse_shapes("odd-cols");

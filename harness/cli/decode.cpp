@@ -505,6 +505,9 @@ int DecodeCommand::run(const std::string& command_line) {
     routable_calls += all_steps.routable[i];
   }
 
+  // The per-op times JSON and CSV record: the GPU's come from its op-by-op rerun.
+  const StepTimes& op_times = backend == Backend::CUDA ? gpu.op_times : r.decode_times;
+  const int op_timed = backend == Backend::CUDA ? gpu.op_timed_steps : r.decode_steps;
   if (!o.json_out.empty()) {
     nlohmann::json j;
     j["model"] = o.model;
@@ -531,8 +534,6 @@ int DecodeCommand::run(const std::string& command_line) {
     j["bytes_per_token"] = r.bytes_per_token;
     j["peak_gbps"] = peak;
     j["roofline_pct"] = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
-    const StepTimes& op_times = backend == Backend::CUDA ? gpu.op_times : r.decode_times;
-    const int op_timed = backend == Backend::CUDA ? gpu.op_timed_steps : r.decode_steps;
     if (op_timed > 0) {
       nlohmann::json per_op;
       for (int i = 0; i < kOpCount; ++i)
@@ -578,8 +579,7 @@ int DecodeCommand::run(const std::string& command_line) {
                backend == Backend::CUDA ? (gpu.graph ? "on" : "off") : "",
                routes_outliers(planned) ? std::to_string(routed_calls) : "",
                routes_outliers(planned) ? std::to_string(routable_calls) : ""};
-    const auto ops = backend == Backend::CUDA ? op_time_fields(gpu.op_times, gpu.op_timed_steps)
-                                              : op_time_fields(r.decode_times, r.decode_steps);
+    const auto ops = op_time_fields(op_times, op_timed);
     fields.insert(fields.end(), ops.begin(), ops.end());
     fields.push_back(ctx.command);
     csv.write(fields);
