@@ -10,9 +10,9 @@ Standard library only (the GPU machines have Python but not our venv):
 
 `--plans gpu` sweeps the GPU variants for the K-quant matvecs (FFN and attention
 alike): warp_row_f32, wide_f32, vectorized_f32, multiwarp_f32.w2/w3/w4, dp4a_q8_1,
-halfwarp_dp4a_q8_1, multiwarp_dp4a_q8_1.w3, quarterwarp_dp4a_q8_1, each with
-Q6_K tensors on the same family where it exists. `--plans` also takes `;`-separated
-plans in decode's rule syntax. The reference's logits are computed once (on the CPU by
+halfwarp_dp4a_q8_1, multiwarp_dp4a_q8_1.w3, quarterwarp_dp4a_q8_1, tma_dp4a_q8_1 (sm_90),
+each with Q6_K tensors on the same family where it exists. `--plans` also takes
+`;`-separated plans in decode's rule syntax. The reference's logits are computed once (on the CPU by
 default, `--reference-device`), over the prompt and the tokens the reference generates.
 """
 import argparse
@@ -29,7 +29,7 @@ GPU_FAMILIES = [  # (q4_K variant, q6_K variant or None for auto)
     ("multiwarp_f32.w2", "multiwarp_f32.w2"), ("multiwarp_f32.w3", "multiwarp_f32.w3"),
     ("multiwarp_f32.w4", "multiwarp_f32.w4"), ("dp4a_q8_1", "dp4a_q8_1"),
     ("halfwarp_dp4a_q8_1", "halfwarp_dp4a_q8_1"), ("multiwarp_dp4a_q8_1.w3", None),
-    ("quarterwarp_dp4a_q8_1", "quarterwarp_dp4a_q8_1"),
+    ("quarterwarp_dp4a_q8_1", "quarterwarp_dp4a_q8_1"), ("tma_dp4a_q8_1", "tma_dp4a_q8_1"),
 ]
 
 

@@ -12,9 +12,11 @@
 //     the activations the kernel sees, within a bound computed from the data.
 // Inputs are fresh random data each run: realistic (our quantizer on Gaussian rows,
 // Gaussian or outlier activations) and adversarial (every byte of every block random).
-// Plus the tiled variant's shared-memory shape rule and the 14 registry entries.
+// Plus the tiled variant's shared-memory shape rule, the bulk-copy schedule's balance
+// and the registry entries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "harness/data.h"
+#include "kernels/cuda/bulk_rows.h"
 #include "kernels/cuda/q4_K_lane_math.h"
 #include "kernels/registry.h"
 
@@ -484,6 +487,52 @@ constexpr auto replay_halfwarp_dp4a =
 constexpr auto replay_quarterwarp_dp4a =
     replay_grouped_dp4a<quarterwarp_dp4a::kGroups, quarterwarp_dp4a::kUnroll, quarterwarp_dp4a::kWordsPerLane>;
 
+// tma_dp4a: each warp's items in order (bulk_rows_kernel.cuh). Lane 0's bulk copy
+// reads every weight byte of the item once (16-byte aligned, a multiple of 16 bytes,
+// inside the stage) into a stage filled with poison first; the lanes then run on the
+// stage, each lane's share of its row accumulated over the row's chunks as the
+// kernel's register is. `max_ctas` stands for the resident-CTA count run() passes.
+Replay replay_tma(const Problem& p, std::int64_t max_ctas) {
+  using namespace tma_dp4a;
+  Replay r(p);
+  const bulk_rows::Plan plan = bulk_rows::make_plan(p.shape.rows, p.nb, kChunkBlocks, max_ctas);
+  for (int cta = 0; cta < plan.ctas; ++cta) {
+    for (int warp = 0; warp < bulk_rows::kWarps; ++warp) {
+      const bulk_rows::WarpRows rows = bulk_rows::warp_rows(plan, cta, warp);
+      std::vector<float> acc(kWarpLanes, 0.0f);
+      for (int i = 0; i < bulk_rows::items(plan, rows); ++i) {
+        const bulk_rows::Item it = bulk_rows::item(plan, rows, i);
+        const bulk_rows::Copy c = bulk_rows::item_copy<kBlockBytes>(plan, it);
+        EXPECT_EQ(c.src_offset % 16, 0) << "copy source";
+        EXPECT_EQ(c.bytes % 16, 0u) << "copy size";
+        EXPECT_EQ(c.data_offset, 0) << "Q4_K blocks are 16-byte multiples";
+        if (c.bytes == 0 || c.bytes > static_cast<std::uint32_t>(kStageBytes)) {
+          ADD_FAILURE() << "a copy of " << c.bytes << " bytes into a stage of " << kStageBytes;
+          return r;
+        }
+        Aligned stage(kStageBytes);
+        std::memset(stage.data, 0xA5, kStageBytes);
+        const auto* src = reinterpret_cast<const std::uint32_t*>(p.w_u8() + c.src_offset);
+        for (std::uint32_t b = 0; b < c.bytes; b += 16) {
+          const U32x4 v = r.loads.w32x4(src + b / 4);
+          std::memcpy(stage.data + b, &v, 16);
+        }
+        Buffer& staged = r.loads.add("stage", stage.data, kStageBytes);
+        const auto* row_words = reinterpret_cast<const std::uint32_t*>(stage.data + c.data_offset);
+        for (int lane = 0; lane < kWarpLanes; ++lane)
+          acc[lane] += grouped_lane_row<kGroups, kUnroll, kWordsPerLane>(
+              r.loads, row_words, p.x_u32() + std::int64_t(it.block0) * kQ8_1WordsPerSuperBlock, it.blocks, lane);
+        r.loads.drop(staged);
+        if (it.last_chunk) {
+          r.write(it.row, warp_total(acc));
+          acc.assign(kWarpLanes, 0.0f);
+        }
+      }
+    }
+  }
+  return r;
+}
+
 // ---------------------------------------------------------------------------------
 // Every variant on every shape, on both kinds of data.
 
@@ -530,6 +579,10 @@ std::vector<Variant> variants() {
   v.push_back({"quarterwarp_dp4a_q8_1 (grid-stride, 7 blocks)", ActFormat::Q8_1, {8, 1, 2}, [](const Problem& p) {
                  return replay_quarterwarp_dp4a(p, 7);
                }});
+  // tma_dp4a: the bulk copies read every byte once; the lanes read the stage.
+  v.push_back({"tma_dp4a_q8_1", ActFormat::Q8_1, {1, 1, 2}, [](const Problem& p) { return replay_tma(p, 396); }});
+  v.push_back({"tma_dp4a_q8_1 (1 CTA)", ActFormat::Q8_1, {1, 1, 2}, [](const Problem& p) { return replay_tma(p, 1); }});
+  v.push_back({"tma_dp4a_q8_1 (7 CTAs)", ActFormat::Q8_1, {1, 1, 2}, [](const Problem& p) { return replay_tma(p, 7); }});
   v.push_back({"multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<2>});
   v.push_back({"multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<3>});
   v.push_back({"multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<4>});
@@ -650,11 +703,71 @@ TEST(CudaQ4KReplay, RegisteredShapeRules) {
 #endif
 }
 
+// The bulk-copy schedule (bulk_rows.h): CTAs own contiguous row ranges that tile the
+// rows and differ by at most one row, their warps take every kWarps-th row of the
+// range; a row's chunks tile it, hold at most the chunk size the stages take and differ
+// by at most one super-block; no more CTAs than rows.
+TEST(CudaQ4KReplay, BulkRowsScheduleIsBalanced) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> rows_of(1, 200000);
+  std::uniform_int_distribution<int> nb_of(1, 600), ctas_of(1, 2000), chunk_of(1, 64);
+  for (int trial = 0; trial < 500; ++trial) {
+    const std::int64_t rows = trial < 3 ? trial + 1 : rows_of(rng);
+    const int nb = nb_of(rng), max_chunk = chunk_of(rng);
+    const std::int64_t max_ctas = ctas_of(rng);
+    const bulk_rows::Plan p = bulk_rows::make_plan(rows, nb, max_chunk, max_ctas);
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", nb " + std::to_string(nb) + ", chunk <= " +
+                 std::to_string(max_chunk) + ", ctas <= " + std::to_string(max_ctas));
+    ASSERT_EQ(p.ctas, std::min(rows, max_ctas));
+    std::vector<int> seen(static_cast<std::size_t>(rows), 0);
+    std::int64_t least = rows, most = 0;
+    for (int cta = 0; cta < p.ctas; ++cta) {
+      std::int64_t cta_rows = 0;
+      for (int warp = 0; warp < bulk_rows::kWarps; ++warp) {
+        const bulk_rows::WarpRows r = bulk_rows::warp_rows(p, cta, warp);
+        const int n = bulk_rows::items(p, r);
+        ASSERT_EQ(n % p.chunks, 0);
+        for (int i = 0; i < n; i += p.chunks) {
+          const std::int64_t row = bulk_rows::item(p, r, i).row;
+          ASSERT_GE(row, 0);
+          ASSERT_LT(row, rows);
+          ++seen[static_cast<std::size_t>(row)];
+          ++cta_rows;
+        }
+      }
+      least = std::min(least, cta_rows);
+      most = std::max(most, cta_rows);
+    }
+    ASSERT_EQ(std::count(seen.begin(), seen.end(), 1), rows) << "every row owned by exactly one warp";
+    ASSERT_GE(least, 1);
+    ASSERT_LE(most - least, 1);
+    ASSERT_LE(p.chunk_blocks, max_chunk);
+    const bulk_rows::WarpRows first = bulk_rows::warp_rows(p, 0, 0);
+    int covered = 0, shortest = nb, longest = 0;
+    for (int c = 0; c < p.chunks; ++c) {
+      const bulk_rows::Item it = bulk_rows::item(p, first, c);
+      ASSERT_EQ(it.row, 0);
+      ASSERT_EQ(it.block0, covered);
+      ASSERT_EQ(it.last_chunk, c == p.chunks - 1);
+      covered += it.blocks;
+      shortest = std::min(shortest, it.blocks);
+      longest = std::max(longest, it.blocks);
+    }
+    ASSERT_EQ(covered, nb);
+    ASSERT_GE(shortest, 1);
+    ASSERT_LE(longest, p.chunk_blocks);
+    ASSERT_LE(longest - shortest, 1);
+  }
+}
+
 TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
 #ifdef QMV_HAVE_CUDA
   const struct {
     const char* name;
     ActFormat act;
+    int min_sm = 0;  // 0: 61 for Q8_1 (__dp4a), none for f32
   } expected[] = {
       {"q4_K.cuda.warp_row_f32", ActFormat::F32},       {"q4_K.cuda.tiled_f32", ActFormat::F32},
       {"q4_K.cuda.chunked_f32", ActFormat::F32},      {"q4_K.cuda.coalesced_f32", ActFormat::F32},
@@ -663,7 +776,7 @@ TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
       {"q4_K.cuda.multiwarp_f32.w4", ActFormat::F32},       {"q4_K.cuda.dp4a_q8_1", ActFormat::Q8_1},
       {"q4_K.cuda.halfwarp_dp4a_q8_1", ActFormat::Q8_1},     {"q4_K.cuda.multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1},
       {"q4_K.cuda.multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1}, {"q4_K.cuda.multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1},
-      {"q4_K.cuda.quarterwarp_dp4a_q8_1", ActFormat::Q8_1},
+      {"q4_K.cuda.quarterwarp_dp4a_q8_1", ActFormat::Q8_1}, {"q4_K.cuda.tma_dp4a_q8_1", ActFormat::Q8_1, 90},
   };
   for (const auto& e : expected) {
     const KernelSpec* k = global_registry().find(e.name);
@@ -672,7 +785,7 @@ TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
     EXPECT_EQ(k->weight, WeightType::Q4_K) << e.name;
     EXPECT_EQ(k->act, e.act) << e.name;
     EXPECT_EQ(k->op, OpKind::MatVec) << e.name;
-    EXPECT_EQ(k->min_sm, e.act == ActFormat::Q8_1 ? 61 : 0) << e.name;
+    EXPECT_EQ(k->min_sm, e.min_sm ? e.min_sm : e.act == ActFormat::Q8_1 ? 61 : 0) << e.name;
     EXPECT_FALSE(k->description.empty()) << e.name;
     EXPECT_TRUE(k->supports({1, 256})) << e.name;
     EXPECT_FALSE(k->supports({1, 128})) << e.name;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "harness/data.h"
+#include "kernels/cuda/bulk_rows.h"
 #include "kernels/cuda/q5_K_lanes.h"
 #include "kernels/cuda/q6_K_lanes.h"
 #include "kernels/registry.h"
@@ -172,6 +173,8 @@ class FetchCounter {
       if (c < 255) ++c;
     }
   }
+  // Fetches made elsewhere (from a shared-memory copy of these bytes).
+  void add(std::size_t i, int n) { count_[i] = static_cast<std::uint8_t>(std::min(255, count_[i] + n)); }
   // First byte not fetched exactly once, or -1.
   std::int64_t first_bad() const {
     for (std::size_t i = 0; i < count_.size(); ++i)
@@ -282,6 +285,65 @@ Replay replay_multi_warp_row(const DeviceLikeBuffer& w, const DeviceLikeBuffer& 
   return out;
 }
 
+// tma_dp4a (bulk_rows_kernel.cuh) with Q6_K's quarter-warp row code; `grid` stands for
+// the resident-CTA count run() passes. Each item's copy (widened to 16-byte boundaries)
+// fills a poisoned stage, the warp runs the row code on it, and every stage byte a lane
+// reads is traced back to the weight byte the copy brought there: so the
+// every-weight-byte-once rule holds across chunks, and a lane that reads the stage's
+// padding or a neighbouring chunk's bytes is a problem.
+Replay replay_tma_q6(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x, Shape shape, int grid,
+                     FetchCounter& fetches, Problems& problems) {
+  namespace bulk = cuda::bulk_rows;
+  constexpr int kBlock = q5q6::kQ6KBlockBytes, kChunk = q5q6::q6k_tma::kChunkBlocks;
+  const bulk::Plan plan = bulk::make_plan(shape.rows, static_cast<int>(shape.cols / kSuperBlock), kChunk, grid);
+  const auto* act = reinterpret_cast<const BlockQ8_1*>(x.data());
+  const auto stage_size = static_cast<std::size_t>(bulk::stage_bytes<kBlock>(kChunk));
+  Replay out{std::vector<float>(static_cast<std::size_t>(shape.rows), std::numeric_limits<float>::quiet_NaN()),
+             std::vector<int>(static_cast<std::size_t>(shape.rows), 0)};
+  for (int cta = 0; cta < plan.ctas; ++cta) {
+    for (int warp = 0; warp < bulk::kWarps; ++warp) {
+      const bulk::WarpRows rows = bulk::warp_rows(plan, cta, warp);
+      std::array<float, kLanes> acc{};
+      for (int i = 0; i < bulk::items(plan, rows); ++i) {
+        const bulk::Item it = bulk::item(plan, rows, i);
+        const bulk::Copy c = bulk::item_copy<kBlock>(plan, it);
+        if (c.src_offset % 16 || c.bytes % 16 || c.bytes == 0) problems.note("a bulk copy that is not 16-byte aligned and sized");
+        if (c.src_offset < 0 || static_cast<std::size_t>(c.src_offset) + c.bytes > w.size() || c.bytes > stage_size) {
+          problems.note("a bulk copy past the matrix or the stage");
+          return out;
+        }
+        std::vector<std::uint8_t> staged(stage_size, 0xA5);
+        std::memcpy(staged.data(), w.data() + c.src_offset, c.bytes);
+        const DeviceLikeBuffer stage(staged.data(), staged.size(), 0);
+        FetchCounter stage_fetches(stage_size);
+        const std::uint8_t* chunk = stage.data() + c.data_offset;
+        const auto partial = replay_warp(
+            [&](ReplayReads& mem, ReplayShuffle& shfl, int lane) {
+              return q5q6::Q6KQuarterWarpRowOf<true>::partial(mem, shfl, chunk, act + std::int64_t(it.block0) * 8,
+                                                             it.blocks, lane);
+            },
+            stage, x, stage_fetches, problems);
+        for (int lane = 0; lane < kLanes; ++lane) acc[lane] += partial[lane];
+        if (it.last_chunk) {
+          const auto row = static_cast<std::size_t>(it.row);
+          out.y[row] = butterfly_sum(acc);
+          ++out.writes[row];
+          acc = {};
+        }
+        const std::size_t data_begin = static_cast<std::size_t>(c.data_offset),
+                          data_end = data_begin + static_cast<std::size_t>(it.blocks) * kBlock;
+        for (std::size_t b = 0; b < stage_size; ++b) {
+          if (b >= data_begin && b < data_end)
+            fetches.add(static_cast<std::size_t>(c.src_offset) + b, stage_fetches.count(b));
+          else if (stage_fetches.count(b) != 0)
+            problems.note("a lane reads stage byte " + std::to_string(b) + ", outside its chunk");
+        }
+      }
+    }
+  }
+  return out;
+}
+
 using ReplayFn = Replay (*)(const DeviceLikeBuffer&, const DeviceLikeBuffer&, Shape, int, FetchCounter&, Problems&);
 
 struct Variant {
@@ -291,6 +353,8 @@ struct Variant {
   ActFormat act;
   ReplayFn replay;
   bool grid_stride;  // launched on a grid capped by residency: replay small grids too
+  bool (*supports)(Shape) = nullptr;  // a shape rule beyond cols % 256 == 0
+  std::size_t weight_align = 0;       // the matrix alignment run() requires (0: its widest load's)
 };
 
 const Variant kVariants[] = {
@@ -307,6 +371,8 @@ const Variant kVariants[] = {
      ActFormat::Q8_1, replay_warp_per_row<q5q6::Q6KQuarterWarpRowOf<true>>, true},
     {"q6_K.cuda.quarterwarp_dp4a_q8_1", "q6_K_cuda_quarterwarp_dp4a_q8_1_sm_86_89", WeightType::Q6_K, ActFormat::Q8_1,
      replay_warp_per_row<q5q6::Q6KQuarterWarpRowOf<false>>, true},
+    {"q6_K.cuda.tma_dp4a_q8_1", "q6_K_cuda_tma_dp4a_q8_1", WeightType::Q6_K, ActFormat::Q8_1, replay_tma_q6, true,
+     q5q6::q6k_tma::supports, 16},
     {"q5_K.cuda.warp_row_f32", "q5_K_cuda_warp_row_f32", WeightType::Q5_K, ActFormat::F32, replay_warp_per_row<q5q6::Q5KLegacyRow>, false},
     {"q5_K.cuda.multiwarp_f32.w2", "q5_K_cuda_multiwarp_f32_w2", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<2>>, false},
     {"q5_K.cuda.multiwarp_f32.w3", "q5_K_cuda_multiwarp_f32_w3", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<3>>, false},
@@ -409,6 +475,7 @@ Inputs make_inputs(WeightType type, ActFormat act, Shape shape, bool raw, std::u
 // The replay of one variant on one shape and input, every check.
 
 void check_variant(const Variant& v, Shape shape, bool raw, std::size_t weight_offset, std::uint64_t seed) {
+  if (v.supports && !v.supports(shape)) return;  // run() refuses it
   SCOPED_TRACE(std::string(v.label) + " " + to_string(shape) + (raw ? " raw blocks" : " quantized") +
                " weights at +" + std::to_string(weight_offset) + ", seed " + std::to_string(seed));
   const Inputs in = make_inputs(v.weight, v.act, shape, raw, seed);
@@ -446,6 +513,10 @@ void check_variant(const Variant& v, Shape shape, bool raw, std::size_t weight_o
 // ffn_down input).
 constexpr std::int64_t kRows[] = {1, 3, 67, 130};
 constexpr std::int64_t kCols[] = {256, 512, 768, 2816, 4096, 14336};
+// Matrices a multiple of 16 bytes long whose Q6_K rows are not (Llama 2's ffn_down
+// input, 11008 columns, among them): what the bulk-copy kernel's shape rule admits
+// beyond the rows and columns above.
+constexpr Shape kWholeMatrixShapes[] = {{8, 2816}, {16, 768}, {24, 11008}};
 
 class ReplayTest : public ::testing::TestWithParam<int> {};
 
@@ -458,15 +529,16 @@ TEST_P(ReplayTest, MatchesTheReferenceWithEveryRowAndWeightByteOnce) {
       for (bool raw : {false, true}) check_variant(v, {rows, cols}, raw, 0, ++seed);
     }
   }
+  for (Shape shape : kWholeMatrixShapes) check_variant(v, shape, true, 0, ++seed);
 }
 
 // The kernels must not assume more alignment than their widest weight load: 2 bytes
 // for Q6_K (8- and 16-bit loads, and 32-bit ones only where the address is 4-aligned),
-// 4 for Q5_K. A matrix at such an offset (a
-// tensor inside a larger buffer) must give the same result.
+// 4 for Q5_K; 16 for bulk copies. A matrix at such an offset (a tensor inside a larger
+// buffer) must give the same result.
 TEST_P(ReplayTest, ToleratesAMatrixAlignedOnlyToItsWidestLoad) {
   const Variant& v = kVariants[GetParam()];
-  const std::size_t offset = v.weight == WeightType::Q6_K ? 2 : 4;
+  const std::size_t offset = v.weight_align ? v.weight_align : v.weight == WeightType::Q6_K ? 2 : 4;
   SCOPED_TRACE("QMV_REPLAY_SEED=" + std::to_string(test_seed()) + " reproduces the inputs");
   const std::uint64_t seed = test_seed() + 77 + static_cast<std::uint64_t>(GetParam());
   check_variant(v, {5, 768}, true, offset, seed);
@@ -551,8 +623,16 @@ TEST(CudaQ5KQ6KRegistry, EveryVariantIsRegisteredAsACudaKernel) {
     EXPECT_EQ(k->op, OpKind::MatVec);
     EXPECT_EQ(k->weight, v.weight);
     EXPECT_EQ(k->act, v.act);
-    EXPECT_EQ(k->min_sm, v.act == ActFormat::Q8_1 ? 61 : 0);  // __dp4a: sm_61
-    EXPECT_TRUE(k->supports({1, 256}));
+    // __dp4a: sm_61; bulk copies: sm_90
+    EXPECT_EQ(k->min_sm, v.weight_align == 16 ? 90 : v.act == ActFormat::Q8_1 ? 61 : 0);
+    if (v.supports) {
+      EXPECT_EQ(k->supports, v.supports);
+      EXPECT_TRUE(k->supports({24, 11008}));
+      EXPECT_FALSE(k->supports({1, 256})) << "a 210-byte matrix is no multiple of 16 bytes";
+      EXPECT_NE(k->shape_rule.find("% 8"), std::string::npos) << k->shape_rule;
+    } else {
+      EXPECT_TRUE(k->supports({1, 256}));
+    }
     EXPECT_TRUE(k->supports({130, 14336}));
     EXPECT_FALSE(k->supports({4, 300}));
     EXPECT_FALSE(k->description.empty());
@@ -561,7 +641,7 @@ TEST(CudaQ5KQ6KRegistry, EveryVariantIsRegisteredAsACudaKernel) {
   for (const Variant& v : kVariants) names.push_back(v.name);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
-  EXPECT_EQ(names.size(), 11u);  // the eleven Q5_K / Q6_K CUDA variants
+  EXPECT_EQ(names.size(), 12u);  // the twelve Q5_K / Q6_K CUDA variants
 #endif
 }
 

@@ -173,12 +173,13 @@ TEST(Cuda, CheckRunsCudaKernelsAndCatchesUnwrittenRows) {
 }
 
 // A vocabulary-sized matrix: more rows than the grid-stride kernels launch warps for
-// (halfwarp_dp4a caps its grid at a few waves of resident blocks), so their row loops wrap.
+// (halfwarp_dp4a caps its grid at a few waves of resident blocks), so their row loops wrap,
+// and tma_dp4a's CTAs refill each stage of their ring many times over.
 TEST(Cuda, GridStrideKernelsPassOnAVocabularySizedMatrix) {
   SKIP_WITHOUT_DEVICE();
   std::vector<const KernelSpec*> kernels;
-  for (const char* name : {"q4_K.cuda.halfwarp_dp4a_q8_1", "q4_K.cuda.quarterwarp_dp4a_q8_1", "q6_K.cuda.halfwarp_dp4a_q8_1",
-                           "q6_K.cuda.quarterwarp_dp4a_q8_1",
+  for (const char* name : {"q4_K.cuda.halfwarp_dp4a_q8_1", "q4_K.cuda.quarterwarp_dp4a_q8_1", "q4_K.cuda.tma_dp4a_q8_1",
+                           "q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K.cuda.quarterwarp_dp4a_q8_1", "q6_K.cuda.tma_dp4a_q8_1",
                            "q6_K.cuda.dp4a_q8_1", "q4_K.cuda.multiwarp_f32.w3"})
     if (const KernelSpec* k = global_registry().find(name)) kernels.push_back(k);
   ASSERT_FALSE(kernels.empty());

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cuda/bulk_rows.h"
 #include "kernels/cuda/lane_math.h"
 #include "kernels/formats/formats.h"
 #include "kernels/kernel.h"
@@ -682,6 +683,20 @@ inline constexpr int kGroups = 4;
 inline constexpr int kUnroll = 3;
 inline constexpr int kWordsPerLane = 4;
 }  // namespace quarterwarp_dp4a
+
+// tma_dp4a: each warp's rows streamed chunk by chunk into a ring of kStages
+// shared-memory stages of its own by bulk copies (bulk_rows.h, bulk_rows_kernel.cuh);
+// the warp computes each chunk from its stage with quarterwarp_dp4a's lane layout, whose
+// 16-byte reads of a super-block's qs and header fall on 16-byte boundaries of the
+// stage. The activations come from global memory.
+namespace tma_dp4a {
+inline constexpr int kStages = 4;
+inline constexpr int kChunkBlocks = 16;
+inline constexpr int kStageBytes = bulk_rows::stage_bytes<kBlockBytes>(kChunkBlocks);
+inline constexpr int kGroups = 4;
+inline constexpr int kUnroll = 2;
+inline constexpr int kWordsPerLane = 4;
+}  // namespace tma_dp4a
 
 // multiwarp_dp4a.wN: the multiwarp layout (N warps per row, header by shuffle from lanes 0..3,
 // kUnroll super-blocks in flight per lane) with the DP4A word-per-lane product.

@@ -583,4 +583,18 @@ struct Q6KQuarterWarpRow {
   }
 };
 
+// ---------------------------------------------------------------------------------
+// tma_dp4a: the quarter-warp row code (both passes) on the chunks of a row that bulk
+// copies brought into shared memory (bulk_rows.h, bulk_rows_kernel.cuh); a chunk of at
+// most kChunkBlocks super-blocks is one quarter-warp step. Since 210 is not a multiple
+// of 16, each copy is widened to the 16-byte boundaries around its chunk, so the
+// matrix must be a multiple of 16 bytes long (rows * cols / 256 a multiple of 8: every
+// Llama shape) for no copy to read past its end.
+namespace q6k_tma {
+inline constexpr int kStages = 5;
+inline constexpr int kChunkBlocks = Q6KQuarterWarpRowOf<true>::kBlocksPerStep;
+inline constexpr const char* kShapeRule = "rows >= 1, cols % 256 == 0, rows * cols / 256 % 8 == 0";
+inline bool supports(Shape s) { return supports_superblock_cols(s) && s.rows * (s.cols / kSuperBlock) % 8 == 0; }
+}  // namespace q6k_tma
+
 }  // namespace qmv::cuda::q5q6

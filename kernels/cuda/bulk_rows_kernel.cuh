@@ -1,0 +1,133 @@
+// The matvec kernel fed by bulk copies (sm_90 and newer), for any weight type whose
+// lane code can read a row's super-blocks from shared memory. Kernels that load into
+// registers keep a few super-blocks per warp in flight, too few bytes per SM to cover
+// HBM's latency (results/README.md, "nvidia-h100-80gb-hbm3"). Here lane 0 of each warp
+// streams the warp's rows (bulk_rows.h) chunk by chunk into a ring of Chunk::kStages
+// shared-memory stages of its own with cp.async.bulk: tens of kilobytes per SM in
+// flight at no register cost. The warp computes each chunk from its stage; each lane
+// keeps its share of the row over the row's chunks, and the warp's sum after the last
+// is the row's output. A warp refills a stage as soon as it has read it: no CTA-wide
+// barrier, no warp waits for another.
+//
+// Chunk supplies: Act (the activation element type), kBlockBytes, kChunkBlocks,
+// kStages, kMinCtasPerSm (for __launch_bounds__), and
+//   static float partial(const std::uint8_t* row, const Act* x, int block0, int blocks, int lane)
+// a lane's share of `blocks` super-blocks of a row starting at super-block block0, with
+// `row` pointing at the first of them in shared memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/bulk_copy.cuh"
+#include "kernels/cuda/bulk_rows.h"
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace qmv::cuda::bulk_rows {
+
+inline constexpr int kThreads = kWarps * kWarp;
+
+template <class Chunk>
+inline constexpr int kStageBytes = stage_bytes<Chunk::kBlockBytes>(Chunk::kChunkBlocks);
+
+template <class Chunk>
+inline constexpr std::size_t kSharedBytes = std::size_t(kWarps) * Chunk::kStages * kStageBytes<Chunk>;
+
+template <class Chunk>
+__global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
+    bulk_rows_kernel(const std::uint8_t* __restrict__ w, const typename Chunk::Act* __restrict__ x,
+                     float* __restrict__ y, Plan plan) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kBlockBytes = Chunk::kBlockBytes, kStages = Chunk::kStages, kStage = kStageBytes<Chunk>;
+  extern __shared__ __align__(128) std::uint8_t shared_stages[];
+  __shared__ __align__(8) std::uint64_t landed_all[kWarps][kStages];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const WarpRows rows = warp_rows(plan, blockIdx.x, warp);
+  const int n = items(plan, rows);
+  if (n == 0) return;  // a warp past its CTA's rows
+  std::uint8_t* const stages = shared_stages + std::size_t(warp) * kStages * kStage;
+  std::uint64_t* const landed = landed_all[warp];
+
+  // Lane 0: item i into stage i % kStages.
+  auto issue = [&](int i) {
+    const Copy c = item_copy<kBlockBytes>(plan, item(plan, rows, i));
+    std::uint64_t* bar = &landed[i % kStages];
+    bulk::arrive_expect(bar, c.bytes);
+    bulk::copy_to_shared(stages + (i % kStages) * kStage, w + c.src_offset, c.bytes, bar);
+  };
+
+  if (lane == 0) {
+    for (int s = 0; s < kStages; ++s) bulk::barrier_init(&landed[s]);
+    bulk::barrier_init_fence();
+    for (int i = 0; i < n && i < kStages; ++i) issue(i);
+  }
+  __syncwarp();
+
+  float acc = 0.0f;  // this lane's share of its row, over the row's chunks
+  for (int i = 0; i < n; ++i) {
+    const int s = i % kStages;
+    bulk::barrier_wait(&landed[s], static_cast<std::uint32_t>((i / kStages) & 1));
+    const Item it = item(plan, rows, i);
+    const int data_offset = item_copy<kBlockBytes>(plan, it).data_offset;
+    acc += Chunk::partial(stages + s * kStage + data_offset, x, it.block0, it.blocks, lane);
+    if (it.last_chunk) {
+      const float total = warp_sum(acc);
+      if (lane == 0) y[it.row] = total;
+      acc = 0.0f;
+    }
+    __syncwarp();  // every lane is done with stage s before it is refilled
+    if (lane == 0 && i + kStages < n) {
+      bulk::fence_before_copy();
+      issue(i + kStages);
+    }
+  }
+#elif defined(__CUDA_ARCH__)
+  __trap();  // registered for sm_90 and newer: never launched on older devices
+#endif
+}
+
+// Once per device: the opt-in to more than 48 KiB of dynamic shared memory, then how
+// many CTAs are resident at once (0: unknown).
+template <class Chunk>
+std::int64_t resident_ctas() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<std::int64_t> cached[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    cudaGetLastError();  // leave no error behind for launch_status to report
+    return 0;
+  }
+  if (const std::int64_t known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
+  constexpr auto kernel = bulk_rows_kernel<Chunk>;
+  int sms = 0, per_sm = 0;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSharedBytes<Chunk>)) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSharedBytes<Chunk>) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  const std::int64_t ctas = std::int64_t(sms) * per_sm;
+  cached[device].store(ctas, std::memory_order_relaxed);
+  return ctas;
+}
+
+// The launch: one wave of CTAs (at most one per row). The caller has checked the shape.
+template <class Chunk>
+Status run_bulk_rows(const MatVecArgs& a, const char* name) {
+  if (Status s = check_launch(name, a, 16, 4); !s.ok()) return s;
+  const std::int64_t resident = resident_ctas<Chunk>();
+  if (resident <= 0)
+    return Status::Error(std::string(name) + ": the device holds no CTA with " +
+                         std::to_string(kSharedBytes<Chunk>) + " bytes of shared memory");
+  const Plan plan = make_plan(a.shape.rows, static_cast<int>(a.shape.cols / 256), Chunk::kChunkBlocks, resident);
+  return launch_checked(name, [&] {
+    bulk_rows_kernel<Chunk><<<static_cast<unsigned>(plan.ctas), kThreads, kSharedBytes<Chunk>, stream_of(a)>>>(
+        static_cast<const std::uint8_t*>(a.w), static_cast<const typename Chunk::Act*>(a.x), a.y, plan);
+  });
+}
+
+}  // namespace qmv::cuda::bulk_rows
