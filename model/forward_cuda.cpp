@@ -233,10 +233,19 @@ struct GpuForward::Impl {
   void capture_branch(const PendingBranch& b);
 
   void head_step(const LayerOps& l) {
+    if (opt.fuse_attention) return;  // attention() runs it
     const cuda::HeadStepArgs a = cuda::head_step_args(c, program, l);
     op(static_cast<int>(Op::QkNormRope), "head_step", [&] { return cuda::launch_head_step(a, stream); });
   }
   void attention(const LayerOps& l) {
+    if (opt.fuse_attention) {
+      const int width = c.n_head * c.head_dim;
+      BlockQ8_1* yq = c.head_dim % kQ8_1Block == 0 ? q8_1_copy(width) : nullptr;
+      const cuda::FusedAttentionArgs a = cuda::fused_attention_args(c, program, l, attn_splits, yq);
+      op(static_cast<int>(Op::Attention), "fused_attention", [&] { return cuda::launch_fused_attention(a, stream); });
+      if (yq) q8_1_holds = program.att;
+      return;
+    }
     const cuda::AttentionArgs a = cuda::attention_args(c, program, l, attn_splits);
     op(static_cast<int>(Op::Attention), "attention", [&] { return cuda::launch_attention(a, stream); });
   }

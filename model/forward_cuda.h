@@ -46,6 +46,10 @@ struct GpuForwardOptions {
   bool sync_each_op = false;  // debugging: synchronize after every op, so a fault names its op
   bool stack_gate_up = true;  // gate and up as one matvec where they can be (cuda::stack_gate_up)
   bool stack_qkv = true;      // q, k and v likewise (cuda::stack_qkv)
+  // Each layer's head step and attention as one kernel that also merges the splits and
+  // writes the Q8_1 copy of its output (cuda::launch_fused_attention): two to three
+  // launches fewer per layer.
+  bool fuse_attention = false;
   SamplerConfig sampler;      // greedy by default
 };
 

@@ -58,35 +58,27 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int i = blocks * kQ8_1Block + threadIdx.x; i < n; i += kNormThreads) y[i] = rms_apply(x[i], scale, weight[i]);
 }
 
-// One warp per head task (head_task): lane holds elements lane, lane + 32, ...
-__global__ void __launch_bounds__(kHeadWarpsPerCta* kWarp) head_step_kernel(HeadStepArgs a) {
-  __shared__ float rotated[kHeadWarpsPerCta][kMaxHeadDim];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int task = blockIdx.x * kHeadWarpsPerCta + warp;
-  if (task >= head_tasks(a.n_head, a.n_head_kv)) return;  // whole warps leave together
-  const int hd = a.head_dim, kv_width = a.n_head_kv * hd, pos = a.state->pos;
-  int head;
-  const HeadKind kind = head_task(task, a.n_head, a.n_head_kv, head);
+// The head vector of task (kind, head) after bias, per-head norm and (q, k) RoPE, by
+// one warp, into `h` (head_dim floats of shared memory); lane holds elements lane,
+// lane + 32, ... while it works. The warp's lanes all call it.
+__device__ void head_vector(const HeadStepArgs& a, HeadKind kind, int head, float* h) {
+  const int lane = threadIdx.x % kWarp, hd = a.head_dim;
   const float *src, *bias, *norm;
-  float* dst;
   switch (kind) {
     case HeadKind::Q:
       src = a.q + head * hd;
       bias = a.bq ? a.bq + head * hd : nullptr;
       norm = a.q_norm;
-      dst = a.q + head * hd;
       break;
     case HeadKind::K:
       src = a.k + head * hd;
       bias = a.bk ? a.bk + head * hd : nullptr;
       norm = a.k_norm;
-      dst = a.k_cache + static_cast<std::size_t>(pos) * kv_width + head * hd;
       break;
     default:
       src = a.v + head * hd;
       bias = a.bv ? a.bv + head * hd : nullptr;
       norm = nullptr;
-      dst = a.v_cache + static_cast<std::size_t>(pos) * kv_width + head * hd;
       break;
   }
   float vals[kMaxDimsPerLane];
@@ -108,32 +100,39 @@ __global__ void __launch_bounds__(kHeadWarpsPerCta* kWarp) head_step_kernel(Head
       if (d < hd) vals[j] = rms_apply(vals[j], scale, norm[d]);
     }
   }
-  if (kind != HeadKind::V) {
-    float* h = rotated[warp];
-#pragma unroll
-    for (int j = 0; j < kMaxDimsPerLane; ++j) {
-      const int d = lane + kWarp * j;
-      if (d < hd) h[d] = vals[j];
-    }
-    __syncwarp();
-    const int half = a.rope_dim / 2;
-    for (int i = lane; i < half; i += kWarp) {
-      int ia, ib;
-      rope_pair(a.interleaved, i, half, ia, ib);
-      rope_rotate(h[ia], h[ib], a.rope_cos[i], a.rope_sin[i], h[ia], h[ib]);
-    }
-    __syncwarp();
-#pragma unroll
-    for (int j = 0; j < kMaxDimsPerLane; ++j) {
-      const int d = lane + kWarp * j;
-      if (d < hd) vals[j] = h[d];
-    }
-  }
 #pragma unroll
   for (int j = 0; j < kMaxDimsPerLane; ++j) {
     const int d = lane + kWarp * j;
-    if (d < hd) dst[d] = vals[j];
+    if (d < hd) h[d] = vals[j];
   }
+  if (kind == HeadKind::V) return;
+  __syncwarp();
+  const int half = a.rope_dim / 2;
+  for (int i = lane; i < half; i += kWarp) {
+    int ia, ib;
+    rope_pair(a.interleaved, i, half, ia, ib);
+    rope_rotate(h[ia], h[ib], a.rope_cos[i], a.rope_sin[i], h[ia], h[ib]);
+  }
+  __syncwarp();
+}
+
+// One warp per head task (head_task): the head vector in shared memory, then q back in
+// place, k and v into the cache at the position.
+__global__ void __launch_bounds__(kHeadWarpsPerCta* kWarp) head_step_kernel(HeadStepArgs a) {
+  __shared__ float rotated[kHeadWarpsPerCta][kMaxHeadDim];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int task = blockIdx.x * kHeadWarpsPerCta + warp;
+  if (task >= head_tasks(a.n_head, a.n_head_kv)) return;  // whole warps leave together
+  const int hd = a.head_dim, kv_width = a.n_head_kv * hd, pos = a.state->pos;
+  int head;
+  const HeadKind kind = head_task(task, a.n_head, a.n_head_kv, head);
+  float* h = rotated[warp];
+  head_vector(a, kind, head, h);
+  __syncwarp();
+  float* dst = kind == HeadKind::Q   ? a.q + head * hd
+               : kind == HeadKind::K ? a.k_cache + static_cast<std::size_t>(pos) * kv_width + head * hd
+                                     : a.v_cache + static_cast<std::size_t>(pos) * kv_width + head * hd;
+  for (int d = lane; d < hd; d += kWarp) dst[d] = h[d];
 }
 
 // CTA (head, split): its warps take every kAttnWarps-th position of the split's
@@ -212,6 +211,126 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) attention_merge_kernel(Atte
     for (int s = 0; s < a.n_splits; ++s) o += parts[s * stride + 2 + d] * merge_scale(parts[s * stride], m);
     a.out[head * hd + d] = o / l;
   }
+}
+
+// launch_fused_attention's kernel: CTA (head, split) as attention_partial_kernel, with
+// the head step folded in and the merge made by the split that finishes last.
+// - q: warp 0 builds the head's q in shared memory (the q in global memory stays as the
+//   matvec wrote it);
+// - the step's own position: the split holding it builds its KV head's k and v (warps 1
+//   and 2) and reads them from shared memory there; of the q heads that share the KV
+//   head, the first also stores them into the cache for the steps that follow. No CTA
+//   reads a cache entry that another writes in this launch.
+// - the merge: every split stores its partial, then counts itself done on its head's
+//   counter; the last one merges the partials in split order (the same sums whichever
+//   CTA it is), writes the head's output and its Q8_1 blocks, and zeroes the counter.
+__global__ void __launch_bounds__(kAttnWarps* kWarp) fused_attention_kernel(FusedAttentionArgs f) {
+  static_assert(kAttnWarps >= 3, "warps 0, 1, 2 build q, k, v");
+  const AttentionArgs& a = f.attn;
+  __shared__ float q_s[kMaxHeadDim], k_s[kMaxHeadDim], v_s[kMaxHeadDim];
+  __shared__ float warp_max[kAttnWarps], warp_sum_exp[kAttnWarps];
+  __shared__ float warp_acc[kAttnWarps][kMaxHeadDim];
+  __shared__ int merges;
+  const int head = blockIdx.x, split = blockIdx.y;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int hd = a.head_dim, kv_width = a.n_head_kv * hd, group = a.n_head / a.n_head_kv;
+  const int kv_head = head / group, kv_off = kv_head * hd, pos = a.state->pos;
+  int begin, end;
+  attention_split_range(pos + 1, a.n_splits, split, begin, end);
+  const bool holds_pos = begin <= pos && pos < end;
+  if (warp == 0) head_vector(f.head, HeadKind::Q, head, q_s);
+  if (holds_pos && warp == 1) head_vector(f.head, HeadKind::K, kv_head, k_s);
+  if (holds_pos && warp == 2) head_vector(f.head, HeadKind::V, kv_head, v_s);
+  __syncthreads();
+  if (holds_pos && head % group == 0) {
+    const std::size_t at = static_cast<std::size_t>(pos) * kv_width + kv_off;
+    for (int d = threadIdx.x; d < hd; d += kAttnWarps * kWarp) {
+      f.head.k_cache[at + d] = k_s[d];
+      f.head.v_cache[at + d] = v_s[d];
+    }
+  }
+
+  float qv[kMaxDimsPerLane], acc[kMaxDimsPerLane];
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    const int d = lane + kWarp * j;
+    qv[j] = d < hd ? q_s[d] : 0.0f;
+    acc[j] = 0.0f;
+  }
+  float max = -INFINITY, sum = 0.0f;
+  for (int t = begin + warp; t < end; t += kAttnWarps) {
+    const float* k = t == pos ? k_s : a.k_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
+    const float* v = t == pos ? v_s : a.v_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
+    float dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < hd) dot += qv[j] * k[d];
+    }
+    float rescale, weight;
+    online_softmax_add(max, sum, warp_sum(dot) * a.scale, rescale, weight);
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < hd) acc[j] = acc[j] * rescale + weight * v[d];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    const int d = lane + kWarp * j;
+    if (d < hd) warp_acc[warp][d] = acc[j];
+  }
+  if (lane == 0) {
+    warp_max[warp] = max;
+    warp_sum_exp[warp] = sum;
+  }
+  __syncthreads();
+  const int stride = attention_partial_floats(hd);
+  float m = -INFINITY;
+  for (int w = 0; w < kAttnWarps; ++w) m = fmaxf(m, warp_max[w]);
+  float* out = a.partials + (static_cast<std::size_t>(head) * a.n_splits + split) * stride;
+  for (int d = threadIdx.x; d < hd; d += kAttnWarps * kWarp) {
+    float o = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) o += warp_acc[w][d] * merge_scale(warp_max[w], m);
+    out[2 + d] = o;
+  }
+  if (threadIdx.x == 0) {
+    float l = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) l += warp_sum_exp[w] * merge_scale(warp_max[w], m);
+    out[0] = m;
+    out[1] = l;
+  }
+
+  // Counted done only once every thread's partial is visible to the other CTAs.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) merges = atomicAdd(&f.split_counters[head], 1u) == static_cast<unsigned>(a.n_splits - 1);
+  __syncthreads();
+  if (!merges) return;
+  __threadfence();
+  // The other splits' partials bypass L1, which holds nothing of them but is not
+  // coherent with their writers.
+  const float* parts = a.partials + static_cast<std::size_t>(head) * a.n_splits * stride;
+  float gm = -INFINITY;
+  for (int s = 0; s < a.n_splits; ++s) gm = fmaxf(gm, __ldcg(parts + s * stride));
+  float gl = 0.0f;
+  for (int s = 0; s < a.n_splits; ++s) gl += __ldcg(parts + s * stride + 1) * merge_scale(__ldcg(parts + s * stride), gm);
+  const auto merged = [&](int d) {
+    float o = 0.0f;
+    for (int s = 0; s < a.n_splits; ++s) o += __ldcg(parts + s * stride + 2 + d) * merge_scale(__ldcg(parts + s * stride), gm);
+    return o / gl;
+  };
+  if (f.out_q8_1) {
+    const int blocks = hd / kQ8_1Block;
+    for (int b = warp; b < blocks; b += kAttnWarps) {  // the bound is the warp's: shuffles see all lanes
+      const float o = merged(b * kQ8_1Block + lane);
+      a.out[head * hd + b * kQ8_1Block + lane] = o;
+      quantize_q8_1_warp_block(o, lane, f.out_q8_1[head * blocks + b]);
+    }
+  } else {
+    for (int d = threadIdx.x; d < hd; d += kAttnWarps * kWarp) a.out[head * hd + d] = merged(d);
+  }
+  if (threadIdx.x == 0) f.split_counters[head] = 0;
 }
 
 // A warp per 32-element block: gate = silu(gate) * up and, where yq is given, the
@@ -324,6 +443,21 @@ Status launch_attention(const AttentionArgs& a, void* stream) {
     return st;
   return launch_checked("attention_merge", [&] {
     attention_merge_kernel<<<a.n_head, kAttnWarps * kWarp, 0, as_stream(stream)>>>(a);
+  });
+}
+
+Status launch_fused_attention(const FusedAttentionArgs& f, void* stream) {
+  const AttentionArgs& a = f.attn;
+  if (a.head_dim > kMaxHeadDim || f.head.rope_dim > a.head_dim)
+    return Status::Error("fused attention: head_dim " + std::to_string(a.head_dim) + " / rope_dim " +
+                         std::to_string(f.head.rope_dim) + " outside what the kernel holds (head_dim <= " +
+                         std::to_string(kMaxHeadDim) + ")");
+  if (f.out_q8_1 && a.head_dim % kQ8_1Block != 0)
+    return Status::Error("fused attention: a Q8_1 copy per head needs head_dim a multiple of 32, not " +
+                         std::to_string(a.head_dim));
+  if (!f.split_counters) return Status::Error("fused attention: no split counters");
+  return launch_checked("fused_attention", [&] {
+    fused_attention_kernel<<<dim3(a.n_head, a.n_splits), kAttnWarps * kWarp, 0, as_stream(stream)>>>(f);
   });
 }
 

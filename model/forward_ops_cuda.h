@@ -55,6 +55,19 @@ struct AttentionArgs {
 };
 Status launch_attention(const AttentionArgs& a, void* stream);
 
+// head_step and attention as one kernel: CTA (head, split) builds its q head itself,
+// the split holding the position builds that position's k and v (and stores them into
+// the cache), and the split that finishes last merges the head and, where out_q8_1 is
+// given (head_dim a multiple of 32), writes the head's Q8_1 blocks for the int8 matvec
+// that reads the output next. q in memory is left as the matvec wrote it.
+struct FusedAttentionArgs {
+  HeadStepArgs head;
+  AttentionArgs attn;
+  BlockQ8_1* out_q8_1 = nullptr;
+  unsigned* split_counters = nullptr;  // n_head of them: zero before a launch, zero after it
+};
+Status launch_fused_attention(const FusedAttentionArgs& a, void* stream);
+
 // gate = silu(gate) * up, n values; where yq is not null, also the result as Q8_1
 // blocks (n a multiple of 32).
 Status launch_swiglu(float* gate, const float* up, BlockQ8_1* yq, int n, void* stream);

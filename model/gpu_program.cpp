@@ -123,6 +123,7 @@ ScratchLayout scratch_layout(const ModelConfig& c, int attn_splits, bool q8_1, b
   l.rope_cos = take(c.rope_dim / 2 * f);
   l.rope_sin = take(c.rope_dim / 2 * f);
   l.attn_partials = take(static_cast<std::size_t>(c.n_head) * attn_splits * attention_partial_floats(c.head_dim) * f);
+  l.attn_counters = take(static_cast<std::size_t>(c.n_head) * sizeof(unsigned));
   if (q8_1) {
     // The longest vector a matvec reads, in whole Q8_1 blocks.
     const std::int64_t longest = std::max({c.n_embd, q_width, c.n_ff});
@@ -165,6 +166,7 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
   p.rope_cos = buf(layout.rope_cos);
   p.rope_sin = buf(layout.rope_sin);
   p.attn_partials = buf(layout.attn_partials);
+  p.attn_counters = reinterpret_cast<unsigned*>(base + layout.attn_counters);
   p.act_q8_1 = layout.act_q8_1_bytes ? base + layout.act_q8_1 : nullptr;
   p.act_q8_1_bytes = layout.act_q8_1_bytes;
   p.outlier_verdicts = layout.outlier_slots ? reinterpret_cast<int*>(base + layout.outlier_verdicts) : nullptr;
@@ -289,6 +291,16 @@ AttentionArgs attention_args(const ModelConfig& c, const StepProgram& p, const L
   a.n_splits = attn_splits;
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // as the CPU
   return a;
+}
+
+FusedAttentionArgs fused_attention_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l, int attn_splits,
+                                        BlockQ8_1* out_q8_1) {
+  FusedAttentionArgs f;
+  f.head = head_step_args(c, p, l);
+  f.attn = attention_args(c, p, l, attn_splits);
+  f.out_q8_1 = out_q8_1;
+  f.split_counters = p.attn_counters;
+  return f;
 }
 
 }  // namespace cuda

@@ -97,8 +97,8 @@ std::vector<std::size_t> weight_offsets(const BoundModel& m, std::size_t& total)
 // The scratch buffers of one step, as offsets into one allocation (256-byte aligned).
 struct ScratchLayout {
   std::size_t x = 0, xn = 0, q = 0, k = 0, v = 0, att = 0, att_out = 0, gate = 0, up = 0, ffn_out = 0, logits = 0,
-              rope_cos = 0, rope_sin = 0, attn_partials = 0, act_q8_1 = 0, outlier_verdicts = 0, route_table = 0,
-              state = 0;
+              rope_cos = 0, rope_sin = 0, attn_partials = 0, attn_counters = 0, act_q8_1 = 0, outlier_verdicts = 0,
+              route_table = 0, state = 0;
   std::size_t act_q8_1_bytes = 0;  // 0 when no kernel reads Q8_1
   int outlier_slots = 0;           // ints at outlier_verdicts, rows at route_table; 0 without outlier routing
   std::size_t bytes = 0;           // the whole allocation
@@ -141,5 +141,9 @@ void move_stacked_bytes(const StepProgram& p, BoundModel& m);
 // executors launch or replay them with these).
 HeadStepArgs head_step_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l);
 AttentionArgs attention_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l, int attn_splits);
+// Both, for the fused kernel, with its split counters; `out_q8_1` (null: none) gets the
+// output's Q8_1 blocks.
+FusedAttentionArgs fused_attention_args(const ModelConfig& c, const StepProgram& p, const LayerOps& l, int attn_splits,
+                                        BlockQ8_1* out_q8_1);
 
 }  // namespace qmv::cuda

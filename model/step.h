@@ -107,6 +107,7 @@ struct StepProgram {
         *rope_sin = nullptr;
   // Buffers only the GPU executor uses (see model/gpu_program.h); null on the CPU.
   float* attn_partials = nullptr;
+  unsigned* attn_counters = nullptr;  // one per head, zero between steps (the fused attention's)
   void* act_q8_1 = nullptr;
   std::size_t act_q8_1_bytes = 0;
   int* outlier_verdicts = nullptr;            // one slot per outlier test of the step, in order

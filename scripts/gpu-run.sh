@@ -26,8 +26,9 @@
 #   profile   Nsight Compute counters of the Q4_K/Q6_K kernels on the FFN shapes (ncu)
 #   accuracy  the accuracy study with the GPU rows
 #   decode    a Llama-2-7B-shaped Q4_K_M model made there; the plan sweep over the GPU
-#             variants; the auto plan (also with gate and up as two matvecs, and with q,
-#             k and v as three) and an int8 plan with and without outlier routing
+#             variants; the auto plan (also with gate and up as two matvecs, with q, k
+#             and v as three, and with the fused attention kernel) and an int8 plan with
+#             and without outlier routing
 #   realmodel the greedy text of models/*.gguf (or QMV_REAL_MODEL) on the GPU and the CPU
 #
 # Each step writes its log and CSV into results/<gpu>/ as it ends; where OUT is set (a
@@ -272,6 +273,9 @@ step_decode() {
   # And with each layer's q, k and v as three matvecs: what stacking them gains.
   run_step decode-qkv-apart "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
     --ignore-eos --quiet --no-stack-qkv --out "$results/decode.csv"
+  # And with each layer's head step and attention as one kernel (--fuse-attention).
+  run_step decode-fused-attention "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
+    --ignore-eos --quiet --fuse-attention --out "$results/decode.csv"
   # An int8 plan without and with outlier routing: what the device-side test and the
   # graph's if/else nodes cost per token (the routed calls are in the log).
   run_step decode-int8 "$qmvlab" decode --model "$model" --device cuda \

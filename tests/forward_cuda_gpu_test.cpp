@@ -271,6 +271,50 @@ TEST(GpuForwardDevice, GraphAndOpByOpStepsAreIdenticalAndTimed) {
   EXPECT_EQ(graph.times().total(), 0.0) << "no events without op timing";
 }
 
+// The fused head step and attention (one kernel per layer, the last split merging the
+// head and writing its Q8_1 copy) against the separate kernels: the same tokens and
+// logits bit for bit, step after step, from a graph and op by op, with Q8_1 plans (the
+// fused Q8_1 copy read by the next matvec) and f32 ones, on every architecture (biases,
+// per-head norms, grouped KV heads). Contexts past 16 positions make several splits.
+TEST(GpuForwardDevice, FusedAttentionIsTheSeparateKernelsBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  int compared = 0;
+  for (const char* arch : kArchs) {
+    const LoadedModel m(testing::synthetic_model(arch, "q4_K_m"));
+    for (ActFormat act : {ActFormat::Q8_1, ActFormat::F32}) {
+      std::string missing;
+      const auto plan = gpu_plan_for(testing::cpu_f32_plan(m.weights), act, missing);
+      ASSERT_FALSE(plan.empty()) << arch << ": " << missing;
+      for (bool graph : {true, false}) {
+        SCOPED_TRACE(std::string(arch) + (act == ActFormat::Q8_1 ? " q8_1" : " f32") + (graph ? " graph" : " op by op"));
+        const int n = 40;
+        GpuForwardOptions fused_options = options(n, graph), timed_options = options(n, graph, !graph);
+        fused_options.fuse_attention = timed_options.fuse_attention = true;
+        GpuForward apart(m.config, m.weights, plan, options(n, graph)), fused(m.config, m.weights, plan, fused_options);
+        GpuForward timed(m.config, m.weights, plan, timed_options);
+        ASSERT_GT(fused.attention_splits(), 1);
+        for (int t : random_tokens(n, m.config.vocab_size, rng)) {
+          const int a = apart.step(t), b = fused.step(t), c = timed.step(t);
+          ASSERT_EQ(a, b);
+          ASSERT_EQ(a, c);
+          const auto la = apart.logits();
+          const std::vector<float> va(la.begin(), la.end());
+          const auto lb = fused.logits();
+          ASSERT_EQ(std::memcmp(va.data(), lb.data(), va.size() * sizeof(float)), 0) << "fused and separate differ";
+        }
+        if (!graph) {
+          EXPECT_EQ(timed.times().calls[static_cast<int>(Op::QkNormRope)], 0) << "the head step runs inside attention";
+          EXPECT_GT(timed.times().calls[static_cast<int>(Op::Attention)], 0);
+          EXPECT_EQ(timed.times().calls[static_cast<int>(Op::ActQuant)], 0) << "attention wrote its own Q8_1 copy";
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 12);
+}
+
 // The Q8_1 plan with every int8 matvec routed at k to the f32 kernel the f32 plan runs.
 std::vector<PlannedMatvec> routed_plan(const std::vector<PlannedMatvec>& q8_plan, double k) {
   auto plan = q8_plan;

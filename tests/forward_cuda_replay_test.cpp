@@ -882,7 +882,9 @@ class ReplayExec {
   ReplayExec(const ModelConfig& c, const StepProgram& p, int splits, SampleParams sample)
       : c_(c), p_(p), splits_(splits), sample_(sample) {}
   int quantizations = 0;        // standalone quantizer launches
-  int fused_quantizations = 0;  // Q8_1 copies the norm and SwiGLU kernels wrote
+  int fused_quantizations = 0;  // Q8_1 copies the norm, SwiGLU and fused attention kernels wrote
+  bool fuse_attention = false;  // GpuForwardOptions::fuse_attention
+  int fused_attentions = 0;
   // Outlier routing: the step's tests and their readers, every test's vector and
   // verdict, and every routable call with the kernel it ran.
   OutlierLedger ledger;
@@ -963,8 +965,28 @@ class ReplayExec {
     run(kernel, m.w, m.shape, x.data(), y);
     if (m.w2) run(kernel, m.w2, m.shape, x.data(), y2);
   }
-  void head_step(const LayerOps& l) { replay_head_step(head_step_args(c_, p_, l)); }
-  void attention(const LayerOps& l) { replay_attention(attention_args(c_, p_, l, splits_)); }
+  // As GpuForward with fuse_attention: the head step inside attention, q rotated in a
+  // copy (the fused kernel leaves q as the matvec wrote it), and the output's Q8_1
+  // blocks written with it where head_dim is a multiple of 32.
+  void head_step(const LayerOps& l) {
+    if (!fuse_attention) replay_head_step(head_step_args(c_, p_, l));
+  }
+  void attention(const LayerOps& l) {
+    if (!fuse_attention) {
+      replay_attention(attention_args(c_, p_, l, splits_));
+      return;
+    }
+    const int width = c_.n_head * c_.head_dim;
+    std::vector<float> q(p_.q, p_.q + width);
+    HeadStepArgs h = head_step_args(c_, p_, l);
+    h.q = q.data();
+    replay_head_step(h);
+    AttentionArgs a = attention_args(c_, p_, l, splits_);
+    a.q = q.data();
+    replay_attention(a);
+    ++fused_attentions;
+    if (c_.head_dim % kQ8_1Block == 0) quantize_written(p_.att, width);
+  }
   void swiglu(float* gate, const float* up, int n) {
     for (int i = 0; i < n; ++i) gate[i] = cuda::swiglu(gate[i], up[i]);
     quantize_written(gate, n);
@@ -1319,6 +1341,36 @@ TEST(GpuStepReplay, Q8_1PlansQuantizeEachVectorOnceAndStayCloseToTheCpu) {
   EXPECT_GT(worst, 0.0);
   EXPECT_LT(worst, 1e-2);  // int8 activations cost accuracy, little on Gaussian data
   EXPECT_GE(agree, tokens - 2);
+}
+
+// The fused head step and attention (GpuForwardOptions::fuse_attention): the same
+// logits as the two kernels, bit for bit, token after token (the cache the fused step
+// writes is what the next token reads), and the attention output's Q8_1 copy written
+// with it, so no vector of the step takes the standalone quantizer.
+TEST(GpuStepReplay, FusedAttentionIsTheSeparateStepsAndQuantizesItsOutput) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {  // qwen2: q, k, v biases; qwen3: per-head norms
+    SCOPED_TRACE(arch);
+    const LoadedModel m(testing::synthetic_model(arch, "q4_K_m"));
+    ASSERT_EQ(m.config.head_dim % kQ8_1Block, 0);
+    const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+    const auto q8_plan =
+        testing::gpu_plan(cpu_plan, [](const PlannedMatvec& p) { return stand_in(p.weight, ActFormat::Q8_1); });
+    const int tokens = 6;
+    ReplayedGpu apart(m, q8_plan, tokens, 3), fused(m, q8_plan, tokens, 3);
+    fused.exec.fuse_attention = true;
+    std::mt19937 rng(fresh_seed());
+    for (int i = 0; i < tokens; ++i) {
+      const int token = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
+      fused.exec.quantizations = 0;
+      fused.exec.fused_quantizations = 0;
+      fused.exec.fused_attentions = 0;
+      ASSERT_EQ(fused.step(token), apart.step(token)) << "token " << i;
+      ASSERT_EQ(fused.logits(), apart.logits()) << "token " << i;
+      EXPECT_EQ(fused.exec.fused_attentions, m.config.n_layers);
+      EXPECT_EQ(fused.exec.quantizations, 0);
+      EXPECT_EQ(fused.exec.fused_quantizations, 4 * m.config.n_layers + 1);
+    }
+  }
 }
 
 // Every matvec an int8 (Q8_1) stand-in routed at k to the f32 kernel gpu_f32_plan runs.

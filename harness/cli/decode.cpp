@@ -52,7 +52,8 @@ class DecodeCommand : public Command {
     CLI::Option* route = nullptr;
     std::string route_k;
     std::string device = "cpu";
-    bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, no_stack_qkv = false, mmap = false;
+    bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, no_stack_qkv = false, fuse_attention = false,
+         mmap = false;
     // logits
     std::string l_model, l_tokens, l_plan = "auto", l_out, l_device = "cpu";
     int l_threads = 0;
@@ -294,6 +295,9 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   d->add_flag("--no-stack-qkv", o.no_stack_qkv,
               "--device cuda: run each layer's q, k and v as three matvecs, not as one on the matrices that share "
               "a kernel");
+  d->add_flag("--fuse-attention", o.fuse_attention,
+              "--device cuda: run each layer's head step (RoPE, the cache store) and attention as one kernel that "
+              "also merges the splits and writes the Q8_1 copy of its output");
   d->add_flag("--no-op-times", o.no_op_times,
               "--device cuda: skip the op-by-op rerun of the same tokens that measures the per-op breakdown");
 
@@ -413,6 +417,7 @@ int DecodeCommand::run(const std::string& command_line) {
     gpu_options.cuda_graph = !o.no_cuda_graph;
     gpu_options.stack_gate_up = !o.no_stack_gate_up;
     gpu_options.stack_qkv = !o.no_stack_qkv;
+    gpu_options.fuse_attention = o.fuse_attention;
     gpu_options.op_times = !o.no_op_times;
     gpu = run_cuda_decode(m, planned, r.prompt, o.n, o.sampler, context, gpu_options, emit);
     r.generated = gpu.generated;

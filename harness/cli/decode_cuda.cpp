@@ -36,6 +36,7 @@ GpuForwardOptions forward_options(const CudaDecodeOptions& o, const SamplerConfi
   f.sync_each_op = o.sync_each_op;
   f.stack_gate_up = o.stack_gate_up;
   f.stack_qkv = o.stack_qkv;
+  f.fuse_attention = o.fuse_attention;
   f.sampler = sampler;
   return f;
 }

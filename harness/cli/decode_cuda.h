@@ -24,6 +24,7 @@ struct CudaDecodeOptions {
   bool sync_each_op = false;  // debugging: a fault names its op
   bool stack_gate_up = true;  // gate and up as one matvec where they can be (--no-stack-gate-up: two)
   bool stack_qkv = true;      // q, k and v likewise (--no-stack-qkv: three)
+  bool fuse_attention = false;  // head step and attention as one kernel (--fuse-attention)
 };
 
 struct CudaDecodeRun {
