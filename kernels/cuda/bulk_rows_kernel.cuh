@@ -103,8 +103,12 @@ std::int64_t resident_ctas() {
   if (const std::int64_t known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
   constexpr auto kernel = bulk_rows_kernel<Chunk>;
   int sms = 0, per_sm = 0;
+  // The stages take most of the SM's unified L1/shared memory: ask for the largest
+  // shared carveout, or fewer CTAs fit (the activations, a few KiB, keep the L1 left).
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSharedBytes<Chunk>)) != cudaSuccess ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
+          cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSharedBytes<Chunk>) != cudaSuccess) {
     cudaGetLastError();
