@@ -25,10 +25,10 @@
 #             launched from the host and replayed from CUDA graphs (--gpu-graph)
 #   profile   Nsight Compute counters of the Q4_K/Q6_K kernels on the FFN shapes (ncu)
 #   accuracy  the accuracy study with the GPU rows
-#   decode    a Llama-2-7B-shaped Q4_K_M model made there; the plan sweep over the GPU
-#             variants; the auto plan (also with gate and up as two matvecs, with q, k
-#             and v as three, and with the fused attention kernel) and an int8 plan with
-#             and without outlier routing
+#   decode    a Llama-2-7B-shaped Q4_K_M model made there; the auto plan (also with the
+#             fused attention kernel, with q, k and v as three matvecs and with gate and
+#             up as two); the plan sweep over the GPU variants; an int8 plan with and
+#             without outlier routing
 #   realmodel the greedy text of models/*.gguf (or QMV_REAL_MODEL) on the GPU and the CPU
 #
 # Each step writes its log and CSV into results/<gpu>/ as it ends; where OUT is set (a
@@ -260,22 +260,24 @@ step_decode() {
   local model=${QMV_GPU_MODEL:-/tmp/qmv-models/llama-2-7b-q4_K_m.gguf}
   mkdir -p "$(dirname "$model")"
   [[ -s $model ]] || run_step make-model "$qmvlab" make-model --preset llama-2-7b --mix q4_K_m --out "$model"
+  local prompt=1,450,4996,310,278,3303,338
+  # The auto plan first, then what each of its step's choices gains against the other
+  # way, so a run cut short at a time limit keeps the headline and its A/B runs.
+  run_step decode "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 --ignore-eos \
+    --quiet --out "$results/decode.csv"
+  # With each layer's head step and attention as one kernel (--fuse-attention).
+  run_step decode-fused-attention "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
+    --ignore-eos --quiet --fuse-attention --out "$results/decode.csv"
+  # With each layer's q, k and v as three matvecs: what stacking them gains.
+  run_step decode-qkv-apart "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
+    --ignore-eos --quiet --no-stack-qkv --out "$results/decode.csv"
+  # With each layer's gate and up as two matvecs: what stacking them gains.
+  run_step decode-apart "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
+    --ignore-eos --quiet --no-stack-gate-up --out "$results/decode.csv"
   run_step plan-sweep python3 scripts/plan_sweep.py --qmvlab "$qmvlab" --model "$model" --device cuda --plans gpu \
     --reference-plan 'q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32' --out "$results/decode-plans.csv" \
     --log "$results/plan-sweep-commands.log"
   require_in_log plan-sweep 'tok/s' "no plan decoded"
-  local prompt=1,450,4996,310,278,3303,338
-  run_step decode "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 --ignore-eos \
-    --quiet --out "$results/decode.csv"
-  # The same with each layer's gate and up as two matvecs: what stacking them gains.
-  run_step decode-apart "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
-    --ignore-eos --quiet --no-stack-gate-up --out "$results/decode.csv"
-  # And with each layer's q, k and v as three matvecs: what stacking them gains.
-  run_step decode-qkv-apart "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
-    --ignore-eos --quiet --no-stack-qkv --out "$results/decode.csv"
-  # And with each layer's head step and attention as one kernel (--fuse-attention).
-  run_step decode-fused-attention "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
-    --ignore-eos --quiet --fuse-attention --out "$results/decode.csv"
   # An int8 plan without and with outlier routing: what the device-side test and the
   # graph's if/else nodes cost per token (the routed calls are in the log).
   run_step decode-int8 "$qmvlab" decode --model "$model" --device cuda \
