@@ -71,6 +71,11 @@ struct MatVecArgs {
   std::size_t y2_len = 0;
   int threads = 1;          // CPU: OpenMP threads for this call
   void* stream = nullptr;   // CUDA: cudaStream_t to launch on
+  // CUDA, sm_90: the kernel may launch as a programmatic dependent of the kernel before
+  // it on the stream and start streaming its weights while that one finishes; it waits
+  // for that kernel before it reads x or writes y. Kernels without such a prologue
+  // ignore the flag.
+  bool overlap_previous = false;
   // Kernels with a weight transform (KernelSpec::prepare): their own copy of w.
   const void* prepared = nullptr;
 };

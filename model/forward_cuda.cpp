@@ -199,6 +199,7 @@ struct GpuForward::Impl {
       const void* x = activation(kernel.act, x_bytes);
       MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, out, w2, w2_bytes, out2);
       a.stream = s;
+      a.overlap_previous = opt.overlap_weights;
       op(static_cast<int>(m.part), kernel.name.c_str(), [&] { return invoke(kernel, a); });
     };
     for_each_invocation(kernel, m, y, y2, launch);

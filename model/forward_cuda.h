@@ -50,6 +50,9 @@ struct GpuForwardOptions {
   // writes the Q8_1 copy of its output (cuda::launch_fused_attention): two to three
   // launches fewer per layer.
   bool fuse_attention = false;
+  // Matvecs whose kernels can (the bulk-copy ones) launch as programmatic dependents of
+  // the kernel before them and stream their weights while it finishes.
+  bool overlap_weights = false;
   SamplerConfig sampler;      // greedy by default
 };
 

@@ -33,6 +33,7 @@ __global__ void rope_table_kernel(const DecodeState* __restrict__ state, float* 
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* __restrict__ x, const float* __restrict__ delta, const float* __restrict__ weight,
                     float* __restrict__ y, BlockQ8_1* __restrict__ yq, int n, float eps) {
+  let_dependent_kernel_start();  // a matvec after it may stream its weights meanwhile
   constexpr int kWarps = kNormThreads / kWarp;
   __shared__ double warp_sums[kWarps];
   double ss = 0;
@@ -200,6 +201,7 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) attention_partial_kernel(At
 
 // One CTA per head: the splits' partials merged (split 0 always holds position 0).
 __global__ void __launch_bounds__(kAttnWarps* kWarp) attention_merge_kernel(AttentionArgs a) {
+  let_dependent_kernel_start();
   const int head = blockIdx.x, hd = a.head_dim, stride = attention_partial_floats(hd);
   const float* parts = a.partials + static_cast<std::size_t>(head) * a.n_splits * stride;
   float m = -INFINITY;
@@ -226,6 +228,7 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) attention_merge_kernel(Atte
 //   CTA it is), writes the head's output and its Q8_1 blocks, and zeroes the counter.
 __global__ void __launch_bounds__(kAttnWarps* kWarp) fused_attention_kernel(FusedAttentionArgs f) {
   static_assert(kAttnWarps >= 3, "warps 0, 1, 2 build q, k, v");
+  let_dependent_kernel_start();
   const AttentionArgs& a = f.attn;
   __shared__ float q_s[kMaxHeadDim], k_s[kMaxHeadDim], v_s[kMaxHeadDim];
   __shared__ float warp_max[kAttnWarps], warp_sum_exp[kAttnWarps];
@@ -337,6 +340,7 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) fused_attention_kernel(Fuse
 // block's Q8_1 for the int8 down matvec; a tail shorter than a block by thread.
 __global__ void swiglu_kernel(float* __restrict__ gate, const float* __restrict__ up, BlockQ8_1* __restrict__ yq,
                               int n) {
+  let_dependent_kernel_start();
   const int lane = threadIdx.x % kWarp;
   const int b = (blockIdx.x * blockDim.x + threadIdx.x) / kWarp;
   const int i = b * kQ8_1Block + lane;

@@ -27,8 +27,9 @@
 #   accuracy  the accuracy study with the GPU rows
 #   decode    a Llama-2-7B-shaped Q4_K_M model made there; the auto plan (also with the
 #             fused attention kernel, with q, k and v as three matvecs and with gate and
-#             up as two); the plan sweep over the GPU variants; an int8 plan with and
-#             without outlier routing
+#             up as two); the bulk-copy kernels with the fused attention, with and
+#             without overlapped launches; the plan sweep over the GPU variants; an int8
+#             plan with and without outlier routing
 #   realmodel the greedy text of models/*.gguf (or QMV_REAL_MODEL) on the GPU and the CPU
 #
 # Each step writes its log and CSV into results/<gpu>/ as it ends; where OUT is set (a
@@ -268,6 +269,13 @@ step_decode() {
   # With each layer's head step and attention as one kernel (--fuse-attention).
   run_step decode-fused-attention "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
     --ignore-eos --quiet --fuse-attention --out "$results/decode.csv"
+  # The bulk-copy kernels with the fused attention, then also launched as programmatic
+  # dependents of the kernel before each (--overlap-weights).
+  local bulk='q4_K=q4_K.cuda.tma_dp4a_q8_1,q6_K=q6_K.cuda.tma_dp4a_q8_1'
+  run_step decode-tma "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
+    --ignore-eos --quiet --plan "$bulk" --fuse-attention --out "$results/decode.csv"
+  run_step decode-tma-overlap "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
+    --ignore-eos --quiet --plan "$bulk" --fuse-attention --overlap-weights --out "$results/decode.csv"
   # With each layer's q, k and v as three matvecs: what stacking them gains.
   run_step decode-qkv-apart "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
     --ignore-eos --quiet --no-stack-qkv --out "$results/decode.csv"

@@ -315,6 +315,48 @@ TEST(GpuForwardDevice, FusedAttentionIsTheSeparateKernelsBitForBit) {
   EXPECT_EQ(compared, 12);
 }
 
+// Matvecs launched as programmatic dependents (--overlap-weights: the bulk-copy kernels
+// stream their weights while the kernel before them finishes) against plain launches:
+// the same kernels, so the same tokens and logits bit for bit, from a graph and op by
+// op, with the fused attention and without. A race between a matvec and the kernel it
+// overlaps (reading activations, or writing its output, too early) would show here.
+TEST(GpuForwardDevice, OverlappedMatvecLaunchesAreThePlainOnesBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(testing::synthetic_model("llama", "q4_K_m"));
+  int bulk = 0;
+  const auto plan = testing::gpu_plan(testing::cpu_f32_plan(m.weights), [&](const PlannedMatvec& p) {
+    const std::string name = std::string(to_string(p.weight)) + ".cuda.tma_dp4a_q8_1";
+    const KernelSpec* k = global_registry().find(name);
+    if (p.op != "ffn_up_gate" && k && k->supports(p.shape) && availability(*k).available) {
+      ++bulk;
+      return k;
+    }
+    const KernelSpec* other = cuda_kernel_for(p, ActFormat::Q8_1);
+    return other ? other : cuda_kernel_for(p, ActFormat::F32);
+  });
+  std::printf("%d of %zu matvecs on bulk-copy kernels (the others ignore the overlap)\n", bulk, plan.size());
+  int compared = 0;
+  for (bool fused : {false, true}) {
+    for (bool graph : {true, false}) {
+      SCOPED_TRACE(std::string(fused ? "fused attention" : "separate attention") + (graph ? ", graph" : ", op by op"));
+      GpuForwardOptions plain_options = options(24, graph), overlap_options = options(24, graph);
+      plain_options.fuse_attention = overlap_options.fuse_attention = fused;
+      overlap_options.overlap_weights = true;
+      GpuForward plain(m.config, m.weights, plan, plain_options), overlap(m.config, m.weights, plan, overlap_options);
+      for (int t : random_tokens(24, m.config.vocab_size, rng)) {
+        ASSERT_EQ(plain.step(t), overlap.step(t));
+        const auto la = plain.logits();
+        const std::vector<float> va(la.begin(), la.end());
+        const auto lb = overlap.logits();
+        ASSERT_EQ(std::memcmp(va.data(), lb.data(), va.size() * sizeof(float)), 0) << "overlapped launches differ";
+      }
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 4);
+}
+
 // The Q8_1 plan with every int8 matvec routed at k to the f32 kernel the f32 plan runs.
 std::vector<PlannedMatvec> routed_plan(const std::vector<PlannedMatvec>& q8_plan, double k) {
   auto plan = q8_plan;

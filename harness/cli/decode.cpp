@@ -53,7 +53,7 @@ class DecodeCommand : public Command {
     std::string route_k;
     std::string device = "cpu";
     bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, no_stack_qkv = false, fuse_attention = false,
-         mmap = false;
+         overlap_weights = false, mmap = false;
     // logits
     std::string l_model, l_tokens, l_plan = "auto", l_out, l_device = "cpu";
     int l_threads = 0;
@@ -298,6 +298,9 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   d->add_flag("--fuse-attention", o.fuse_attention,
               "--device cuda: run each layer's head step (RoPE, the cache store) and attention as one kernel that "
               "also merges the splits and writes the Q8_1 copy of its output");
+  d->add_flag("--overlap-weights", o.overlap_weights,
+              "--device cuda: launch each matvec whose kernel can (the tma_dp4a ones) as a programmatic dependent "
+              "of the kernel before it, streaming its weights while that one finishes");
   d->add_flag("--no-op-times", o.no_op_times,
               "--device cuda: skip the op-by-op rerun of the same tokens that measures the per-op breakdown");
 
@@ -418,6 +421,7 @@ int DecodeCommand::run(const std::string& command_line) {
     gpu_options.stack_gate_up = !o.no_stack_gate_up;
     gpu_options.stack_qkv = !o.no_stack_qkv;
     gpu_options.fuse_attention = o.fuse_attention;
+    gpu_options.overlap_weights = o.overlap_weights;
     gpu_options.op_times = !o.no_op_times;
     gpu = run_cuda_decode(m, planned, r.prompt, o.n, o.sampler, context, gpu_options, emit);
     r.generated = gpu.generated;

@@ -37,6 +37,7 @@ GpuForwardOptions forward_options(const CudaDecodeOptions& o, const SamplerConfi
   f.stack_gate_up = o.stack_gate_up;
   f.stack_qkv = o.stack_qkv;
   f.fuse_attention = o.fuse_attention;
+  f.overlap_weights = o.overlap_weights;
   f.sampler = sampler;
   return f;
 }

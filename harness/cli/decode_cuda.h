@@ -25,6 +25,7 @@ struct CudaDecodeOptions {
   bool stack_gate_up = true;  // gate and up as one matvec where they can be (--no-stack-gate-up: two)
   bool stack_qkv = true;      // q, k and v likewise (--no-stack-qkv: three)
   bool fuse_attention = false;  // head step and attention as one kernel (--fuse-attention)
+  bool overlap_weights = false;  // matvecs as programmatic dependents (--overlap-weights)
 };
 
 struct CudaDecodeRun {

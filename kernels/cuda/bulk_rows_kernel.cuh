@@ -9,6 +9,10 @@
 // is the row's output. A warp refills a stage as soon as it has read it: no CTA-wide
 // barrier, no warp waits for another.
 //
+// The weights do not depend on the kernel before: launched as its programmatic
+// dependent (MatVecArgs::overlap_previous), the kernel issues its first copies while
+// that one still runs and waits for it only before it reads the activations.
+//
 // Chunk supplies: Act (the activation element type), kBlockBytes, kChunkBlocks,
 // kStages, kMinCtasPerSm (for __launch_bounds__), and
 //   static float partial(const std::uint8_t* row, const Act* x, int block0, int blocks, int lane)
@@ -45,6 +49,7 @@ __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
   extern __shared__ __align__(128) std::uint8_t shared_stages[];
   __shared__ __align__(8) std::uint64_t landed_all[kWarps][kStages];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  let_dependent_kernel_start();
   const WarpRows rows = warp_rows(plan, blockIdx.x, warp);
   const int n = items(plan, rows);
   if (n == 0) return;  // a warp past its CTA's rows
@@ -65,6 +70,7 @@ __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
     for (int i = 0; i < n && i < kStages; ++i) issue(i);
   }
   __syncwarp();
+  wait_for_previous_kernel();  // the activations, and y, are the previous kernel's to finish with
 
   float acc = 0.0f;  // this lane's share of its row, over the row's chunks
   for (int i = 0; i < n; ++i) {
@@ -128,9 +134,22 @@ Status run_bulk_rows(const MatVecArgs& a, const char* name) {
     return Status::Error(std::string(name) + ": the device holds no CTA with " +
                          std::to_string(kSharedBytes<Chunk>) + " bytes of shared memory");
   const Plan plan = make_plan(a.shape.rows, static_cast<int>(a.shape.cols / 256), Chunk::kChunkBlocks, resident);
+  const auto* w = static_cast<const std::uint8_t*>(a.w);
+  const auto* x = static_cast<const typename Chunk::Act*>(a.x);
   return launch_checked(name, [&] {
-    bulk_rows_kernel<Chunk><<<static_cast<unsigned>(plan.ctas), kThreads, kSharedBytes<Chunk>, stream_of(a)>>>(
-        static_cast<const std::uint8_t*>(a.w), static_cast<const typename Chunk::Act*>(a.x), a.y, plan);
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(plan.ctas));
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = kSharedBytes<Chunk>;
+    config.stream = stream_of(a);
+    cudaLaunchAttribute overlap{};
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    if (a.overlap_previous) {
+      config.attrs = &overlap;
+      config.numAttrs = 1;
+    }
+    cudaLaunchKernelEx(&config, bulk_rows_kernel<Chunk>, w, x, a.y, plan);
   });
 }
 

@@ -30,6 +30,24 @@ __device__ __forceinline__ float half_warp_sum(float v) {
   return v;
 }
 
+// Lets the kernel queued after this one launch now, where it was launched as a
+// programmatic dependent (sm_90; a no-op otherwise). Such a kernel waits for this one
+// to finish before it reads what this one writes, so a kernel may call this as it
+// starts: the dependent's early start only overlaps its prologue.
+__device__ __forceinline__ void let_dependent_kernel_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// In a kernel launched as a programmatic dependent: waits until the kernel before it
+// has finished and its writes are visible (a no-op in one launched as usual).
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 inline cudaStream_t stream_of(const MatVecArgs& a) { return static_cast<cudaStream_t>(a.stream); }
 
 // After every launch: the launch error (bad configuration, too much shared memory...)

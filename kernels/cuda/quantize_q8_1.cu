@@ -16,6 +16,7 @@ constexpr std::int64_t kMaxCtas = 4096;
 
 __global__ void __launch_bounds__(kWarpsPerCta * kWarp)
     quantize_q8_1_kernel(const float* __restrict__ x, BlockQ8_1* __restrict__ y, std::int64_t n_blocks) {
+  let_dependent_kernel_start();  // a matvec after it may stream its weights meanwhile
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x / kWarp;
