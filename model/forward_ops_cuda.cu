@@ -136,29 +136,28 @@ __global__ void __launch_bounds__(kHeadWarpsPerCta* kWarp) head_step_kernel(Head
   for (int d = lane; d < hd; d += kWarp) dst[d] = h[d];
 }
 
-// CTA (head, split): its warps take every kAttnWarps-th position of the split's
-// stretch; the CTA merges its warps into one partial.
-__global__ void __launch_bounds__(kAttnWarps* kWarp) attention_partial_kernel(AttentionArgs a) {
+// CTA (head, split)'s partial over positions [begin, end): its warps take every
+// kAttnWarps-th position, the CTA merges its warps into its slot of a.partials. q is
+// the head's (head_dim floats); at position `own` (-1: none) k and v come from k_own
+// and v_own instead of the cache. Every thread of the CTA calls it.
+__device__ void split_partial(const AttentionArgs& a, int head, int split, int begin, int end, const float* q,
+                              int own, const float* k_own, const float* v_own) {
   __shared__ float warp_max[kAttnWarps], warp_sum_exp[kAttnWarps];
   __shared__ float warp_acc[kAttnWarps][kMaxHeadDim];
-  const int head = blockIdx.x, split = blockIdx.y;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int hd = a.head_dim, kv_width = a.n_head_kv * hd, group = a.n_head / a.n_head_kv;
   const int kv_off = (head / group) * hd;
-  int begin, end;
-  attention_split_range(a.state->pos + 1, a.n_splits, split, begin, end);
-
   float qv[kMaxDimsPerLane], acc[kMaxDimsPerLane];
 #pragma unroll
   for (int j = 0; j < kMaxDimsPerLane; ++j) {
     const int d = lane + kWarp * j;
-    qv[j] = d < hd ? a.q[head * hd + d] : 0.0f;
+    qv[j] = d < hd ? q[d] : 0.0f;
     acc[j] = 0.0f;
   }
   float max = -INFINITY, sum = 0.0f;
   for (int t = begin + warp; t < end; t += kAttnWarps) {
-    const float* k = a.k_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
-    const float* v = a.v_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
+    const float* k = t == own ? k_own : a.k_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
+    const float* v = t == own ? v_own : a.v_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < kMaxDimsPerLane; ++j) {
@@ -199,20 +198,47 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) attention_partial_kernel(At
   }
 }
 
-// One CTA per head: the splits' partials merged (split 0 always holds position 0).
-__global__ void __launch_bounds__(kAttnWarps* kWarp) attention_merge_kernel(AttentionArgs a) {
-  let_dependent_kernel_start();
-  const int head = blockIdx.x, hd = a.head_dim, stride = attention_partial_floats(hd);
+// The splits' partials of `head` merged (split 0 always holds position 0) into its
+// output and, where yq is given, its Q8_1 blocks (head_dim a multiple of 32). `Load`
+// reads a partial's float. Every thread of the CTA calls it.
+template <class Load>
+__device__ void merge_head(const AttentionArgs& a, int head, BlockQ8_1* yq, Load load) {
+  const int hd = a.head_dim, stride = attention_partial_floats(hd);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const float* parts = a.partials + static_cast<std::size_t>(head) * a.n_splits * stride;
   float m = -INFINITY;
-  for (int s = 0; s < a.n_splits; ++s) m = fmaxf(m, parts[s * stride]);
+  for (int s = 0; s < a.n_splits; ++s) m = fmaxf(m, load(parts + s * stride));
   float l = 0.0f;
-  for (int s = 0; s < a.n_splits; ++s) l += parts[s * stride + 1] * merge_scale(parts[s * stride], m);
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+  for (int s = 0; s < a.n_splits; ++s) l += load(parts + s * stride + 1) * merge_scale(load(parts + s * stride), m);
+  const auto merged = [&](int d) {
     float o = 0.0f;
-    for (int s = 0; s < a.n_splits; ++s) o += parts[s * stride + 2 + d] * merge_scale(parts[s * stride], m);
-    a.out[head * hd + d] = o / l;
+    for (int s = 0; s < a.n_splits; ++s) o += load(parts + s * stride + 2 + d) * merge_scale(load(parts + s * stride), m);
+    return o / l;
+  };
+  if (yq) {
+    const int blocks = hd / kQ8_1Block;
+    for (int b = warp; b < blocks; b += kAttnWarps) {  // the bound is the warp's: shuffles see all lanes
+      const float o = merged(b * kQ8_1Block + lane);
+      a.out[head * hd + b * kQ8_1Block + lane] = o;
+      quantize_q8_1_warp_block(o, lane, yq[head * blocks + b]);
+    }
+  } else {
+    for (int d = threadIdx.x; d < hd; d += kAttnWarps * kWarp) a.out[head * hd + d] = merged(d);
   }
+}
+
+// CTA (head, split): the split's partial of the rotated q in memory over the cache.
+__global__ void __launch_bounds__(kAttnWarps* kWarp) attention_partial_kernel(AttentionArgs a) {
+  const int head = blockIdx.x, split = blockIdx.y;
+  int begin, end;
+  attention_split_range(a.state->pos + 1, a.n_splits, split, begin, end);
+  split_partial(a, head, split, begin, end, a.q + head * a.head_dim, -1, nullptr, nullptr);
+}
+
+// One CTA per head: the splits merged.
+__global__ void __launch_bounds__(kAttnWarps* kWarp) attention_merge_kernel(AttentionArgs a) {
+  let_dependent_kernel_start();
+  merge_head(a, blockIdx.x, nullptr, [](const float* p) { return *p; });
 }
 
 // launch_fused_attention's kernel: CTA (head, split) as attention_partial_kernel, with
@@ -231,13 +257,9 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) fused_attention_kernel(Fuse
   let_dependent_kernel_start();
   const AttentionArgs& a = f.attn;
   __shared__ float q_s[kMaxHeadDim], k_s[kMaxHeadDim], v_s[kMaxHeadDim];
-  __shared__ float warp_max[kAttnWarps], warp_sum_exp[kAttnWarps];
-  __shared__ float warp_acc[kAttnWarps][kMaxHeadDim];
   __shared__ int merges;
-  const int head = blockIdx.x, split = blockIdx.y;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int hd = a.head_dim, kv_width = a.n_head_kv * hd, group = a.n_head / a.n_head_kv;
-  const int kv_head = head / group, kv_off = kv_head * hd, pos = a.state->pos;
+  const int head = blockIdx.x, split = blockIdx.y, warp = threadIdx.x / kWarp;
+  const int hd = a.head_dim, group = a.n_head / a.n_head_kv, kv_head = head / group, pos = a.state->pos;
   int begin, end;
   attention_split_range(pos + 1, a.n_splits, split, begin, end);
   const bool holds_pos = begin <= pos && pos < end;
@@ -246,63 +268,13 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) fused_attention_kernel(Fuse
   if (holds_pos && warp == 2) head_vector(f.head, HeadKind::V, kv_head, v_s);
   __syncthreads();
   if (holds_pos && head % group == 0) {
-    const std::size_t at = static_cast<std::size_t>(pos) * kv_width + kv_off;
+    const std::size_t at = static_cast<std::size_t>(pos) * a.n_head_kv * hd + kv_head * hd;
     for (int d = threadIdx.x; d < hd; d += kAttnWarps * kWarp) {
       f.head.k_cache[at + d] = k_s[d];
       f.head.v_cache[at + d] = v_s[d];
     }
   }
-
-  float qv[kMaxDimsPerLane], acc[kMaxDimsPerLane];
-#pragma unroll
-  for (int j = 0; j < kMaxDimsPerLane; ++j) {
-    const int d = lane + kWarp * j;
-    qv[j] = d < hd ? q_s[d] : 0.0f;
-    acc[j] = 0.0f;
-  }
-  float max = -INFINITY, sum = 0.0f;
-  for (int t = begin + warp; t < end; t += kAttnWarps) {
-    const float* k = t == pos ? k_s : a.k_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
-    const float* v = t == pos ? v_s : a.v_cache + static_cast<std::size_t>(t) * kv_width + kv_off;
-    float dot = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxDimsPerLane; ++j) {
-      const int d = lane + kWarp * j;
-      if (d < hd) dot += qv[j] * k[d];
-    }
-    float rescale, weight;
-    online_softmax_add(max, sum, warp_sum(dot) * a.scale, rescale, weight);
-#pragma unroll
-    for (int j = 0; j < kMaxDimsPerLane; ++j) {
-      const int d = lane + kWarp * j;
-      if (d < hd) acc[j] = acc[j] * rescale + weight * v[d];
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kMaxDimsPerLane; ++j) {
-    const int d = lane + kWarp * j;
-    if (d < hd) warp_acc[warp][d] = acc[j];
-  }
-  if (lane == 0) {
-    warp_max[warp] = max;
-    warp_sum_exp[warp] = sum;
-  }
-  __syncthreads();
-  const int stride = attention_partial_floats(hd);
-  float m = -INFINITY;
-  for (int w = 0; w < kAttnWarps; ++w) m = fmaxf(m, warp_max[w]);
-  float* out = a.partials + (static_cast<std::size_t>(head) * a.n_splits + split) * stride;
-  for (int d = threadIdx.x; d < hd; d += kAttnWarps * kWarp) {
-    float o = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w) o += warp_acc[w][d] * merge_scale(warp_max[w], m);
-    out[2 + d] = o;
-  }
-  if (threadIdx.x == 0) {
-    float l = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w) l += warp_sum_exp[w] * merge_scale(warp_max[w], m);
-    out[0] = m;
-    out[1] = l;
-  }
+  split_partial(a, head, split, begin, end, q_s, holds_pos ? pos : -1, k_s, v_s);
 
   // Counted done only once every thread's partial is visible to the other CTAs.
   __threadfence();
@@ -313,26 +285,7 @@ __global__ void __launch_bounds__(kAttnWarps* kWarp) fused_attention_kernel(Fuse
   __threadfence();
   // The other splits' partials bypass L1, which holds nothing of them but is not
   // coherent with their writers.
-  const float* parts = a.partials + static_cast<std::size_t>(head) * a.n_splits * stride;
-  float gm = -INFINITY;
-  for (int s = 0; s < a.n_splits; ++s) gm = fmaxf(gm, __ldcg(parts + s * stride));
-  float gl = 0.0f;
-  for (int s = 0; s < a.n_splits; ++s) gl += __ldcg(parts + s * stride + 1) * merge_scale(__ldcg(parts + s * stride), gm);
-  const auto merged = [&](int d) {
-    float o = 0.0f;
-    for (int s = 0; s < a.n_splits; ++s) o += __ldcg(parts + s * stride + 2 + d) * merge_scale(__ldcg(parts + s * stride), gm);
-    return o / gl;
-  };
-  if (f.out_q8_1) {
-    const int blocks = hd / kQ8_1Block;
-    for (int b = warp; b < blocks; b += kAttnWarps) {  // the bound is the warp's: shuffles see all lanes
-      const float o = merged(b * kQ8_1Block + lane);
-      a.out[head * hd + b * kQ8_1Block + lane] = o;
-      quantize_q8_1_warp_block(o, lane, f.out_q8_1[head * blocks + b]);
-    }
-  } else {
-    for (int d = threadIdx.x; d < hd; d += kAttnWarps * kWarp) a.out[head * hd + d] = merged(d);
-  }
+  merge_head(a, head, f.out_q8_1, [](const float* p) { return __ldcg(p); });
   if (threadIdx.x == 0) f.split_counters[head] = 0;
 }
 

@@ -86,6 +86,14 @@ GpuForwardOptions options(int context, bool graph = true, bool op_timing = false
   return o;
 }
 
+// Whether two decodes' last logits are equal bit for bit.
+bool same_logits(GpuForward& a, GpuForward& b) {
+  const auto la = a.logits();
+  const std::vector<float> va(la.begin(), la.end());
+  const auto lb = b.logits();
+  return va.size() == lb.size() && std::memcmp(va.data(), lb.data(), va.size() * sizeof(float)) == 0;
+}
+
 const char* const kArchs[] = {"llama", "qwen2", "qwen3"};
 const char* const kMixes[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "f16", "bf16", "f32", "q4_K_m"};
 
@@ -242,10 +250,7 @@ TEST(GpuForwardDevice, GraphAndOpByOpStepsAreIdenticalAndTimed) {
     const int a = graph.step(t), b = eager.step(t), c = timed.step(t);
     EXPECT_EQ(a, b);
     EXPECT_EQ(a, c);
-    const auto la = graph.logits();
-    const std::vector<float> va(la.begin(), la.end());
-    const auto lb = eager.logits();
-    EXPECT_EQ(std::memcmp(va.data(), lb.data(), va.size() * sizeof(float)), 0) << "graph and op by op differ";
+    EXPECT_TRUE(same_logits(graph, eager)) << "graph and op by op differ";
   }
   const StepTimes& times = timed.times();
   for (Op p : {Op::Embed, Op::Norm, Op::AttnQkv, Op::QkNormRope, Op::Attention, Op::AttnOut, Op::FfnUpGate,
@@ -298,10 +303,7 @@ TEST(GpuForwardDevice, FusedAttentionIsTheSeparateKernelsBitForBit) {
           const int a = apart.step(t), b = fused.step(t), c = timed.step(t);
           ASSERT_EQ(a, b);
           ASSERT_EQ(a, c);
-          const auto la = apart.logits();
-          const std::vector<float> va(la.begin(), la.end());
-          const auto lb = fused.logits();
-          ASSERT_EQ(std::memcmp(va.data(), lb.data(), va.size() * sizeof(float)), 0) << "fused and separate differ";
+          ASSERT_TRUE(same_logits(apart, fused)) << "fused and separate differ";
         }
         if (!graph) {
           EXPECT_EQ(timed.times().calls[static_cast<int>(Op::QkNormRope)], 0) << "the head step runs inside attention";
@@ -346,10 +348,7 @@ TEST(GpuForwardDevice, OverlappedMatvecLaunchesAreThePlainOnesBitForBit) {
       GpuForward plain(m.config, m.weights, plan, plain_options), overlap(m.config, m.weights, plan, overlap_options);
       for (int t : random_tokens(24, m.config.vocab_size, rng)) {
         ASSERT_EQ(plain.step(t), overlap.step(t));
-        const auto la = plain.logits();
-        const std::vector<float> va(la.begin(), la.end());
-        const auto lb = overlap.logits();
-        ASSERT_EQ(std::memcmp(va.data(), lb.data(), va.size() * sizeof(float)), 0) << "overlapped launches differ";
+        ASSERT_TRUE(same_logits(plain, overlap)) << "overlapped launches differ";
       }
       ++compared;
     }

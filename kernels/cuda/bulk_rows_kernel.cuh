@@ -22,7 +22,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -95,41 +94,24 @@ __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
 #endif
 }
 
-// Once per device: the opt-in to more than 48 KiB of dynamic shared memory, then how
-// many CTAs are resident at once (0: unknown).
+// The opt-in to more than 48 KiB of dynamic shared memory, before the occupancy query.
+// The stages take most of the SM's unified L1/shared memory: the largest shared
+// carveout, or fewer CTAs fit (the activations, a few KiB, keep the L1 left).
 template <class Chunk>
-std::int64_t resident_ctas() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<std::int64_t> cached[kMaxDevices] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
-    cudaGetLastError();  // leave no error behind for launch_status to report
-    return 0;
-  }
-  if (const std::int64_t known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
-  constexpr auto kernel = bulk_rows_kernel<Chunk>;
-  int sms = 0, per_sm = 0;
-  // The stages take most of the SM's unified L1/shared memory: ask for the largest
-  // shared carveout, or fewer CTAs fit (the activations, a few KiB, keep the L1 left).
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSharedBytes<Chunk>)) != cudaSuccess ||
-      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
-          cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSharedBytes<Chunk>) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  const std::int64_t ctas = std::int64_t(sms) * per_sm;
-  cached[device].store(ctas, std::memory_order_relaxed);
-  return ctas;
+cudaError_t allow_stages() {
+  const cudaError_t err = cudaFuncSetAttribute(bulk_rows_kernel<Chunk>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(kSharedBytes<Chunk>));
+  if (err != cudaSuccess) return err;
+  return cudaFuncSetAttribute(bulk_rows_kernel<Chunk>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                              cudaSharedmemCarveoutMaxShared);
 }
 
 // The launch: one wave of CTAs (at most one per row). The caller has checked the shape.
 template <class Chunk>
 Status run_bulk_rows(const MatVecArgs& a, const char* name) {
   if (Status s = check_launch(name, a, 16, 4); !s.ok()) return s;
-  const std::int64_t resident = resident_ctas<Chunk>();
+  const std::int64_t resident =
+      resident_ctas<bulk_rows_kernel<Chunk>>(kThreads, kSharedBytes<Chunk>, allow_stages<Chunk>);
   if (resident <= 0)
     return Status::Error(std::string(name) + ": the device holds no CTA with " +
                          std::to_string(kSharedBytes<Chunk>) + " bytes of shared memory");

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -49,6 +50,32 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 }
 
 inline cudaStream_t stream_of(const MatVecArgs& a) { return static_cast<cudaStream_t>(a.stream); }
+
+// How many CTAs of `Kernel` (launched with `threads` threads and `smem` bytes of dynamic
+// shared memory) the current device holds at once, or 0 when that cannot be queried.
+// `setup` (null: none) first sets the function attributes the answer depends on.
+// Looked up once per device: the occupancy query costs more than a launch.
+template <auto Kernel>
+std::int64_t resident_ctas(int threads, std::size_t smem = 0, cudaError_t (*setup)() = nullptr) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<std::int64_t> cached[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    cudaGetLastError();  // leave no error behind for launch_status to report
+    return 0;
+  }
+  if (const std::int64_t known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
+  int sms = 0, per_sm = 0;
+  if ((setup && setup() != cudaSuccess) ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, smem) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  const std::int64_t ctas = std::int64_t(sms) * per_sm;
+  cached[device].store(ctas, std::memory_order_relaxed);
+  return ctas;
+}
 
 // After every launch: the launch error (bad configuration, too much shared memory...)
 // as a Status that names the kernel. Asynchronous faults surface at the caller's sync.

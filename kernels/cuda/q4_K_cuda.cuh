@@ -6,7 +6,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -139,30 +138,6 @@ __device__ __forceinline__ float block_sum_to_thread_0(float v, float* scratch) 
   return total;
 }
 
-// How many blocks of `Kernel` (launched with `threads` threads, no dynamic shared
-// memory) the current device holds at once, or 0 when that cannot be queried.
-// Looked up once per device: the occupancy query costs more than a launch.
-template <auto Kernel>
-std::int64_t resident_blocks(int threads) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<std::int64_t> cached[kMaxDevices] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
-    cudaGetLastError();  // leave no error behind for launch_status to report
-    return 0;
-  }
-  if (const std::int64_t known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
-  int sms = 0, per_sm = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, 0) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  const std::int64_t blocks = std::int64_t(sms) * per_sm;
-  cached[device].store(blocks, std::memory_order_relaxed);
-  return blocks;
-}
-
 // The grouped DP4A kernels (halfwarp_dp4a, quarterwarp_dp4a): a warp per row at a time
 // over a grid-stride loop, each lane grouped_lane_row<kGroups, kUnroll, kWords>. 8 blocks
 // of 128 threads per SM at <= 64 registers: 1024 threads, enough 16-byte loads in
@@ -190,7 +165,7 @@ Status run_grouped_dp4a(const MatVecArgs& a, const char* name) {
   constexpr auto kernel = grouped_dp4a_kernel<kGroups, kUnroll, kWords>;
   if (Status s = check_launch(name, a, 16, 4); !s.ok()) return s;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
-  const std::int64_t resident = resident_blocks<kernel>(halfwarp_dp4a::kThreads);
+  const std::int64_t resident = resident_ctas<kernel>(halfwarp_dp4a::kThreads);
   const std::int64_t cap = resident > 0 ? kMaxWaves * resident : halfwarp_dp4a::grid(a.shape.rows, INT_MAX);
   return launch_checked(name, [&] {
     grouped_dp4a_kernel<kGroups, kUnroll, kWords>

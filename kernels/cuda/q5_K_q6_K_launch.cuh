@@ -8,7 +8,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -89,47 +88,12 @@ Status launch_multi_warp_row(const MatVecArgs& a, const char* name) {
   });
 }
 
-// Thread blocks of one kernel that the current device keeps resident at once (SMs x
-// blocks per SM at the kernel's register and thread use), asked once per device and
-// kept. 0 when the runtime cannot say (the caller then falls back to a grid that
-// covers every row).
-class ResidentBlocks {
- public:
-  template <class Kernel>
-  int get(Kernel kernel, int threads) {
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) {
-      cudaGetLastError();  // leave no error behind for launch_status to report
-      return 0;
-    }
-    const bool cacheable = device >= 0 && device < kMaxDevices;
-    if (cacheable) {
-      const int known = per_device_[device].load(std::memory_order_relaxed);
-      if (known > 0) return known;
-    }
-    int sms = 0, per_sm = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess) {
-      cudaGetLastError();
-      return 0;
-    }
-    const int blocks = sms * per_sm;
-    if (cacheable && blocks > 0) per_device_[device].store(blocks, std::memory_order_relaxed);
-    return blocks;
-  }
-
- private:
-  static constexpr int kMaxDevices = 64;
-  std::atomic<int> per_device_[kMaxDevices]{};
-};
-
 // A grid-stride warp-per-row kernel's run: a grid the device keeps resident at once,
 // sized so every warp has the same number of rows.
 template <class Row>
 Status run_resident_warp_per_row(const MatVecArgs& a, const char* name) {
-  static ResidentBlocks resident;
-  const int blocks = resident.get(warp_per_row_kernel<Row>, kRowWarpsPerBlock * kLanes);
-  return launch_warp_per_row<Row>(a, balanced_warp_per_row_grid(a.shape.rows, blocks), name);
+  const std::int64_t resident = resident_ctas<warp_per_row_kernel<Row>>(kRowWarpsPerBlock * kLanes);
+  return launch_warp_per_row<Row>(a, balanced_warp_per_row_grid(a.shape.rows, resident), name);
 }
 
 }  // namespace qmv::cuda::q5q6
