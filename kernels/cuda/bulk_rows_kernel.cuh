@@ -90,7 +90,8 @@ __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
     }
   }
 #elif defined(__CUDA_ARCH__)
-  __trap();  // registered for sm_90 and newer: never launched on older devices
+  (void)&Chunk::partial;  // referenced in every pass, so no pass warns it is unused
+  __trap();               // registered for sm_90 and newer: never launched on older devices
 #endif
 }
 
