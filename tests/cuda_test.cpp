@@ -77,6 +77,36 @@ TEST(CudaExecute, UndersizedBufferIsRefusedBeforeAnyLaunch) {
 
 #ifdef QMV_HAVE_CUDA
 
+// Runs everywhere: the bulk-copy kernels' shape rule (a Q6_K matrix of whole 16-byte
+// units) and their 16-byte weight alignment are judged before any device is looked for.
+TEST(CudaExecute, BulkCopyKernelsRefuseShapesAndWeightsTheirCopiesCannotTake) {
+  for (const char* name : {"q4_K.cuda.tma_dp4a_q8_1", "q6_K.cuda.tma_dp4a_q8_1"}) {
+    SCOPED_TRACE(name);
+    const KernelSpec* k = global_registry().find(name);
+    ASSERT_NE(k, nullptr);
+    alignas(16) static std::uint8_t bytes[64 * 1024];
+    std::vector<float> y(64);
+    MatVecArgs a;
+    a.x = bytes;
+    a.x_bytes = sizeof bytes;
+    a.y = y.data();
+    a.y_len = y.size();
+    if (k->weight == WeightType::Q6_K) {
+      a.shape = {1, 256};  // 210 bytes: no multiple of 16
+      a.w = bytes;
+      a.w_bytes = sizeof bytes;
+      const Status st = invoke(*k, a);
+      EXPECT_NE(st.error.find("not supported"), std::string::npos) << st.error;
+      EXPECT_NE(st.error.find("% 8"), std::string::npos) << st.error;
+    }
+    a.shape = {8, 256};
+    a.w = bytes + 2;  // 2-aligned: the row code's loads could, the copies cannot
+    a.w_bytes = sizeof bytes - 2;
+    const Status st = invoke(*k, a);
+    EXPECT_NE(st.error.find("16-byte aligned"), std::string::npos) << st.error;
+  }
+}
+
 const KernelSpec& host_reference() {
   const KernelSpec* k = global_registry().find("q4_K.cpu.scalar_f32");
   if (!k) std::abort();

@@ -1373,6 +1373,32 @@ TEST(GpuStepReplay, FusedAttentionIsTheSeparateStepsAndQuantizesItsOutput) {
   }
 }
 
+// Runs everywhere: the fused attention refuses, before any launch, heads its shared
+// memory cannot hold, a Q8_1 copy of heads that are no whole number of blocks, and a
+// launch without its split counters.
+TEST(GpuOps, FusedAttentionRefusesWhatItCannotRun) {
+#ifndef QMV_HAVE_CUDA
+  GTEST_SKIP() << "no CUDA device: built with QMV_CUDA=OFF, the GPU kernels are not compiled";
+#else
+  unsigned counters[4] = {};
+  BlockQ8_1 blocks[8];
+  FusedAttentionArgs f;
+  f.attn.n_head = f.attn.n_head_kv = f.head.n_head = f.head.n_head_kv = 4;
+  f.split_counters = counters;
+  f.attn.head_dim = f.head.head_dim = f.head.rope_dim = kMaxHeadDim + 32;
+  Status st = launch_fused_attention(f, nullptr);
+  EXPECT_NE(st.error.find("head_dim " + std::to_string(kMaxHeadDim + 32)), std::string::npos) << st.error;
+  f.attn.head_dim = f.head.head_dim = f.head.rope_dim = 48;
+  f.out_q8_1 = blocks;
+  st = launch_fused_attention(f, nullptr);
+  EXPECT_NE(st.error.find("multiple of 32"), std::string::npos) << st.error;
+  f.out_q8_1 = nullptr;
+  f.split_counters = nullptr;
+  st = launch_fused_attention(f, nullptr);
+  EXPECT_NE(st.error.find("split counters"), std::string::npos) << st.error;
+#endif
+}
+
 // Every matvec an int8 (Q8_1) stand-in routed at k to the f32 kernel gpu_f32_plan runs.
 std::vector<PlannedMatvec> routed_q8_1_plan(const std::vector<PlannedMatvec>& cpu, double k) {
   auto plan = testing::gpu_plan(cpu, [](const PlannedMatvec& p) { return stand_in(p.weight, ActFormat::Q8_1); });
