@@ -23,8 +23,7 @@ struct Plan {
   std::int64_t rows = 0;
   int ctas = 1;
   int nb = 0;            // super-blocks per row
-  int chunk_blocks = 1;  // the most super-blocks a chunk holds
-  int chunks = 1;        // chunks per row, of chunk_blocks or one fewer super-blocks
+  int chunks = 1;  // chunks per row, their lengths differing by at most one super-block
 };
 
 // `max_ctas`: the CTAs resident at once (one wave); at least one, at most one per row.
@@ -38,7 +37,6 @@ QMV_HD Plan make_plan(std::int64_t rows, int nb, int max_chunk_blocks, std::int6
   p.ctas = static_cast<int>(ctas > 1 ? ctas : 1);
   p.chunks = (nb + max_chunk_blocks - 1) / max_chunk_blocks;
   if (p.chunks < 1) p.chunks = 1;
-  p.chunk_blocks = (nb + p.chunks - 1) / p.chunks;
   return p;
 }
 
