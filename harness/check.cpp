@@ -77,7 +77,7 @@ Tolerance tolerance_for(const KernelSpec& k) {
 }
 
 bool CheckResult::passed() const {
-  if (!skipped.empty() || cases.empty()) return false;
+  if (!skipped.empty() || !not_run.empty() || cases.empty()) return false;
   for (const auto& c : cases)
     if (!c.passed) return false;
   return true;
@@ -194,7 +194,7 @@ Problem make_problem(WeightType type, Shape shape, int matrices, const std::vect
 }
 
 CheckResult check_one(const KernelSpec& spec, const Problem& p, const CheckConfig& cfg) {
-  CheckResult res{&spec, p.shape, {}, {}};
+  CheckResult res{&spec, p.shape, {}, {}, {}};
   const Tolerance tol = tolerance_for(spec);
   const int matrices = spec.op == OpKind::FusedUpGate ? 2 : 1;
   std::vector<std::uint8_t> x(row_bytes(spec.act, p.shape.cols));
@@ -278,9 +278,9 @@ std::vector<CheckResult> run_check(const std::vector<const KernelSpec*>& kernels
       for (const KernelSpec* k : group) {
         const Availability av = availability(*k);
         if (!av.available) {
-          emit({k, shape, "unavailable: " + av.reason, {}});
+          emit({k, shape, "unavailable: " + av.reason, {}, {}});
         } else if (!k->supports(shape)) {
-          emit({k, shape, "shape not supported (needs " + k->shape_rule + ")", {}});
+          emit({k, shape, "shape not supported (needs " + k->shape_rule + ")", {}, {}});
         } else {
           runnable.push_back(k);
         }
@@ -290,7 +290,14 @@ std::vector<CheckResult> run_check(const std::vector<const KernelSpec*>& kernels
       for (const KernelSpec* k : runnable)
         if (k->op == OpKind::FusedUpGate) matrices = 2;
       const Problem problem = make_problem(type, shape, matrices, runnable, config);
-      for (const KernelSpec* k : runnable) emit(check_one(*k, problem, config));
+      for (const KernelSpec* k : runnable) {
+        if (k->backend == Backend::CUDA)
+          if (std::string lost = cuda_context_lost_after(); !lost.empty()) {
+            emit({k, shape, "", {}, "the CUDA context was lost after " + lost});
+            continue;
+          }
+        emit(check_one(*k, problem, config));
+      }
     }
   }
   return results;

@@ -67,6 +67,9 @@ struct CheckResult {
   Shape shape;
   std::string skipped;  // set when not run: unsupported shape, unavailable kernel
   std::vector<CaseResult> cases;
+  // Set when it could have run here but did not: an earlier kernel's fault lost the
+  // process's CUDA context. A fresh process can still check it.
+  std::string not_run;
   bool passed() const;
 };
 

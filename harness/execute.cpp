@@ -118,13 +118,17 @@ class WeightCache {
 // The process's device state for host-buffer calls. Never destroyed: at exit the CUDA
 // runtime may be torn down before static destructors would run.
 struct DeviceCallState {
-  // Set once a kernel's fault has made the CUDA context unusable: later calls are
-  // refused naming that kernel rather than failing under their own names.
-  std::string lost_after;
   cuda::Stream stream;
   WeightCache weights;
   cuda::DeviceBuffer x, y, y2;
 };
+
+// Set once a kernel's fault has made the CUDA context unusable: later calls are
+// refused naming that kernel rather than failing under their own names.
+std::string& context_lost_after() {
+  static std::string* lost = new std::string;
+  return *lost;
+}
 
 DeviceCallState& device_state() {
   static DeviceCallState* state = new DeviceCallState;
@@ -132,9 +136,9 @@ DeviceCallState& device_state() {
 }
 
 Status run_on_device(const KernelSpec& spec, const HostCall& call) {
+  if (!context_lost_after().empty())
+    return Status::Error(spec.name + ": not run: the CUDA context was lost after " + context_lost_after());
   DeviceCallState& dev = device_state();
-  if (!dev.lost_after.empty())
-    return Status::Error(spec.name + ": not run: the CUDA context was lost after " + dev.lost_after);
   if (!dev.stream.status().ok()) return Status::Error(spec.name + ": " + dev.stream.status().error);
   void* stream = dev.stream.get();
   const bool fused = spec.op == OpKind::FusedUpGate;
@@ -176,7 +180,7 @@ Status run_on_device(const KernelSpec& spec, const HostCall& call) {
   a.stream = stream;
   if (auto st = invoke(spec, a); !st.ok()) return st;
   if (auto st = cuda::synchronize(stream, spec.name); !st.ok()) {
-    if (!cuda::device_status().ok()) dev.lost_after = spec.name + "'s fault";
+    if (!cuda::device_status().ok()) context_lost_after() = spec.name + "'s fault";
     return st;
   }
   if (auto st = cuda::copy_to_host(call.y, dev.y.get(), rows * sizeof(float), stream, spec.name + " output"); !st.ok())
@@ -191,6 +195,14 @@ Status run_on_device(const KernelSpec& spec, const HostCall& call) {
 #endif  // QMV_HAVE_CUDA
 
 }  // namespace
+
+std::string cuda_context_lost_after() {
+#ifdef QMV_HAVE_CUDA
+  return context_lost_after();
+#else
+  return {};
+#endif
+}
 
 Status run_on_host_buffers(const KernelSpec& spec, const HostCall& call) {
   // The host buffers are checked first, whatever the backend: a bad call is refused

@@ -28,4 +28,8 @@ struct HostCall {
 // launch, a synchronize, and its output copied back; any CUDA error names the kernel.
 Status run_on_host_buffers(const KernelSpec& spec, const HostCall& call);
 
+// Empty while this process's CUDA context works; once a kernel's fault has lost it,
+// the kernel and its fault ("q4_K.cuda.x's fault"). No CUDA kernel can run after that.
+std::string cuda_context_lost_after();
+
 }  // namespace qmv

@@ -22,6 +22,12 @@ Availability availability(const KernelSpec& spec) {
   if (!dev.present) return {false, dev.why_absent};
   if (dev.sm < spec.min_sm)
     return {false, fmt::format("needs sm_{}, device {} is sm_{}", spec.min_sm, dev.name, dev.sm)};
+#if defined(QMV_CUDA_HIGHEST_ARCH) && QMV_CUDA_HIGHEST_ARCH > 0
+  // Built only for older architectures, the kernel's code is its trap stub.
+  if (spec.min_sm > QMV_CUDA_HIGHEST_ARCH)
+    return {false, fmt::format("needs sm_{} code, and this build's newest is sm_{} (QMV_CUDA_ARCHS)", spec.min_sm,
+                               QMV_CUDA_HIGHEST_ARCH)};
+#endif
   return {true, {}};
 #else
   return {false, "this qmvlab was built without CUDA (QMV_CUDA=OFF)"};

@@ -131,36 +131,76 @@ const KernelSpec* scalar_reference(WeightType w) {
   return nullptr;
 }
 
-bool glob_match_any(std::string_view globs, std::string_view name) {
-  const std::string n(name);
-  std::size_t start = 0;
-  while (start <= globs.size()) {
-    std::size_t end = globs.find(',', start);
-    if (end == std::string_view::npos) end = globs.size();
-    const std::string pattern(globs.substr(start, end - start));
-    if (!pattern.empty() && fnmatch(pattern.c_str(), n.c_str(), 0) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
+namespace {
 
-std::vector<const KernelSpec*> Registry::select(std::string_view globs) const {
-  std::vector<const KernelSpec*> out;
+// The comma-separated patterns of a selection, the exclusions ("!glob") apart.
+struct GlobList {
+  std::vector<std::string> include, exclude;
+};
+
+GlobList split_globs(std::string_view globs) {
+  GlobList list;
   std::size_t start = 0;
   while (start <= globs.size()) {
     std::size_t end = globs.find(',', start);
     if (end == std::string_view::npos) end = globs.size();
     const std::string_view pattern = globs.substr(start, end - start);
     start = end + 1;
+    if (pattern.empty()) continue;
+    if (pattern.front() == '!') {
+      if (pattern.size() > 1) list.exclude.emplace_back(pattern.substr(1));
+    } else {
+      list.include.emplace_back(pattern);
+    }
+  }
+  return list;
+}
+
+bool matches(const std::string& pattern, std::string_view name) {
+  return fnmatch(pattern.c_str(), std::string(name).c_str(), 0) == 0;
+}
+
+bool excluded(const GlobList& list, const std::string& name) {
+  return std::any_of(list.exclude.begin(), list.exclude.end(), [&](const std::string& p) { return matches(p, name); });
+}
+
+}  // namespace
+
+bool glob_match_any(std::string_view globs, std::string_view name) {
+  const GlobList list = split_globs(globs);
+  const std::string n(name);
+  if (excluded(list, n)) return false;
+  // Exclusions alone select everything else.
+  if (list.include.empty()) return !list.exclude.empty();
+  return std::any_of(list.include.begin(), list.include.end(), [&](const std::string& p) { return matches(p, n); });
+}
+
+std::vector<std::string> unmatched_exclusions(std::string_view globs, const std::vector<std::string>& names) {
+  std::vector<std::string> unmatched;
+  for (const std::string& p : split_globs(globs).exclude)
+    if (std::none_of(names.begin(), names.end(), [&](const std::string& n) { return matches(p, n); }))
+      unmatched.push_back("!" + p);
+  return unmatched;
+}
+
+std::vector<const KernelSpec*> Registry::select(std::string_view globs) const {
+  const GlobList list = split_globs(globs);
+  std::vector<const KernelSpec*> out;
+  auto add = [&](const KernelSpec* k) {
+    if (!excluded(list, k->name) && std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  };
+  if (list.include.empty() && !list.exclude.empty())
+    for (const auto& k : specs_) add(&k);
+  for (const std::string& pattern : list.include) {
     std::vector<const KernelSpec*> matched;
     for (const auto& k : specs_)
-      if (glob_match_any(pattern, k.name)) matched.push_back(&k);
+      if (matches(pattern, k.name)) matched.push_back(&k);
     // A pattern written with the former names (and matching no current one) selects
     // the kernels they name now.
     if (matched.empty()) {
       std::string currents;
       for (const FormerName& f : former_kernel_names())
-        if (glob_match_any(pattern, f.former))
+        if (matches(pattern, f.former))
           for (const auto& k : specs_)
             if (k.name == f.current) {
               matched.push_back(&k);
@@ -168,8 +208,7 @@ std::vector<const KernelSpec*> Registry::select(std::string_view globs) const {
             }
       if (!matched.empty()) note_former_name(pattern, currents);
     }
-    for (const KernelSpec* k : matched)
-      if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+    for (const KernelSpec* k : matched) add(k);
   }
   std::sort(out.begin(), out.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
   return out;

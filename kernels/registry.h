@@ -16,7 +16,9 @@ class Registry {
   Status add(KernelSpec spec);
   const std::vector<KernelSpec>& all() const { return specs_; }
   const KernelSpec* find(std::string_view name) const;
-  // Kernels whose name matches any of the comma-separated shell globs, in name order.
+  // Kernels whose name matches any of the comma-separated shell globs and none of the
+  // exclusions among them ("!glob"), in name order. Exclusions alone select every other
+  // kernel: "!*.ggml.*" is all but the peer's.
   std::vector<const KernelSpec*> select(std::string_view globs) const;
 
  private:
@@ -39,7 +41,12 @@ const std::vector<PeerBuild>& peer_builds();
 // `<type>.cpu.scalar` for float weights): the reference others are measured against.
 const KernelSpec* scalar_reference(WeightType w);
 
-// True when `name` matches any of the comma-separated shell globs.
+// True when `name` is selected by the comma-separated shell globs, as Registry::select
+// reads them (exclusions included).
 bool glob_match_any(std::string_view globs, std::string_view name);
+
+// The exclusions ("!glob") among `globs` that match none of `names`: a misspelt
+// exclusion would otherwise leave in what it meant to take out.
+std::vector<std::string> unmatched_exclusions(std::string_view globs, const std::vector<std::string>& names);
 
 }  // namespace qmv

@@ -37,8 +37,17 @@
 # after every step, so a run stopped at a time limit keeps what finished. The run fails
 # (exit 1) when any step failed or ran nothing, naming them.
 #
+# A kernel that faults loses its process's CUDA context, and nothing after it in that
+# process can run. So one fault costs one kernel, not a step: check reports the pairs
+# it could not run as NOT RUN and they are checked again in fresh processes; a kernel
+# that failed check is left out of the later steps (bench, ffn, profile, accuracy, the
+# decode plans); and a device test that failed is run again alone, to tell the test
+# that failed from those that failed after it.
+#
 # Environment: QMV_GPU_KERNELS (the kernels list, check, bench, ffn and accuracy take;
-# default '*.cuda.*'), QMV_CUDA_ARCHS (default 90), QMV_GPU_BUILD_DIR (default build/gpu),
+# default '*.cuda.*'), QMV_GPU_EXCLUDE (comma-separated kernel globs the steps after
+# check leave out, as if they had failed check: what an earlier call found faulting),
+# QMV_CUDA_ARCHS (default 90), QMV_GPU_BUILD_DIR (default build/gpu),
 # QMV_GPU_BUNDLE (default build/gpu-bundle), QMV_GPU_RESULTS (default results/<gpu>),
 # QMV_GPU_STEP_TIMEOUT (seconds per step, default 420), QMV_GPU_MODEL (the decode model,
 # made when missing), QMV_REAL_MODEL (the realmodel step's GGUF).
@@ -202,7 +211,62 @@ step_peak() {
 
 step_check() {
   run_step check "$qmvlab" check --kernels "$kernels" --shapes default,128256x4096 --out "$results/check.csv"
-  require_in_log check 'check: [1-9][0-9]* passed' "no CUDA kernel passed a check"
+  recheck_not_run
+  if ! cat "$results"/check.log "$results"/check-rerun*.log 2>/dev/null | grep -Eq '^check: [1-9][0-9]* passed'; then
+    echo "gpu-run.sh: check: no CUDA kernel passed a check"
+    failed+=("check (no CUDA kernel passed a check)")
+  fi
+  local k
+  for k in $(cat "$results"/check.log "$results"/check-rerun*.log 2>/dev/null | awk '$1 == "FAIL" {print $2}' | sort -u); do
+    excluded+=("$k")
+  done
+  ((${#excluded[@]} == 0)) || echo "gpu-run.sh: the steps after check leave out: ${excluded[*]}"
+}
+
+# The pairs a check could not run after a fault lost its CUDA context (its NOT RUN
+# lines), checked again: one fresh process per shape, the same seed, rows appended to
+# check.csv. A fault among them leaves NOT RUN lines for the next round.
+recheck_not_run() {
+  local logs=("$results/check.log") round seed shape
+  rm -f "$results"/check-rerun*.log
+  seed=$(grep -oE 'rerun with --seed [0-9]+' "$results/check.log" | head -1 | awk '{print $NF}')
+  for round in 1 2 3 4; do
+    local pending
+    pending=$(cat "${logs[@]}" | awk '$1 == "NOT" && $2 == "RUN" {print $3, $4}' | sort -u)
+    [[ -n $pending ]] || return 0
+    logs=()
+    for shape in $(awk '{print $2}' <<<"$pending" | sort -u); do
+      local names
+      names=$(awk -v s="$shape" '$2 == s {print $1}' <<<"$pending" | paste -sd, -)
+      run_step "check-rerun$round-$shape" "$qmvlab" check --kernels "$names" --shapes "$shape" \
+        ${seed:+--seed "$seed"} --out "$results/check.csv" --append
+      logs+=("$results/check-rerun$round-$shape.log")
+    done
+  done
+  if cat "${logs[@]}" | grep -q '^NOT RUN '; then
+    echo "gpu-run.sh: check: pairs still not run after 4 rounds of fresh processes"
+    failed+=("check (pairs still not run after 4 rounds)")
+  fi
+}
+
+# The kernel selection of the steps after check: QMV_GPU_KERNELS (or $1) without the
+# kernels that failed check or QMV_GPU_EXCLUDE names.
+selected_kernels() {
+  local globs=${1:-$kernels} k
+  for k in "${excluded[@]}"; do globs+=",!$k"; done
+  echo "$globs"
+}
+
+# True when the decode plan (type=kernel,...) names a kernel the steps leave out.
+plan_excluded() {
+  local choice k
+  for choice in ${1//,/ }; do
+    for k in "${excluded[@]}"; do
+      # shellcheck disable=SC2053  # the right side is a glob
+      [[ ${choice#*=} == $k ]] && return 0
+    done
+  done
+  return 1
 }
 
 step_tests() {
@@ -210,6 +274,18 @@ step_tests() {
   run_step tests "$tests" \
     --gtest_filter='Cuda.*:CudaExecute.*:CudaDeathTest.*:CudaBench.*:CudaQuantize.*:GpuForwardDevice.*'
   require_in_log tests '\[  PASSED  \] [1-9]' "no device test passed"
+  # A test that faulted takes the tests after it down with the context: each failed
+  # test runs again alone, which tells the one that fails from those that only followed.
+  local t
+  rm -f "$results/tests-alone.log"
+  for t in $(grep -oE '^\[  FAILED  \] [A-Za-z0-9_]+\.[A-Za-z0-9_/]+' "$results/tests.log" | awk '{print $NF}' | sort -u); do
+    if timeout --signal=INT --kill-after=10 120 "$tests" --gtest_filter="$t" >>"$results/tests-alone.log" 2>&1; then
+      echo "gpu-run.sh: tests: passes alone: $t (it failed after an earlier test's fault)" | tee -a "$results/tests-alone.log"
+    else
+      echo "gpu-run.sh: tests: fails alone: $t" | tee -a "$results/tests-alone.log"
+    fi
+  done
+  save
   if grep -q '\[  SKIPPED \]' "$results/tests.log"; then
     echo "gpu-run.sh: tests: device tests skipped on a machine with a device:"
     grep '\[  SKIPPED \]' "$results/tests.log"
@@ -218,17 +294,17 @@ step_tests() {
 }
 
 step_bench() {
-  run_step bench "$qmvlab" bench --kernels "$kernels" --shapes llama-2-7b,llama-3-8b --min-time 0.05 \
+  run_step bench "$qmvlab" bench --kernels "$(selected_kernels)" --shapes llama-2-7b,llama-3-8b --min-time 0.05 \
     --out "$results/bench.csv"
   require_in_log bench 'GB/s' "no kernel was timed"
 }
 
 step_ffn() {
-  run_step ffn "$qmvlab" bench --kernels "$kernels" --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
+  run_step ffn "$qmvlab" bench --kernels "$(selected_kernels)" --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
     --out "$results/bench-ffn.csv"
   require_in_log ffn 'GB/s' "no kernel was timed"
   # The same launches replayed from CUDA graphs, as the decode runs them.
-  run_step ffn-graph "$qmvlab" bench --kernels "$kernels" --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
+  run_step ffn-graph "$qmvlab" bench --kernels "$(selected_kernels)" --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
     --gpu-graph --out "$results/bench-ffn-graph.csv"
   require_in_log ffn-graph 'GB/s' "no kernel was timed"
 }
@@ -248,13 +324,13 @@ step_profile() {
   metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size
   metrics+=,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio
   run_step profile "$ncu" --csv --metrics "$metrics" --cache-control all --clock-control none \
-    "$qmvlab" check --kernels "${QMV_PROFILE_KERNELS:-q4_K.cuda.*,q6_K.cuda.*}" --shapes 4096x14336,14336x4096 \
+    "$qmvlab" check --kernels "$(selected_kernels "${QMV_PROFILE_KERNELS:-q4_K.cuda.*,q6_K.cuda.*}")" --shapes 4096x14336,14336x4096 \
     --seed 7
   require_in_log profile 'dram__throughput' "ncu read no counter"
 }
 
 step_accuracy() {
-  run_step accuracy "$qmvlab" accuracy --kernels "$kernels" --out "$results/accuracy.csv"
+  run_step accuracy "$qmvlab" accuracy --kernels "$(selected_kernels)" --out "$results/accuracy.csv"
 }
 
 step_decode() {
@@ -272,28 +348,37 @@ step_decode() {
   # The bulk-copy kernels with the fused attention, then also launched as programmatic
   # dependents of the kernel before each (--overlap-weights).
   local bulk='q4_K=q4_K.cuda.tma_dp4a_q8_1,q6_K=q6_K.cuda.tma_dp4a_q8_1'
-  run_step decode-tma "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
-    --ignore-eos --quiet --plan "$bulk" --fuse-attention --out "$results/decode.csv"
-  run_step decode-tma-overlap "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
-    --ignore-eos --quiet --plan "$bulk" --fuse-attention --overlap-weights --out "$results/decode.csv"
+  if plan_excluded "$bulk"; then
+    echo "gpu-run.sh: decode-tma, decode-tma-overlap: not run, their plan names a kernel left out ($bulk)"
+  else
+    run_step decode-tma "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
+      --ignore-eos --quiet --plan "$bulk" --fuse-attention --out "$results/decode.csv"
+    run_step decode-tma-overlap "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
+      --ignore-eos --quiet --plan "$bulk" --fuse-attention --overlap-weights --out "$results/decode.csv"
+  fi
   # With each layer's q, k and v as three matvecs: what stacking them gains.
   run_step decode-qkv-apart "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
     --ignore-eos --quiet --no-stack-qkv --out "$results/decode.csv"
   # With each layer's gate and up as two matvecs: what stacking them gains.
   run_step decode-apart "$qmvlab" decode --model "$model" --device cuda --prompt-tokens "$prompt" -n 128 \
     --ignore-eos --quiet --no-stack-gate-up --out "$results/decode.csv"
+  local left_out
+  left_out=$(IFS=,; echo "${excluded[*]}")
   run_step plan-sweep python3 scripts/plan_sweep.py --qmvlab "$qmvlab" --model "$model" --device cuda --plans gpu \
-    --reference-plan 'q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32' --out "$results/decode-plans.csv" \
+    ${left_out:+--exclude "$left_out"} --reference-plan 'q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32' --out "$results/decode-plans.csv" \
     --log "$results/plan-sweep-commands.log"
   require_in_log plan-sweep 'tok/s' "no plan decoded"
   # An int8 plan without and with outlier routing: what the device-side test and the
   # graph's if/else nodes cost per token (the routed calls are in the log).
+  local int8='q4_K=q4_K.cuda.halfwarp_dp4a_q8_1,q6_K=q6_K.cuda.halfwarp_dp4a_q8_1'
+  if plan_excluded "$int8"; then
+    echo "gpu-run.sh: decode-int8, decode-routed: not run, their plan names a kernel left out ($int8)"
+    return 0
+  fi
   run_step decode-int8 "$qmvlab" decode --model "$model" --device cuda \
-    --plan 'q4_K=q4_K.cuda.halfwarp_dp4a_q8_1,q6_K=q6_K.cuda.halfwarp_dp4a_q8_1' --prompt-tokens "$prompt" -n 128 --ignore-eos --quiet \
-    --out "$results/decode.csv"
+    --plan "$int8" --prompt-tokens "$prompt" -n 128 --ignore-eos --quiet --out "$results/decode.csv"
   run_step decode-routed "$qmvlab" decode --model "$model" --device cuda \
-    --plan 'q4_K=q4_K.cuda.halfwarp_dp4a_q8_1,q6_K=q6_K.cuda.halfwarp_dp4a_q8_1' --route-outliers --prompt-tokens "$prompt" -n 128 \
-    --ignore-eos --quiet --out "$results/decode.csv"
+    --plan "$int8" --route-outliers --prompt-tokens "$prompt" -n 128 --ignore-eos --quiet --out "$results/decode.csv"
 }
 
 step_realmodel() {
@@ -340,6 +425,8 @@ device() {
   results=${QMV_GPU_RESULTS:-results/$gpu}
   mkdir -p "$results"
   failed=()
+  excluded=()
+  [[ -z ${QMV_GPU_EXCLUDE:-} ]] || IFS=, read -r -a excluded <<<"$QMV_GPU_EXCLUDE"
   local steps=("$@")
   ((${#steps[@]})) || steps=(probe list peak check tests bench)
   [[ ${steps[0]} == probe ]] || step_probe

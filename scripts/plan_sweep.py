@@ -18,6 +18,7 @@ default, `--reference-device`), over the prompt and the tokens the reference gen
 import argparse
 import array
 import csv
+import fnmatch
 import json
 import os
 import subprocess
@@ -46,6 +47,12 @@ def gpu_plans():
             rules.append(f"q6_K=q6_K.cuda.{q6}")
         plans.append(",".join(rules))
     return plans
+
+
+def names_excluded(plan, globs):
+    """Whether a plan (rules `selector=kernel`) names a kernel one of the globs matches."""
+    kernels = [rule.split("=", 1)[1] for rule in plan.split(",") if "=" in rule]
+    return any(fnmatch.fnmatchcase(k, g) for k in kernels for g in globs)
 
 
 def read_npy_f32(path):
@@ -114,6 +121,8 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     ap.add_argument("--plans", default="gpu", help="'gpu' or ';'-separated plans in decode's rule syntax")
+    ap.add_argument("--exclude", default="",
+                    help="comma-separated kernel globs: plans naming a kernel they match are left out")
     ap.add_argument("--reference-plan", required=True, help="plan with f32 activations the logits are compared with")
     ap.add_argument("--reference-device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--prompt-tokens", default="1,450,4996,310,278,3303,338")
@@ -126,6 +135,10 @@ def main():
     if not os.path.isfile(args.model):
         fail(f"{args.model}: no such model file")
     plans = gpu_plans() if args.plans == "gpu" else [p for p in args.plans.split(";") if p]
+    excluded = [g for g in args.exclude.split(",") if g]
+    for plan in [p for p in plans if names_excluded(p, excluded)]:
+        print(f"plan_sweep.py: left out (it names an excluded kernel): {plan}", flush=True)
+        plans.remove(plan)
     if not plans:
         fail("no plans to sweep")
 

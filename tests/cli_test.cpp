@@ -35,6 +35,16 @@ TEST(Cli, NoSubcommandIsAnError) { EXPECT_EQ(qmvlab("").code, 2); }
 
 TEST(Cli, UnknownKernelName) { expect_error("check --kernels q4_K.cpu.nonexistent", "unknown kernel 'q4_K.cpu.nonexistent'"); }
 TEST(Cli, EmptySelection) { expect_error("bench --kernels 'q9_K.*'", "no kernel matches 'q9_K.*'"); }
+TEST(Cli, MisspeltExclusionIsRefused) {
+  expect_error("check --kernels 'q4_K.*,!q4_K.cpu.scalr_f32' --shapes 8x256", "'!q4_K.cpu.scalr_f32' excludes no kernel");
+  expect_error("tune --model /nonexistent.gguf --kernels '!q9_K.*'", "'!q9_K.*' excludes no kernel");
+}
+TEST(Cli, ExclusionTakesKernelsOut) {
+  const CliRun r = qmvlab("list --kernels 'q4_K.cpu.scalar*,!q4_K.cpu.scalar_q8k'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("q4_K.cpu.scalar_f32"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("q4_K.cpu.scalar_q8k"), std::string::npos) << r.output;
+}
 TEST(Cli, UnsupportedShape) {
   expect_error("check --kernels 'q4_K.*' --shapes 3x100", "shape 3x100 is not supported by any selected kernel");
 }

@@ -292,6 +292,37 @@ TEST(Cuda, WeightCacheReusesUploadsButNeverServesStaleBytes) {
   std::exit(named && refused ? 0 : 1);
 }
 
+// In a child process: the check of a faulting kernel and a good one on two shapes. Exits
+// 0 when the faulting kernel failed, and every pair after its fault was reported as not
+// run (naming it) rather than as a failure of its own.
+[[noreturn]] void check_after_a_fault() {
+  const KernelSpec bad = cuda_spec("q4_K.cuda.test_faults", faults);
+  const KernelSpec good = cuda_spec("q4_K.cuda.test_host_computed", host_computed);
+  CheckConfig cfg;
+  cfg.seed = 11;
+  int failed = 0, not_run = 0, other = 0;
+  for (const auto& r : run_check({&bad, &good}, {{3, 256}, {8, 512}}, cfg)) {
+    const bool names_culprit = r.not_run.find("q4_K.cuda.test_faults") != std::string::npos;
+    if (r.spec == &bad && r.shape == Shape{3, 256} && !r.passed() && r.not_run.empty() && !r.cases.empty())
+      ++failed;
+    else if (names_culprit && r.cases.empty() && !r.passed())
+      ++not_run;
+    else
+      ++other;
+    std::fprintf(stderr, "%s %s: not_run '%s', %zu cases\n", r.spec->name.c_str(), to_string(r.shape).c_str(),
+                 r.not_run.c_str(), r.cases.size());
+  }
+  std::exit(failed == 1 && not_run == 3 && other == 0 ? 0 : 1);
+}
+
+// After a fault, the check does not blame the kernels it can no longer run: it reports
+// them as not run, so a fresh process can check them.
+TEST(CudaDeathTest, CheckReportsPairsAfterAFaultAsNotRun) {
+  SKIP_WITHOUT_DEVICE();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(check_after_a_fault(), ::testing::ExitedWithCode(0), "");
+}
+
 // A fault inside a kernel surfaces at the synchronize, named after the kernel; later
 // calls are refused naming it rather than failing under their own names. In a child
 // process (re-executed, so it starts with a fresh CUDA context): the fault leaves its

@@ -118,6 +118,8 @@ TEST(Experiment, EveryErrorNamesFileKeyAndLine) {
       {"name = \"e\"\nkernels = \"*\"\nshapes = [\"1x256\"]\n", "bad.toml:2: key 'kernels': expected an array"},
       {"name = \"e\"\nkernels = []\nshapes = [\"1x256\"]\n", "bad.toml:2: key 'kernels': empty array"},
       {"name = \"e\"\nkernels = [\"nope.*\"]\nshapes = [\"1x256\"]\n", "bad.toml:2: key 'kernels': no kernel matches 'nope.*'"},
+      {"name = \"e\"\nkernels = [\"*\", \"!q9_K.*\"]\nshapes = [\"1x256\"]\n",
+       "bad.toml:2: key 'kernels': '!q9_K.*' excludes no kernel"},
       {"name = \"e\"\nkernels = [\"*\"]\nshapes = []\n", "bad.toml:3: key 'shapes': empty array"},
       {"name = \"e\"\nkernels = [\"*\"]\nshapes = [\n  \"1x256\",\n  \"llama-9\"]\n", "bad.toml:5: key 'shapes': bad shape 'llama-9'"},
       {"name = \"e\"\nkernels = [\"*\"]\nshapes = [256]\n", "bad.toml:3: key 'shapes': expected a preset name"},

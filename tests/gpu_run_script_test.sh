@@ -58,7 +58,55 @@ code=$(FAKE_DRIVER=535.54 PATH=$work/fake:$PATH run list)
 [[ $code == 1 ]] || fail "old driver: exit $code, want 1"
 grep -q "needs driver >= 580, this machine has 535" "$work/log" || fail "old driver: no reason: $(cat "$work/log")"
 
+# 5. A kernel that faults: stand-ins for qmvlab and qmv_tests act out a lost CUDA
+#    context. The pairs check could not run are checked again in fresh processes, one
+#    per shape, with the same seed and appended rows; the faulting kernel is left out
+#    of the bench, with QMV_GPU_EXCLUDE's; each failed device test runs again alone.
+mkdir -p "$work/faulty/bin"
+cat >"$work/faulty/bin/qmvlab" <<'FAKE'
+#!/usr/bin/env bash
+echo "$*" >>"$FAKE_CALLS"
+case "$*" in
+  "check --kernels *.cuda.* "*)
+    echo "checking 3 kernel(s) on 2 shape(s), 16 thread(s), seed 42 (rerun with --seed 42)"
+    echo "PASS q4_K.cuda.a              8x256  gaussian: kernel 1e-9"
+    echo "FAIL q4_K.cuda.bad            8x256  gaussian: kernel nan <- failed on the device"
+    echo "NOT RUN q4_K.cuda.b              8x256  the CUDA context was lost after q4_K.cuda.bad's fault"
+    echo "NOT RUN q4_K.cuda.a             16x256  the CUDA context was lost after q4_K.cuda.bad's fault"
+    echo "NOT RUN q4_K.cuda.b             16x256  the CUDA context was lost after q4_K.cuda.bad's fault"
+    echo "check: 1 passed, 1 failed, 0 skipped"
+    exit 1 ;;
+  check*) echo "PASS ${3%%,*} ${5}"; echo "check: 1 passed, 0 failed, 0 skipped" ;;
+  bench*) echo "1.0 GB/s" ;;
+esac
+FAKE
+cat >"$work/faulty/bin/qmv_tests" <<'FAKE'
+#!/usr/bin/env bash
+case "$*" in
+  --gtest_filter=Cuda.Victim) echo "[  PASSED  ] 1 test." ;;
+  --gtest_filter=Cuda.Culprit) echo "[  FAILED  ] Cuda.Culprit (3 ms)"; exit 1 ;;
+  *) printf '%s\n' "[  PASSED  ] 5 tests." "[  FAILED  ] Cuda.Culprit (3 ms)" "[  FAILED  ] Cuda.Victim (1 ms)" \
+       "[  FAILED  ] 2 tests, listed below:" "[  FAILED  ] Cuda.Culprit" "[  FAILED  ] Cuda.Victim"; exit 1 ;;
+esac
+FAKE
+chmod +x "$work/faulty/bin/qmvlab" "$work/faulty/bin/qmv_tests"
+cp "$work/bundle/requires" "$work/faulty/"
+export FAKE_CALLS=$work/calls
+code=$(QMV_GPU_BUNDLE=$work/faulty QMV_GPU_EXCLUDE='q6_K.cuda.slow*' PATH=$work/fake:$PATH run check bench tests)
+[[ $code == 1 ]] || fail "faulting kernel: exit $code, want 1: $(cat "$work/log")"
+grep -qx 'check --kernels q4_K.cuda.b --shapes 8x256 --seed 42 --out .*/check.csv --append' "$FAKE_CALLS" ||
+  fail "faulting kernel: 8x256 not checked again: $(cat "$FAKE_CALLS")"
+grep -qx 'check --kernels q4_K.cuda.a,q4_K.cuda.b --shapes 16x256 --seed 42 --out .*/check.csv --append' "$FAKE_CALLS" ||
+  fail "faulting kernel: 16x256 not checked again: $(cat "$FAKE_CALLS")"
+grep -q '^bench --kernels \*\.cuda\.\*,!q6_K\.cuda\.slow\*,!q4_K\.cuda\.bad --shapes' "$FAKE_CALLS" ||
+  fail "faulting kernel: bench did not leave it out: $(grep bench "$FAKE_CALLS")"
+grep -q "fails alone: Cuda.Culprit" "$work/log" || fail "tests: culprit not named: $(cat "$work/log")"
+grep -q "passes alone: Cuda.Victim" "$work/log" || fail "tests: victim not told apart: $(cat "$work/log")"
+grep -q "FAILED: check (exit 1) tests (exit 1)" "$work/log" || fail "faulting kernel: failures not named: $(tail -3 "$work/log")"
+grep -q "check (no CUDA kernel passed" "$work/log" && fail "faulting kernel: passes in reruns were not counted"
+[[ $(wc -l <"$FAKE_CALLS") == 4 ]] || fail "faulting kernel: want 3 checks and 1 bench: $(cat "$FAKE_CALLS")"
+
 # 4. An unknown step is a usage error.
 code=$(PATH=$work/fake:$PATH run frobnicate)
 [[ $code == 2 ]] || fail "unknown step: exit $code, want 2"
-echo "gpu-run.sh fails loudly without a usable GPU: 5 cases passed"
+echo "gpu-run.sh fails loudly without a usable GPU, and one fault costs one kernel: 6 cases passed"

@@ -59,6 +59,21 @@ assert [r["plan"] for r in csv.DictReader(open(out2))] == [f32], open(out2).read
 logged = open(log).read()
 assert "no_such_kernel" in logged and "(exit 2)" in logged, logged[-2000:]
 
+# --exclude leaves out the plans naming a kernel it matches, and says so; excluding
+# every plan is an error.
+out3 = os.path.join(work, "plans-excluded.csv")
+res = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model, "--device", "cpu",
+                      "--plans", f"{f32};{int8}", "--exclude", "q6_K.cpu.scalar_q8k,q9_K.*", "--reference-plan",
+                      reference, "--prompt-tokens", "1,7,42", "-n", "4", "--logit-positions", "3", "--threads", "1",
+                      "--out", out3], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+assert res.returncode == 0, res.stdout
+assert "left out (it names an excluded kernel): " + int8 in res.stdout, res.stdout
+assert [r["plan"] for r in csv.DictReader(open(out3))] == [f32], open(out3).read()
+res = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model, "--device", "cpu",
+                      "--plans", int8, "--exclude", "*.cpu.*", "--reference-plan", reference, "--out", out3],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+assert res.returncode == 2 and "no plans to sweep" in res.stderr, res.stderr
+
 # Errors: a missing model is one line and exit 2.
 bad = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model + ".missing",
                       "--reference-plan", reference, "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -64,6 +64,22 @@ TEST(Registry, GlobSelection) {
   EXPECT_TRUE(r.select("q4_K.cpu.scala").empty());  // globs match whole names
   ASSERT_NE(r.find("q6_K.cuda.halfwarp_dp4a_q8_1"), nullptr);
   EXPECT_EQ(r.find("nope"), nullptr);
+
+  // Exclusions take out what they match wherever they stand; alone they keep the rest.
+  EXPECT_EQ(names(r.select("q4_K.*,!*.cuda.*")), (std::vector<std::string>{"q4_K.cpu.avx2_q8k", "q4_K.cpu.scalar_f32"}));
+  EXPECT_EQ(names(r.select("!q4_K.cpu.avx2_q8k,q4_K.cpu.*")), (std::vector<std::string>{"q4_K.cpu.scalar_f32"}));
+  EXPECT_EQ(names(r.select("!*.cpu.*")),
+            (std::vector<std::string>{"q4_K.cuda.dp4a_q8_1", "q6_K.cuda.halfwarp_dp4a_q8_1"}));
+  EXPECT_TRUE(r.select("q6_K.cpu.*,!*.scalar_f32").empty());
+  EXPECT_TRUE(r.select("!").empty());  // a bare "!" excludes nothing and selects nothing
+  EXPECT_TRUE(glob_match_any("*,!q4_K.*", "q6_K.cpu.scalar_f32"));
+  EXPECT_FALSE(glob_match_any("*,!q4_K.*", "q4_K.cpu.scalar_f32"));
+  EXPECT_TRUE(glob_match_any("!q4_K.*", "q6_K.cpu.scalar_f32"));
+  EXPECT_FALSE(glob_match_any("", "q6_K.cpu.scalar_f32"));
+  const std::vector<std::string> all = {"q4_K.cpu.scalar_f32", "q6_K.cuda.halfwarp_dp4a_q8_1"};
+  EXPECT_EQ(unmatched_exclusions("*,!q4_K.cpu.*,!q5_K.*,!*.cuda.tma*", all),
+            (std::vector<std::string>{"!q5_K.*", "!*.cuda.tma*"}));
+  EXPECT_TRUE(unmatched_exclusions("q5_K.*", all).empty());
 }
 
 TEST(Registry, GlobalRegistryHasTheReferenceKernels) {

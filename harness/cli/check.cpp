@@ -87,9 +87,15 @@ class CheckCommand : public Command {
     fmt::print("checking {} kernel(s) on {} shape(s), {} thread(s), seed {} (rerun with --seed {})\n",
                kernels.size(), shapes.size(), cfg.threads, cfg.seed, cfg.seed);
     std::fflush(stdout);
-    int passed = 0, failed = 0, skipped = 0;
+    int passed = 0, failed = 0, skipped = 0, not_run = 0;
+    std::string lost;
     run_check(kernels, shapes, cfg, [&](const CheckResult& r) {
-      if (!r.skipped.empty()) {
+      if (!r.not_run.empty()) {
+        // No row: the pair was not checked, and a rerun in a fresh process appends it.
+        ++not_run;
+        lost = r.not_run;
+        fmt::print("NOT RUN {:<24} {:>11}  {}\n", r.spec->name, to_string(r.shape), r.not_run);
+      } else if (!r.skipped.empty()) {
         ++skipped;
         fmt::print("SKIP {:<24} {:>11}  {}\n", r.spec->name, to_string(r.shape), r.skipped);
         if (csv)
@@ -108,6 +114,13 @@ class CheckCommand : public Command {
     });
     if (csv) fmt::print("wrote {}\n", csv->path());
     fmt::print("check: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
+    if (not_run) {
+      fmt::print(stderr,
+                 "check: {} kernel x shape pair(s) not run: {}; check them in a fresh process (the NOT RUN lines "
+                 "name them; --append adds their rows)\n",
+                 not_run, lost);
+      return 1;
+    }
     // Asked only for CUDA kernels and none could run (no device, say): a run that
     // checked nothing must not pass as a run that checked everything.
     const bool only_cuda = std::all_of(kernels.begin(), kernels.end(),

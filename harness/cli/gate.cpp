@@ -165,6 +165,7 @@ int GateCommand::run(const std::string&) {
     if (!r.skipped.empty()) return;
     if (r.passed()) return void(++passed);
     ++failed;
+    if (!r.not_run.empty()) fmt::print("FAIL check {} {}: not run: {}\n", r.spec->name, to_string(r.shape), r.not_run);
     for (const auto& c : r.cases)
       if (!c.passed) fmt::print("FAIL check {} {} ({}): {}\n", r.spec->name, to_string(r.shape), c.activation, c.failure);
   });

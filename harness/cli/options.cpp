@@ -1,6 +1,7 @@
 #include "harness/cli/options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -11,6 +12,10 @@
 namespace qmv {
 
 std::vector<const KernelSpec*> select_kernels(const std::string& globs) {
+  std::vector<std::string> names;
+  for (const auto& k : global_registry().all()) names.push_back(k.name);
+  if (const auto unmatched = unmatched_exclusions(globs, names); !unmatched.empty())
+    throw UsageError(fmt::format("'{}' excludes no kernel (see `qmvlab list`)", fmt::join(unmatched, ",")));
   const auto selected = global_registry().select(globs);
   if (!selected.empty()) return selected;
   const bool has_wildcard = globs.find_first_of("*?[") != std::string::npos;

@@ -71,8 +71,8 @@ std::string duration(double s) {
 
 SweepCheck summarize(const CheckResult& r) {
   SweepCheck c;
-  if (!r.skipped.empty()) {
-    c.failure = r.skipped;
+  if (!r.skipped.empty() || !r.not_run.empty()) {
+    c.failure = r.skipped.empty() ? "not run: " + r.not_run : r.skipped;
     return c;
   }
   c.ran = true;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "harness/cli/command.h"
+#include "harness/cli/options.h"
 #include "harness/machine.h"
 #include "harness/table.h"
 #include "harness/tune.h"
@@ -96,6 +97,7 @@ bool TuneCommand::chosen() const { return o_.cmd->parsed(); }
 
 int TuneCommand::run(const std::string&) {
   const Options& o = o_;
+  select_kernels(o.config.kernels);  // refuses globs that select nothing, and misspelt exclusions, before the load
   // Loaded as `decode` loads it, so the decode comparison reads weights as decode does.
   const LoadedModel m(o.model, o.no_decode ? gguf::Residence::Mapped : gguf::Residence::Loaded);
   const ModelConfig& c = m.config;

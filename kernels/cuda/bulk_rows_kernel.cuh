@@ -51,7 +51,12 @@ __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
   let_dependent_kernel_start();
   const WarpRows rows = warp_rows(plan, blockIdx.x, warp);
   const int n = items(plan, rows);
-  if (n == 0) return;  // a warp past its CTA's rows
+  if (n == 0) {  // a warp past its CTA's rows
+    // Still waits: a kernel launched as this one's dependent counts on this grid ending
+    // only after the grid before it, which takes one waiting thread.
+    wait_for_previous_kernel();
+    return;
+  }
   std::uint8_t* const stages = shared_stages + std::size_t(warp) * kStages * kStage;
   std::uint64_t* const landed = landed_all[warp];
 
