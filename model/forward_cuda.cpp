@@ -57,6 +57,9 @@ struct GpuForward::Impl {
   cudaGraphExec_t graph_exec = nullptr;
   bool capturing = false;
   bool warmed_up = false;  // a step ran op by op: every kernel has launched once
+  // The capture's last node is not a kernel (a routing if/else node): a launch after it
+  // goes without the overlap, since a programmatic edge leaves only a kernel node.
+  bool after_non_kernel_node = false;
 
   // Outlier routing. In a captured graph each routed matvec is an if/else node with a
   // conditional handle of its own (CUDA allows one node per handle): the test kernel
@@ -123,6 +126,7 @@ struct GpuForward::Impl {
     if (op_timing) record_boundary(part);
     nvtxRangePushA(kernel);
     const Status st = launch();
+    after_non_kernel_node = false;
     nvtxRangePop();
     if (!st.ok()) throw std::runtime_error(fmt::format("GPU {} ({}): {}", op_label(part), kernel, st.error));
     if (opt.sync_each_op && !capturing)
@@ -199,7 +203,7 @@ struct GpuForward::Impl {
       const void* x = activation(kernel.act, x_bytes);
       MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, out, w2, w2_bytes, out2);
       a.stream = s;
-      a.overlap_previous = opt.overlap_weights;
+      a.overlap_previous = opt.overlap_weights && !after_non_kernel_node;
       op(static_cast<int>(m.part), kernel.name.c_str(), [&] { return invoke(kernel, a); });
     };
     for_each_invocation(kernel, m, y, y2, launch);
@@ -407,6 +411,7 @@ void GpuForward::Impl::routed_in_graph(const MatvecOp& m, int slot, float* y, fl
                     to_string(m.part)));
   check(cudaStreamUpdateCaptureDependencies(stream, &node, nullptr, 1, cudaStreamSetCaptureDependencies),
         "continuing the capture after the routing node");
+  after_non_kernel_node = true;
   pending_branches.push_back({params.conditional.phGraph_out[0], m.outlier_kernel, m, y, y2, prepared.x, prepared.n});
   pending_branches.push_back({params.conditional.phGraph_out[1], m.kernel, m, y, y2, prepared.x, prepared.n});
 }

@@ -430,6 +430,48 @@ TEST(GpuForwardDevice, OutlierRoutingPicksTheKernelOnTheDeviceInGraphsAndOpByOp)
   }
 }
 
+// Overlapped launches with outlier routing in a graph: the matvec after an if/else node
+// has a conditional node before it, not a kernel, so it launches without the overlap.
+// The bulk-copy plan's int8 matvecs routed at thresholds some vectors reach: the same
+// tokens and logits as the plain launches, bit for bit.
+TEST(GpuForwardDevice, OverlappedLaunchesAfterRoutingNodesAreThePlainOnesBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(testing::synthetic_model("llama", "q4_K_m"));
+  int bulk = 0;
+  const auto plan = testing::gpu_plan(testing::cpu_f32_plan(m.weights), [&](const PlannedMatvec& p) {
+    const KernelSpec* k = global_registry().find(std::string(to_string(p.weight)) + ".cuda.tma_dp4a_q8_1");
+    if (p.op != "ffn_up_gate" && k && k->supports(p.shape) && availability(*k).available) {
+      ++bulk;
+      return k;
+    }
+    const KernelSpec* other = cuda_kernel_for(p, ActFormat::Q8_1);
+    return other ? other : cuda_kernel_for(p, ActFormat::F32);
+  });
+  if (bulk == 0) GTEST_SKIP() << "no bulk-copy kernel runs here (they need sm_90)";
+  const auto tokens = random_tokens(12, m.config.vocab_size, rng);
+  const int n = static_cast<int>(tokens.size());
+  for (const double k : {3.0, 4.0}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    GpuForwardOptions overlap_options = options(n, true);
+    overlap_options.overlap_weights = true;
+    GpuForward plain(m.config, m.weights, routed_plan(plan, k), options(n, true));
+    GpuForward overlap(m.config, m.weights, routed_plan(plan, k), overlap_options);
+    for (int t : tokens) {
+      ASSERT_EQ(plain.step(t), overlap.step(t));
+      ASSERT_TRUE(same_logits(plain, overlap)) << "overlapped launches differ";
+    }
+    EXPECT_EQ(plain.routing().routed, overlap.routing().routed);
+    std::int64_t routable = 0, sent = 0;
+    for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
+      routable += overlap.routing().routable[i];
+      sent += overlap.routing().routed[i];
+    }
+    EXPECT_GT(sent, 0) << "no vector tripped: no matvec followed a taken routing branch";
+    EXPECT_LT(sent, routable) << "every vector tripped";
+  }
+}
+
 // The tuned variants, not only the baselines, inside the decode step: op by op, in a
 // CUDA graph, and (the int8 ones) as the int8 body of a routing if/else node whose f32
 // body is a multi-warp kernel. Each family runs the Q4_K tensors of a Q4_K_M model, and
