@@ -716,6 +716,7 @@ void run_gpu_points(const std::vector<Point>& points, const BenchConfig& cfg, Be
     g.args.y2_len = fused ? y2.size() / sizeof(float) : 0;
     g.args.threads = g.pt.threads;
     g.args.stream = stream.get();
+    g.args.overlap_previous = cfg.gpu_overlap;
     g.x_float = static_cast<const float*>(a.floats.get());
     g.x_quantized = static_cast<BlockQ8_1*>(a.quantized.get());
   }

@@ -27,6 +27,11 @@ struct BenchConfig {
   // per graph), as the GPU decode runs its kernels, instead of launched from the host
   // one by one. The rows' command names the choice (--gpu-graph).
   bool gpu_graph = false;
+  // CUDA: each timed matvec launched as a programmatic dependent of the launch before
+  // (MatVecArgs::overlap_previous), as `decode --overlap-weights` launches them: the
+  // kernels that can (the bulk-copy ones) stream their weights while the one before
+  // finishes; the others launch as usual. The rows' command names it (--gpu-overlap).
+  bool gpu_overlap = false;
   int repetitions = 5;
   double min_time_s = 0.1;  // per repetition
   // Repetitions of all points in random order, so drift of a noisy machine lands on

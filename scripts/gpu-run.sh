@@ -22,7 +22,9 @@
 #   tests     the device tests of qmv_tests (not the CPU replays); fails when none ran
 #   bench     cold bench of every CUDA kernel on the Llama-2-7B and Llama-3-8B shapes
 #   ffn       cold bench of every CUDA kernel on the FFN shapes 4096x14336, 14336x4096 only,
-#             launched from the host and replayed from CUDA graphs (--gpu-graph)
+#             launched from the host and replayed from CUDA graphs (--gpu-graph); then the
+#             bulk-copy and half-warp kernels replayed with each launch overlapping the one
+#             before (--gpu-overlap)
 #   profile   Nsight Compute counters of the Q4_K/Q6_K kernels on the FFN shapes (ncu)
 #   accuracy  the accuracy study with the GPU rows
 #   decode    a Llama-2-7B-shaped Q4_K_M model made there; the auto plan (also with the
@@ -307,6 +309,12 @@ step_ffn() {
   run_step ffn-graph "$qmvlab" bench --kernels "$(selected_kernels)" --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 \
     --gpu-graph --out "$results/bench-ffn-graph.csv"
   require_in_log ffn-graph 'GB/s' "no kernel was timed"
+  # The bulk-copy kernels replayed from graphs, each launch overlapping the one before
+  # (--gpu-overlap), beside the half-warp ones, which launch as usual: a stream of
+  # matvecs with no gap between them, as decode --overlap-weights runs them.
+  run_step ffn-overlap "$qmvlab" bench --kernels "$(selected_kernels "${QMV_OVERLAP_KERNELS:-*.cuda.tma_*,q4_K.cuda.halfwarp_dp4a_q8_1,q6_K.cuda.halfwarp_dp4a_q8_1}")" \
+    --shapes 4096x14336,14336x4096 --min-time 0.05 --reps 7 --gpu-graph --gpu-overlap --out "$results/bench-ffn-overlap.csv"
+  require_in_log ffn-overlap 'GB/s' "no kernel was timed"
 }
 
 step_profile() {

@@ -377,6 +377,35 @@ TEST(CudaBench, WindowReadsOnAStreamAndFromAGraph) {
   }
 }
 
+// --gpu-overlap: every launch of the point asks to overlap the one before, from the
+// host and from a graph; without it none does.
+int overlapped_launches = 0, plain_launches = 0;
+Status fill_and_count_overlap(const MatVecArgs& a) {
+  ++(a.overlap_previous ? overlapped_launches : plain_launches);
+  return fill_output(a);
+}
+
+TEST(CudaBench, OverlapAsksEveryLaunchToOverlapTheOneBefore) {
+  const cuda::DeviceInfo& dev = cuda::current_device();
+  if (!dev.present) GTEST_SKIP() << dev.why_absent;
+  KernelSpec k = fill_spec("q4_K.cuda.test_fill_overlap", ActFormat::Q8_1);
+  k.run = fill_and_count_overlap;
+  for (const bool overlap : {true, false})
+    for (const bool graph : {false, true}) {
+      SCOPED_TRACE(std::string(overlap ? "overlap" : "plain") + (graph ? ", graph" : ", host launches"));
+      BenchConfig cfg;
+      cfg.repetitions = 2;
+      cfg.min_time_s = 0.005;
+      cfg.gpu_graph = graph;
+      cfg.gpu_overlap = overlap;
+      overlapped_launches = plain_launches = 0;
+      const BenchOutcome out = run_bench({&k}, {{256, 4096}}, cfg, {});
+      ASSERT_EQ(out.rows.size(), 1u);
+      EXPECT_GT(overlap ? overlapped_launches : plain_launches, 10);
+      EXPECT_EQ(overlap ? plain_launches : overlapped_launches, 0);
+    }
+}
+
 // --gpu-graph: the timed launches replayed from a graph, whole laps of the copies.
 TEST(CudaBench, GraphReplayTimesWholeLapsOfTheCopies) {
   const cuda::DeviceInfo& dev = cuda::current_device();

@@ -35,6 +35,9 @@ class BenchCommand : public Command {
     cmd_->add_flag("--gpu-graph", config_.gpu_graph,
                    "CUDA: replay the timed launches from a CUDA graph, as the GPU decode runs them, instead of "
                    "launching each from the host");
+    cmd_->add_flag("--gpu-overlap", config_.gpu_overlap,
+                   "CUDA: launch each timed matvec as a programmatic dependent of the one before, as decode "
+                   "--overlap-weights does (the bulk-copy kernels stream weights meanwhile; others ignore it)");
     cmd_->add_flag("--no-interleave", no_interleave_,
                    "Run each point's repetitions back to back instead of interleaving all points");
     cmd_->add_option("--reps", config_.repetitions, "Repetitions per point (min/median/max over them)")
