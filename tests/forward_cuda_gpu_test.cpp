@@ -322,14 +322,12 @@ TEST(GpuForwardDevice, FusedAttentionIsTheSeparateKernelsBitForBit) {
 // the same kernels, so the same tokens and logits bit for bit, from a graph and op by
 // op, with the fused attention and without. A race between a matvec and the kernel it
 // overlaps (reading activations, or writing its output, too early) would show here.
-TEST(GpuForwardDevice, OverlappedMatvecLaunchesAreThePlainOnesBitForBit) {
-  REQUIRE_GPU();
-  std::mt19937 rng(fresh_seed());
-  const LoadedModel m(testing::synthetic_model("llama", "q4_K_m"));
-  int bulk = 0;
-  const auto plan = testing::gpu_plan(testing::cpu_f32_plan(m.weights), [&](const PlannedMatvec& p) {
-    const std::string name = std::string(to_string(p.weight)) + ".cuda.tma_dp4a_q8_1";
-    const KernelSpec* k = global_registry().find(name);
+// The bulk-copy kernel of each matvec's type where it runs here, else an int8 kernel (an
+// f32 one where there is none); `bulk` counts the matvecs on bulk-copy kernels.
+std::vector<PlannedMatvec> bulk_copy_plan(const ModelWeights& w, int& bulk) {
+  bulk = 0;
+  return testing::gpu_plan(testing::cpu_f32_plan(w), [&](const PlannedMatvec& p) {
+    const KernelSpec* k = global_registry().find(std::string(to_string(p.weight)) + ".cuda.tma_dp4a_q8_1");
     if (p.op != "ffn_up_gate" && k && k->supports(p.shape) && availability(*k).available) {
       ++bulk;
       return k;
@@ -337,6 +335,14 @@ TEST(GpuForwardDevice, OverlappedMatvecLaunchesAreThePlainOnesBitForBit) {
     const KernelSpec* other = cuda_kernel_for(p, ActFormat::Q8_1);
     return other ? other : cuda_kernel_for(p, ActFormat::F32);
   });
+}
+
+TEST(GpuForwardDevice, OverlappedMatvecLaunchesAreThePlainOnesBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(testing::synthetic_model("llama", "q4_K_m"));
+  int bulk = 0;
+  const auto plan = bulk_copy_plan(m.weights, bulk);
   std::printf("%d of %zu matvecs on bulk-copy kernels (the others ignore the overlap)\n", bulk, plan.size());
   int compared = 0;
   for (bool fused : {false, true}) {
@@ -439,15 +445,7 @@ TEST(GpuForwardDevice, OverlappedLaunchesAfterRoutingNodesAreThePlainOnesBitForB
   std::mt19937 rng(fresh_seed());
   const LoadedModel m(testing::synthetic_model("llama", "q4_K_m"));
   int bulk = 0;
-  const auto plan = testing::gpu_plan(testing::cpu_f32_plan(m.weights), [&](const PlannedMatvec& p) {
-    const KernelSpec* k = global_registry().find(std::string(to_string(p.weight)) + ".cuda.tma_dp4a_q8_1");
-    if (p.op != "ffn_up_gate" && k && k->supports(p.shape) && availability(*k).available) {
-      ++bulk;
-      return k;
-    }
-    const KernelSpec* other = cuda_kernel_for(p, ActFormat::Q8_1);
-    return other ? other : cuda_kernel_for(p, ActFormat::F32);
-  });
+  const auto plan = bulk_copy_plan(m.weights, bulk);
   if (bulk == 0) GTEST_SKIP() << "no bulk-copy kernel runs here (they need sm_90)";
   const auto tokens = random_tokens(12, m.config.vocab_size, rng);
   const int n = static_cast<int>(tokens.size());
