@@ -12,8 +12,14 @@ constexpr const char* kName = "q4_K.cuda.tma_dp4a_q8_1";
 
 // The weights from the stage (plain shared-memory loads: every super-block of a stage
 // starts on a 16-byte boundary); the activations as GlobalLoads reads them. 16-byte
-// loads are all the quarter-warp lane layout makes of the weights (qs and header).
+// loads are all the quarter-warp lane layout makes of the weights (qs and header); the
+// narrower GlobalLoads forms read global memory only, so lane code calling one with a
+// stage's address does not compile.
 struct StageLoads : GlobalLoads {
+  std::uint8_t w8(const std::uint8_t*) const = delete;
+  std::uint16_t w16(const std::uint16_t*) const = delete;
+  std::uint32_t w32(const std::uint32_t*) const = delete;
+  U32x2 w32x2(const std::uint32_t*) const = delete;
   QMV_HD U32x4 w32x4(const std::uint32_t* p) const {
     const uint4 v = *reinterpret_cast<const uint4*>(p);
     return {v.x, v.y, v.z, v.w};

@@ -15,6 +15,11 @@ constexpr const char* kName = "q6_K.cuda.tma_dp4a_q8_1";
 // The weights from the stage: plain shared-memory loads, zero where the predicate is
 // off, as GlobalReads' are; the activations as GlobalReads reads them.
 struct StageReads : GlobalReads {
+  // GlobalReads' unconditional forms read global memory only (they call its own *_if
+  // forms), so lane code calling one with a stage's address does not compile.
+  std::uint8_t weight_u8(const std::uint8_t*) const = delete;
+  std::uint16_t weight_u16(const std::uint8_t*) const = delete;
+  std::uint32_t weight_u32(const std::uint8_t*) const = delete;
   QMV_HD std::uint16_t weight_u16_if(bool pred, const std::uint8_t* p) const {
     return pred ? *reinterpret_cast<const std::uint16_t*>(p) : std::uint16_t{0};
   }
