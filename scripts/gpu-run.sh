@@ -49,7 +49,8 @@
 # Environment: QMV_GPU_KERNELS (the kernels list, check, bench, ffn and accuracy take;
 # default '*.cuda.*'), QMV_GPU_EXCLUDE (comma-separated kernel globs the steps after
 # check leave out, as if they had failed check: what an earlier call found faulting),
-# QMV_CUDA_ARCHS (default 90), QMV_GPU_BUILD_DIR (default build/gpu),
+# QMV_OVERLAP_KERNELS (what the ffn step times with --gpu-overlap), QMV_PROFILE_KERNELS
+# (what the profile step counts), QMV_CUDA_ARCHS (default 90), QMV_GPU_BUILD_DIR (default build/gpu),
 # QMV_GPU_BUNDLE (default build/gpu-bundle), QMV_GPU_RESULTS (default results/<gpu>),
 # QMV_GPU_STEP_TIMEOUT (seconds per step, default 420), QMV_GPU_MODEL (the decode model,
 # made when missing), QMV_REAL_MODEL (the realmodel step's GGUF).
