@@ -279,9 +279,14 @@ step_tests() {
   require_in_log tests '\[  PASSED  \] [1-9]' "no device test passed"
   # A test that faulted takes the tests after it down with the context: each failed
   # test runs again alone, which tells the one that fails from those that only followed.
-  local t
+  # At most 30 of them, so a run where everything failed does not spend its time here.
+  local t reruns=0
   rm -f "$results/tests-alone.log"
   for t in $(grep -oE '^\[  FAILED  \] [A-Za-z0-9_]+\.[A-Za-z0-9_/]+' "$results/tests.log" | awk '{print $NF}' | sort -u); do
+    if ((++reruns > 30)); then
+      echo "gpu-run.sh: tests: more than 30 failed; the rest not run again alone" | tee -a "$results/tests-alone.log"
+      break
+    fi
     if timeout --signal=INT --kill-after=10 120 "$tests" --gtest_filter="$t" >>"$results/tests-alone.log" 2>&1; then
       echo "gpu-run.sh: tests: passes alone: $t (it failed after an earlier test's fault)" | tee -a "$results/tests-alone.log"
     else

@@ -82,6 +82,11 @@ esac
 FAKE
 cat >"$work/faulty/bin/qmv_tests" <<'FAKE'
 #!/usr/bin/env bash
+echo "$*" >>"$FAKE_CALLS.tests"
+if [[ -n ${FAKE_MANY:-} && $* == --gtest_filter=*:* ]]; then
+  for i in $(seq 1 32); do echo "[  FAILED  ] Cuda.Many$i (1 ms)"; done
+  exit 1
+fi
 case "$*" in
   --gtest_filter=Cuda.Victim) echo "[  PASSED  ] 1 test." ;;
   --gtest_filter=Cuda.Culprit) echo "[  FAILED  ] Cuda.Culprit (3 ms)"; exit 1 ;;
@@ -105,6 +110,13 @@ grep -q "passes alone: Cuda.Victim" "$work/log" || fail "tests: victim not told 
 grep -q "FAILED: check (exit 1) tests (exit 1)" "$work/log" || fail "faulting kernel: failures not named: $(tail -3 "$work/log")"
 grep -q "check (no CUDA kernel passed" "$work/log" && fail "faulting kernel: passes in reruns were not counted"
 [[ $(wc -l <"$FAKE_CALLS") == 4 ]] || fail "faulting kernel: want 3 checks and 1 bench: $(cat "$FAKE_CALLS")"
+# Everything failed: at most 30 tests run again alone.
+rm -f "$FAKE_CALLS.tests"
+code=$(FAKE_MANY=1 QMV_GPU_BUNDLE=$work/faulty PATH=$work/fake:$PATH run tests)
+[[ $code == 1 ]] || fail "many failures: exit $code, want 1"
+grep -q "more than 30 failed; the rest not run again alone" "$work/log" || fail "many failures: no cap: $(tail -3 "$work/log")"
+[[ $(grep -c '^--gtest_filter=Cuda.Many[0-9]*$' "$FAKE_CALLS.tests") == 30 ]] ||
+  fail "many failures: want 30 runs alone: $(cat "$FAKE_CALLS.tests")"
 
 # 4. An unknown step is a usage error.
 code=$(PATH=$work/fake:$PATH run frobnicate)
