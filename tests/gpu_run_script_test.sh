@@ -2,7 +2,8 @@
 # scripts/gpu-run.sh on a machine without a GPU: it must fail loudly, never pass by
 # skipping. Without nvidia-smi the probe stops in one line; with a stand-in nvidia-smi
 # (a GPU that CUDA cannot reach) the list and check steps run and fail as having
-# found no CUDA kernel to run, and an old driver is refused by the probe.
+# found no CUDA kernel to run, and an old driver is refused by the probe. With stand-ins
+# for qmvlab and qmv_tests acting out a kernel that faults, one fault costs one kernel.
 #   tests/gpu_run_script_test.sh QMVLAB QMV_TESTS
 set -uo pipefail
 qmvlab=$1 tests=$2
