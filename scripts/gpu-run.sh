@@ -26,6 +26,8 @@
 #             bulk-copy and half-warp kernels replayed with each launch overlapping the one
 #             before (--gpu-overlap)
 #   profile   Nsight Compute counters of the Q4_K/Q6_K kernels on the FFN shapes (ncu)
+#   sanitize  compute-sanitizer's memcheck, racecheck and synccheck on the check of the
+#             newest kernel families (bulk-copy, quarter-warp) on small shapes
 #   accuracy  the accuracy study with the GPU rows
 #   decode    a Llama-2-7B-shaped Q4_K_M model made there; the auto plan (also with the
 #             fused attention kernel, with q, k and v as three matvecs and with gate and
@@ -323,6 +325,26 @@ step_ffn() {
   require_in_log ffn-overlap 'GB/s' "no kernel was timed"
 }
 
+# The kernels no GPU had run before, under compute-sanitizer: out-of-bounds and
+# misaligned accesses (memcheck), shared-memory hazards between a stage's copy and its
+# readers (racecheck), barrier misuse (synccheck). Each tool fails its step when it
+# reports an error or reports nothing.
+step_sanitize() {
+  local sanitizer tool kernels_to_check
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+  if [[ -z $sanitizer ]]; then
+    echo "gpu-run.sh: sanitize: no compute-sanitizer on this machine" | tee "$results/sanitize.log"
+    failed+=("sanitize (no compute-sanitizer)")
+    return 0
+  fi
+  kernels_to_check=$(selected_kernels "${QMV_SANITIZE_KERNELS:-*.cuda.tma_*,*.cuda.quarterwarp_*}")
+  for tool in memcheck racecheck synccheck; do
+    run_step "sanitize-$tool" "$sanitizer" --tool "$tool" --error-exitcode 3 \
+      "$qmvlab" check --kernels "$kernels_to_check" --shapes 8x256,67x512,4096x4096 --seed 7
+    require_in_log "sanitize-$tool" 'ERROR SUMMARY: 0 errors' "compute-sanitizer $tool did not report 0 errors"
+  done
+}
+
 step_profile() {
   local ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1 || true)
@@ -447,7 +469,7 @@ device() {
   local s
   for s in "${steps[@]}"; do
     case "$s" in
-      probe | list | peak | check | tests | bench | ffn | profile | accuracy | decode | realmodel) "step_$s" ;;
+      probe | list | peak | check | tests | bench | ffn | profile | sanitize | accuracy | decode | realmodel) "step_$s" ;;
       *) echo "gpu-run.sh: unknown step '$s'" >&2; exit 2 ;;
     esac
   done

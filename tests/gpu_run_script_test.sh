@@ -3,7 +3,8 @@
 # skipping. Without nvidia-smi the probe stops in one line; with a stand-in nvidia-smi
 # (a GPU that CUDA cannot reach) the list and check steps run and fail as having
 # found no CUDA kernel to run, and an old driver is refused by the probe. With stand-ins
-# for qmvlab and qmv_tests acting out a kernel that faults, one fault costs one kernel.
+# for qmvlab and qmv_tests acting out a kernel that faults, one fault costs one kernel;
+# the sanitize step fails without compute-sanitizer and on any error it reports.
 #   tests/gpu_run_script_test.sh QMVLAB QMV_TESTS
 set -uo pipefail
 qmvlab=$1 tests=$2
@@ -119,7 +120,35 @@ grep -q "more than 30 failed; the rest not run again alone" "$work/log" || fail 
 [[ $(grep -c '^--gtest_filter=Cuda.Many[0-9]*$' "$FAKE_CALLS.tests") == 30 ]] ||
   fail "many failures: want 30 runs alone: $(cat "$FAKE_CALLS.tests")"
 
+# 6. compute-sanitizer: missing, it fails the step in one line; a stand-in that reports
+#    0 errors passes memcheck, racecheck and synccheck on the newest families (less what
+#    QMV_GPU_EXCLUDE leaves out); one that reports errors fails its tool's step.
+if ! command -v compute-sanitizer >/dev/null && [[ ! -e /usr/local/cuda/bin/compute-sanitizer ]]; then
+  code=$(PATH=$work/fake:$PATH run sanitize)
+  [[ $code == 1 ]] || fail "no sanitizer: exit $code, want 1"
+  grep -q "sanitize (no compute-sanitizer)" "$work/log" || fail "no sanitizer: not named: $(tail -3 "$work/log")"
+fi
+mkdir -p "$work/sanitizer"
+cat >"$work/sanitizer/compute-sanitizer" <<'FAKE'
+#!/usr/bin/env bash
+echo "$*" >>"$FAKE_CALLS.sanitizer"
+[[ $2 == "${FAKE_BAD_TOOL:-}" ]] && { echo "========= ERROR SUMMARY: 2 errors"; exit 3; }
+echo "========= ERROR SUMMARY: 0 errors"
+FAKE
+chmod +x "$work/sanitizer/compute-sanitizer"
+rm -f "$FAKE_CALLS.sanitizer"
+code=$(QMV_GPU_EXCLUDE='q6_K.cuda.tma_dp4a_q8_1' PATH=$work/sanitizer:$work/fake:$PATH run sanitize)
+[[ $code == 0 ]] || fail "sanitizer: exit $code, want 0: $(tail -5 "$work/log")"
+for tool in memcheck racecheck synccheck; do
+  grep -q "^--tool $tool --error-exitcode 3 .*/qmvlab check --kernels \*\.cuda\.tma_\*,\*\.cuda\.quarterwarp_\*,!q6_K\.cuda\.tma_dp4a_q8_1 --shapes" \
+    "$FAKE_CALLS.sanitizer" || fail "sanitizer: $tool not run as expected: $(cat "$FAKE_CALLS.sanitizer")"
+done
+code=$(FAKE_BAD_TOOL=racecheck PATH=$work/sanitizer:$work/fake:$PATH run sanitize)
+[[ $code == 1 ]] || fail "sanitizer errors: exit $code, want 1"
+grep -q "FAILED: sanitize-racecheck (exit 3) sanitize-racecheck (compute-sanitizer racecheck did not report 0 errors)" \
+  "$work/log" || fail "sanitizer errors: not named: $(tail -3 "$work/log")"
+
 # 4. An unknown step is a usage error.
 code=$(PATH=$work/fake:$PATH run frobnicate)
 [[ $code == 2 ]] || fail "unknown step: exit $code, want 2"
-echo "gpu-run.sh fails loudly without a usable GPU, and one fault costs one kernel: 6 cases passed"
+echo "gpu-run.sh fails loudly without a usable GPU, and one fault costs one kernel: 7 cases passed"
