@@ -100,9 +100,7 @@ Experiment parse_experiment(std::string_view text, const std::string& source, co
   });
   std::string globs;
   for (const auto& g : e.kernel_globs) globs += (globs.empty() ? "" : ",") + g;
-  std::vector<std::string> names;
-  for (const auto& k : registry.all()) names.push_back(k.name);
-  for (const std::string& x : unmatched_exclusions(globs, names))
+  for (const std::string& x : registry.unmatched_exclusions(globs))
     r.fail("kernels", fmt::format("'{}' excludes no kernel (see `qmvlab list`)", x));
   if (registry.select(globs).empty())
     r.fail("kernels", fmt::format("no kernel matches '{}' (see `qmvlab list`)", globs));

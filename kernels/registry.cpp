@@ -183,6 +183,12 @@ std::vector<std::string> unmatched_exclusions(std::string_view globs, const std:
   return unmatched;
 }
 
+std::vector<std::string> Registry::unmatched_exclusions(std::string_view globs) const {
+  std::vector<std::string> names;
+  for (const auto& k : specs_) names.push_back(k.name);
+  return qmv::unmatched_exclusions(globs, names);
+}
+
 std::vector<const KernelSpec*> Registry::select(std::string_view globs) const {
   const GlobList list = split_globs(globs);
   std::vector<const KernelSpec*> out;

@@ -20,6 +20,8 @@ class Registry {
   // exclusions among them ("!glob"), in name order. Exclusions alone select every other
   // kernel: "!*.ggml.*" is all but the peer's.
   std::vector<const KernelSpec*> select(std::string_view globs) const;
+  // The exclusions among `globs` that match no registered kernel (unmatched_exclusions).
+  std::vector<std::string> unmatched_exclusions(std::string_view globs) const;
 
  private:
   std::vector<KernelSpec> specs_;

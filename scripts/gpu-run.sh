@@ -217,12 +217,14 @@ step_peak() {
 step_check() {
   run_step check "$qmvlab" check --kernels "$kernels" --shapes default,128256x4096 --out "$results/check.csv"
   recheck_not_run
-  if ! cat "$results"/check.log "$results"/check-rerun*.log 2>/dev/null | grep -Eq '^check: [1-9][0-9]* passed'; then
+  local logs
+  logs=$(cat "$results"/check.log "$results"/check-rerun*.log 2>/dev/null || true)  # no reruns: no rerun logs
+  if ! grep -Eq '^check: [1-9][0-9]* passed' <<<"$logs"; then
     echo "gpu-run.sh: check: no CUDA kernel passed a check"
     failed+=("check (no CUDA kernel passed a check)")
   fi
   local k
-  for k in $(cat "$results"/check.log "$results"/check-rerun*.log 2>/dev/null | awk '$1 == "FAIL" {print $2}' | sort -u); do
+  for k in $(awk '$1 == "FAIL" {print $2}' <<<"$logs" | sort -u); do
     excluded+=("$k")
   done
   ((${#excluded[@]} == 0)) || echo "gpu-run.sh: the steps after check leave out: ${excluded[*]}"

@@ -12,9 +12,7 @@
 namespace qmv {
 
 std::vector<const KernelSpec*> select_kernels(const std::string& globs) {
-  std::vector<std::string> names;
-  for (const auto& k : global_registry().all()) names.push_back(k.name);
-  if (const auto unmatched = unmatched_exclusions(globs, names); !unmatched.empty())
+  if (const auto unmatched = global_registry().unmatched_exclusions(globs); !unmatched.empty())
     throw UsageError(fmt::format("'{}' excludes no kernel (see `qmvlab list`)", fmt::join(unmatched, ",")));
   const auto selected = global_registry().select(globs);
   if (!selected.empty()) return selected;
