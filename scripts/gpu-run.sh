@@ -54,7 +54,9 @@
 # QMV_OVERLAP_KERNELS (what the ffn step times with --gpu-overlap), QMV_PROFILE_KERNELS
 # (what the profile step counts), QMV_CUDA_ARCHS (default 90), QMV_GPU_BUILD_DIR (default build/gpu),
 # QMV_GPU_BUNDLE (default build/gpu-bundle), QMV_GPU_RESULTS (default results/<gpu>),
-# QMV_GPU_STEP_TIMEOUT (seconds per step, default 420), QMV_GPU_MODEL (the decode model,
+# QMV_GPU_STEP_TIMEOUT (seconds per step, default 420), QMV_GPU_BUDGET (seconds for the
+# whole call: each step's limit is cut to what is left, and steps with nothing left are
+# not started but named; set it a little under a runner's own limit), QMV_GPU_MODEL (the decode model,
 # made when missing), QMV_REAL_MODEL (the realmodel step's GGUF).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -139,6 +141,24 @@ save() {
     mv "$OUT/.partial.tar.gz" "$OUT/$gpu.tar.gz"
 }
 
+# The seconds a command may run now: QMV_GPU_STEP_TIMEOUT, or less where QMV_GPU_BUDGET
+# (the whole call's seconds, counted from the script's start) has less left once the
+# final packing's reserve is kept; 0 when too little is left to start anything. A
+# runner that kills the call at its own limit loses the step it cuts and the summary;
+# a budget a little under that limit ends the step cleanly (its log so far kept) and
+# names the steps it left unstarted.
+budget_reserve_s=15
+min_step_s=10
+step_seconds() {
+  local limit=${QMV_GPU_STEP_TIMEOUT:-420}
+  if [[ -n ${QMV_GPU_BUDGET:-} ]]; then
+    local left=$((QMV_GPU_BUDGET - SECONDS - budget_reserve_s))
+    ((left >= limit)) || limit=$left
+    ((limit >= min_step_s)) || limit=0
+  fi
+  echo "$limit"
+}
+
 # Runs a step's command with a time limit, its output to the terminal and to
 # results/<gpu>/<name>.log; records a failure under the step's name.
 run_step() {
@@ -146,18 +166,36 @@ run_step() {
   shift
   echo
   echo "== $name: $*"
+  local limit
+  limit=$(step_seconds)
+  if ((limit == 0)); then
+    echo "== $name: not started, the call's budget is spent (QMV_GPU_BUDGET=$QMV_GPU_BUDGET s, $SECONDS s gone)" |
+      tee "$results/$name.log"
+    unfinished+=("$name")
+    failed+=("$name (not started: budget spent)")
+    return 0
+  fi
   local start=$SECONDS status=0
-  timeout --signal=INT --kill-after=20 "${QMV_GPU_STEP_TIMEOUT:-420}" "$@" 2>&1 | tee "$results/$name.log" ||
-    status=${PIPESTATUS[0]}
+  timeout --signal=INT --kill-after=10 "$limit" "$@" 2>&1 | tee "$results/$name.log" || status=${PIPESTATUS[0]}
   echo "== $name: exit $status after $((SECONDS - start)) s"
-  ((status == 0)) || failed+=("$name (exit $status)")
+  if ((status == 124 || status == 137)); then  # timeout's: stopped at the limit
+    unfinished+=("$name")
+    failed+=("$name (stopped at its $limit s limit)")
+  elif ((status != 0)); then
+    failed+=("$name (exit $status)")
+  fi
   save
   return 0
 }
 
-# Fails the step `name` when `pattern` (an extended regex) has no match in its log.
+# True for a step stopped at its time limit or never started: a failure already named.
+is_unfinished() { [[ " ${unfinished[*]:-} " == *" $1 "* ]]; }
+
+# Fails the step `name` when `pattern` (an extended regex) has no match in its log,
+# unless it is unfinished.
 require_in_log() {
   local name=$1 pattern=$2 why=$3
+  ! is_unfinished "$name" || return 0
   if ! grep -Eq "$pattern" "$results/$name.log"; then
     echo "gpu-run.sh: $name: $why"
     failed+=("$name ($why)")
@@ -176,7 +214,7 @@ step_probe() {
   } | tee "$results/probe.log"
   local driver glibc need_glibc need_driver
   driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 | cut -d. -f1 || true)
-  glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+  glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}' || true)
   need_glibc=$(awk '$1 == "glibc" {print $2}' "$bundle/requires" 2>/dev/null || echo 0)
   need_driver=$(awk '$1 == "driver" {print $2}' "$bundle/requires" 2>/dev/null || echo 0)
   echo "driver ${driver:-none}, glibc ${glibc:-unknown}; the bundle needs driver >= $need_driver, glibc >= $need_glibc" |
@@ -219,7 +257,7 @@ step_check() {
   recheck_not_run
   local logs
   logs=$(cat "$results"/check.log "$results"/check-rerun*.log 2>/dev/null || true)  # no reruns: no rerun logs
-  if ! grep -Eq '^check: [1-9][0-9]* passed' <<<"$logs"; then
+  if ! is_unfinished check && ! grep -Eq '^check: [1-9][0-9]* passed' <<<"$logs"; then
     echo "gpu-run.sh: check: no CUDA kernel passed a check"
     failed+=("check (no CUDA kernel passed a check)")
   fi
@@ -236,7 +274,8 @@ step_check() {
 recheck_not_run() {
   local logs=("$results/check.log") round seed shape
   rm -f "$results"/check-rerun*.log
-  seed=$(grep -oE 'rerun with --seed [0-9]+' "$results/check.log" | head -1 | awk '{print $NF}')
+  # No seed line (a check that died before its header): the reruns draw their own.
+  seed=$(grep -oE 'rerun with --seed [0-9]+' "$results/check.log" 2>/dev/null | head -1 | awk '{print $NF}' || true)
   for round in 1 2 3 4; do
     local pending
     pending=$(cat "${logs[@]}" | awk '$1 == "NOT" && $2 == "RUN" {print $3, $4}' | sort -u)
@@ -291,7 +330,14 @@ step_tests() {
       echo "gpu-run.sh: tests: more than 30 failed; the rest not run again alone" | tee -a "$results/tests-alone.log"
       break
     fi
-    if timeout --signal=INT --kill-after=10 120 "$tests" --gtest_filter="$t" >>"$results/tests-alone.log" 2>&1; then
+    local limit
+    limit=$(step_seconds)
+    ((limit <= 120)) || limit=120
+    if ((limit == 0)); then
+      echo "gpu-run.sh: tests: the call's budget is spent; the rest not run again alone" | tee -a "$results/tests-alone.log"
+      break
+    fi
+    if timeout --signal=INT --kill-after=10 "$limit" "$tests" --gtest_filter="$t" >>"$results/tests-alone.log" 2>&1; then
       echo "gpu-run.sh: tests: passes alone: $t (it failed after an earlier test's fault)" | tee -a "$results/tests-alone.log"
     else
       echo "gpu-run.sh: tests: fails alone: $t" | tee -a "$results/tests-alone.log"
@@ -464,6 +510,7 @@ device() {
   results=${QMV_GPU_RESULTS:-results/$gpu}
   mkdir -p "$results"
   failed=()
+  unfinished=()
   excluded=()
   [[ -z ${QMV_GPU_EXCLUDE:-} ]] || IFS=, read -r -a excluded <<<"$QMV_GPU_EXCLUDE"
   local steps=("$@")

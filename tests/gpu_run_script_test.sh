@@ -4,7 +4,8 @@
 # (a GPU that CUDA cannot reach) the list and check steps run and fail as having
 # found no CUDA kernel to run, and an old driver is refused by the probe. With stand-ins
 # for qmvlab and qmv_tests acting out a kernel that faults, one fault costs one kernel;
-# the sanitize step fails without compute-sanitizer and on any error it reports.
+# the sanitize step fails without compute-sanitizer and on any error it reports; a call
+# given a budget ends inside it.
 #   tests/gpu_run_script_test.sh QMVLAB QMV_TESTS
 set -uo pipefail
 qmvlab=$1 tests=$2
@@ -149,7 +150,31 @@ code=$(FAKE_BAD_TOOL=racecheck PATH=$work/sanitizer:$work/fake:$PATH run sanitiz
 grep -q "FAILED: sanitize-racecheck (exit 3) sanitize-racecheck (compute-sanitizer racecheck did not report 0 errors)" \
   "$work/log" || fail "sanitizer errors: not named: $(tail -3 "$work/log")"
 
+# 7. A call's budget (QMV_GPU_BUDGET): a step that would run past it is stopped inside
+#    it, its log so far kept, and the steps after it are named as not started, not
+#    run; the call ends within its budget.
+mkdir -p "$work/slow/bin"
+cat >"$work/slow/bin/qmvlab" <<'FAKE'
+#!/usr/bin/env bash
+case "$1" in
+  check) echo "PASS q4_K.cuda.a 8x256"; echo "check: 1 passed, 0 failed, 0 skipped" ;;
+  bench) echo "timing 1 kernel"; exec sleep 60 ;;
+esac
+FAKE
+cp "$work/faulty/bin/qmv_tests" "$work/slow/bin/"
+chmod +x "$work/slow/bin/qmvlab"
+cp "$work/bundle/requires" "$work/slow/"
+start=$SECONDS
+code=$(QMV_GPU_BUDGET=35 QMV_GPU_BUNDLE=$work/slow PATH=$work/fake:$PATH run check bench tests)
+took=$((SECONDS - start))
+[[ $code == 1 ]] || fail "budget: exit $code, want 1: $(tail -5 "$work/log")"
+((took < 35)) || fail "budget: the call took $took s of a 35 s budget"
+grep -qE "FAILED: bench \(stopped at its [0-9]+ s limit\) tests \(not started: budget spent\)$" "$work/log" ||
+  fail "budget: cut and unstarted steps not named (alone): $(tail -3 "$work/log")"
+grep -q "timing 1 kernel" "$work/results/bench.log" || fail "budget: the cut step's log was not kept"
+grep -q "not started, the call's budget is spent" "$work/results/tests.log" || fail "budget: no log for the unstarted step"
+
 # 4. An unknown step is a usage error.
 code=$(PATH=$work/fake:$PATH run frobnicate)
 [[ $code == 2 ]] || fail "unknown step: exit $code, want 2"
-echo "gpu-run.sh fails loudly without a usable GPU, and one fault costs one kernel: 7 cases passed"
+echo "gpu-run.sh fails loudly without a usable GPU, one fault costs one kernel, and a call keeps its budget: 8 cases passed"
