@@ -137,8 +137,10 @@ gpu_name() {
 # only a few files), written under another name and renamed.
 save() {
   [[ -n ${OUT:-} ]] || return 0
+  # A failed packing is reported, not fatal: the steps after it still run.
   tar -czf "$OUT/.partial.tar.gz" -C "$(dirname "$results")" "$(basename "$results")" &&
-    mv "$OUT/.partial.tar.gz" "$OUT/$gpu.tar.gz"
+    mv "$OUT/.partial.tar.gz" "$OUT/$gpu.tar.gz" ||
+    echo "gpu-run.sh: could not pack $results into $OUT/$gpu.tar.gz" >&2
 }
 
 # The seconds a command may run now: QMV_GPU_STEP_TIMEOUT, or less where QMV_GPU_BUDGET

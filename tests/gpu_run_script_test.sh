@@ -51,6 +51,12 @@ grep -q "FAILED: .*list (no CUDA kernel is available on this device)" "$work/log
 grep -qE "check \(exit [12]\)" "$work/log" || fail "unusable GPU: check not failed: $(tail -5 "$work/log")"
 [[ -s $work/results/check.log && -s $work/results/list.log ]] || fail "step logs not written as the steps ended"
 
+# A results folder that cannot be packed into OUT is reported; the steps still run.
+code=$(OUT=$work/no/such/folder PATH=$work/fake:$PATH "$root/scripts/gpu-run.sh" device list check >"$work/log" 2>&1; echo $?)
+[[ $code == 1 ]] || fail "unwritable OUT: exit $code, want 1"
+grep -q "could not pack .* into $work/no/such/folder" "$work/log" || fail "unwritable OUT: not reported: $(tail -3 "$work/log")"
+grep -q "== check" "$work/log" || fail "unwritable OUT: the steps after the first packing did not run"
+
 # The peak step wants the read peak measured, not the line saying it was not.
 code=$(PATH=$work/fake:$PATH run peak)
 [[ $code == 1 ]] || fail "unusable GPU: peak: exit $code, want 1"
