@@ -511,6 +511,13 @@ device() {
   gpu=$(gpu_name)
   results=${QMV_GPU_RESULTS:-results/$gpu}
   mkdir -p "$results"
+  local var
+  for var in QMV_GPU_BUDGET QMV_GPU_STEP_TIMEOUT; do
+    if [[ -n ${!var:-} && ! ${!var} =~ ^[1-9][0-9]*$ ]]; then
+      echo "gpu-run.sh: $var must be a whole number of seconds, not '${!var}'" >&2
+      exit 2
+    fi
+  done
   failed=()
   unfinished=()
   excluded=()

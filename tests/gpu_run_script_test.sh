@@ -179,6 +179,9 @@ grep -qE "FAILED: bench \(stopped at its [0-9]+ s limit\) tests \(not started: b
   fail "budget: cut and unstarted steps not named (alone): $(tail -3 "$work/log")"
 grep -q "timing 1 kernel" "$work/results/bench.log" || fail "budget: the cut step's log was not kept"
 grep -q "not started, the call's budget is spent" "$work/results/tests.log" || fail "budget: no log for the unstarted step"
+code=$(QMV_GPU_BUDGET=7m PATH=$work/fake:$PATH run list)
+[[ $code == 2 ]] || fail "budget in minutes: exit $code, want 2"
+grep -q "QMV_GPU_BUDGET must be a whole number of seconds, not '7m'" "$work/log" || fail "budget in minutes: $(cat "$work/log")"
 
 # 4. An unknown step is a usage error.
 code=$(PATH=$work/fake:$PATH run frobnicate)
