@@ -325,14 +325,13 @@ step_tests() {
   # A test that faulted takes the tests after it down with the context: each failed
   # test runs again alone, which tells the one that fails from those that only followed.
   # At most 30 of them, so a run where everything failed does not spend its time here.
-  local t reruns=0
+  local t reruns=0 limit
   rm -f "$results/tests-alone.log"
   for t in $(grep -oE '^\[  FAILED  \] [A-Za-z0-9_]+\.[A-Za-z0-9_/]+' "$results/tests.log" | awk '{print $NF}' | sort -u); do
     if ((++reruns > 30)); then
       echo "gpu-run.sh: tests: more than 30 failed; the rest not run again alone" | tee -a "$results/tests-alone.log"
       break
     fi
-    local limit
     limit=$(step_seconds)
     ((limit <= 120)) || limit=120
     if ((limit == 0)); then
