@@ -17,6 +17,7 @@
 
 #include "harness/csv.h"
 #include "harness/table.h"
+#include "harness/machine.h"
 #include "kernels/former_names.h"
 
 namespace qmv {
@@ -157,7 +158,7 @@ ResultsFile read_results_csv(const std::string& path) {
         continue;
       }
       if (first) {
-        f.machine = machine, f.cpu_model = cpu_model, f.gpu = gpu, f.git_commit = commit;
+        f.machine = canonical_machine(machine), f.cpu_model = cpu_model, f.gpu = gpu, f.git_commit = commit;
         first = false;
       }
       ResultRow r;

@@ -477,7 +477,8 @@ std::vector<PeakRow> read_peak_csv(const std::string& path) {
 std::vector<KernelSpeed> kernel_speeds(const std::vector<BenchRow>& rows) {
   std::vector<KernelSpeed> out;
   out.reserve(rows.size());
-  for (const BenchRow& r : rows) out.push_back({r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps_median});
+  for (const BenchRow& r : rows)
+    out.push_back({r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps_median, r.time_median_us, "bench CSV"});
   return out;
 }
 

@@ -41,7 +41,7 @@ namespace {
 // streams lie either far apart (the slice cut into `Streams` contiguous parts) or a tile
 // apart: `Streams` adjacent tiles of `TileBytes`, then the next `Streams`, as a
 // row-interleaved kernel reads its groups of rows. Close streams read faster on some
-// machines (results/README.md, "amd-epyc-2c"), so the family has both.
+// machines (results/README.md, "amd-zen3-2c"), so the family has both.
 typedef std::uint64_t U64x2 __attribute__((vector_size(16)));
 typedef std::uint64_t U64x4 __attribute__((vector_size(32)));
 typedef std::uint64_t U64x8 __attribute__((vector_size(64)));
@@ -317,6 +317,27 @@ PeakResult measure_read_bandwidth(int threads, int repetitions, const std::strin
   for (const ReadLoopSpeed& l : result.loops)
     if (l.repetitions > 2 || loops.size() <= kFinalists) result.finalists.push_back(l.name);
   return result;
+}
+
+namespace {
+const ReadLoopSpeed* steadiest(const PeakResult& p) {
+  const ReadLoopSpeed* best = nullptr;
+  for (const ReadLoopSpeed& l : p.loops)
+    if (std::find(p.finalists.begin(), p.finalists.end(), l.name) != p.finalists.end() &&
+        (!best || l.median_gbps > best->median_gbps))
+      best = &l;
+  return best;
+}
+}  // namespace
+
+double PeakResult::steady_gbps() const {
+  const ReadLoopSpeed* l = steadiest(*this);
+  return l ? l->median_gbps : median_gbps;
+}
+
+std::string PeakResult::steady_loop() const {
+  const ReadLoopSpeed* l = steadiest(*this);
+  return l ? l->name : read_loop;
 }
 
 std::size_t gpu_cold_bytes(std::size_t l2_bytes) {

@@ -52,6 +52,11 @@ struct PeakResult {
   std::vector<std::string> finalists;  // the loops timed beyond the screening, best first
   double huge_page_share = -1;  // of the buffer in huge pages, 0..1; negative: unknown
   std::vector<ReadLoopSpeed> loops;  // every loop timed, best first
+  // The roofline a decode divides by: the highest median among the finalists, not the
+  // best single pass, which is one quiet moment of a machine whose bandwidth drifts by
+  // tens of percent; a decode lasts many of its moments. steady_loop names the loop.
+  double steady_gbps() const;
+  std::string steady_loop() const;
 };
 
 // The machine's read ceiling with `threads` OpenMP threads: a buffer several times the

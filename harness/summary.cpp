@@ -16,6 +16,7 @@
 #include <tuple>
 #include <utility>
 
+#include "harness/machine.h"
 #include "kernels/former_names.h"
 
 namespace qmv {
@@ -114,7 +115,7 @@ TimedFile read_timed_csv(const std::string& path) {
   std::array<bool, kNames.size()> present{};
   csv_columns::read(path, "bench or sweep", kNames, 9, [&](const Fields& x) {
     if (first) {
-      f.machine = x["machine"], f.cpu_model = x["cpu_model"], f.git_commit = x["git_commit"];
+      f.machine = canonical_machine(x["machine"]), f.cpu_model = x["cpu_model"], f.git_commit = x["git_commit"];
       first = false;
     }
     TimedRow r;
@@ -570,7 +571,8 @@ ResultsSummary summarize_results(const std::string& dir) {
     if (ctx.machine.empty()) ctx = c;
   }
   if (ctx.machine.empty() && s.has_peak) ctx = read_context(path(kPeak), "peak", "git_commit");
-  s.machine = ctx.machine, s.cpu_model = ctx.cpu_model, s.git_commit = ctx.git_commit;
+  // Rows measured under a machine's former name report it by the name it has now.
+  s.machine = canonical_machine(ctx.machine), s.cpu_model = ctx.cpu_model, s.git_commit = ctx.git_commit;
 
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_regular_file() && e.path().extension() == ".png") s.plots.push_back(e.path().filename().string());
@@ -648,7 +650,9 @@ std::string kernels_section(const ResultsSummary& s, bool md) {
   return out;
 }
 
+// The default plan by name; another as its rules, cut short on a screen.
 std::string short_plan(const std::string& plan, bool md) {
+  if (plan == "*=auto") return "default (auto)";
   if (md || plan.size() <= 44) return plan;
   return plan.substr(0, 41) + "...";
 }
@@ -670,11 +674,13 @@ std::string decode_section(const ResultsSummary& s, bool md) {
     out += markdown_table({"model", "weights", "threads", "qmvlab tok/s", "llama.cpp tok/s (repack on / off)",
                            "qmvlab/llama.cpp", "roofline tok/s", "% of roofline (qmvlab / llama.cpp)"},
                           t);
-    return out;
+    // The plans side by side (the default one against what `tune` found), when measured.
+    if (!s.has_decode) return out;
+  } else {
+    out += fmt::format("against llama.cpp: {}\n", not_measured(kPeerDecode));
+    if (!s.has_decode) return out + fmt::format("qmvlab alone: {}\n", not_measured(kDecode));
   }
-  out += fmt::format("against llama.cpp: {}\n", not_measured(kPeerDecode));
-  if (!s.has_decode) return out + fmt::format("qmvlab alone: {}\n", not_measured(kDecode));
-  out += fmt::format("{}qmvlab alone ({}): medians over the runs of each plan\n", md ? "\n" : "", kDecode);
+  out += fmt::format("{}qmvlab's plans ({}): medians over the runs of each plan\n", md ? "\n" : "", kDecode);
   if (md) out += "\n";
   std::vector<std::vector<std::string>> t;
   for (const Decode& d : s.decode)

@@ -37,14 +37,19 @@ void print_plan(const std::vector<PlannedMatvec>& planned) {
   const bool routed = std::any_of(sorted.begin(), sorted.end(), [](const PlannedMatvec& p) { return p.outlier_kernel; });
   std::vector<std::vector<std::string>> rows;
   for (const auto& p : sorted) {
+    const bool planned_by_rule = p.why == "plan";
+    // A fused pair's runner-up is a plain kernel run twice, a pair's a fused kernel once.
+    const std::string twice = p.op == "ffn_up_gate" && p.runner_up && p.runner_up->op == OpKind::MatVec ? " x2" : "";
     rows.push_back({p.op, std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
-                    p.kernel->name, p.why});
+                    p.kernel->name, p.gbps > 0 ? fmt::format("{:.1f}", p.gbps) : "-",
+                    p.runner_up ? fmt::format("{}{} ({:.1f})", p.runner_up->name, twice, p.runner_up_gbps) : "-",
+                    planned_by_rule ? "plan" : (p.source.empty() ? p.why : p.source)});
     if (routed)
       rows.back().push_back(p.outlier_kernel ? fmt::format("{} if max|x| > {:g} rms ({})", p.outlier_kernel->name,
                                                            p.outlier_k, p.outlier_why)
                                              : "- (reads f32)");
   }
-  std::vector<std::string> header = {"op", "weights", "shape", "matvecs", "kernel", "why"};
+  std::vector<std::string> header = {"op", "weights", "shape", "matvecs", "kernel", "GB/s", "runner-up (GB/s)", "from"};
   if (routed) header.push_back("on outlier vectors");
   print_table(header, rows);
 }

@@ -10,6 +10,7 @@
 #include "harness/check.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
+#include "harness/tuning_store.h"
 #include "kernels/availability.h"
 #include "kernels/registry.h"
 
@@ -108,6 +109,7 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
     say(fmt::format("timing {} {} kernel(s) within the budget on {} shape(s), {}, interleaved", in_budget.size(),
                     to_string(type), ks.second.size(), bench.warm ? "warm (the model fits in the cache)" : "cold"));
     const BenchOutcome out = run_bench(in_budget, ks.second, bench, peaks);
+    record_in_store(out.rows, "tune");
     for (const BenchRow& row : out.rows) {
       const KernelSpec* k = global_registry().find(row.kernel);
       for (TuneCandidate* c : find(k, {row.rows, row.cols})) {

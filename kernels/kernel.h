@@ -137,6 +137,9 @@ struct KernelSpec {
   void (*act_round_trip)(const float* x, float* seen, std::int64_t n) = nullptr;
   // Another project's kernel, measured beside qmvlab's (e.g. "ggml"); empty for ours.
   std::string peer;
+  // The file that registered it, relative to the source tree ("kernels/cpu/...cpp"):
+  // what its build is named by (kernels/build_id.h).
+  std::string source;
 };
 
 // Owns the prepared weights of one matrix for one kernel (nothing for kernels without
@@ -259,8 +262,9 @@ constexpr KernelRecord cuda_matvec_kernel(const char* name, WeightType weight, A
 
 // Adds a kernel to the process-wide registry during static initialisation. Returns
 // true; problems (a duplicate name, a record missing run/supports) are kept and
-// reported by registry_startup_errors() so main() can refuse to start.
-bool register_kernel(const KernelRecord& record);
+// reported by registry_startup_errors() so main() can refuse to start. `source_file`
+// is the registering file's __FILE__.
+bool register_kernel(const KernelRecord& record, const char* source_file);
 
 }  // namespace qmv
 
@@ -270,4 +274,4 @@ bool register_kernel(const KernelRecord& record);
 // QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel("q4_K.cpu.x", ...));
 #define QMV_REGISTER_KERNEL(spec_expr)                                       \
   [[maybe_unused]] static const bool QMV_CONCAT(qmv_kernel_registered_, __LINE__) = \
-      ::qmv::register_kernel(spec_expr)
+      ::qmv::register_kernel(spec_expr, __FILE__)

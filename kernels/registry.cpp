@@ -244,7 +244,7 @@ bool register_peer(const char* name, const char* version) {
 
 const std::vector<PeerBuild>& peer_builds() { return peers(); }
 
-bool register_kernel(const KernelRecord& r) {
+bool register_kernel(const KernelRecord& r, const char* source_file) {
   KernelSpec spec;
   spec.name = r.name ? r.name : "";
   spec.op = r.op;
@@ -263,6 +263,13 @@ bool register_kernel(const KernelRecord& r) {
   spec.act_converted_to = r.act_converted_to ? r.act_converted_to : "";
   spec.act_round_trip = r.act_round_trip;
   spec.peer = r.peer ? r.peer : "";
+  // __FILE__ is the path the compiler was given; the build table names files from the
+  // tree's root.
+  if (source_file) {
+    const std::string file = source_file;
+    const auto at = file.rfind("kernels/");
+    spec.source = at == std::string::npos ? file : file.substr(at);
+  }
   if (auto st = global_registry().add(std::move(spec)); !st.ok())
     startup_errors().push_back(st.error);
   return true;

@@ -32,6 +32,41 @@ bool huge_pages_wanted() {
 }
 
 #if defined(__linux__)
+// Every live mapping made for weight memory (shared chunks and large buffers), by
+// base address, so weight_memory_huge_page_share() can find them in smaps.
+class Mappings {
+ public:
+  void add(std::uintptr_t base, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    spans_[base] = bytes;
+  }
+  void remove(std::uintptr_t base) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    spans_.erase(base);
+  }
+  // The bytes of [lo, hi) that lie in some mapping.
+  std::uintptr_t overlap(std::uintptr_t lo, std::uintptr_t hi) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::uintptr_t n = 0;
+    auto it = spans_.upper_bound(lo);
+    if (it != spans_.begin()) --it;
+    for (; it != spans_.end() && it->first < hi; ++it) {
+      const std::uintptr_t a = std::max(lo, it->first), b = std::min(hi, it->first + it->second);
+      if (b > a) n += b - a;
+    }
+    return n;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::uintptr_t, std::size_t> spans_;
+};
+
+Mappings& mappings() {
+  static Mappings* m = new Mappings;  // never destroyed: buffers may outlive statics
+  return *m;
+}
+
 int page_advice() { return huge_pages_wanted() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE; }
 
 // A 2 MiB-aligned mapping of `bytes` (whole huge pages), advised; nullptr when out of
@@ -47,6 +82,7 @@ void* map_huge_aligned(std::size_t bytes) {
   if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
   void* p = reinterpret_cast<void*>(aligned);
   madvise(p, bytes, page_advice());  // advice: the OS may refuse it
+  mappings().add(aligned, bytes);
   return p;
 }
 
@@ -85,6 +121,7 @@ class ChunkPool {
     if (it == chunks_.begin()) return;
     --it;
     if (a >= it->first + kWeightChunkBytes || --it->second.live > 0) return;
+    mappings().remove(it->first);
     munmap(reinterpret_cast<void*>(it->first), kWeightChunkBytes);
     if (it->first == current_) current_ = 0;
     chunks_.erase(it);
@@ -129,8 +166,12 @@ void free_weight_memory(void* p, std::size_t bytes) {
   if (!p) return;
   if (bytes == 0) bytes = 1;
 #if defined(__linux__)
-  if (bytes <= kLargestCarvedBytes) chunk_pool().release(p);
-  else munmap(p, round_up(bytes, kHugePageBytes));
+  if (bytes <= kLargestCarvedBytes) {
+    chunk_pool().release(p);
+  } else {
+    mappings().remove(reinterpret_cast<std::uintptr_t>(p));
+    munmap(p, round_up(bytes, kHugePageBytes));
+  }
 #else
   std::free(p);
 #endif
@@ -179,6 +220,65 @@ double huge_page_share(const void* p, std::size_t bytes) {
   }
   std::fclose(f);
   return std::min(1.0, huge / static_cast<double>(bytes));
+}
+
+double weight_memory_huge_page_share() {
+#if defined(__linux__)
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  // Rss and AnonHugePages of each mapping, in proportion to its overlap with weight
+  // memory (the kernel may merge neighbouring mappings with the same flags into one).
+  double rss = 0, huge = 0, share = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long a = 0, b = 0, kib = 0;
+    char dash = 0;
+    if (std::sscanf(line, "%lx%c%lx", &a, &dash, &b) == 3 && dash == '-') {
+      share = b > a ? static_cast<double>(mappings().overlap(a, b)) / static_cast<double>(b - a) : 0.0;
+    } else if (share > 0 && std::sscanf(line, "Rss: %lu kB", &kib) == 1) {
+      rss += share * static_cast<double>(kib);
+    } else if (share > 0 && std::sscanf(line, "AnonHugePages: %lu kB", &kib) == 1) {
+      huge += share * static_cast<double>(kib);
+    }
+  }
+  std::fclose(f);
+  return rss > 0 ? std::min(1.0, huge / rss) : 0.0;
+#else
+  return -1;
+#endif
+}
+
+namespace {
+
+// A "Key:   N kB" line of /proc/self/status, in bytes; -1 when absent.
+std::int64_t status_kib_field(const char* key) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  const std::size_t key_len = std::string_view(key).size();
+  std::int64_t bytes = -1;
+  char line[256];
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long kib = 0;
+    if (std::string_view(line).substr(0, key_len) == key && line[key_len] == ':' &&
+        std::sscanf(line + key_len + 1, " %lu kB", &kib) == 1) {
+      bytes = static_cast<std::int64_t>(kib) * 1024;
+      break;
+    }
+  }
+  std::fclose(f);
+  return bytes;
+}
+
+}  // namespace
+
+std::int64_t resident_bytes() { return status_kib_field("VmRSS"); }
+std::int64_t peak_resident_bytes() { return status_kib_field("VmHWM"); }
+
+bool reset_peak_resident() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (!f) return false;
+  const bool written = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && written;
 }
 
 WeightMemory::WeightMemory(std::size_t bytes) : data_(alloc_weight_memory(bytes)), bytes_(bytes) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace qmv {
@@ -48,6 +49,24 @@ void advise_huge_pages(void* p, std::size_t bytes);
 // The share (0..1) of [p, p + bytes) backed by huge pages now, from /proc/self/smaps;
 // negative where that cannot be read (not Linux, no procfs).
 double huge_page_share(const void* p, std::size_t bytes);
+
+// The share (0..1) of all weight memory resident now (every live buffer of
+// alloc_weight_memory: the bench's arenas, a forward's resident weights and our
+// kernels' repacked copies) that huge pages back, from /proc/self/smaps: for memory
+// made of many buffers whose addresses the caller does not hold. 0 when none is
+// resident; negative where smaps cannot be read.
+double weight_memory_huge_page_share();
+
+// The process's resident memory, in bytes, from /proc/self/status: now (VmRSS) and at
+// its peak (VmHWM, since the process started or since reset_peak_resident()); negative
+// where that cannot be read.
+std::int64_t resident_bytes();
+std::int64_t peak_resident_bytes();
+// Starts the peak over from the memory resident now (writes "5" to
+// /proc/self/clear_refs), so what ran before (a kernel timed on big buffers) is not
+// counted. False where the kernel does not allow it: the peak then runs from the
+// process's start.
+bool reset_peak_resident();
 
 // An owned weight buffer (alloc_weight_memory), movable.
 class WeightMemory {

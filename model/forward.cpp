@@ -53,6 +53,15 @@ __attribute__((target("avx2"))) void swiglu_avx2(float* gate, const float* up, i
 
 CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
                        const std::vector<PlannedMatvec>& plan, int threads, int context)
+    : CpuForward(config, weights, plan, threads, context, nullptr, WeightResidence::InPlace) {}
+
+CpuForward::CpuForward(const LoadedModel& model, const std::vector<PlannedMatvec>& plan, int threads, int context,
+                       WeightResidence residence)
+    : CpuForward(model.config, model.weights, plan, threads, context, &model.file, residence) {}
+
+CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
+                       const std::vector<PlannedMatvec>& plan, int threads, int context, const gguf::File* file,
+                       WeightResidence residence)
     : c_(config),
       threads_(std::max(1, threads)),
       avx2_exp_(missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2)) == 0),
@@ -62,7 +71,7 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
   context_ = context > 0 ? std::min(context, c_.context_length) : c_.context_length;
   bound_ = bind_plan(c_, weights, plan, Backend::CPU);
   const int q_width = c_.n_head * c_.head_dim, kv_width = c_.n_head_kv * c_.head_dim;
-  kv_cache_.resize(kv_cache_bytes(c_, context_) / sizeof(float));
+  kv_cache_.resize(qmv::kv_cache_bytes(c_, context_) / sizeof(float));
   x_.resize(c_.n_embd);
   xn_.resize(std::max(c_.n_embd, q_width));
   q_.resize(q_width);
@@ -80,10 +89,81 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
   partial_sum_.resize(partial_max_.size());
   rope_cos_.resize(c_.rope_dim / 2);
   rope_sin_.resize(c_.rope_dim / 2);
+  place_weights(file, residence);
+}
 
-  // The weights stay where the GGUF file is mapped.
+void CpuForward::place_weights(const gguf::File* file, WeightResidence residence) {
+  const auto t0 = Clock::now();
+  residency_.residence = residence;
+  // Who reads each matrix: one that some reader (a kernel without a weight transform,
+  // a plain sibling of a fused op, the embedding lookup) takes in its own layout must
+  // be held in it; the others only ever in their kernels' layouts.
+  std::set<const gguf::Tensor*> matrices, read_plain{bound_.token_embd};
+  auto readers = [&](const BoundMatvec& b) {
+    if (!b.kernel) return;
+    for (const KernelSpec* k : {b.kernel, b.outlier_kernel})
+      if (k)
+        for (const gguf::Tensor* t : {b.w, b.w2})
+          if (t) {
+            matrices.insert(t);
+            if (!k->prepare) read_plain.insert(t);
+          }
+  };
+  for (const BoundLayer& l : bound_.layers)
+    for (const BoundMatvec* b : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) readers(*b);
+  readers(bound_.lm_head);
+
+  std::set<const gguf::Tensor*> repacked_only;
+  std::vector<const gguf::Tensor*> plain;
+  for (const gguf::Tensor* t : bound_.tensors) {
+    ++residency_.tensors;
+    residency_.weight_bytes += t->bytes;
+    if (matrices.count(t) && !read_plain.count(t)) {
+      repacked_only.insert(t);
+      ++residency_.repacked_only;
+      residency_.repacked_only_file_bytes += t->bytes;
+    } else if (residence == WeightResidence::Resident) {
+      plain.push_back(t);
+    } else {
+      in_place_.push_back(t);
+      residency_.in_place_bytes += t->bytes;
+    }
+  }
+
+  // Resident: the tensors read in their own layout copied into one buffer of weight
+  // memory, largest first, each one's file pages given back as soon as it is copied,
+  // so the process holds the file's pages of one tensor at a time beside the copies.
+  std::map<const gguf::Tensor*, const void*> copy_of;
+  if (!plain.empty()) {
+    std::stable_sort(plain.begin(), plain.end(),
+                     [](const gguf::Tensor* a, const gguf::Tensor* b) { return a->bytes > b->bytes; });
+    constexpr std::uint64_t kAlign = 64;
+    std::uint64_t total = 0;
+    for (const gguf::Tensor* t : plain) total += (t->bytes + kAlign - 1) / kAlign * kAlign;
+    plain_copies_ = WeightMemory(total);
+    auto* at = static_cast<std::uint8_t*>(plain_copies_.data());
+    for (const gguf::Tensor* t : plain) {
+      std::memcpy(at, t->data, t->bytes);
+      if (file) file->release_pages(t->data, t->bytes);
+      copy_of[t] = at;
+      ++residency_.plain_tensors;
+      residency_.plain_bytes += t->bytes;
+      at += (t->bytes + kAlign - 1) / kAlign * kAlign;
+    }
+  }
+
+  // A repacked-only matrix keeps its file address in the program: MatVecArgs::w stays
+  // a valid view of its plain blocks (its kernels read only the prepared copy, and a
+  // read would fault the file's pages in again), and keys its prepared copy.
   program_ = make_step_program(
-      c_, bound_, context_, [](const gguf::Tensor* t) -> const void* { return t->data; }, kv_cache_.data());
+      c_, bound_, context_,
+      [&](const gguf::Tensor* t) -> const void* {
+        const auto it = copy_of.find(t);
+        const void* at = it != copy_of.end() ? it->second : t->data;
+        tensor_at_[at] = t;
+        return at;
+      },
+      kv_cache_.data());
   program_.x = x_.data();
   program_.xn = xn_.data();
   program_.q = q_.data();
@@ -97,27 +177,70 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
   program_.logits = logits_.data();
   program_.rope_cos = rope_cos_.data();
   program_.rope_sin = rope_sin_.data();
-  prepare_all_weights();
+  prepare_all_weights(file, repacked_only);
+  // A read that faults one page of the file in maps its neighbours too where the page
+  // cache holds them (the kernel's fault-around, up to 64 KiB): pages given back above
+  // come again with the next tensor's first read. Once every copy is made, each tensor
+  // the step does not read in place gives its pages back for good.
+  if (file)
+    for (const gguf::Tensor* t : bound_.tensors)
+      if (residence == WeightResidence::Resident || repacked_only.count(t))
+        residency_.released_bytes += file->release_pages(t->data, t->bytes);
+
+  residency_.repacked_bytes = repack_.bytes;
+  residency_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (residence == WeightResidence::Resident) residency_.huge_page_share = weight_memory_huge_page_share();
 }
 
-void CpuForward::prepare_all_weights() {
+void CpuForward::prepare_all_weights(const gguf::File* file, const std::set<const gguf::Tensor*>& repacked_only) {
   const auto t0 = Clock::now();
+  struct Job {
+    const KernelSpec* kernel;
+    Shape shape;
+    const void *w, *w2;
+    std::size_t w_bytes, w2_bytes;
+  };
+  std::vector<Job> jobs;
   auto prepare_op = [&](const MatvecOp& m) {
     for (const KernelSpec* k : {m.kernel, m.outlier_kernel})
       if (k && k->prepare && m.w)
         for_each_invocation(*k, m, nullptr, nullptr,
                             [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, auto&&...) {
-                              prepared_weights(*k, m.shape, w, w_bytes, w2, w2_bytes);
+                              jobs.push_back({k, m.shape, w, w2, w_bytes, w2_bytes});
                             });
   };
   for (const LayerOps& l : program_.layers)
     for (const MatvecOp* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) prepare_op(*m);
   prepare_op(program_.lm_head);
+  // Largest first: while a matrix is repacked the process holds its file pages beside
+  // the copies made so far, and the later, smaller ones add least to that peak.
+  std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+    return a.w_bytes + a.w2_bytes > b.w_bytes + b.w2_bytes;
+  });
+  for (const Job& j : jobs) {
+    prepared_weights(*j.kernel, j.shape, j.w, j.w_bytes, j.w2, j.w2_bytes);
+    if (!file) continue;
+    for (const void* w : {j.w, j.w2}) {
+      const auto it = w ? tensor_at_.find(w) : tensor_at_.end();
+      if (it != tensor_at_.end() && repacked_only.count(it->second))
+        file->release_pages(it->second->data, it->second->bytes);
+    }
+  }
   repack_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const auto& [key, copy] : prepared_weights_) {
     repack_.matrices += key.first->op == OpKind::FusedUpGate ? 2 : 1;  // a fused copy holds both matrices
     repack_.bytes += copy.bytes();
   }
+}
+
+std::uint64_t CpuForward::page_in() const {
+  std::uint64_t bytes = 0;
+  volatile std::uint8_t sink = 0;
+  for (const gguf::Tensor* t : in_place_) {
+    for (std::uint64_t i = 0; i < t->bytes; i += 4096) sink = sink + t->data[i];
+    bytes += t->bytes;
+  }
+  return bytes;
 }
 
 std::uint64_t CpuForward::bytes_per_token(int pos) const {

@@ -18,11 +18,13 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/weight_memory.h"
 #include "model/config.h"
 #include "model/ops.h"
 #include "model/plan.h"
@@ -46,6 +48,21 @@ struct ContextFull : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where a CpuForward's weights live while it runs.
+enum class WeightResidence {
+  // Read where the tensors point (a mapped file's page cache, or a copy the caller
+  // made); only the repacked copies of kernels with a weight transform are made.
+  InPlace,
+  // Exactly one copy of each tensor the step reads, in weight memory
+  // (kernels/weight_memory.h, 2 MiB pages where granted): a matrix whose every reader
+  // (the planned kernel, and its outlier sibling) has a weight transform is held only
+  // in its kernels' layouts, made straight from the file; every other tensor (plain
+  // matvecs, norms, biases, the token embedding, which the lookup reads plain) is
+  // copied in its own layout. Each tensor's pages of a mapped file are given back as
+  // soon as its copy is made, so the process never holds much more than its copies.
+  Resident,
+};
+
 class CpuForward {
  public:
   // `plan` is resolve_plan's output for these weights; `context` bounds the KV cache
@@ -53,6 +70,11 @@ class CpuForward {
   // no entry in the plan.
   CpuForward(const ModelConfig& config, const ModelWeights& weights, const std::vector<PlannedMatvec>& plan,
              int threads, int context = 0);
+  // The same over a model's opened file, with its weights where `residence` says. A
+  // mapped file's pages of every tensor the forward no longer reads there (copied, or
+  // repacked) are given back. Throws std::bad_alloc when the copies do not fit.
+  CpuForward(const LoadedModel& model, const std::vector<PlannedMatvec>& plan, int threads, int context = 0,
+             WeightResidence residence = WeightResidence::Resident);
 
   // Runs `token` at the next position and returns the logits (valid until the next
   // call). Throws ContextFull when the cache is full, std::out_of_range for a token
@@ -81,6 +103,36 @@ class CpuForward {
     double seconds = 0;
   };
   const WeightRepack& weight_repack() const { return repack_; }
+
+  // Where the weights the step reads are, and what holding them costs.
+  struct WeightResidency {
+    WeightResidence residence = WeightResidence::InPlace;
+    int tensors = 0;                // every tensor the step reads, each once
+    std::uint64_t weight_bytes = 0;  // their bytes as the file holds them
+    // Matrices read only in their kernels' layouts (every reader has a weight
+    // transform): how many and their bytes in the file. Nothing else holds them.
+    int repacked_only = 0;
+    std::uint64_t repacked_only_file_bytes = 0;
+    // Resident: tensors copied in their own layout, and their bytes.
+    int plain_tensors = 0;
+    std::uint64_t plain_bytes = 0;
+    // InPlace: the bytes read where the tensors point.
+    std::uint64_t in_place_bytes = 0;
+    std::uint64_t repacked_bytes = 0;  // weight_repack().bytes
+    std::uint64_t released_bytes = 0;  // a mapped file's pages given back once copied
+    double seconds = 0;                // copies and repacks
+    // Resident: the share of all weight memory in 2 MiB pages once made
+    // (weight_memory_huge_page_share); negative where unknown or in place.
+    double huge_page_share = -1;
+    // The forward's own copies of weights: repacked and plain.
+    std::uint64_t copied_bytes() const { return repacked_bytes + plain_bytes; }
+  };
+  const WeightResidency& weight_residency() const { return residency_; }
+  std::uint64_t kv_cache_bytes() const { return kv_cache_.size() * sizeof(float); }
+  // Reads one byte of every page of the tensors the step reads in place, so that the
+  // first step's time is not the time of paging them in; returns their bytes (0 when
+  // resident).
+  std::uint64_t page_in() const;
 
  private:
   // One activation vector, prepared lazily in each format a reader asks for.
@@ -123,9 +175,20 @@ class CpuForward {
   // construction (prepare_all_weights), outside every op's time.
   std::map<std::pair<const KernelSpec*, const void*>, PreparedMatrix> prepared_weights_;
   WeightRepack repack_;
+  // Resident: the copies of the tensors that are read in their own layout.
+  WeightMemory plain_copies_;
+  WeightResidency residency_;
+  // The tensor behind each weight address of the program.
+  std::map<const void*, const gguf::Tensor*> tensor_at_;
+  std::vector<const gguf::Tensor*> in_place_;  // the tensors read where they point
+  CpuForward(const ModelConfig& config, const ModelWeights& weights, const std::vector<PlannedMatvec>& plan,
+             int threads, int context, const gguf::File* file, WeightResidence residence);
   const void* prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,
                                const void* w2, std::size_t w2_bytes);
-  void prepare_all_weights();
+  void place_weights(const gguf::File* file, WeightResidence residence);
+  // Makes every repacked copy, largest first, and gives back the file pages of the
+  // matrices in `repacked_only` once theirs is made.
+  void prepare_all_weights(const gguf::File* file, const std::set<const gguf::Tensor*>& repacked_only);
 
   // The ops of decode_step on the CPU (model/step.h calls them in order).
   template <class Exec>

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -203,6 +204,18 @@ File File::open(const std::string& path, Residence residence) {
     throw GgufError(path + ": " + e.what());
   }
   return f;
+}
+
+std::size_t File::release_pages(const void* p, std::size_t bytes) const {
+  if (residence_ != Residence::Mapped || !mapping_ || bytes == 0) return 0;
+  const auto base = reinterpret_cast<std::uintptr_t>(bytes_.data()), at = reinterpret_cast<std::uintptr_t>(p);
+  if (at < base || at - base > bytes_.size() || bytes > bytes_.size() - (at - base)) return 0;
+  // The mapping starts on a page and spans whole pages: the range rounded out to pages
+  // stays inside it.
+  static const std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t first = at / page * page, end = (at + bytes + page - 1) / page * page;
+  if (madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED) != 0) return 0;
+  return end - first;
 }
 
 File File::parse(std::span<const std::uint8_t> bytes) {

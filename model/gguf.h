@@ -66,10 +66,10 @@ struct Tensor {
 };
 
 // Where an opened file's bytes live. Mapped: the file's mapping, read in place from
-// the page cache (4 KiB pages; what inspecting a model needs). Loaded: read once into
-// weight memory (kernels/weight_memory.h: 2 MiB pages where granted), so matvecs that
-// read the weights in place stream them as the bench's arenas are streamed, at the
-// cost of reading the whole file at open and holding a copy beside the page cache.
+// the page cache (4 KiB pages), or copied from it by a forward that makes its weights
+// resident (model/forward.h, WeightResidence), which gives each tensor's pages back
+// once copied. Loaded: the whole file read once into weight memory
+// (kernels/weight_memory.h: 2 MiB pages where granted), a copy beside the page cache's.
 enum class Residence { Mapped, Loaded };
 
 class File {
@@ -87,6 +87,13 @@ class File {
   const std::uint8_t* data() const { return bytes_.data(); }
   Residence residence() const { return residence_; }
   const std::vector<Tensor>& tensors() const { return tensors_; }
+  // Gives back this process's pages of [p, p + bytes), bytes of a mapped file: every
+  // page the range touches (a neighbouring tensor's share of its first and last page
+  // too). The mapping is private and never written, so the pages are the file's, and a
+  // later read faults them in again, unchanged, from the page cache. Returns the bytes
+  // given back: 0 for a loaded or parsed file (its bytes are the only copy), a range
+  // outside the file, or an OS that refuses.
+  std::size_t release_pages(const void* p, std::size_t bytes) const;
   const Tensor* find_tensor(std::string_view name) const;
   // Keys in file order, and lookup.
   const std::vector<std::string>& keys() const { return key_order_; }

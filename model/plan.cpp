@@ -87,6 +87,7 @@ void KernelPlan::set(const std::string& op, const std::string& type, const std::
 }
 
 void KernelPlan::merge(const KernelPlan& later) {
+  static_order_ = static_order_ || later.static_order_;
   for (const auto& [key, kernel] : later.rules_) rules_[key] = kernel;
   if (later.route_outliers_) route_outliers_ = later.route_outliers_;
   if (later.outlier_k_) outlier_k_ = later.outlier_k_;
@@ -232,7 +233,8 @@ std::string KernelPlan::lookup(const std::string& op, WeightType type) const {
 std::string KernelPlan::describe() const {
   std::string s;
   for (const auto& [key, kernel] : rules_) s += fmt::format("{}{}.{}={}", s.empty() ? "" : ",", key.first, key.second, kernel);
-  if (s.empty()) s = "*=auto";
+  if (s.empty()) s = static_order_ ? "static" : "*=auto";
+  else if (static_order_) s = "static," + s;
   if (route_outliers_) s += fmt::format(",outliers.route={}", *route_outliers_ ? "true" : "false");
   if (outlier_k_) s += fmt::format(",outliers.k={}", *outlier_k_);
   for (const auto& [type, kernel] : outlier_kernels_) s += fmt::format(",outliers.{}={}", type, kernel);
@@ -259,26 +261,69 @@ bool runnable(const KernelSpec& k, OpKind op, WeightType w, Shape s, Backend bac
          availability(k).available;
 }
 
-// The bench row nearest in shape (log distance of rows and cols) for each kernel of
-// the op kind; its median GB/s goes to `gbps`.
-const KernelSpec* fastest_in_bench(const std::vector<KernelSpeed>& bench, OpKind op, WeightType w, Shape s,
-                                   int threads, Backend backend, double& gbps, ActFilter act = {}) {
-  const KernelSpec* best = nullptr;
-  double best_gbps = 0, best_dist = 0;
+// The measured kernels of the op kind for the weight type, at the measured shape
+// nearest to `s` (log distance of rows and cols; the model's own shape where it was
+// measured), fastest first.
+struct Ranked {
+  const KernelSpec* kernel;
+  const KernelSpeed* speed;
+  bool exact;  // measured at the matvec's own shape
+};
+std::vector<Ranked> rank_measured(const std::vector<KernelSpeed>& bench, OpKind op, WeightType w, Shape s, int threads,
+                                  Backend backend, ActFilter act = {}) {
+  std::vector<Ranked> at_nearest;
+  double nearest = 0;
   for (const KernelSpeed& r : bench) {
     if ((backend == Backend::CPU && r.threads != threads) || r.weight_type != to_string(w)) continue;
     const KernelSpec* k = global_registry().find(r.kernel);
     // auto plans with qmvlab's own kernels; a peer's runs only where a plan names it.
     if (!k || !k->peer.empty() || !runnable(*k, op, w, s, backend, act)) continue;
     const double dist = std::abs(std::log(double(r.rows) / s.rows)) + std::abs(std::log(double(r.cols) / s.cols));
-    if (!best || dist < best_dist - 1e-9 || (std::abs(dist - best_dist) <= 1e-9 && r.gbps_median > best_gbps)) {
-      best = k;
-      best_gbps = r.gbps_median;
-      best_dist = dist;
+    if (!at_nearest.empty() && dist > nearest + 1e-9) continue;
+    if (!at_nearest.empty() && dist < nearest - 1e-9) at_nearest.clear();
+    nearest = dist;
+    // One entry per kernel: a file may hold a kernel twice at a shape (two runs).
+    auto same = std::find_if(at_nearest.begin(), at_nearest.end(), [&](const Ranked& x) { return x.kernel == k; });
+    if (same == at_nearest.end()) {
+      at_nearest.push_back({k, &r, dist < 1e-9});
+    } else if (r.gbps_median > same->speed->gbps_median) {
+      same->speed = &r;
     }
   }
-  gbps = best_gbps;
-  return best;
+  // Time decides where every figure has one; GB/s otherwise (older bench files).
+  const bool timed = std::all_of(at_nearest.begin(), at_nearest.end(),
+                                 [](const Ranked& x) { return x.speed->time_median_us > 0; });
+  std::stable_sort(at_nearest.begin(), at_nearest.end(), [&](const Ranked& a, const Ranked& b) {
+    return timed ? a.speed->time_median_us < b.speed->time_median_us : a.speed->gbps_median > b.speed->gbps_median;
+  });
+  return at_nearest;
+}
+
+// What `auto` chose for one matvec, and on what evidence.
+struct AutoChoice {
+  const KernelSpec* kernel = nullptr;
+  std::string why, source;
+  double gbps = 0;
+  const KernelSpec* runner_up = nullptr;
+  double runner_up_gbps = 0;
+};
+
+AutoChoice measured_choice(const std::vector<Ranked>& ranked, const std::string& why) {
+  AutoChoice c;
+  c.kernel = ranked[0].kernel;
+  c.gbps = ranked[0].speed->gbps_median;
+  c.source = ranked[0].speed->source;
+  c.why = why;
+  // Another shape's figures stand in for a shape nobody measured: say which.
+  if (!ranked[0].exact) {
+    c.source += fmt::format(" at {}x{}", ranked[0].speed->rows, ranked[0].speed->cols);
+    c.why += " at the nearest measured shape";
+  }
+  if (ranked.size() > 1) {
+    c.runner_up = ranked[1].kernel;
+    c.runner_up_gbps = ranked[1].speed->gbps_median;
+  }
+  return c;
 }
 
 const KernelSpec* first_in_default_order(WeightType w, Shape s, Backend backend, ActFilter act = {}) {
@@ -305,17 +350,16 @@ const KernelSpec* first_fused(WeightType w, Shape s, Backend backend, ActFilter 
   return nullptr;
 }
 
-const KernelSpec* auto_matvec(const std::string& op, WeightType w, Shape s, int threads,
-                              const std::vector<KernelSpeed>& bench, Backend backend, std::string& why,
-                              ActFilter act = {}) {
-  double gbps = 0;
-  if (const KernelSpec* k = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, backend, gbps, act)) {
-    why = fmt::format("auto: fastest in the bench CSV at the nearest shape ({:.1f} GB/s)", gbps);
-    return k;
-  }
+AutoChoice auto_matvec(const std::string& op, WeightType w, Shape s, int threads, const std::vector<KernelSpeed>& bench,
+                       Backend backend, ActFilter act = {}) {
+  if (const auto ranked = rank_measured(bench, OpKind::MatVec, w, s, threads, backend, act); !ranked.empty())
+    return measured_choice(ranked, "auto: fastest measured");
   if (const KernelSpec* k = first_in_default_order(w, s, backend, act)) {
-    why = "auto: default order";
-    return k;
+    AutoChoice c;
+    c.kernel = k;
+    c.why = "auto: static order";
+    c.source = bench.empty() ? "static order" : "static order (not measured)";
+    return c;
   }
   // Why not: the first kernel of the type that takes the shape but cannot run here.
   std::string reason;
@@ -328,23 +372,41 @@ const KernelSpec* auto_matvec(const std::string& op, WeightType w, Shape s, int 
                               to_string(s), reason));
 }
 
-// A fused kernel for gate+up when one runs here and, given bench rows, moves bytes
-// at least as fast as the best plain kernel; nullptr keeps the pair separate.
-const KernelSpec* auto_fused(WeightType w, Shape s, int threads, const std::vector<KernelSpeed>& bench,
-                             Backend backend, std::string& why, ActFilter act = {}) {
-  double fused_gbps = 0, single_gbps = 0;
-  const KernelSpec* fused = fastest_in_bench(bench, OpKind::FusedUpGate, w, s, threads, backend, fused_gbps, act);
-  const KernelSpec* single = fastest_in_bench(bench, OpKind::MatVec, w, s, threads, backend, single_gbps, act);
-  if (fused) {
-    if (single && single_gbps > fused_gbps) return nullptr;
-    why = fmt::format("auto: fused, {:.1f} GB/s in the bench CSV against {:.1f} for the best single", fused_gbps,
-                      single_gbps);
-    return fused;
+// A fused kernel for gate+up when one runs here and, where both were measured, one
+// fused call takes less time than the best plain kernel called twice (or, without
+// times, moves bytes at least as fast); `kernel` null keeps the pair separate, with the
+// best fused kernel as the runner-up where one was measured.
+AutoChoice auto_fused(WeightType w, Shape s, int threads, const std::vector<KernelSpeed>& bench, Backend backend,
+                      ActFilter act = {}) {
+  const auto fused = rank_measured(bench, OpKind::FusedUpGate, w, s, threads, backend, act);
+  const auto single = rank_measured(bench, OpKind::MatVec, w, s, threads, backend, act);
+  if (!fused.empty()) {
+    const KernelSpeed& f = *fused[0].speed;
+    bool fuse = single.empty();
+    if (!single.empty()) {
+      const KernelSpeed& p = *single[0].speed;
+      fuse = f.time_median_us > 0 && p.time_median_us > 0 ? f.time_median_us <= 2 * p.time_median_us
+                                                           : f.gbps_median >= p.gbps_median;
+    }
+    if (!fuse) {
+      AutoChoice apart;
+      apart.runner_up = fused[0].kernel;
+      apart.runner_up_gbps = f.gbps_median;
+      return apart;
+    }
+    AutoChoice c = measured_choice(fused, "auto: fused, faster than the best plain kernel twice");
+    if (!single.empty()) {
+      c.runner_up = single[0].kernel;
+      c.runner_up_gbps = single[0].speed->gbps_median;
+    }
+    return c;
   }
-  if (!bench.empty() && single) return nullptr;  // measured singles, unmeasured fusion: keep what was measured
-  fused = first_fused(w, s, backend, act);
-  if (fused) why = "auto: fused (reads the activation once)";
-  return fused;
+  if (!bench.empty() && !single.empty()) return {};  // measured singles, unmeasured fusion: keep what was measured
+  AutoChoice c;
+  c.kernel = first_fused(w, s, backend, act);
+  c.why = "auto: static order (fused: reads the activation once)";
+  c.source = bench.empty() ? "static order" : "static order (not measured)";
+  return c;
 }
 
 // Checks an explicitly named kernel against the matvec it would run.
@@ -395,16 +457,23 @@ const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op,
     return k;
   }
   if (kernel.op == OpKind::FusedUpGate)
-    if (const KernelSpec* fused = auto_fused(w, s, threads, bench, kernel.backend, why, ActFormat::F32)) return fused;
-  return auto_matvec(op, w, s, threads, bench, kernel.backend, why, ActFormat::F32);
+    if (const AutoChoice fused = auto_fused(w, s, threads, bench, kernel.backend, ActFormat::F32); fused.kernel) {
+      why = fused.why;
+      return fused.kernel;
+    }
+  const AutoChoice plain = auto_matvec(op, w, s, threads, bench, kernel.backend, ActFormat::F32);
+  why = plain.why;
+  return plain.kernel;
 }
 
 std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeights& weights, int threads,
-                                        const std::vector<KernelSpeed>& bench, Backend backend) {
+                                        const std::vector<KernelSpeed>& measured, Backend backend) {
+  static const std::vector<KernelSpeed> kNone;
+  const std::vector<KernelSpeed>& bench = plan.uses_static_order() ? kNone : measured;
   std::vector<PlannedMatvec> out;
-  // Adds one matvec to its (op, type, shape) entry, resolving the entry the first time.
-  auto add = [&](const std::string& op, OpKind kind, WeightType w, Shape s, const KernelSpec* chosen,
-                 const std::string& chosen_why) {
+  // Adds one matvec to its (op, type, shape) entry, resolving the entry the first time;
+  // `chosen` is a fused choice made for the layer, or null to resolve a plain op here.
+  auto add = [&](const std::string& op, OpKind kind, WeightType w, Shape s, const AutoChoice* chosen) {
     auto same = std::find_if(out.begin(), out.end(),
                              [&](const PlannedMatvec& p) { return p.op == op && p.weight == w && p.shape == s; });
     if (same != out.end()) return void(++same->count);
@@ -412,22 +481,26 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     p.op = op;
     p.weight = w;
     p.shape = s;
-    p.kernel = chosen;
-    p.why = chosen_why;
     p.count = 1;
-    if (!p.kernel) {
-      const std::string choice = plan.lookup(op, w);
-      if (choice == "auto") {
-        p.kernel = auto_matvec(op, w, s, threads, bench, backend, p.why);
-      } else {
-        p.kernel = named_kernel(choice, op, kind, w, s, backend);
-        p.why = "plan";
-      }
+    AutoChoice c;
+    if (chosen) {
+      c = *chosen;
+    } else if (const std::string choice = plan.lookup(op, w); choice == "auto") {
+      c = auto_matvec(op, w, s, threads, bench, backend);
+    } else {
+      c.kernel = named_kernel(choice, op, kind, w, s, backend);
+      c.why = "plan";
     }
+    p.kernel = c.kernel;
+    p.why = c.why;
+    p.gbps = c.gbps;
+    p.source = c.source;
+    p.runner_up = c.runner_up;
+    p.runner_up_gbps = c.runner_up_gbps;
     out.push_back(p);
   };
   auto add_tensor = [&](const std::string& op, const gguf::Tensor* t) {
-    add(op, OpKind::MatVec, weight_type(op, t), matrix_shape(t), nullptr, "");
+    add(op, OpKind::MatVec, weight_type(op, t), matrix_shape(t), nullptr);
   };
 
   for (const LayerWeights& l : weights.layers) {
@@ -442,19 +515,18 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     if (choice.empty())
       choice = plan.lookup("ffn_gate", gate_type) == "auto" && plan.lookup("ffn_up", up_type) == "auto" ? "auto"
                                                                                                         : kNoKernel;
-    const KernelSpec* fused = nullptr;
-    std::string why;
+    AutoChoice fused;
     if (choice == "auto") {
-      if (gate_type == up_type) fused = auto_fused(gate_type, s, threads, bench, backend, why);
+      if (gate_type == up_type) fused = auto_fused(gate_type, s, threads, bench, backend);
     } else if (choice != kNoKernel) {
       if (gate_type != up_type)
         throw PlanError(fmt::format("plan: ffn_up_gate cannot use {}: ffn_gate is {} but ffn_up is {}", choice,
                                     to_string(gate_type), to_string(up_type)));
-      fused = named_kernel(choice, "ffn_up_gate", OpKind::FusedUpGate, gate_type, s, backend);
-      why = "plan";
+      fused.kernel = named_kernel(choice, "ffn_up_gate", OpKind::FusedUpGate, gate_type, s, backend);
+      fused.why = "plan";
     }
-    if (fused) {
-      add("ffn_up_gate", OpKind::FusedUpGate, gate_type, s, fused, why);
+    if (fused.kernel) {
+      add("ffn_up_gate", OpKind::FusedUpGate, gate_type, s, &fused);
     } else {
       add_tensor("ffn_gate", l.ffn_gate);
       add_tensor("ffn_up", l.ffn_up);
@@ -476,8 +548,47 @@ void route_outliers_option(KernelPlan& plan, const std::string& k_text) {
   plan.set_outlier_routing(true);
 }
 
+KernelPlan KernelPlan::static_order() {
+  KernelPlan plan;
+  plan.static_order_ = true;
+  return plan;
+}
+
+std::vector<AutoMatvec> auto_matvecs(const KernelPlan& plan, const ModelWeights& weights) {
+  std::vector<AutoMatvec> out;
+  auto add = [&](OpKind kind, WeightType w, Shape s, const std::string& op) {
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const AutoMatvec& a) { return a.kind == kind && a.weight == w && a.shape == s; });
+    if (same == out.end()) same = out.insert(out.end(), AutoMatvec{kind, w, s, {}, 0});
+    if (std::find(same->ops.begin(), same->ops.end(), op) == same->ops.end()) same->ops.push_back(op);
+    ++same->count;
+  };
+  auto add_tensor = [&](const std::string& op, const gguf::Tensor* t) {
+    const WeightType w = weight_type(op, t);
+    if (plan.lookup(op, w) == "auto") add(OpKind::MatVec, w, matrix_shape(t), op);
+  };
+  for (const LayerWeights& l : weights.layers) {
+    add_tensor("attn_q", l.wq);
+    add_tensor("attn_k", l.wk);
+    add_tensor("attn_v", l.wv);
+    add_tensor("attn_out", l.wo);
+    const WeightType gate_type = weight_type("ffn_gate", l.ffn_gate), up_type = weight_type("ffn_up", l.ffn_up);
+    const std::string named = plan.lookup_named("ffn_up_gate", gate_type);
+    const bool may_fuse = gate_type == up_type && matrix_shape(l.ffn_gate) == matrix_shape(l.ffn_up) &&
+                          (named == "auto" || (named.empty() && plan.lookup("ffn_gate", gate_type) == "auto" &&
+                                               plan.lookup("ffn_up", up_type) == "auto"));
+    if (may_fuse) add(OpKind::FusedUpGate, gate_type, matrix_shape(l.ffn_gate), "ffn_up_gate");
+    add_tensor("ffn_gate", l.ffn_gate);
+    add_tensor("ffn_up", l.ffn_up);
+    add_tensor("ffn_down", l.ffn_down);
+  }
+  add_tensor("lm_head", weights.output);
+  return out;
+}
+
 KernelPlan load_plan(const std::string& spec) {
   if (spec.empty() || spec == "auto") return {};
+  if (spec == "static") return KernelPlan::static_order();
   const bool toml_name = spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".toml") == 0;
   if (toml_name || (spec.find('=') == std::string::npos && std::filesystem::is_regular_file(spec))) {
     if (!std::filesystem::is_regular_file(spec)) throw PlanError(fmt::format("plan file '{}' not found", spec));

@@ -12,11 +12,14 @@
 // The most specific rule wins: (op, type), then (op, any type), then (any op, type),
 // then (any, any); with no rule at all a matvec is `auto`. The fused `ffn_up_gate`
 // op only takes rules that name it: a kernel, `none`, or `auto`. With no such rule it
-// is `auto` when both ffn_gate and ffn_up are: a fused kernel replaces the pair when
-// one can run (and, given a bench CSV, is at least as fast as the best single one). `auto` takes the fastest
-// kernel for the weight type and shape in a bench CSV when one is given, else the
-// first available kernel in kAutoOrder. Resolving a plan against a model checks every
-// choice (weight type, op kind, shape, CPU features) before anything runs.
+// is `auto` when both ffn_gate and ffn_up are.
+//
+// `auto` picks by measured speed (KernelSpeed: the harness's tuning store, or a bench
+// CSV): per matvec the kernel fastest on that weight type, shape and thread count, and
+// the fused gate+up kernel where one call beats the best gate plus the best up. Where
+// nothing was measured it takes the first available kernel in kAutoOrder, the fixed
+// order also used throughout by the `static` plan. Resolving a plan against a model
+// checks every choice (weight type, op kind, shape, CPU features) before anything runs.
 //
 // Outlier routing (off by default): a matvec whose kernel reads int8 activations
 // (Q8_K, Q8_1) runs an f32-activation sibling instead for an activation vector with
@@ -49,14 +52,11 @@ namespace qmv {
 // runs, ffn_gate and ffn_up do not.
 // The plan value that turns fusion off: `ffn_up_gate=none`.
 inline constexpr const char* kNoKernel = "none";
-// Variant suffixes `auto` tries in order when it has no bench CSV: per weight type, the
-// family that is fastest on x86 first, the references last; a type takes the first
-// suffix it has. The row-interleaved kernels with four prefetched streams per thread
-// lead two, with AVX-512 VNNI and with AVX2 (results/intel-xeon-2c/r8x4-prefetch.csv,
-// the same file under the AVX2 mask, results/amd-epyc-2c/default.csv). Q6_K, which has
-// no VNNI row-interleaved kernel, takes the plain four-row one with AVX-512 VNNI
-// (results/intel-xeon-2c/default.csv), and its plain two-row kernel trails the
-// row-interleaved ones with AVX2 (results/intel-xeon-2c-isa-avx2-fma-f16c/default.csv).
+// The fixed order: variant suffixes `auto` tries where it has no measurement, and the
+// `static` plan everywhere; a weight type takes the first suffix it has. It is a
+// fallback, not a finding: which kernel is fastest differs between CPUs, which is why
+// `auto` measures (harness/auto_plan.h). The row-interleaved kernels lead, then the
+// plain multi-row ones, then the references.
 inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x4_q8k",  "avx512vnni_r8x4_q8_1", "avx512vnni_r8x2_q8k",
                                              "avx512vnni_r8x2_q8_1", "avx512vnni_4row_q8k",  "avx2_r8x4_q8_1",
                                              "avx2_r8x2_q8_1",       "avx2_r8x4_q8k",        "avx2_r8x2_q8k",
@@ -66,16 +66,12 @@ inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x4_q8k",  "avx512vnni
                                              "avx2_f32",             "avx2_4row",            "avx2",
                                              "scalar_q8k",           "scalar_f32",           "scalar"};
 // The same for the fused up+gate kernels; a fused kernel not listed comes after these.
-// Two groups of each matrix per step (four streams) first, as for the matvecs
-// (results/intel-xeon-2c/fused-up-gate-streams.csv).
 inline constexpr const char* kAutoOrderFused[] = {
     "avx512vnni_r8x2_up_gate_q8k", "avx512vnni_r8x2_up_gate_q8_1", "avx2_r8x2_up_gate_q8_1", "avx2_r8x2_up_gate_q8k",
     "avx512vnni_up_gate_q8k",      "avx2_r8_up_gate_q8_1",         "avx2_r8_up_gate_q8k"};
-// The same for CUDA kernels (`--device cuda`), fastest first on an H100 on every
-// Llama shape (results/nvidia-h100-80gb-hbm3/bench.csv, bench-legacy-dp4a.csv,
-// decode-plans.csv): Q4_K's and Q6_K's half-warp DP4A kernels, Q5_K's multi-warp
-// f32 ones, the legacy quants' warp-per-row DP4A kernels, then the warp-per-row kernels
-// every type has.
+// The same for CUDA kernels (`--device cuda`): the half-warp and multi-warp kernels the
+// first GPU runs measured fastest (results/nvidia-h100-80gb-hbm3/bench.csv), then the
+// warp-per-row kernels every type has.
 inline constexpr const char* kAutoOrderCuda[] = {"halfwarp_dp4a_q8_1", "multiwarp_f32.w2", "multiwarp_f32.w4",
                                                  "multiwarp_f32.w3",   "dp4a_q8_1",        "warp_row_dp4a_q8_1",
                                                  "warp_row_f32",       "warp_row"};
@@ -92,6 +88,9 @@ struct OutlierRouting {
 
 class KernelPlan {
  public:
+  // The plan every `auto` of which takes the fixed order (kAutoOrder), measurements or not.
+  static KernelPlan static_order();
+  bool uses_static_order() const { return static_order_; }
   // "op.type=kernel" rules separated by commas; op or type may be "*" or left out
   // ("ffn_down=k" is ffn_down for any type, "q6_K=k" any op for q6_K).
   static KernelPlan parse_rules(const std::string& rules);
@@ -121,15 +120,18 @@ class KernelPlan {
   std::optional<bool> route_outliers_;
   std::optional<double> outlier_k_;
   std::map<std::string, std::string> outlier_kernels_;  // weight type or "*" -> kernel
+  bool static_order_ = false;
 };
 
-// A kernel's measured speed at one shape, what `auto` picks the fastest kernel by: the
-// fields of a bench CSV row that a plan reads (the harness reads the CSV).
+// A kernel's measured speed at one shape, what `auto` picks the fastest kernel by (the
+// harness reads them from its tuning store or a bench CSV).
 struct KernelSpeed {
   std::string kernel, weight_type;
   std::int64_t rows = 0, cols = 0;
   int threads = 0;
   double gbps_median = 0;
+  double time_median_us = 0;  // 0: unknown (then gbps ranks)
+  std::string source;         // where the figure came from, for the plan table: "measured now", "store, 2026-11-28"
 };
 
 struct PlannedMatvec {
@@ -137,8 +139,15 @@ struct PlannedMatvec {
   WeightType weight;
   Shape shape;
   const KernelSpec* kernel = nullptr;
-  std::string why;  // "plan", "auto: fastest in bench.csv (12.3 GB/s)", "auto: default order"
+  std::string why;  // "plan", "auto: fastest measured", "auto: static order", ...
   int count = 0;    // how many matvecs of the model share this (op, type, shape)
+  // For an auto choice made by speed: the kernel's figure, where it came from
+  // (KernelSpeed::source), and the next fastest kernel with its figure (for ffn_up_gate,
+  // the best plain kernel, run twice; for a gate or up left unfused, the best fused one).
+  double gbps = 0;
+  std::string source;
+  const KernelSpec* runner_up = nullptr;
+  double runner_up_gbps = 0;
   // With outlier routing, for an int8-activation kernel: the f32-activation kernel
   // that runs instead on a vector with max |x| > outlier_k * rms. For a fused op it
   // is a fused kernel, or a plain one called once per matrix. nullptr: not routed.
@@ -163,9 +172,21 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
 const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op, const KernelSpec& kernel, Shape s,
                                   int threads, const std::vector<KernelSpeed>& bench, std::string& why);
 
-// Loads a plan given as "auto", a TOML file (an existing path or a name ending in
-// .toml), or OP.TYPE=KERNEL rules.
+// Loads a plan given as "auto", "static" (KernelPlan::static_order), a TOML file (an
+// existing path or a name ending in .toml), or OP.TYPE=KERNEL rules.
 KernelPlan load_plan(const std::string& spec);
+
+// A matvec `auto` has to decide under `plan` (no rule names its kernel): the op kind,
+// weight type and shape that speeds must cover. The fused kind stands for the gate+up
+// pairs that may fuse (its plain kind is listed too, to compare with).
+struct AutoMatvec {
+  OpKind kind = OpKind::MatVec;
+  WeightType weight = WeightType::Q4_K;
+  Shape shape;
+  std::vector<std::string> ops;  // the plan ops it serves
+  int count = 0;                 // calls per token
+};
+std::vector<AutoMatvec> auto_matvecs(const KernelPlan& plan, const ModelWeights& weights);
 // `--route-outliers[=K]`: turns outlier routing on, with k = K when given (else the
 // plan's k, 8 by default). Throws PlanError naming the option for a bad K.
 void route_outliers_option(KernelPlan& plan, const std::string& k_text);

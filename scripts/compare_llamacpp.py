@@ -629,8 +629,9 @@ def qmvlab_timed_decode(exe, model, token, n, threads, plan, tmpdir):
     out_json, out_csv = Path(tmpdir) / "decode.json", Path(tmpdir) / "decode.csv"
     out_json.unlink(missing_ok=True)
     out_csv.unlink(missing_ok=True)
+    # No plan given: qmvlab's default command, the plan it picks from this machine's measurements.
     cmd = [exe, "decode", "--model", model, "--prompt-tokens", token, "-n", n, "--threads", threads, "--ignore-eos",
-           "--quiet", "--plan", plan, "--json", out_json, "--out", out_csv]
+           "--quiet", "--json", out_json, "--out", out_csv] + (["--plan", plan] if plan else [])
     out = run_tool(cmd, "qmvlab decode")
     if out.returncode != 0:
         fail(f"qmvlab decode failed (exit {out.returncode}): {shlex.join(map(str, cmd))}\n"
@@ -715,7 +716,8 @@ def timing_main(args):
             q, l, lo, rf = median(ours), median(on), median(off), median(roof)
             shown = m.resolve().relative_to(ROOT) if m.resolve().is_relative_to(ROOT) else m
             command = shlex.join(["scripts/compare_llamacpp.py", "--model", str(shown), "--threads", str(args.threads),
-                                  "-n", str(n), "--rounds", str(args.rounds), "--plan", args.plan])
+                                  "-n", str(n), "--rounds", str(args.rounds)]
+                                 + (["--plan", args.plan] if args.plan else []))
             rows.append({
                 "machine": machine, "cpu_model": first[1].get("cpu_model", ""),
                 "qmvlab_commit": first[1].get("git_commit", ""), "peer": peer,
@@ -784,7 +786,7 @@ def main():
     ap.add_argument("--llama-bench", default=str(PEER_DIR / "build/bin/llama-bench"),
                     help="timing: llama-bench executable (default: the pinned build's)")
     ap.add_argument("--plan", default=None,
-                    help="passed to qmvlab decode --plan (default: auto when timing, qmvlab's own with --tokens)")
+                    help="passed to qmvlab decode --plan (default: none, qmvlab's default plan)")
     ap.add_argument("--out", help="append CSV rows to this file (timing default: "
                                   "results/<machine>/decode-vs-llamacpp.csv; --tokens: none)")
     tokens = ap.add_argument_group("--tokens mode")
@@ -802,8 +804,6 @@ def main():
     if args.tokens:
         tokens_main(args)
     else:
-        if args.plan is None:
-            args.plan = "auto"
         timing_main(args)
 
 

@@ -5,7 +5,8 @@ on that machine at its thread count), one column per machine, as a markdown tabl
 
 Reads every results CSV with the bench columns under results/<machine>/ (bench, sweep
 CSVs; rows whose status is not ok are left out), so a GPU's folder joins the table as
-soon as its bench CSV is committed. Cold-cache rows only, unless --cache warm.
+soon as its bench CSV is committed. Cold-cache rows only, unless --cache warm. A folder
+under a machine's former name (FORMER_MACHINES) joins the column of the name it has now.
 
     python3 scripts/machines.py [results] [--shapes 4096x14336,14336x4096] [--cache cold]
 """
@@ -13,6 +14,21 @@ import argparse
 import csv
 import sys
 from pathlib import Path
+
+# Names machines went by before the name told CPUs apart (harness/machine.cpp keeps the
+# same table): the Zen 3 EPYC's rows say amd-epyc-2c, a name a Zen 4 EPYC also had.
+FORMER_MACHINES = {
+    "amd-epyc-2c": "amd-zen3-2c",
+}
+
+
+def canonical_machine(name):
+    """A former machine name, alone or with its -isa-... suffix, as the machine is called now."""
+    for former, now in FORMER_MACHINES.items():
+        if name == former or name.startswith(former + "-isa-"):
+            return now + name[len(former):]
+    return name
+
 
 NEED = {"kernel", "weight_type", "backend", "rows", "cols", "threads", "cache", "gbps_median", "peak_gbps"}
 
@@ -22,12 +38,12 @@ def fail(msg):
     sys.exit(2)
 
 
-def best_rows(folder, cache):
-    """(weight type, rows, cols) -> the fastest ok row of any CSV in the folder, and the
-    highest peak measured in the folder per (backend, threads): a peak measured while the
-    machine was busy would flatter every row timed against it."""
+def best_rows(folders, cache):
+    """(weight type, rows, cols) -> the fastest ok row of any CSV in the folders (one
+    machine's), and the highest peak measured there per (backend, threads): a peak
+    measured while the machine was busy would flatter every row timed against it."""
     best, peaks = {}, {}
-    for path in sorted(folder.glob("*.csv")):
+    for path in sorted(p for folder in folders for p in folder.glob("*.csv")):
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
             if not reader.fieldnames or not NEED <= set(reader.fieldnames):
@@ -53,7 +69,11 @@ def main():
     root = Path(args.results)
     if not root.is_dir():
         fail(f"{root}: no such folder")
-    machines = {d.name: best_rows(d, args.cache) for d in sorted(root.iterdir()) if d.is_dir()}
+    folders = {}
+    for d in sorted(root.iterdir()):
+        if d.is_dir():
+            folders.setdefault(canonical_machine(d.name), []).append(d)
+    machines = {m: best_rows(ds, args.cache) for m, ds in sorted(folders.items())}
     machines = {m: b for m, b in machines.items() if b[0]}
     if not machines:
         fail(f"{root}: no machine folder has a bench or sweep CSV")

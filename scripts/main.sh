@@ -2,10 +2,12 @@
 # The main job on this machine: install (the pinned ggml/llama.cpp peers included),
 # build, measure the read bandwidth, check every kernel on every default shape, run
 # the default experiment (every CPU kernel and ggml's on the Llama-2-7B and
-# TinyLlama-1.1B shapes, 1 and all threads, cold), time decode against llama.cpp
-# (llama-bench, same threads) on a real model, its Q4_K_M requant and a synthetic
-# TinyLlama Q4_K_M, write results/<machine>/ (CSVs, plots, REPORT.md) and print the
-# one-screen report.
+# TinyLlama-1.1B shapes, 1 and all threads, cold), time qmvlab's default decode against
+# llama.cpp (llama-bench, same threads) on a real model, its Q4_K_M requant and a
+# synthetic TinyLlama Q4_K_M, set the default plan against the one `tune` finds, write
+# results/<machine>/ (CSVs, the tuning store, plots, REPORT.md) and print the one-screen
+# report. The peak and the sweep fill the tuning store (results/<machine>/tuning.csv)
+# that the default decode picks its kernels from.
 #
 # On a CPU with AVX-512 it then does it all again as an AVX2-only machine would:
 # qmvlab under `--cpu-features avx2,fma,f16c` against ggml and llama.cpp built for
@@ -60,6 +62,16 @@ measure() {
     --rounds 5 --out "$out/decode-vs-llamacpp.csv" >"$logs/decode.txt" || rc=$?
   # 3: the pinned llama-bench is not there (QMV_PEERS=off); the report says so.
   [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || exit "$rc"
+
+  # The default plan (auto: per matvec the kernel fastest in this machine's tuning store,
+  # which the sweep filled) against the plan `tune` finds (every kernel checked and timed
+  # on the model's own matvecs), decoded in alternating rounds into decode.csv.
+  local plan_file
+  plan_file="$out/tune-$(basename "$tiny" .gguf).toml"
+  step tune $q tune --model "$tiny" --threads "$(nproc)" --out "$plan_file" --no-decode
+  rm -f "$out/decode.csv"
+  step plans .venv/bin/python scripts/decode_ab.py --qmvlab "$q" --model "$tiny" --threads "$(nproc)" -n 64 \
+    --rounds 3 --b "--plan $plan_file" --out "$out/decode.csv"
   $q report --summary "$out"
 }
 

@@ -39,6 +39,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machines import canonical_machine  # noqa: E402
+
 BENCH_COLUMNS = {"kernel", "rows", "cols", "threads", "gbps_median", "peak_gbps", "cache"}
 KINDS = ("bench", "leaderboard", "roofline", "accuracy")
 
@@ -98,7 +101,8 @@ def shape_text(s):
 
 
 def machine_of(rows, path):
-    return rows[0].get("machine") or Path(path).parent.name
+    """The machine by the name it has now, whatever name its rows were written under."""
+    return canonical_machine(rows[0].get("machine") or Path(path).parent.name)
 
 
 def on_gpu(rows):
@@ -109,7 +113,7 @@ def where(rows):
     """The title's machine: the GPU for CUDA rows (the host's name is its CPU's)."""
     if on_gpu(rows) and rows[0].get("gpu_name"):
         return rows[0]["gpu_name"]
-    return rows[0].get("machine", "")
+    return canonical_machine(rows[0].get("machine", ""))
 
 
 def threads_text(rows, t):

@@ -18,6 +18,7 @@
 
 #include "harness/csv.h"
 #include "harness/fccp.h"
+#include "harness/tuning_store.h"
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/gguf.h"
@@ -26,6 +27,7 @@
 #include "kernels/registry.h"
 #include "model/plan.h"
 #include "tests/cli_run.h"
+#include "tests/scoped_env.h"
 
 namespace qmv {
 namespace {
@@ -226,6 +228,56 @@ TEST(Forward, BytesPerTokenCountWeightsAndTheCache) {
   EXPECT_EQ(fwd.bytes_per_token(9) - fwd.bytes_per_token(0), 9 * kv_row);
 }
 
+TEST(DecodeCli, FirstRunTunesTheSecondTimesNothing) {
+  const std::string model = toy_model("llama", "q4_K_m");
+  const std::string store = tmp("tuning-cli.csv");
+  std::filesystem::remove(store);
+  const testing::ScopedEnv env({{"QMV_TUNING_STORE", store}});
+  const std::string args = "decode --model " + model + " --prompt-tokens 1,2 -n 4 --threads 1 --quiet --peak-gbps 20";
+  // Told not to measure, an empty store leaves every matvec to the static order.
+  const CliRun untuned = qmvlab(args + " --no-tune");
+  ASSERT_EQ(untuned.code, 0) << untuned.output;
+  EXPECT_EQ(untuned.output.find("auto: timing"), std::string::npos) << untuned.output;
+  EXPECT_NE(untuned.output.find("unmeasured (static order)"), std::string::npos) << untuned.output;
+  EXPECT_FALSE(std::filesystem::exists(store));
+
+  const CliRun first = qmvlab(args);
+  ASSERT_EQ(first.code, 0) << first.output;
+  EXPECT_NE(first.output.find("auto: timing"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("| measured now"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find(store), std::string::npos) << first.output;
+  ASSERT_TRUE(std::filesystem::exists(store));
+
+  const CliRun second = qmvlab(args);
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_EQ(second.output.find("auto: timing"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("nothing timed"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("| store, "), std::string::npos) << second.output;
+  EXPECT_EQ(second.output.find("| measured now"), std::string::npos) << second.output;
+
+  // The fixed order, whatever the store says.
+  const CliRun fixed = qmvlab(args + " --plan static");
+  ASSERT_EQ(fixed.code, 0) << fixed.output;
+  EXPECT_NE(fixed.output.find("plan static:"), std::string::npos) << fixed.output;
+  EXPECT_NE(fixed.output.find("| static order"), std::string::npos) << fixed.output;
+  EXPECT_EQ(fixed.output.find("| store, "), std::string::npos) << fixed.output;
+}
+
+TEST(DecodeCli, TheRooflineComesFromTheStoreOnceMeasured) {
+  const std::string model = toy_model("llama", "q4_K_m");
+  const std::string store = tmp("tuning-roofline.csv");
+  std::filesystem::remove(store);
+  const testing::ScopedEnv env({{"QMV_TUNING_STORE", store}});
+  // A peak row as `qmvlab peak` keeps it: decode divides by it, and says so.
+  ASSERT_EQ(TuningStore(store).add({peak_tuning_row(1, 12.5, "avx2.s4", 7, "peak")}), "");
+  const CliRun r = qmvlab("decode --model " + model + " --prompt-tokens 1,2 -n 4 --threads 1 --quiet --no-tune");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("at 12.50 GB/s read bandwidth (avx2.s4 read loop median, from the tuning store"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("measuring the read bandwidth"), std::string::npos) << r.output;
+}
+
 nlohmann::json decode_json(const std::string& args) {
   const std::string json = tmp("decode.json");
   std::filesystem::remove(json);
@@ -238,8 +290,9 @@ nlohmann::json decode_json(const std::string& args) {
 
 TEST(DecodeCli, StreamsTextAndReportsSpeedBreakdownAndPlan) {
   const std::string model = toy_model("llama", "q4_K_m");
+  // --no-tune: no timing lines before the stream (FirstRunTunesTheSecondTimesNothing).
   const CliRun r = qmvlab("decode --model " + model + " --prompt 'Hello world' -n 12 --threads 2 --ignore-eos "
-                          "--peak-gbps 20");
+                          "--peak-gbps 20 --no-tune");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("Hello world", 0), 0u) << r.output;  // the prompt, then the stream
   for (const char* part : {"prompt: ", "decode: 11 tokens", "tok/s", "roofline:", "| attn_q ", "| ffn_down ",

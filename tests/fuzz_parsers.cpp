@@ -4,7 +4,8 @@
 //   experiment  an experiment TOML (parse_experiment)
 //   plan_toml   a kernel plan TOML (KernelPlan::parse_toml)
 //   plan_rules  `--plan` rules and the `--route-outliers=K` value
-//   csv         a results CSV through a reader: bench, check, peak, sweep or compare's
+//   csv         a results CSV through a reader: bench, check, peak, sweep, compare's or
+//               the tuning store's
 //   summary     a results folder's file through `report --summary`
 //   tokenizer   prompt text through a byte-level BPE and a SentencePiece-style tokenizer
 //
@@ -35,6 +36,7 @@
 #include "harness/csv.h"
 #include "harness/experiment.h"
 #include "harness/summary.h"
+#include "harness/tuning_store.h"
 #include "model/plan.h"
 #include "model/tokenizer.h"
 #include "tests/gguf_writer.h"
@@ -102,7 +104,7 @@ const std::string& csv_path() {
 
 // The first byte picks the reader, the rest is the file: each reader allocates a large
 // line buffer, which the address sanitizer makes costly, so one reader runs per input.
-enum CsvReader { kBench, kCheck, kPeak, kSweep, kResults, kCsvReaders };
+enum CsvReader { kBench, kCheck, kPeak, kSweep, kResults, kTuningStore, kCsvReaders };
 
 void fuzz_csv(std::string_view input) {
   if (input.empty()) return;
@@ -135,6 +137,17 @@ void fuzz_csv(std::string_view input) {
       });
       break;
     case kResults: refused_or_accepted<CompareError>(path, [&] { (void)read_results_csv(path); }); break;
+    case kTuningStore:
+      refused_or_accepted<std::runtime_error>(path, [&] { (void)TuningStore(path).read_all(); });
+      // What `auto` reads never throws: a damaged store is a warning.
+      try {
+        std::string warning;
+        (void)TuningStore(path).usable_rows(&warning);
+        if (warning.find('\n') != std::string::npos) finding("the store's warning is not one line", warning);
+      } catch (const std::exception& e) {
+        finding("usable_rows threw", e.what());
+      }
+      break;
     case kCsvReaders: break;
   }
 }

@@ -1,6 +1,7 @@
 """scripts/machines.py: every machine folder with bench rows becomes a column; each cell
 is that machine's fastest kernel for the shape, its share taken against the highest peak
-measured on that machine; a GPU folder joins beside a CPU one; bad input is one line."""
+measured on that machine; a GPU folder joins beside a CPU one; a folder under a
+machine's former name joins the column of its current name; bad input is one line."""
 import csv
 import os
 import random
@@ -47,6 +48,29 @@ on_gpu = f"`q4_K.cuda.x` (GPU): {float(gpu):.1f} GB/s, {100 * float(gpu) / float
 assert on_gpu in row, (on_gpu, row)
 # By kernel name: a figure such as 999 could be part of another cell's.
 assert "q4_K.cpu.c" not in out.stdout and "q4_K.cpu.d" not in out.stdout, out.stdout
+
+# A machine's folder under its former name (its rows say so too) and under the current
+# one: one column, the current name, with the fastest row of both; the masked folder of
+# the former name becomes the masked column of the current one.
+old_fast, new_slow, masked = (f"{rng.uniform(lo, hi):.3f}" for lo, hi in ((30, 40), (10, 20), (20, 30)))
+write("amd-epyc-2c", "default.csv", [["q4_K.cpu.old", "q4_K", "cpu", 4096, 14336, 2, "cold", old_fast, "50", "ok"]])
+write("amd-zen3-2c", "default.csv", [["q4_K.cpu.new", "q4_K", "cpu", 4096, 14336, 2, "cold", new_slow, "50", "ok"]])
+write("amd-epyc-2c-isa-avx2", "default.csv", [["q4_K.cpu.m", "q4_K", "cpu", 4096, 14336, 2, "cold", masked, "50", "ok"]])
+merged = subprocess.run([sys.executable, script, root], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+assert merged.returncode == 0, merged.stderr
+head, _, row = merged.stdout.strip().splitlines()[:3]
+assert head == "| weights | shape | amd-zen3-2c | amd-zen3-2c-isa-avx2 | cpu-box | gpu-box |", head
+cells = row.split(" | ")
+assert cells[2].startswith(f"`q4_K.cpu.old` (2T): {float(old_fast):.1f} GB/s"), row
+assert cells[3].startswith(f"`q4_K.cpu.m` (2T): {float(masked):.1f} GB/s"), row
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+from machines import canonical_machine  # noqa: E402
+
+assert canonical_machine("amd-epyc-2c") == "amd-zen3-2c"
+assert canonical_machine("amd-epyc-2c-isa-avx2-fma-f16c") == "amd-zen3-2c-isa-avx2-fma-f16c"
+for other in ("amd-epyc-2cx", "amd-epyc-16c", "intel-xeon-2c", "amd-zen4-2c"):
+    assert canonical_machine(other) == other, other
 
 bad = subprocess.run([sys.executable, script, root, "--shapes", "12x"], stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, text=True)

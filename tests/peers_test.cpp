@@ -228,7 +228,7 @@ TEST(Peers, AutoPlansNeverPickAPeerEvenWhenItIsFastest) {
   for (const PlannedMatvec& p : resolve_plan(KernelPlan{}, m.weights, 1))
     for (const char* kernel : {"q4_K.ggml.cpu", "q6_K.ggml.cpu", "q4_K.cpu.scalar_f32", "q6_K.cpu.scalar_f32"})
       bench.push_back({kernel, std::string(to_string(find(kernel).weight)), p.shape.rows, p.shape.cols, 1,
-                       std::string(kernel).find("ggml") != std::string::npos ? 100.0 : 10.0});
+                       std::string(kernel).find("ggml") != std::string::npos ? 100.0 : 10.0, 0.0, "test"});
   for (const PlannedMatvec& p : resolve_plan(KernelPlan{}, m.weights, 1, bench))
     EXPECT_TRUE(p.kernel->peer.empty()) << p.op << ": " << p.kernel->name;
 }

@@ -127,6 +127,9 @@ TEST(KernelPlan, FusedGateUpIsChosenNamedOrTurnedOff) {
 
 TEST(KernelPlan, LoadPlanTakesAutoRulesOrAFile) {
   EXPECT_EQ(load_plan("auto").describe(), "*=auto");
+  EXPECT_EQ(load_plan("static").describe(), "static");
+  EXPECT_TRUE(load_plan("static").uses_static_order());
+  EXPECT_FALSE(load_plan("auto").uses_static_order());
   EXPECT_EQ(load_plan("ffn_down.q4_K=q4_K.cpu.scalar_f32").lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar_f32");
   const std::string dir = std::string(QMV_TEST_TMP) + "/plan";
   std::filesystem::create_directories(dir);
@@ -175,12 +178,19 @@ TEST(KernelPlan, AutoPicksTheFastestAtTheNearestBenchShape) {
   // At 512x256 the scalar reference is made "fastest"; far away another kernel is.
   const std::vector<KernelSpeed> bench = {row("q4_K.cpu.scalar_f32", 512, 256, 9.0), row("q4_K.cpu.avx2_q8k", 512, 256, 3.0),
                                        row("q4_K.cpu.avx2_q8k", 32000, 4096, 50.0)};
+  int ffn_up = 0;
   for (const auto& p : resolve_plan(KernelPlan{}, m.weights, 1, bench)) {
     if (p.op == "ffn_up") {
+      ++ffn_up;
       EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar_f32");
-      EXPECT_NE(p.why.find("fastest in the bench CSV"), std::string::npos) << p.why;
+      EXPECT_EQ(p.why, "auto: fastest measured");
+      EXPECT_DOUBLE_EQ(p.gbps, 9.0);
+      ASSERT_NE(p.runner_up, nullptr);
+      EXPECT_EQ(p.runner_up->name, "q4_K.cpu.avx2_q8k");
     }
   }
+  // Measured plain kernels and no fused one: gate and up stay apart, so ffn_up is there.
+  EXPECT_EQ(ffn_up, 1);
 }
 
 TEST(KernelPlan, ImpossibleChoicesAreRefusedNamingOpAndKernel) {

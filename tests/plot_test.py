@@ -263,6 +263,17 @@ with tempfile.TemporaryDirectory() as tmp:
         assert_refused(run(bench, "--kind", "roofline", "--windows", tmp / "nope.csv"), "nope.csv: no such file")
     check("--windows draws the GPU's one-launch ceilings on the roofline", gpu_window_ceilings_on_the_roofline)
 
+    def former_machine_names():
+        # Rows written under a machine's former name are labelled with its current one, so
+        # --compare sees one machine in two files (and tells the files apart).
+        old = random_rows("amd-epyc-2c")
+        assert plot.machine_of(old, "x.csv") == "amd-zen3-2c", plot.machine_of(old, "x.csv")
+        assert plot.where(old) == "amd-zen3-2c", plot.where(old)
+        unnamed = [dict(old[0], machine="")]
+        assert plot.machine_of(unnamed, "results/amd-epyc-2c-isa-avx2/bench.csv") == "amd-zen3-2c-isa-avx2"
+        assert plot.machine_of(random_rows("box-a"), "x.csv") == "box-a"
+    check("a former machine name is shown as the current one", former_machine_names)
+
     def help_documents_kinds():
         r = run("--help")
         assert r.returncode == 0

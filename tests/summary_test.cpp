@@ -415,6 +415,32 @@ TEST(Summary, ThePeakLineSaysTheLoopAndThePages) {
       << text;
 }
 
+// Rows written under a machine's former name are reported under the name it has now, by
+// the folder summary, the bench and sweep readers and compare.
+TEST(Summary, AFormerMachineNameReadsAsTheCurrentOne) {
+  const std::string dir = fresh_dir("summary_former_machine");
+  const RunContext old_ctx{"amd-epyc-2c", "AMD EPYC", "none", "gcc", "abc", "qmvlab bench"};
+  {
+    CsvWriter w(dir + "/bench.csv", bench_header(), false);
+    w.write(bench_fields(old_ctx, timed("q4_K.cpu.avx2_q8k", "q8_K", 4096, 4096, 2, uniform(50, 500), "before", 1)));
+    CsvWriter p(dir + "/peak.csv", peak_header(), false);
+    RunContext masked = old_ctx;
+    masked.machine += "-isa-avx2-fma-f16c";
+    p.write(peak_fields(masked, PeakRow{1, 1 << 30, 5, 19.5, 19.25}));
+  }
+  EXPECT_EQ(read_timed_csv(dir + "/bench.csv").machine, "amd-zen3-2c");
+  EXPECT_EQ(read_results_csv(dir + "/bench.csv").machine, "amd-zen3-2c");
+  // The folder's context comes from its peak file here (no sweep, no decode).
+  const ResultsSummary s = summarize_results(dir);
+  EXPECT_EQ(s.machine, "amd-zen3-2c-isa-avx2-fma-f16c");
+  const std::string text = summary_text(s);
+  EXPECT_NE(text.find("machine amd-zen3-2c-isa-avx2-fma-f16c (AMD EPYC)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("amd-epyc"), std::string::npos) << text;
+  const auto r = qmvlab("report " + dir + "/bench.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("machine amd-zen3-2c (AMD EPYC)"), std::string::npos) << r.output;
+}
+
 TEST(SummaryCli, MarkdownEmbedsThePlotsPresent) {
   const std::string dir = fresh_dir("summary_md");
   const RandomSweep rs = random_sweep(true);

@@ -17,6 +17,7 @@
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
+#include "harness/tuning_store.h"
 
 namespace qmv {
 namespace {
@@ -117,6 +118,7 @@ class BenchCommand : public Command {
                      cfg.repetitions, s, s * (runs_total - runs_done) / runs_done);
           std::fflush(stdout);
         });
+    record_in_store(res.rows, "bench");
     print_interleaved_peaks(res);
     for (const auto& s : res.skipped) fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
     fmt::print("\n");

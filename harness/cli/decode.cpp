@@ -15,10 +15,12 @@
 
 #include "harness/cli/command.h"
 #include "harness/cli/decode_cuda.h"
+#include "harness/cli/options.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
 #include "harness/table.h"
+#include "harness/tuning_store.h"
 #include "kernels/weight_memory.h"
 #include "model/config.h"
 #include "model/forward.h"
@@ -42,7 +44,8 @@ class DecodeCommand : public Command {
     CLI::App* decode = nullptr;
     CLI::App* logits = nullptr;
     // decode
-    std::string model, prompt, prompt_tokens, plan = "auto", bench_csv, json_out, csv_out;
+    std::string model, prompt, prompt_tokens, plan = "auto", json_out, csv_out;
+    AutoPlanChoice auto_plan, l_auto_plan;
     int n = 64;
     int threads = 0;
     int context = 0;
@@ -216,6 +219,34 @@ void print_routing(const std::vector<PlannedMatvec>& planned, const StepTimes& t
   print_table({"op", "int8 calls", "routed", "share", "f32 sibling"}, rows);
 }
 
+// The read bandwidth the roofline divides by, and where it came from.
+struct Roofline {
+  double gbps = 0;  // 0: no roofline
+  std::string source;
+};
+
+// --peak-gbps when given; on the GPU its measured streaming read; on the CPU the
+// figure `qmvlab peak` keeps in the tuning store for this machine and thread count, or,
+// where there is none yet, the read family measured now (its steadiest median, as
+// `peak` keeps it) and kept there, so every later decode divides by the same figure.
+Roofline roofline_bandwidth(double given_gbps, bool no_peak, int threads, Backend backend) {
+  if (given_gbps > 0) return {given_gbps, "--peak-gbps"};
+  if (no_peak) return {};
+  if (backend == Backend::CUDA) return {cuda_read_bandwidth_gbps(), "the GPU's read, measured now"};
+  const TuningStore store;
+  if (const auto row = store.peak(threads))
+    return {row->gbps, fmt::format("{} read loop median, from the tuning store, {} by {}", row->kernel, row->date(),
+                                   row->source)};
+  fmt::print(stderr, "measuring the read bandwidth on {} thread(s) for the roofline (once; kept in {})\n", threads,
+             store.path());
+  const PeakResult p = measure_read_bandwidth(threads, 7);
+  if (const std::string error = store.add({peak_tuning_row(threads, p.steady_gbps(), p.steady_loop(), p.repetitions,
+                                                           "decode")});
+      !error.empty())
+    fmt::print(stderr, "qmvlab: the tuning store was not updated: {}\n", error);
+  return {p.steady_gbps(), fmt::format("{} read loop median, measured now", p.steady_loop())};
+}
+
 StepTimes add_counts(StepTimes a, const StepTimes& b) {
   for (std::size_t i = 0; i < a.calls.size(); ++i) {
     a.calls[i] += b.calls[i];
@@ -260,13 +291,12 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   d->add_option("-n,--tokens", o.n, "Tokens to generate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   d->add_option("--threads", o.threads, "Threads for the kernels and attention")->check(CLI::PositiveNumber)
       ->capture_default_str();
-  d->add_option("--plan", o.plan, "auto, a TOML plan file, or OP.TYPE=KERNEL rules (see `qmvlab plan --help`)")
-      ->capture_default_str();
+  d->add_option("--plan", o.plan, kPlanHelp)->capture_default_str();
   o.route = d->add_option("--route-outliers", o.route_k,
                           "Run the f32 sibling of an int8-activation kernel on vectors with max|x| > K rms "
                           "(--route-outliers[=K]; K from the plan, else 8)")
                 ->expected(0, 1);
-  d->add_option("--bench-csv", o.bench_csv, "Bench results for `auto` to pick the fastest kernel from");
+  add_auto_plan_options(d, o.auto_plan);
   d->add_option("--context", o.context, "KV cache positions (default: prompt + tokens)")
       ->check(CLI::PositiveNumber);
   d->add_option("--temperature", o.sampler.temperature, "0: greedy")->check(CLI::Range(0.0, 100.0))
@@ -309,7 +339,8 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   auto* l = o.logits;
   l->add_option("--model", o.l_model, "GGUF model")->required();
   l->add_option("--tokens", o.l_tokens, "Token ids, e.g. 1,415,2387")->required();
-  l->add_option("--plan", o.l_plan, "auto, a TOML plan file, or OP.TYPE=KERNEL rules")->capture_default_str();
+  l->add_option("--plan", o.l_plan, kPlanHelp)->capture_default_str();
+  add_auto_plan_options(l, o.l_auto_plan);
   o.l_route = l->add_option("--route-outliers", o.l_route_k,
                             "Run the f32 sibling of an int8-activation kernel on vectors with max|x| > K rms "
                             "(--route-outliers[=K]; K from the plan, else 8)")
@@ -328,14 +359,15 @@ int DecodeCommand::run(const std::string& command_line) {
     const std::vector<int> tokens = parse_token_list(o.l_tokens, "--tokens");
     check_tokens_in_vocab(tokens, m.config.vocab_size);
     const Backend backend = o.l_device == "cuda" ? Backend::CUDA : Backend::CPU;
-    const auto planned =
-        resolve_plan(plan_with_routing(o.l_plan, o.l_route, o.l_route_k), m.weights, o.l_threads, {}, backend);
+    const KernelPlan plan = plan_with_routing(o.l_plan, o.l_route, o.l_route_k);
+    const auto speeds = auto_plan_speeds(o.l_auto_plan, plan, m.weights, o.l_threads, backend);
+    const auto planned = resolve_plan(plan, m.weights, o.l_threads, speeds, backend);
     StepTimes logits_times;
     std::vector<float> all;
     if (backend == Backend::CUDA) {
       all = cuda_logits(m, planned, tokens, CudaDecodeOptions{}, &logits_times);
     } else {
-      CpuForward fwd(m.config, m.weights, planned, o.l_threads, static_cast<int>(tokens.size()));
+      CpuForward fwd(m, planned, o.l_threads, static_cast<int>(tokens.size()), WeightResidence::Resident);
       all.reserve(tokens.size() * m.config.vocab_size);
       for (int t : tokens) {
         const auto logits = fwd.step(t);
@@ -353,11 +385,13 @@ int DecodeCommand::run(const std::string& command_line) {
   validate(o.sampler);
   if (o.prompt.empty() && o.prompt_tokens.empty())
     throw std::invalid_argument("decode: give --prompt TEXT or --prompt-tokens IDS");
-  // The CPU's matvecs read most weights in place: loaded into weight memory, they
-  // stream from huge pages as the bench's arenas do. The GPU uploads them instead.
-  const bool load_weights = o.device == "cpu" && !o.mmap;
+  // The CPU's matvecs read one resident copy of each weight (model/forward.h,
+  // WeightResidence): repacked straight from the mapped file into their kernels'
+  // layouts, or copied in their own, in huge pages as the bench's arenas. --mmap reads
+  // them in place from the mapping; the GPU uploads them.
+  const bool resident = o.device == "cpu" && !o.mmap;
   const auto open_start = Clock::now();
-  const LoadedModel m(o.model, load_weights ? gguf::Residence::Loaded : gguf::Residence::Mapped);
+  const LoadedModel m(o.model);
   const double open_s = seconds_since(open_start);
   const ModelConfig& c = m.config;
   const Tokenizer tok = Tokenizer::from_gguf(m.file);
@@ -383,18 +417,27 @@ int DecodeCommand::run(const std::string& command_line) {
 
   // Every choice is checked here, before anything runs.
   const KernelPlan plan = plan_with_routing(o.plan, o.route, o.route_k);
-  const auto bench = o.bench_csv.empty() ? std::vector<KernelSpeed>{} : kernel_speeds(read_bench_csv(o.bench_csv));
   const Backend backend = o.device == "cuda" ? Backend::CUDA : Backend::CPU;
-  const auto planned = resolve_plan(plan, m.weights, o.threads, bench, backend);
+  AutoPlanEvidence evidence;
+  const auto speeds = auto_plan_speeds(o.auto_plan, plan, m.weights, o.threads, backend, &evidence);
+  const auto planned = resolve_plan(plan, m.weights, o.threads, speeds, backend);
+  // The roofline's bandwidth, settled before the weights are made resident, so that a
+  // measurement's buffer never sits beside them.
+  const Roofline roofline = roofline_bandwidth(o.peak_gbps, o.no_peak, o.threads, backend);
+  // The peak resident memory counts from here: the timings above held buffers of their
+  // own, freed by now, and the mapped file is not resident until the load reads it.
+  const bool peak_from_load = reset_peak_resident();
   const int context = o.context ? o.context : needed;
   std::optional<CpuForward> fwd;
-  if (backend == Backend::CPU) fwd.emplace(c, m.weights, planned, o.threads, context);
+  if (backend == Backend::CPU)
+    fwd.emplace(m, planned, o.threads, context, resident ? WeightResidence::Resident : WeightResidence::InPlace);
   Sampler sampler(o.sampler);
-  // Loaded weights are resident already; mapped ones are paged in here, before any timing.
+  // Resident weights are in memory already; those read in place are paged in here,
+  // before any timing.
   const auto page_in_start = Clock::now();
-  const std::uint64_t mapped = load_weights ? 0 : page_in(m.file);
-  const double load_s = open_s + seconds_since(page_in_start);
-  const double huge_share = load_weights ? huge_page_share(m.file.data(), m.file.size()) : 0.0;
+  const std::uint64_t mapped = resident ? 0 : fwd ? fwd->page_in() : page_in(m.file);
+  const double load_s = open_s + seconds_since(page_in_start) + (resident ? fwd->weight_residency().seconds : 0.0);
+  const double huge_share = resident ? fwd->weight_residency().huge_page_share : 0.0;
 
   auto stream = [&](const std::string& s) {
     if (o.quiet) return;
@@ -461,29 +504,41 @@ int DecodeCommand::run(const std::string& command_line) {
     weight_bytes = fwd->weight_bytes();
   }
   if (!o.quiet) fmt::print("\n");
+  // The peak of the load and decode, before anything else allocates.
+  const std::int64_t peak_rss = peak_resident_bytes();
 
-  // The roofline's bandwidth: the GPU's is the measured device-to-device copy.
-  double peak = o.peak_gbps;
-  if (!peak && !o.no_peak)
-    peak = backend == Backend::CUDA ? cuda_read_bandwidth_gbps() : measure_read_bandwidth(o.threads, 5).best_gbps;
+  const double peak = roofline.gbps;
   const double roofline_tok_s = peak > 0 ? peak * 1e9 / r.bytes_per_token : 0;
 
   fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
              weight_bytes / 1e6);
-  if (load_weights)
-    fmt::print("load: {:.1f} MB read into weight memory in {:.3f} s, {} (before the timings below)\n",
-               m.file.size() / 1e6, load_s,
-               huge_share < 0 ? std::string("its pages unknown")
-                              : fmt::format("{:.0f}% of it in 2 MiB pages", 100 * huge_share));
-  else
+  if (resident) {
+    const auto& wr = fwd->weight_residency();
+    fmt::print("load: {:.1f} MB of weights made resident in {:.3f} s: {:.1f} MB repacked straight from the file "
+               "into their kernels' layouts, {:.1f} MB copied in their own layout; {} (before the timings below)\n",
+               wr.weight_bytes / 1e6, load_s, wr.repacked_only_file_bytes / 1e6, wr.plain_bytes / 1e6,
+               huge_share < 0 ? std::string("pages unknown")
+                              : fmt::format("{:.0f}% in 2 MiB pages", 100 * huge_share));
+  } else {
     fmt::print("load: {:.1f} MB of tensors paged in from the file's mapping in {:.3f} s (before the timings "
                "below)\n",
                mapped / 1e6, load_s);
+  }
   if (fwd && fwd->weight_repack().matrices > 0) {
     const auto& rp = fwd->weight_repack();
-    fmt::print("repack: {} matrices copied into their kernels' layouts at load in {:.3f} s, {:.1f} MB held "
-               "beside the model's weights\n",
-               rp.matrices, rp.seconds, rp.bytes / 1e6);
+    const auto& wr = fwd->weight_residency();
+    fmt::print("repack: {} matrices copied into their kernels' layouts in {:.3f} s, {:.1f} MB; {} of them ({:.1f} MB "
+               "in the file) held in no other layout\n",
+               rp.matrices, rp.seconds, rp.bytes / 1e6, wr.repacked_only, wr.repacked_only_file_bytes / 1e6);
+  }
+  if (fwd) {
+    const auto& wr = fwd->weight_residency();
+    const double counted = static_cast<double>(wr.weight_bytes + fwd->kv_cache_bytes());
+    fmt::print("memory: peak resident {} {} = {} (weights {:.1f} MB + KV cache {:.1f} MB)\n",
+               peak_rss < 0 ? std::string("unknown") : fmt::format("{:.1f} MB", peak_rss / 1e6),
+               peak_from_load ? "during load and decode" : "since the process started",
+               peak_rss < 0 ? std::string("?") : fmt::format("{:.2f}x", peak_rss / counted), wr.weight_bytes / 1e6,
+               fwd->kv_cache_bytes() / 1e6);
   }
   if (backend == Backend::CUDA) fmt::print("{}\n", describe_cuda_run(gpu));
   fmt::print("prompt: {} tokens in {:.3f} s = {:.2f} tok/s\n", r.prompt.size(), r.prompt_s, r.prompt_tok_s());
@@ -491,9 +546,9 @@ int DecodeCommand::run(const std::string& command_line) {
     fmt::print("decode: {} tokens in {:.3f} s = {:.2f} tok/s ({:.2f} ms/token), timed after the first token\n",
                r.decode_steps, r.decode_s, r.decode_tok_s(), 1e3 * r.decode_s / r.decode_steps);
     if (roofline_tok_s > 0)
-      fmt::print("roofline: {:.2f} MB/token (weights + KV cache) at {:.2f} GB/s measured read bandwidth = "
+      fmt::print("roofline: {:.2f} MB/token (weights + KV cache) at {:.2f} GB/s read bandwidth ({}) = "
                  "{:.2f} tok/s; decode reaches {:.1f}% of it\n",
-                 r.bytes_per_token / 1e6, peak, roofline_tok_s, 100 * r.decode_tok_s() / roofline_tok_s);
+                 r.bytes_per_token / 1e6, peak, roofline.source, roofline_tok_s, 100 * r.decode_tok_s() / roofline_tok_s);
     if (backend == Backend::CUDA) {
       fmt::print("\nper-op time during decode (GPU):\n");
       print_cuda_breakdown(gpu);
@@ -505,6 +560,7 @@ int DecodeCommand::run(const std::string& command_line) {
     fmt::print("decode: stopped after the first token (end of sequence or -n 1); nothing to time\n");
   }
   fmt::print("\nplan {}:\n", plan.describe());
+  if (o.auto_plan.bench_csv.empty()) fmt::print("{}\n", evidence.summary());
   print_plan(planned);
   const StepTimes all_steps = add_counts(prompt_times, r.decode_times);
   print_routing(planned, all_steps, "over the prompt and decode");
@@ -532,16 +588,39 @@ int DecodeCommand::run(const std::string& command_line) {
     if (backend == Backend::CUDA) j["cuda_graph"] = gpu.graph;
     j["plan"] = plan.describe();
     j["plan_kernels"] = plan_kernels(planned);
-    j["weights_in"] = load_weights ? "weight memory" : "mapping";
+    j["weights_in"] = resident ? "weight memory" : "mapping";
     j["load_s"] = load_s;
-    if (load_weights && huge_share >= 0) j["huge_page_pct"] = 100 * huge_share;
+    if (resident && huge_share >= 0) j["huge_page_pct"] = 100 * huge_share;
     if (fwd) {
       j["repack_matrices"] = fwd->weight_repack().matrices;
       j["repack_bytes"] = fwd->weight_repack().bytes;
       j["repack_s"] = fwd->weight_repack().seconds;
+      const auto& wr = fwd->weight_residency();
+      nlohmann::json mem;
+      if (peak_rss >= 0) mem["peak_resident_bytes"] = peak_rss;
+      mem["peak_since"] = peak_from_load ? "load" : "process start";
+      mem["weight_bytes"] = wr.weight_bytes;
+      mem["kv_cache_bytes"] = fwd->kv_cache_bytes();
+      if (peak_rss >= 0) mem["peak_ratio"] = peak_rss / static_cast<double>(wr.weight_bytes + fwd->kv_cache_bytes());
+      mem["repacked_only_file_bytes"] = wr.repacked_only_file_bytes;
+      mem["plain_copy_bytes"] = wr.plain_bytes;
+      mem["in_place_bytes"] = wr.in_place_bytes;
+      mem["released_file_bytes"] = wr.released_bytes;
+      j["memory"] = mem;
     }
     j["bytes_per_token"] = r.bytes_per_token;
     j["peak_gbps"] = peak;
+    j["peak_source"] = roofline.source;
+    if (o.auto_plan.bench_csv.empty()) {
+      nlohmann::json tuning;
+      tuning["matvecs"] = evidence.matvecs;
+      tuning["measured"] = evidence.measured;
+      tuning["from_store"] = evidence.from_store;
+      tuning["unmeasured"] = evidence.unmeasured;
+      tuning["seconds"] = evidence.seconds;
+      tuning["store"] = evidence.store;
+      j["tuning"] = tuning;
+    }
     j["roofline_pct"] = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
     if (op_timed > 0) {
       nlohmann::json per_op;

@@ -47,7 +47,10 @@ class ListCommand : public Command {
                       needs.empty() ? "-" : needs, av.available ? "yes" : "no: " + av.reason, k->description});
     }
     const MachineInfo& m = machine_info();
-    fmt::print("machine {} ({}, {} cores); {}\n", m.machine, m.cpu_model, m.cores, m.gpu_status);
+    std::string cpu = m.cpu_model;
+    if (!m.uarch.empty()) cpu += ", " + m.uarch;
+    if (!m.signature.empty()) cpu += ", " + m.signature;
+    fmt::print("machine {} ({}, {} cores); {}\n", m.machine, cpu, m.cores, m.gpu_status);
     std::string peers;
     for (const PeerBuild& p : peer_builds()) peers += (peers.empty() ? "" : "; ") + p.name + ": " + p.version;
     fmt::print("peers: {}\n\n", peers.empty() ? "none built in (scripts/install-peers.sh, then rebuild)" : peers);

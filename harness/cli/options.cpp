@@ -4,9 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 #include "harness/cli/command.h"
+#include "harness/csv.h"
 #include "harness/machine.h"
 
 namespace qmv {
@@ -77,6 +79,33 @@ void add_tiling_options(CLI::App* sub, CpuTiling& tiling) {
   sub->add_option("--min-parallel-rows", tiling.min_parallel_rows,
                   "CPU kernels: calls with fewer rows run on one thread")
       ->check(CLI::Range(0, 1 << 30))->capture_default_str();
+}
+
+void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice) {
+  auto* csv = sub->add_option("--bench-csv", choice.bench_csv,
+                              "Bench results for `auto` to pick the fastest kernel from, instead of the tuning store");
+  sub->add_flag("--no-tune", choice.no_tune,
+                "`auto` uses the tuning store's figures only, timing nothing; a matvec it has none for takes the "
+                "static order (the store: $QMV_TUNING_STORE, else results/<machine>/tuning.csv)")
+      ->excludes(csv);
+}
+
+std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const KernelPlan& plan,
+                                          const ModelWeights& weights, int threads, Backend backend,
+                                          AutoPlanEvidence* evidence) {
+  if (!choice.bench_csv.empty()) return kernel_speeds(read_bench_csv(choice.bench_csv));
+  AutoPlanOptions options;
+  options.threads = threads;
+  options.backend = backend;
+  options.measure = !choice.no_tune;
+  options.progress = [](const std::string& line) {
+    fmt::print(stderr, "{}\n", line);
+    std::fflush(stderr);
+  };
+  AutoPlanEvidence ev = auto_plan_evidence(plan, weights, options);
+  std::vector<KernelSpeed> speeds = ev.speeds;
+  if (evidence) *evidence = std::move(ev);
+  return speeds;
 }
 
 }  // namespace qmv

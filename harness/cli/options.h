@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/auto_plan.h"
 #include "harness/shapes.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
@@ -28,5 +29,24 @@ std::vector<int> parse_threads(const std::string& spec);
 // --tile-rows and --min-parallel-rows, parsed into `tiling` (which starts as the
 // current tiling); the command applies it with set_cpu_tiling before it runs.
 void add_tiling_options(CLI::App* sub, CpuTiling& tiling);
+
+// The --plan help text of the commands that resolve a plan against a model.
+inline constexpr const char* kPlanHelp =
+    "auto (per matvec the kernel measured fastest on this machine; what the tuning store lacks is timed "
+    "first), static (the fixed order), a TOML plan file, or OP.TYPE=KERNEL rules (see `qmvlab plan --help`)";
+
+// How `auto` gets its speeds, for decode, logits and plan: --bench-csv or --no-tune.
+struct AutoPlanChoice {
+  std::string bench_csv;
+  bool no_tune = false;
+};
+void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice);
+
+// The speeds resolve_plan's `auto` picks by: a bench CSV's when one was given, else the
+// tuning store's, timing first what it lacks (not with --no-tune), progress on stderr.
+// `evidence` (when given) gets what was done.
+std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const KernelPlan& plan,
+                                          const ModelWeights& weights, int threads, Backend backend,
+                                          AutoPlanEvidence* evidence = nullptr);
 
 }  // namespace qmv

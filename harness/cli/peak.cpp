@@ -12,6 +12,7 @@
 #include "harness/cli/options.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
+#include "harness/tuning_store.h"
 
 namespace qmv {
 namespace {
@@ -65,9 +66,25 @@ class PeakCommand : public Command {
       throw std::invalid_argument("--gpu-windows measures the GPU: it needs --device cuda or all");
     const auto cpu_threads = device_ == "cuda" ? std::vector<int>{} : parse_threads(threads_);
     std::string gpu_not_measured;
+    std::map<int, PeakResult> cpu_results;
     measure_peaks(cpu_threads, reps_, &ctx, out_, append_, device_ != "cpu", &gpu_not_measured, read_loop_, all_loops_,
-                  nullptr, static_cast<std::size_t>(buffer_mib_) << 20);
+                  nullptr, static_cast<std::size_t>(buffer_mib_) << 20, &cpu_results);
     if (!out_.empty()) fmt::print("wrote {}\n", expand_machine(out_));
+    // The whole family on the cold buffer is the machine's roofline; one loop, or a
+    // buffer sized for a cache level, is a question of its own.
+    if (read_loop_.empty() && buffer_mib_ == 0 && !cpu_results.empty()) {
+      std::vector<TuningRow> rows;
+      for (const auto& [t, p] : cpu_results) {
+        rows.push_back(peak_tuning_row(t, p.steady_gbps(), p.steady_loop(), p.repetitions, "peak"));
+        fmt::print("roofline for decode, {} thread{}: {:.2f} GB/s ({}, its median)\n", t, t == 1 ? "" : "s",
+                   p.steady_gbps(), p.steady_loop());
+      }
+      const TuningStore store;
+      if (const std::string error = store.add(rows); error.empty())
+        fmt::print("saved to the tuning store {}\n", store.path());
+      else
+        fmt::print(stderr, "qmvlab: the tuning store was not updated: {}\n", error);
+    }
     if (device_ == "cuda" && !gpu_not_measured.empty()) {
       fmt::print(stderr, "peak: the GPU was not measured: {}\n", gpu_not_measured);
       return 1;
@@ -120,7 +137,8 @@ class PeakCommand : public Command {
 std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, const RunContext* ctx,
                                     const std::string& out, bool append, bool gpu, std::string* gpu_not_measured,
                                     const std::string& read_loop, bool all_loops,
-                                    std::map<int, std::vector<std::string>>* finalist_loops, std::size_t buffer_bytes) {
+                                    std::map<int, std::vector<std::string>>* finalist_loops, std::size_t buffer_bytes,
+                                    std::map<int, PeakResult>* results) {
   const bool gpu_columns = gpu && machine_info().gpu != "none";
   std::unique_ptr<CsvWriter> csv;
   if (!out.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out), peak_header(gpu_columns), append);
@@ -149,6 +167,7 @@ std::map<int, double> measure_peaks(const std::vector<int>& threads, int reps, c
     if (csv) csv->write(peak_fields(*ctx, row, gpu_columns));
     peaks[t] = p.best_gbps;
     if (finalist_loops) (*finalist_loops)[t] = p.finalists;
+    if (results) (*results)[t] = p;
   }
   if (gpu) {
     const GpuPeakResult g = measure_gpu_peaks(reps);

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "harness/cli/command.h"
+#include "harness/cli/options.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
 #include "harness/table.h"
@@ -16,11 +17,10 @@ class PlanCommand : public Command {
   explicit PlanCommand(CLI::App& app) {
     cmd_ = app.add_subcommand("plan", "Resolve a kernel plan against a model: which kernel drives each matvec, and why");
     cmd_->add_option("--model", model_, "GGUF model")->required();
-    cmd_->add_option("--plan", plan_,
-                     "auto, a TOML plan file ([default] / [OP] tables of TYPE = \"KERNEL\") or OP.TYPE=KERNEL rules");
+    cmd_->add_option("--plan", plan_, kPlanHelp)->capture_default_str();
     cmd_->add_option("--rules", rules_, "Rules OP.TYPE=KERNEL,... (after --plan; * for any; KERNEL may be auto)");
-    cmd_->add_option("--bench-csv", bench_csv_, "Bench results for `auto` to pick the fastest kernel from");
-    cmd_->add_option("--threads", threads_, "Threads the plan is for (matches bench rows)")
+    add_auto_plan_options(cmd_, auto_);
+    cmd_->add_option("--threads", threads_, "Threads the plan is for (matches measured rows)")
         ->check(CLI::PositiveNumber)->capture_default_str();
     route_ = cmd_->add_option("--route-outliers", route_k_,
                               "Route int8-activation matvecs to their f32 siblings on vectors with "
@@ -35,9 +35,12 @@ class PlanCommand : public Command {
     KernelPlan plan = load_plan(plan_);
     if (!rules_.empty()) plan.merge(KernelPlan::parse_rules(rules_));
     if (route_->count() > 0) route_outliers_option(plan, route_k_);
-    const auto bench = bench_csv_.empty() ? std::vector<KernelSpeed>{} : kernel_speeds(read_bench_csv(bench_csv_));
-    const auto planned = resolve_plan(plan, m.weights, threads_, bench);
-    fmt::print("model {} ({}), plan {}, {} thread(s)\n\n", m.config.name, m.config.arch, plan.describe(), threads_);
+    AutoPlanEvidence evidence;
+    const auto speeds = auto_plan_speeds(auto_, plan, m.weights, threads_, Backend::CPU, &evidence);
+    const auto planned = resolve_plan(plan, m.weights, threads_, speeds);
+    fmt::print("model {} ({}), plan {}, {} thread(s)\n", m.config.name, m.config.arch, plan.describe(), threads_);
+    if (auto_.bench_csv.empty()) fmt::print("{}\n", evidence.summary());
+    fmt::print("\n");
     print_plan(planned);
     return 0;
   }
@@ -45,7 +48,8 @@ class PlanCommand : public Command {
  private:
   CLI::App* cmd_ = nullptr;
   CLI::Option* route_ = nullptr;
-  std::string model_, plan_, rules_, bench_csv_, route_k_;
+  std::string model_, plan_ = "auto", rules_, route_k_;
+  AutoPlanChoice auto_;
   int threads_ = machine_info().cores;
 };
 

@@ -53,7 +53,7 @@ class ReportCommand : public Command {
         case CsvKind::Bench: {
           RunContext ctx;
           const auto rows = read_bench_csv(f, &ctx);
-          fmt::print("machine {} ({}), commit {}\n\n", ctx.machine, ctx.cpu_model, ctx.git_commit);
+          fmt::print("machine {} ({}), commit {}\n\n", canonical_machine(ctx.machine), ctx.cpu_model, ctx.git_commit);
           print_bench_table(rows);
           print_peer_tables(timed_rows(rows));
           break;

@@ -20,6 +20,7 @@
 #include "harness/cli/command.h"
 #include "harness/cli/tables.h"
 #include "harness/csv.h"
+#include "harness/tuning_store.h"
 #include "harness/experiment.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
@@ -310,6 +311,7 @@ int SweepCommand::run(const std::string& command_line) {
     // The bench times kernels x shapes; a pair the group does not hold (a shape the
     // kernel's rule excludes, a point already in the CSV) is timed or refused there and
     // dropped here.
+    std::vector<BenchRow> measured;  // for the tuning store: the points that passed their check
     const BenchOutcome res = run_bench(kernels, shapes, bc, peaks, [&](const BenchRow& row, int, int) {
       const auto w = wanted.find(key_of(row.kernel, {row.rows, row.cols}));
       if (w == wanted.end()) return;
@@ -317,6 +319,7 @@ int SweepCommand::run(const std::string& command_line) {
       const SweepCheck c = exp.check ? checks.at(check_key(row.kernel, p.shape.shape)) : SweepCheck{};
       const bool ok = !exp.check || c.passed;
       failed += !ok;
+      if (ok) measured.push_back(row);
       csv.write(sweep_fields(ctx, exp.name, p, &row, c, ok ? "ok" : "failed",
                              ok ? "" : "check failed: " + c.failure));
       progress(p, fmt::format("{:.2f} GB/s, {:.1f}% of peak, check {}", row.gbps_median, row.peak_pct,
@@ -331,6 +334,7 @@ int SweepCommand::run(const std::string& command_line) {
       csv.write(sweep_fields(ctx, exp.name, p, nullptr, c, "failed", sk.reason));
       progress(p, "FAILED: " + sk.reason);
     }
+    record_in_store(measured, "sweep");
     print_interleaved_peaks(res);
   }
   const double s = std::chrono::duration<double>(Clock::now() - started).count();
@@ -360,7 +364,8 @@ void print_sweep_report(const std::string& path) {
   }
   if (!t.rows.empty())
     fmt::print("experiment {}, machine {} ({}), commit {}\n\n", col(t.rows.front(), "experiment"),
-               col(t.rows.front(), "machine"), col(t.rows.front(), "cpu_model"), col(t.rows.front(), "git_commit"));
+               canonical_machine(col(t.rows.front(), "machine")), col(t.rows.front(), "cpu_model"),
+               col(t.rows.front(), "git_commit"));
   print_table({"kernel", "shape", "model op", "threads", "cache", "status", "GB/s", "% of peak", "check",
                "NMSE kernel", "NMSE e2e", "reason"},
               rows);

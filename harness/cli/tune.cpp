@@ -43,11 +43,11 @@ class TuneCommand : public Command {
 
 namespace {
 
-// Greedy decode of `tokens` steps after a short prompt; tokens/s after the first.
-double decode_tok_s(const ModelConfig& c, const ModelWeights& w, const std::vector<PlannedMatvec>& planned,
-                    int threads, int tokens) {
-  const int prompt = std::min(8, c.vocab_size);
-  CpuForward fwd(c, w, planned, threads, prompt + tokens);
+// Greedy decode of `tokens` steps after a short prompt, its weights resident as `decode`
+// makes them; tokens/s after the first.
+double decode_tok_s(const LoadedModel& m, const std::vector<PlannedMatvec>& planned, int threads, int tokens) {
+  const int prompt = std::min(8, m.config.vocab_size);
+  CpuForward fwd(m, planned, threads, prompt + tokens, WeightResidence::Resident);
   std::span<const float> logits;
   for (int i = 0; i < prompt; ++i) logits = fwd.step(i);
   auto argmax = [](std::span<const float> l) {
@@ -98,8 +98,8 @@ bool TuneCommand::chosen() const { return o_.cmd->parsed(); }
 int TuneCommand::run(const std::string&) {
   const Options& o = o_;
   select_kernels(o.config.kernels);  // refuses globs that select nothing, and misspelt exclusions, before the load
-  // Loaded as `decode` loads it, so the decode comparison reads weights as decode does.
-  const LoadedModel m(o.model, o.no_decode ? gguf::Residence::Mapped : gguf::Residence::Loaded);
+  // Mapped: the decode comparison's forwards make their weights resident as `decode` does.
+  const LoadedModel m(o.model);
   const ModelConfig& c = m.config;
   const ModelWeights& w = m.weights;
   const std::string stem = std::filesystem::path(o.model).stem().string();
@@ -131,11 +131,17 @@ int TuneCommand::run(const std::string&) {
 
   if (o.no_decode) return 0;
   const auto tuned = resolve_plan(KernelPlan::load_toml(out), w, o.config.threads);
-  const auto standard = resolve_plan(KernelPlan{}, w, o.config.threads);
+  // The default plan as `decode` resolves it: auto from the tuning store, which the
+  // timings above have just filled.
+  AutoPlanEvidence evidence;
+  const auto speeds = auto_plan_speeds({}, KernelPlan{}, w, o.config.threads, Backend::CPU, &evidence);
+  const auto standard = resolve_plan(KernelPlan{}, w, o.config.threads, speeds);
+  fmt::print("\nthe default plan ({}):\n", evidence.summary());
+  print_plan(standard);
   std::vector<double> tuned_s, standard_s;
   for (int i = 0; i < o.rounds; ++i) {
-    standard_s.push_back(decode_tok_s(c, w, standard, o.config.threads, o.decode_tokens));
-    tuned_s.push_back(decode_tok_s(c, w, tuned, o.config.threads, o.decode_tokens));
+    standard_s.push_back(decode_tok_s(m, standard, o.config.threads, o.decode_tokens));
+    tuned_s.push_back(decode_tok_s(m, tuned, o.config.threads, o.decode_tokens));
   }
   const double a = median(standard_s), b = median(tuned_s);
   fmt::print("\ndecode, {} thread(s), {} tokens, medians of {} alternating rounds: default plan {:.2f} tok/s, "

@@ -20,7 +20,7 @@ namespace {
 // How far ahead the weight stream is prefetched, in bytes (one prefetch per cache
 // line): the hardware prefetchers alone leave one stream below the read peak. Of 256 to
 // 4096, 512 was best or within noise of it for all three types, and 2048 and 4096 lost
-// (results/amd-epyc-2c/float-prefetch.csv); the read peak's own winning loops prefetch
+// (results/amd-zen3-2c/float-prefetch.csv); the read peak's own winning loops prefetch
 // 512 bytes ahead too.
 inline constexpr std::uintptr_t kPrefetchBytes = 512;
 

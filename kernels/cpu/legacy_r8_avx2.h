@@ -7,7 +7,7 @@
 // leaves row r's block dot in lane r. Q5's repack puts a whole 5-bit quant and three
 // bits of another in each byte (BlockQ5_0x8): six vector operations per chunk form its
 // two registers of quants, where nibbles with the fifth bits OR'd in took nine
-// (results/amd-epyc-2c/q5-r8-whole-low.csv).
+// (results/amd-zen3-2c/q5-r8-whole-low.csv).
 // The _0 types' offset (8, 16) is -offset*sum(q_x) per block, an exact integer made
 // once per call; the _1 types' m term is m_w times d_x*sum(q_x), one more FMA per
 // block for eight rows. The eight rows' fp16 scales convert in one vcvtph2ps.
@@ -26,11 +26,11 @@
 // in registers and compute about 1.2x as fast with cached weights. Cold, in two
 // interleaved runs on one and two threads, they read 1-18 points of the peak more than
 // block by block (Q4_0, Q4_1) and than two streams (Q5_0, Q5_1)
-// (results/amd-epyc-2c/legacy-r8x4-chunk-major.csv). Each stream prefetches one line
+// (results/amd-zen3-2c/legacy-r8x4-chunk-major.csv). Each stream prefetches one line
 // of the block kPrefetchBlocks ahead per chunk: the hardware prefetcher alone leaves
 // four streams short of the peak where the copies sit in huge pages
 // (results/intel-xeon-2c/r8x4-prefetch.csv; in 4 KiB pages the two were level,
-// results/amd-epyc-2c/r8x4-no-prefetch.csv).
+// results/amd-zen3-2c/r8x4-no-prefetch.csv).
 //
 // Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size (Q4), and eight
 // of them sum to at most 30720 < 2^15; Q5's pairs reach 7936, so its int16 sums are

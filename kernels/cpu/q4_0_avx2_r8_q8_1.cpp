@@ -15,7 +15,7 @@ QMV_REGISTER_KERNEL((qmv::interleave::r8_record<Layout, 2>(qmv::WeightType::Q4_0
     "Q4_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, two weight streams "
     "per thread (the two halves of its rows) sharing each activation load")));
 // Four streams, chunk by chunk, each prefetching a line per chunk (legacy_r8_avx2.h;
-// results/amd-epyc-2c/legacy-r8x4-chunk-major.csv, results/intel-xeon-2c/r8x4-prefetch.csv).
+// results/amd-zen3-2c/legacy-r8x4-chunk-major.csv, results/intel-xeon-2c/r8x4-prefetch.csv).
 QMV_REGISTER_KERNEL((qmv::interleave::r8_record<Layout, 4>(qmv::WeightType::Q4_0,
     "q4_0.cpu.avx2_r8x4_q8_1",
     "Q4_0 x Q8_1, AVX2, eight-row interleaved blocks as avx2_r8_q8_1, four weight streams "

@@ -36,9 +36,9 @@ constexpr int kLinesPerQuarter = 5;
 // The chunks are unrolled and the int16 sums pinned in registers (keep_in_register);
 // the min term is taken once per block. Written as plain loops, the compiler spilled
 // the chunk products to the stack, and with the weights in cache the kernels computed
-// 1.1-2x slower (results/amd-epyc-2c/q4_K-r8-inner-loop.csv). The quarters stay a
+// 1.1-2x slower (results/amd-zen3-2c/q4_K-r8-inner-loop.csv). The quarters stay a
 // loop: unrolled, with cached weights two streams computed 1.14x and four 1.23x slower
-// (results/amd-epyc-2c/kquant-r8-compute.csv). Two unrolled streams spilled their sums;
+// (results/amd-zen3-2c/kquant-r8-compute.csv). Two unrolled streams spilled their sums;
 // four touch the stack about as often either way, so the likely cause there is the
 // unrolled loop's size (about 3x the rolled one's), not measured. Every stream
 // prefetches, four as well as one or two: four streams left to the hardware prefetcher
@@ -112,7 +112,7 @@ QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 2>(
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
     "streams per thread (the two halves of its rows) sharing each activation load")));
 // Four streams per thread keep more misses in flight than two
-// (results/intel-xeon-2c/r8x4-prefetch.csv, results/amd-epyc-2c/q4_K-r8x4.csv).
+// (results/intel-xeon-2c/r8x4-prefetch.csv, results/amd-zen3-2c/q4_K-r8x4.csv).
 QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q4K, 4>(
     "q4_K.cpu.avx2_r8x4_q8k",
     "Q4_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, four weight "

@@ -73,7 +73,7 @@ void dot_groups(const BlockQ5_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
       isum[i] = _mm256_setzero_si256();
     }
     // A loop, not unrolled: with cached weights it computes 1.12x faster so
-    // (results/amd-epyc-2c/kquant-r8-compute.csv), though both forms touch the stack;
+    // (results/amd-zen3-2c/kquant-r8-compute.csv), though both forms touch the stack;
     // as for four Q4_K streams, the unrolled loop's size is the likely cause.
 #pragma GCC unroll 1
     for (int g = 0; g < 4; ++g) {

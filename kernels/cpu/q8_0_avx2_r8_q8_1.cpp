@@ -18,7 +18,7 @@
 // four weight streams per thread prefetch as the int16 path's, one line per chunk
 // (prefetch_chunk_line): in huge pages the hardware prefetcher alone keeps too few
 // misses in flight (results/intel-xeon-2c-isa-avx2-fma-f16c/r8x4-prefetch.csv; in
-// 4 KiB pages it was enough, results/amd-epyc-2c/q8_0-r8-sign-trick.csv).
+// 4 KiB pages it was enough, results/amd-zen3-2c/q8_0-r8-sign-trick.csv).
 //
 // Bounds: a vpmaddwd lane of the int16 path is at most 2 * 128 * 128 = 32768, eight
 // chunks' sum 2^18; a vpmaddubsw pair of the sign path at most 2 * 128 * 127 =

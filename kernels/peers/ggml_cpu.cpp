@@ -272,7 +272,7 @@ bool register_if_layouts_agree(WeightType w, const KernelRecord& r) {
                  r.name, ggml_type_name(ggml_type_of(w)), ggml_row_size(ggml_type_of(w), cols), row_bytes(w, cols));
     return false;
   }
-  return register_kernel(r);
+  return register_kernel(r, __FILE__);
 }
 
 #define QMV_GGML_PLAIN(T, type, conversion)                                                  \

@@ -1,0 +1,190 @@
+#include "harness/auto_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "harness/bench.h"
+#include "harness/machine.h"
+#include "harness/tuning_store.h"
+#include "kernels/availability.h"
+#include "kernels/build_id.h"
+#include "kernels/registry.h"
+
+namespace qmv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// qmvlab's own kernels that can run the matvec here; a kernel without a known build (one
+// a test registers) could never be found in the store again, so auto leaves it out.
+std::vector<const KernelSpec*> candidates(const AutoMatvec& m, Backend backend) {
+  std::vector<const KernelSpec*> out;
+  for (const KernelSpec& k : global_registry().all())
+    if (k.backend == backend && k.op == m.kind && k.weight == m.weight && k.peer.empty() && k.supports(m.shape) &&
+        availability(k).available && kernel_build_id(k) != "unknown")
+      out.push_back(&k);
+  return out;
+}
+
+std::string op_kind_name(OpKind k) { return std::string(to_string(k)); }
+
+KernelSpeed speed_of(const TuningRow& r, const std::string& source) {
+  return {r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps, r.time_median_us, source};
+}
+
+std::string describe(const AutoMatvec& m) {
+  std::string ops;
+  for (const std::string& op : m.ops) ops += (ops.empty() ? "" : "+") + op;
+  return fmt::format("{} {} {}", ops, to_string(m.weight), to_string(m.shape));
+}
+
+// Times `kernels` on one shape, `reps` interleaved repetitions each.
+std::vector<BenchRow> time_kernels(const std::vector<const KernelSpec*>& kernels, Shape shape, int threads, bool warm,
+                                   int reps, double min_time_s, double peak_gbps) {
+  BenchConfig cfg;
+  cfg.threads = {threads};
+  cfg.warm = warm;
+  cfg.repetitions = reps;
+  cfg.min_time_s = min_time_s;
+  cfg.interleave = true;
+  std::map<int, double> peaks;
+  if (peak_gbps > 0) peaks[threads] = peak_gbps;
+  return run_bench(kernels, {shape}, cfg, peaks).rows;
+}
+
+}  // namespace
+
+std::string model_cache_state(const ModelWeights& weights) {
+  std::uint64_t bytes = 0;
+  auto add = [&](const gguf::Tensor* t) { bytes += t ? t->bytes : 0; };
+  for (const LayerWeights& l : weights.layers)
+    for (const gguf::Tensor* t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) add(t);
+  add(weights.output);
+  return bytes * 2 < machine_info().llc_bytes ? "warm" : "cold";
+}
+
+std::string AutoPlanEvidence::summary() const {
+  if (matvecs == 0) return "tuning: the plan names every kernel; nothing for auto to decide";
+  std::string s = fmt::format("tuning: {} matvec shape(s) for auto, {} thread(s), weights {}: ", matvecs, threads,
+                              cache == "cold" ? "from memory (cold)" : "in the cache (warm)");
+  std::vector<std::string> parts;
+  if (measured) parts.push_back(fmt::format("{} measured now in {:.0f} s", measured, seconds));
+  if (from_store) parts.push_back(fmt::format("{} from the store", from_store));
+  if (unmeasured) parts.push_back(fmt::format("{} unmeasured (static order)", unmeasured));
+  for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
+  if (!measured) s += "; nothing timed";
+  return s + fmt::format(" [{}]", store);
+}
+
+AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& weights,
+                                    const AutoPlanOptions& options) {
+  AutoPlanEvidence ev;
+  const TuningStore store(options.store_path);
+  ev.store = store.path();
+  ev.cache = model_cache_state(weights);
+  ev.threads = options.threads;
+  if (plan.uses_static_order()) return ev;
+  auto say = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+  const std::vector<AutoMatvec> matvecs = auto_matvecs(plan, weights);
+  ev.matvecs = static_cast<int>(matvecs.size());
+  if (matvecs.empty()) return ev;
+
+  const std::vector<TuningRow> rows = store.usable_rows(&ev.warning);
+  if (!ev.warning.empty()) say(ev.warning);
+  const bool cpu = options.backend == Backend::CPU;
+  // The store's figure for a kernel at a matvec (the newest), or null.
+  auto stored = [&](const KernelSpec& k, const AutoMatvec& m) -> const TuningRow* {
+    const TuningRow* best = nullptr;
+    for (const TuningRow& r : rows)
+      if (r.kind == "kernel" && r.kernel == k.name && r.rows == m.shape.rows && r.cols == m.shape.cols &&
+          (!cpu || (r.threads == options.threads && r.cache == ev.cache)) &&
+          (!best || r.measured_at > best->measured_at))
+        best = &r;
+    return best;
+  };
+  double peak_gbps = 0;
+  if (const auto p = store.peak(options.threads)) peak_gbps = p->gbps;
+
+  std::vector<const AutoMatvec*> missing;
+  for (const AutoMatvec& m : matvecs) {
+    const auto kernels = candidates(m, options.backend);
+    const bool covered = !kernels.empty() && std::all_of(kernels.begin(), kernels.end(), [&](const KernelSpec* k) {
+      return stored(*k, m) != nullptr;
+    });
+    if (covered) {
+      ++ev.from_store;
+      for (const KernelSpec* k : kernels) {
+        const TuningRow* r = stored(*k, m);
+        ev.speeds.push_back(speed_of(*r, "store, " + r->date()));
+      }
+    } else if (!kernels.empty()) {
+      missing.push_back(&m);
+    }
+  }
+  // Partly covered matvecs keep the figures they have when nothing is timed.
+  auto keep_partial = [&](const AutoMatvec& m) {
+    bool any = false;
+    for (const KernelSpec* k : candidates(m, options.backend))
+      if (const TuningRow* r = stored(*k, m)) {
+        ev.speeds.push_back(speed_of(*r, "store, " + r->date()));
+        any = true;
+      }
+    any ? ++ev.from_store : ++ev.unmeasured;
+  };
+  if (!options.measure || !cpu || missing.empty()) {
+    for (const AutoMatvec* m : missing) keep_partial(*m);
+    return ev;
+  }
+
+  const auto started = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
+  const bool warm = ev.cache == "warm";
+  std::vector<TuningRow> fresh;
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    const AutoMatvec& m = *missing[i];
+    if (elapsed() >= options.budget_s) {
+      say(fmt::format("auto: the {:.0f} s timing budget is spent; {} left to the static order", options.budget_s,
+                      describe(m)));
+      keep_partial(m);
+      continue;
+    }
+    const auto kernels = candidates(m, options.backend);
+    say(fmt::format("auto: timing {} {} kernel(s) for {} ({}/{}, {:.0f} s so far)", kernels.size(),
+                    op_kind_name(m.kind), describe(m), i + 1, missing.size(), elapsed()));
+    // Screening: one short repetition each; the slow ones are settled by it.
+    std::vector<BenchRow> screened =
+        time_kernels(kernels, m.shape, options.threads, warm, 1, options.screen_min_time_s, peak_gbps);
+    double fastest = 0;
+    for (const BenchRow& r : screened)
+      if (r.time_median_us > 0 && (fastest == 0 || r.time_median_us < fastest)) fastest = r.time_median_us;
+    std::vector<const KernelSpec*> finalists;
+    for (const BenchRow& r : screened)
+      if (r.time_median_us > 0 && r.time_median_us <= kFinalistRatio * fastest)
+        finalists.push_back(global_registry().find(r.kernel));
+    std::vector<BenchRow> final_rows;
+    if (finalists.size() > 1)
+      final_rows = time_kernels(finalists, m.shape, options.threads, warm, 3, options.final_min_time_s, peak_gbps);
+    for (BenchRow& r : screened) {
+      const auto again = std::find_if(final_rows.begin(), final_rows.end(),
+                                      [&](const BenchRow& f) { return f.kernel == r.kernel; });
+      if (again != final_rows.end()) r = *again;
+      if (r.time_median_us <= 0) continue;
+      fresh.push_back(tuning_row(r, "auto"));
+      ev.speeds.push_back(speed_of(fresh.back(), "measured now"));
+    }
+    ++ev.measured;
+  }
+  ev.seconds = elapsed();
+  if (const std::string error = store.add(fresh); !error.empty()) {
+    ev.warning = "the tuning store was not updated: " + error;
+    say(ev.warning);
+  }
+  return ev;
+}
+
+}  // namespace qmv

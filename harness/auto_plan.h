@@ -1,0 +1,60 @@
+// `auto` from measurements made here: the speeds a kernel plan's `auto` picks by, read
+// from the tuning store (harness/tuning_store.h) and, for the matvecs of a model it has
+// no figures for, measured first and saved there, so the next run measures nothing.
+//
+// A matvec (op kind, weight type, shape, threads, cache state) is covered when every
+// kernel that can run it here has a usable store row. One that is not gets all its
+// candidates timed together, interleaved (a figure compared with one taken on another
+// day would carry that day's bandwidth): first a screening pass of one repetition each,
+// then the ones within kFinalistRatio of the fastest again, three repetitions. Timing
+// stops when the budget is spent; a matvec left unmeasured takes the kernel fastest at
+// the nearest measured shape of its weight type, else the static order, and the plan
+// table says which.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/plan.h"
+
+namespace qmv {
+
+struct AutoPlanOptions {
+  int threads = 1;
+  Backend backend = Backend::CPU;
+  bool measure = true;    // false (--no-tune): the store's figures only
+  double budget_s = 60;   // timing stops once this much has been spent
+  std::string store_path; // "" : TuningStore::default_path()
+  // Seconds per repetition of the screening pass and of the finalists' three.
+  double screen_min_time_s = 0.02, final_min_time_s = 0.05;
+  std::function<void(const std::string&)> progress;  // one line per step, for stderr
+};
+
+struct AutoPlanEvidence {
+  std::vector<KernelSpeed> speeds;  // what resolve_plan's auto picks by
+  int matvecs = 0;                  // distinct matvecs auto decides
+  int from_store = 0, measured = 0, unmeasured = 0;
+  double seconds = 0;  // spent timing
+  int threads = 0;
+  std::string cache;   // "cold" or "warm": how the model's weights are met
+  std::string store;   // the store's path
+  std::string warning; // a damaged store, or one that could not be written ("" if neither)
+  // One line for the plan's header: what was measured and where the rest came from.
+  std::string summary() const;
+};
+
+// A fully covered matvec needs nothing timed; this ratio of the fastest screening time
+// decides which candidates are timed again.
+inline constexpr double kFinalistRatio = 1.25;
+
+// The evidence `auto` needs to decide every matvec `plan` leaves to it on this
+// machine. CUDA matvecs take the store's figures only (the GPU runs fill it).
+AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& weights, const AutoPlanOptions& options);
+
+// Whether decode meets the model's weights from memory ("cold") or from the last-level
+// cache ("warm": the weights the matvecs read fit in half of it).
+std::string model_cache_state(const ModelWeights& weights);
+
+}  // namespace qmv

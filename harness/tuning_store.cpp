@@ -1,0 +1,289 @@
+#include "harness/tuning_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include "harness/csv_columns.h"
+#include "harness/machine.h"
+#include "kernels/build_id.h"
+#include "kernels/cpu_features.h"
+#include "kernels/cpu_tiling.h"
+#include "kernels/registry.h"
+
+namespace qmv {
+namespace {
+
+constexpr std::array<const char*, 18> kColumns = {
+    "kind",    "machine", "isa",         "cpu_model",      "kernel", "kernel_build", "op",     "weight_type", "rows",
+    "cols",    "threads", "repetitions", "time_median_us", "gbps",   "cache",        "source", "measured_at", "git_commit"};
+
+// The features this process may use: what the CPU has, within the ISA mask.
+std::string usable_isa() {
+  constexpr std::uint32_t kAll = 0x7F;  // every CpuFeature bit
+  std::string names = cpu_feature_names(kAll & ~missing_cpu_features(kAll));
+  for (char& c : names) c = c == ' ' ? '+' : c;
+  return names.empty() ? "none" : names;
+}
+
+using Key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string, std::int64_t,
+                       std::int64_t, int, std::string>;
+Key key_of(const TuningRow& r) {
+  return {r.kind, r.machine, r.isa, r.kernel, r.kernel_build, r.op, r.rows, r.cols, r.threads, r.cache};
+}
+
+std::vector<std::string> fields_of(const TuningRow& r) {
+  return {r.kind,
+          r.machine,
+          r.isa,
+          r.cpu_model,
+          r.kernel,
+          r.kernel_build,
+          r.op,
+          r.weight_type,
+          std::to_string(r.rows),
+          std::to_string(r.cols),
+          std::to_string(r.threads),
+          std::to_string(r.repetitions),
+          fmt::format("{:.6g}", r.time_median_us),
+          fmt::format("{:.6g}", r.gbps),
+          r.cache,
+          r.source,
+          r.measured_at,
+          r.git_commit};
+}
+
+// Refuses what no writer of ours produces, so a garbled file is not half believed.
+void validate(const TuningRow& r, const std::string& path, unsigned line) {
+  auto bad = [&](const std::string& what) {
+    throw std::runtime_error(fmt::format("{}: line {}: {}", path, line, what));
+  };
+  if (r.kind != "kernel" && r.kind != "peak") bad(fmt::format("kind '{}' is neither kernel nor peak", one_line(r.kind)));
+  if (r.machine.empty() || r.kernel.empty()) bad("a row without its machine or kernel");
+  if (!(r.gbps > 0) || !std::isfinite(r.gbps)) bad(fmt::format("gbps {} is not a positive number", r.gbps));
+  if (r.threads < 0 || r.repetitions < 0) bad("a negative thread or repetition count");
+  if (r.kind == "kernel") {
+    if (r.rows <= 0 || r.cols <= 0) bad(fmt::format("shape {}x{} is empty", r.rows, r.cols));
+    if (!(r.time_median_us > 0) || !std::isfinite(r.time_median_us))
+      bad(fmt::format("time_median_us {} is not a positive number", r.time_median_us));
+    if (r.cache != "cold" && r.cache != "warm") bad(fmt::format("cache '{}' is neither cold nor warm", one_line(r.cache)));
+  }
+}
+
+// An exclusive lock on <path>.lock for the life of the object (flock: released when the
+// process dies, so a killed writer never leaves the store locked).
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::vector<std::string> tuning_store_header() { return {kColumns.begin(), kColumns.end()}; }
+
+TuningStore::TuningStore(std::string path) : path_(path.empty() ? default_path() : std::move(path)) {}
+
+std::string TuningStore::default_path() {
+  if (const char* env = std::getenv("QMV_TUNING_STORE"); env && *env) return env;
+  const std::string relative = fmt::format("results/{}/tuning.csv", machine_info().machine);
+  const std::filesystem::path tree(QMV_SOURCE_DIR);
+  std::error_code ec;
+  if (std::filesystem::is_directory(tree / "results", ec)) return (tree / relative).string();
+  return relative;
+}
+
+std::vector<TuningRow> TuningStore::read_all() const {
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) return {};
+  if (std::filesystem::file_size(path_, ec) == 0 && !ec) throw std::runtime_error(fmt::format("{}: empty file", path_));
+  std::vector<TuningRow> rows;
+  csv_columns::read(path_, "tuning store", kColumns, kColumns.size(), [&](const csv_columns::Fields& f) {
+    TuningRow r;
+    r.kind = f["kind"];
+    r.machine = f["machine"];
+    r.isa = f["isa"];
+    r.cpu_model = f["cpu_model"];
+    r.kernel = f["kernel"];
+    r.kernel_build = f["kernel_build"];
+    r.op = f["op"];
+    r.weight_type = f["weight_type"];
+    r.rows = f.required<std::int64_t>("rows");
+    r.cols = f.required<std::int64_t>("cols");
+    r.threads = f.required<int>("threads");
+    r.cache = f["cache"];
+    r.repetitions = f.required<int>("repetitions");
+    r.time_median_us = f.required<double>("time_median_us");
+    r.gbps = f.required<double>("gbps");
+    r.measured_at = f["measured_at"];
+    r.source = f["source"];
+    r.git_commit = f["git_commit"];
+    validate(r, path_, f.line);
+    rows.push_back(std::move(r));
+  });
+  return rows;
+}
+
+std::vector<TuningRow> TuningStore::usable_rows(std::string* warning) const {
+  std::vector<TuningRow> all;
+  try {
+    all = read_all();
+  } catch (const std::exception& e) {
+    if (warning) *warning = fmt::format("tuning store ignored: {}", one_line(e.what()));
+    return {};
+  }
+  const std::string machine = machine_info().machine, isa = usable_isa();
+  std::vector<TuningRow> out;
+  for (TuningRow& r : all) {
+    // A row written under a former name of this machine is still this machine's.
+    if (canonical_machine(r.machine) != machine || r.isa != isa) continue;
+    if (r.kind == "kernel") {
+      const KernelSpec* k = global_registry().find(r.kernel);
+      if (!k || r.kernel_build != kernel_build_id(*k) || r.kernel_build == "unknown") continue;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::optional<TuningRow> TuningStore::peak(int threads) const {
+  std::optional<TuningRow> newest;
+  for (TuningRow& r : usable_rows())
+    if (r.kind == "peak" && r.threads == threads && (!newest || r.measured_at >= newest->measured_at))
+      newest = std::move(r);
+  return newest;
+}
+
+std::string TuningStore::add(const std::vector<TuningRow>& rows) const {
+  if (rows.empty()) return "";
+  const std::filesystem::path p(path_);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  if (ec) return fmt::format("{}: cannot create its directory: {}", path_, ec.message());
+  if (std::filesystem::exists(p, ec) && !std::filesystem::is_regular_file(p, ec))
+    return fmt::format("{}: not a regular file", path_);
+  const FileLock lock(path_);
+  if (!lock.held()) return fmt::format("{}: cannot lock {}.lock", path_, path_);
+
+  std::map<Key, TuningRow> merged;
+  std::vector<Key> order;  // first-seen order, so the file reads as it grew
+  auto put = [&](const TuningRow& r) {
+    const Key k = key_of(r);
+    if (merged.insert_or_assign(k, r).second) order.push_back(k);
+  };
+  std::string note;
+  try {
+    for (const TuningRow& r : read_all()) put(r);
+  } catch (const std::exception& e) {
+    // Kept for whoever wants to see what broke; the new file starts afresh.
+    std::filesystem::rename(p, path_ + ".damaged", ec);
+    note = fmt::format(" (the damaged file was moved to {}.damaged: {})", path_, one_line(e.what()));
+  }
+  for (const TuningRow& r : rows) put(r);
+
+  const std::string aside = fmt::format("{}.{}.tmp", path_, ::getpid());
+  {
+    CsvWriter out(aside, tuning_store_header(), false);
+    for (const Key& k : order) out.write(fields_of(merged.at(k)));
+  }
+  std::filesystem::rename(aside, p, ec);
+  if (ec) {
+    std::filesystem::remove(aside, ec);
+    return fmt::format("{}: cannot replace it: {}", path_, ec.message());
+  }
+  if (!note.empty()) std::fprintf(stderr, "qmvlab: tuning store rewritten%s\n", note.c_str());
+  return "";
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text.data();
+}
+
+TuningRow tuning_row(const BenchRow& b, const std::string& source) {
+  const MachineInfo& m = machine_info();
+  TuningRow r;
+  r.machine = m.machine;
+  r.isa = usable_isa();
+  r.cpu_model = m.cpu_model;
+  r.kernel = b.kernel;
+  if (const KernelSpec* k = global_registry().find(b.kernel)) r.kernel_build = kernel_build_id(*k);
+  r.op = b.op;
+  r.weight_type = b.weight_type;
+  r.rows = b.rows;
+  r.cols = b.cols;
+  r.threads = b.threads;
+  r.cache = b.cache;
+  r.repetitions = b.repetitions;
+  r.time_median_us = b.time_median_us;
+  r.gbps = b.gbps_median;
+  r.measured_at = utc_timestamp();
+  r.source = source;
+  r.git_commit = m.git_commit;
+  return r;
+}
+
+TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop, int repetitions,
+                          const std::string& source) {
+  const MachineInfo& m = machine_info();
+  TuningRow r;
+  r.kind = "peak";
+  r.machine = m.machine;
+  r.isa = usable_isa();
+  r.cpu_model = m.cpu_model;
+  r.kernel = read_loop;
+  r.op = "read";
+  r.threads = threads;
+  r.repetitions = repetitions;
+  r.gbps = gbps;
+  r.measured_at = utc_timestamp();
+  r.source = source;
+  r.git_commit = m.git_commit;
+  return r;
+}
+
+void record_in_store(const std::vector<BenchRow>& rows, const std::string& source) {
+  std::vector<TuningRow> out;
+  const CpuTiling usual;
+  for (const BenchRow& b : rows)
+    // What decode would meet: CPU rows (a failed point has no time) under the row tiling
+    // decode runs with.
+    if (b.backend == "cpu" && b.time_median_us > 0 && b.gbps_median > 0 && b.tile_rows == usual.tile_rows &&
+        b.min_parallel_rows == usual.min_parallel_rows)
+      out.push_back(tuning_row(b, source));
+  const TuningStore store;
+  if (const std::string error = store.add(out); !error.empty())
+    std::fprintf(stderr, "qmvlab: the tuning store was not updated: %s\n", error.c_str());
+}
+
+}  // namespace qmv

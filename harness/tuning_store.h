@@ -1,0 +1,89 @@
+// The tuning store: what qmvlab has measured on this machine, kept so that its choices
+// come from measurements made here (as FFTW keeps wisdom and Triton its autotune cache).
+//
+// One CSV per machine, `results/<machine>/tuning.csv` (the machine name tells CPUs and
+// ISA masks apart, harness/machine.h), committed like any result. Its rows:
+//   kind=kernel  the median time of one kernel on one shape, thread count and cache
+//                state, written by `bench`, `sweep`, `tune` and the `auto` plan as they
+//                measure;
+//   kind=peak    the machine's read bandwidth on a thread count (the roofline `decode`
+//                divides by), written by `peak` and by the first `decode` that needs it.
+// A row is used only on the machine and ISA mask that wrote it, and a kernel row only
+// while the kernel's build (kernels/build_id.h) is the one measured. A newer row replaces
+// the one of the same key. A damaged file is reported in one line and read as empty;
+// writers take a lock, merge, write aside and rename, so concurrent writers lose no row
+// and a reader never sees half a file.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/csv.h"
+
+namespace qmv {
+
+struct TuningRow {
+  std::string kind = "kernel";  // "kernel" or "peak"
+  std::string machine, isa, cpu_model;
+  std::string kernel;        // kernel name; a peak row: the read loop
+  std::string kernel_build;  // kernel rows only
+  std::string op;            // "matvec", "fused_up_gate"; "read" for a peak row
+  std::string weight_type;   // kernel rows only
+  std::int64_t rows = 0, cols = 0;
+  int threads = 0;
+  std::string cache;  // "cold" or "warm" (kernel rows)
+  int repetitions = 0;
+  double time_median_us = 0;
+  double gbps = 0;           // kernel: weights + activation + output per median call; peak: the read bandwidth
+  std::string measured_at;   // UTC, ISO 8601
+  std::string source;        // the command that measured it: bench, sweep, tune, auto, peak, decode
+  std::string git_commit;
+  // "2026-11-28", what a plan table shows.
+  std::string date() const { return measured_at.substr(0, 10); }
+};
+
+// The store's columns, in file order.
+std::vector<std::string> tuning_store_header();
+
+class TuningStore {
+ public:
+  // `path`: the store file; "" means default_path().
+  explicit TuningStore(std::string path = {});
+  // $QMV_TUNING_STORE when set; else results/<machine>/tuning.csv in the source tree
+  // this binary was built from, or under the working directory when that tree is gone
+  // (a bundle run on another machine).
+  static std::string default_path();
+  const std::string& path() const { return path_; }
+
+  // Every row of the file; a missing file has none. Throws std::runtime_error naming the
+  // file and the line for a damaged one.
+  std::vector<TuningRow> read_all() const;
+  // The rows this process may use: this machine and ISA mask, kernel rows of a
+  // registered kernel whose build here is the one measured. A damaged file gives none,
+  // with `warning` (when given) set to one line saying why.
+  std::vector<TuningRow> usable_rows(std::string* warning = nullptr) const;
+  // The newest usable peak row for `threads`.
+  std::optional<TuningRow> peak(int threads) const;
+
+  // Adds rows, each replacing a row of the same key (kind, machine, isa, kernel, build,
+  // op, shape, threads, cache). Returns "" on success, else one line saying why the
+  // store was not written (the caller warns; a measurement is never lost for it). A
+  // damaged file is kept beside the new one as <path>.damaged.
+  std::string add(const std::vector<TuningRow>& rows) const;
+
+ private:
+  std::string path_;
+};
+
+// The current time as TuningRow::measured_at writes it.
+std::string utc_timestamp();
+// A store row of this machine for a bench row (`source`: the command that timed it).
+TuningRow tuning_row(const BenchRow& bench, const std::string& source);
+// A peak row of this machine: `gbps` read by `read_loop` on `threads` threads.
+TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop, int repetitions,
+                          const std::string& source);
+// Adds bench rows to the default store, printing one line on stderr if it cannot be written.
+void record_in_store(const std::vector<BenchRow>& rows, const std::string& source);
+
+}  // namespace qmv

@@ -1,0 +1,346 @@
+// The tuning store (harness/tuning_store.h) and the `auto` plan built on it
+// (harness/auto_plan.h): what is kept, what is refused, and what auto picks from it.
+#include "harness/tuning_store.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "harness/auto_plan.h"
+#include "harness/machine.h"
+#include "kernels/availability.h"
+#include "kernels/build_id.h"
+#include "kernels/registry.h"
+#include "tests/tiny_model.h"
+
+namespace qmv {
+namespace {
+
+// A fresh store file of this test's own.
+std::string store_path(const std::string& name) {
+  const std::string dir = std::string(QMV_TEST_TMP) + "/tuning_store/" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/" + name + ".csv";
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".damaged");
+  return path;
+}
+
+// A row of this machine for `kernel` as a bench run would write it.
+TuningRow kernel_row(const std::string& kernel, std::int64_t rows, std::int64_t cols, double time_us, int threads = 1) {
+  const KernelSpec* k = global_registry().find(kernel);
+  EXPECT_NE(k, nullptr) << kernel;
+  BenchRow b;
+  b.kernel = kernel;
+  b.op = std::string(to_string(k->op));
+  b.weight_type = std::string(to_string(k->weight));
+  b.backend = "cpu";
+  b.rows = rows;
+  b.cols = cols;
+  b.threads = threads;
+  b.cache = "cold";
+  b.repetitions = 3;
+  b.time_median_us = time_us;
+  b.gbps_median = static_cast<double>(bytes_moved(*k, {rows, cols})) / (time_us * 1e3);
+  return tuning_row(b, "test");
+}
+
+std::vector<std::string> kernels_of(const std::vector<TuningRow>& rows) {
+  std::vector<std::string> out;
+  for (const TuningRow& r : rows) out.push_back(r.kernel + "@" + std::to_string(r.rows));
+  return out;
+}
+
+TEST(TuningStore, RowsComeBackAsWritten) {
+  const TuningStore store(store_path("round_trip"));
+  const TuningRow a = kernel_row("q4_K.cpu.scalar_f32", 4096, 4096, 812.5);
+  const TuningRow b = kernel_row("q6_K.cpu.scalar_f32", 11008, 4096, 1999.25, 2);
+  const TuningRow p = peak_tuning_row(2, 37.25, "avx2.s4.pf2k", 9, "test");
+  ASSERT_EQ(store.add({a, b, p}), "");
+  const auto rows = store.read_all();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].kernel, a.kernel);
+  EXPECT_EQ(rows[0].kernel_build, kernel_build_id(*global_registry().find(a.kernel)));
+  EXPECT_NE(rows[0].kernel_build, "unknown");
+  EXPECT_EQ(rows[0].machine, machine_info().machine);
+  EXPECT_EQ(rows[0].rows, 4096);
+  EXPECT_DOUBLE_EQ(rows[0].time_median_us, 812.5);
+  EXPECT_EQ(rows[1].threads, 2);
+  EXPECT_EQ(rows[1].op, "matvec");
+  EXPECT_EQ(rows[1].weight_type, "q6_K");
+  EXPECT_DOUBLE_EQ(rows[1].time_median_us, 1999.25);
+  EXPECT_EQ(rows[0].measured_at, a.measured_at);
+  EXPECT_EQ(rows[2].kind, "peak");
+  EXPECT_DOUBLE_EQ(store.peak(2)->gbps, 37.25);
+  EXPECT_EQ(store.peak(2)->kernel, "avx2.s4.pf2k");
+  EXPECT_FALSE(store.peak(1).has_value());
+  EXPECT_EQ(store.usable_rows().size(), 3u);
+}
+
+TEST(TuningStore, ANewerRowReplacesTheOneOfItsKey) {
+  const TuningStore store(store_path("replace"));
+  ASSERT_EQ(store.add({kernel_row("q4_K.cpu.scalar_f32", 256, 256, 50)}), "");
+  ASSERT_EQ(store.add({kernel_row("q4_K.cpu.scalar_f32", 256, 256, 40), kernel_row("q4_K.cpu.scalar_f32", 512, 256, 90)}),
+            "");
+  const auto rows = store.read_all();
+  ASSERT_EQ(rows.size(), 2u) << ::testing::PrintToString(kernels_of(rows));
+  EXPECT_DOUBLE_EQ(rows[0].time_median_us, 40);
+  EXPECT_EQ(rows[1].rows, 512);
+}
+
+TEST(TuningStore, RowsOfAnotherMachineMaskOrKernelBuildAreNotUsed) {
+  const TuningStore store(store_path("foreign"));
+  TuningRow mine = kernel_row("q4_K.cpu.scalar_f32", 256, 256, 50);
+  TuningRow other_machine = kernel_row("q4_K.cpu.scalar_f32", 512, 256, 50);
+  other_machine.machine = "amd-zen9-2c";
+  TuningRow other_mask = kernel_row("q4_K.cpu.scalar_f32", 768, 256, 50);
+  other_mask.isa = "avx2";
+  TuningRow other_build = kernel_row("q4_K.cpu.scalar_f32", 1024, 256, 50);
+  other_build.kernel_build = "0123456789ab";
+  TuningRow gone = kernel_row("q4_K.cpu.scalar_f32", 1280, 256, 50);
+  gone.kernel = "q4_K.cpu.removed_long_ago";
+  TuningRow other_peak = peak_tuning_row(1, 30, "avx2.s2", 5, "test");
+  other_peak.machine = "amd-zen9-2c";
+  ASSERT_EQ(store.add({mine, other_machine, other_mask, other_build, gone, other_peak}), "");
+  EXPECT_EQ(store.read_all().size(), 6u);
+  const auto usable = store.usable_rows();
+  ASSERT_EQ(usable.size(), 1u) << ::testing::PrintToString(kernels_of(usable));
+  EXPECT_EQ(usable[0].rows, 256);
+  EXPECT_FALSE(store.peak(1).has_value());
+}
+
+// The store's text with `edit` applied, written back.
+void rewrite(const std::string& path, const std::function<void(std::string&)>& edit) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  edit(text);
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+// Replaces the field of `column` in the first row of a store's text.
+void set_first_row_field(std::string& text, const std::string& column, const std::string& value) {
+  const auto columns = tuning_store_header();
+  const auto index = std::find(columns.begin(), columns.end(), column) - columns.begin();
+  std::size_t at = text.find('\n') + 1;
+  for (int i = 0; i < index; ++i) at = text.find(',', at) + 1;
+  text.replace(at, text.find_first_of(",\n", at) - at, value);
+}
+
+TEST(TuningStore, ADamagedStoreIsIgnoredWithOneLineAndRewrittenAside) {
+  const std::vector<std::pair<std::string, std::function<void(std::string&)>>> damages = {
+      {"truncated mid-row", [](std::string& t) { t.resize(t.size() - 25); }},
+      {"garbled bytes",
+       [](std::string& t) {
+         std::mt19937 rng(std::random_device{}());
+         for (std::size_t i = t.size() / 2; i < t.size(); i += 7) t[i] = static_cast<char>(rng() % 256);
+       }},
+      {"not a number", [](std::string& t) { set_first_row_field(t, "rows", "twelve"); }},
+      {"a NaN speed", [](std::string& t) { set_first_row_field(t, "gbps", "nan"); }},
+      {"an unknown kind", [](std::string& t) { set_first_row_field(t, "kind", "wisdom"); }},
+      {"a column gone", [](std::string& t) { t.replace(t.find("kernel_build"), 12, "kernel_bild"); }},
+      {"empty", [](std::string& t) { t.clear(); }},
+  };
+  for (const auto& [what, damage] : damages) {
+    SCOPED_TRACE(what);
+    const std::string path = store_path("damaged");
+    const TuningStore store(path);
+    ASSERT_EQ(store.add({kernel_row("q4_K.cpu.scalar_f32", 256, 256, 50), kernel_row("q4_K.cpu.scalar_f32", 512, 256, 60)}),
+              "");
+    rewrite(path, damage);
+    std::string warning;
+    EXPECT_TRUE(store.usable_rows(&warning).empty());
+    EXPECT_NE(warning.find("tuning store ignored"), std::string::npos) << warning;
+    EXPECT_NE(warning.find(path), std::string::npos) << warning;
+    EXPECT_EQ(warning.find('\n'), std::string::npos) << warning;
+    // Writing again keeps the damaged file for inspection and starts afresh.
+    ASSERT_EQ(store.add({kernel_row("q4_K.cpu.scalar_f32", 768, 256, 70)}), "");
+    EXPECT_TRUE(std::filesystem::exists(path + ".damaged"));
+    const auto rows = store.usable_rows(&warning);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].rows, 768);
+  }
+}
+
+TEST(TuningStore, ConcurrentWritersKeepEveryRow) {
+  const std::string path = store_path("concurrent");
+  constexpr int kWriters = 3, kRowsEach = 25;
+  std::vector<pid_t> children;
+  for (int w = 0; w < kWriters; ++w) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const TuningStore store(path);
+      int failures = 0;
+      // One add per row: each a read, merge and rename racing the other writers'.
+      for (int i = 0; i < kRowsEach; ++i)
+        failures += !store.add({kernel_row("q4_K.cpu.scalar_f32", 256 * (1 + w * kRowsEach + i), 256, 10.0 + i)}).empty();
+      ::_exit(failures == 0 ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  const auto rows = TuningStore(path).read_all();
+  EXPECT_EQ(rows.size(), static_cast<std::size_t>(kWriters * kRowsEach));
+  std::set<std::int64_t> shapes;
+  for (const TuningRow& r : rows) shapes.insert(r.rows);
+  EXPECT_EQ(shapes.size(), static_cast<std::size_t>(kWriters * kRowsEach));
+}
+
+// A Q4_K model of 256-wide matrices, built in memory.
+struct TinyQ4K {
+  std::vector<std::uint8_t> bytes;
+  gguf::File file;
+  ModelWeights weights;
+  TinyQ4K() : bytes(make()), file(gguf::File::parse(bytes)), weights(bind_weights(file, read_config(file))) {}
+  static std::vector<std::uint8_t> make() {
+    qmv::testing::TinySpec s;
+    s.embd = 256;
+    s.ff = 512;
+    s.vocab = 256;
+    s.matrix_type = 12;  // Q4_K
+    s.block_values = 256;
+    s.block_bytes = 144;
+    return qmv::testing::tiny_model(s);
+  }
+};
+
+// Every kernel auto weighs for a matvec of the model, as auto_plan.cpp gathers them.
+std::vector<const KernelSpec*> runnable(const AutoMatvec& m) {
+  std::vector<const KernelSpec*> out;
+  for (const KernelSpec& k : global_registry().all())
+    if (k.backend == Backend::CPU && k.op == m.kind && k.weight == m.weight && k.peer.empty() && k.supports(m.shape) &&
+        availability(k).available && kernel_build_id(k) != "unknown")
+      out.push_back(&k);
+  return out;
+}
+
+// Store rows for every candidate of every matvec auto decides on `w`: `fastest` takes
+// 10 us, every other kernel 20 us (cold, as the model's cache state says).
+std::vector<TuningRow> rows_making_fastest(const ModelWeights& w, const std::string& fastest, int threads) {
+  std::vector<TuningRow> rows;
+  for (const AutoMatvec& m : auto_matvecs(KernelPlan{}, w))
+    for (const KernelSpec* k : runnable(m)) {
+      TuningRow r = kernel_row(k->name, m.shape.rows, m.shape.cols, k->name == fastest ? 10 : 20, threads);
+      r.cache = model_cache_state(w);
+      rows.push_back(r);
+    }
+  return rows;
+}
+
+const PlannedMatvec& planned_op(const std::vector<PlannedMatvec>& planned, const std::string& op) {
+  const auto it = std::find_if(planned.begin(), planned.end(), [&](const PlannedMatvec& p) { return p.op == op; });
+  if (it == planned.end()) throw std::runtime_error("no " + op + " in the plan");
+  return *it;
+}
+
+TEST(AutoPlan, PicksWhatTheStoreMeasuredFastestAndTheStaticOrderWhenTold) {
+  const TinyQ4K m;
+  AutoPlanOptions options;
+  options.threads = 1;
+  options.measure = false;
+  // Two kernels in turn made fastest: the first in the static order is never one of them.
+  const KernelSpec* static_choice = nullptr;
+  for (const PlannedMatvec& p : resolve_plan(KernelPlan::static_order(), m.weights, 1))
+    if (p.op == "attn_q") static_choice = p.kernel;
+  ASSERT_NE(static_choice, nullptr);
+  for (const std::string fastest : {"q4_K.cpu.scalar_f32", "q4_K.cpu.scalar_q8k"}) {
+    SCOPED_TRACE(fastest);
+    ASSERT_NE(static_choice->name, fastest);
+    options.store_path = store_path("auto_" + fastest);
+    ASSERT_EQ(TuningStore(options.store_path).add(rows_making_fastest(m.weights, fastest, 1)), "");
+    const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+    EXPECT_EQ(ev.from_store, ev.matvecs);
+    EXPECT_EQ(ev.measured, 0);
+    const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
+    const PlannedMatvec& q = planned_op(planned, "attn_q");
+    EXPECT_EQ(q.kernel->name, fastest);
+    EXPECT_NE(q.source.find("store, "), std::string::npos) << q.source;
+    ASSERT_NE(q.runner_up, nullptr);
+    EXPECT_NE(q.runner_up->name, fastest);
+    EXPECT_GT(q.gbps, q.runner_up_gbps);
+    // Told to keep the fixed order, auto ignores the measurements.
+    const auto fixed = resolve_plan(KernelPlan::static_order(), m.weights, 1, ev.speeds);
+    EXPECT_EQ(planned_op(fixed, "attn_q").kernel, static_choice);
+    EXPECT_EQ(planned_op(fixed, "attn_q").source, "static order");
+  }
+}
+
+TEST(AutoPlan, FusesGateAndUpOnlyWhereOneCallBeatsTwo) {
+  const TinyQ4K m;
+  AutoPlanOptions options;
+  options.measure = false;
+  const std::vector<AutoMatvec> matvecs = auto_matvecs(KernelPlan{}, m.weights);
+  const auto fused = std::find_if(matvecs.begin(), matvecs.end(),
+                                  [](const AutoMatvec& a) { return a.kind == OpKind::FusedUpGate; });
+  if (fused == matvecs.end() || runnable(*fused).empty()) GTEST_SKIP() << "no fused Q4_K kernel runs on this CPU";
+  for (const double fused_us : {15.0, 25.0}) {
+    SCOPED_TRACE(fused_us);
+    std::vector<TuningRow> rows = rows_making_fastest(m.weights, "q4_K.cpu.scalar_f32", 1);
+    for (TuningRow& r : rows)
+      if (r.op == "fused_up_gate") r.time_median_us = fused_us;  // against 2 x 10 us for the best plain kernel
+    options.store_path = store_path("fuse");
+    ASSERT_EQ(TuningStore(options.store_path).add(rows), "");
+    const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, auto_plan_evidence(KernelPlan{}, m.weights, options).speeds);
+    const bool fuses = std::any_of(planned.begin(), planned.end(), [](const PlannedMatvec& p) { return p.op == "ffn_up_gate"; });
+    EXPECT_EQ(fuses, fused_us < 20.0);
+  }
+}
+
+TEST(AutoPlan, MeasuresWhatTheStoreLacksOnceAndSavesIt) {
+  const TinyQ4K m;
+  AutoPlanOptions options;
+  options.threads = 1;
+  options.store_path = store_path("measure");
+  options.screen_min_time_s = 0.002;
+  options.final_min_time_s = 0.002;
+  std::vector<std::string> progress;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  const AutoPlanEvidence first = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_GT(first.matvecs, 0);
+  EXPECT_EQ(first.measured, first.matvecs);
+  EXPECT_EQ(first.from_store, 0);
+  EXPECT_EQ(static_cast<int>(progress.size()), first.matvecs);  // a line per matvec timed
+  std::size_t candidates = 0;
+  for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights)) candidates += runnable(a).size();
+  EXPECT_EQ(first.speeds.size(), candidates);
+  for (const KernelSpeed& s : first.speeds) EXPECT_EQ(s.source, "measured now");
+  const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, first.speeds);
+  EXPECT_EQ(planned_op(planned, "attn_q").source, "measured now");
+
+  progress.clear();
+  const AutoPlanEvidence second = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(second.measured, 0);
+  EXPECT_EQ(second.from_store, second.matvecs);
+  EXPECT_TRUE(progress.empty());
+  EXPECT_NE(second.summary().find("nothing timed"), std::string::npos) << second.summary();
+  // The same choice, now from the store.
+  const auto again = resolve_plan(KernelPlan{}, m.weights, 1, second.speeds);
+  EXPECT_EQ(planned_op(again, "attn_q").kernel, planned_op(planned, "attn_q").kernel);
+  EXPECT_NE(planned_op(again, "attn_q").source.find("store, "), std::string::npos);
+}
+
+TEST(AutoPlan, WithoutTuningAnUnmeasuredMatvecTakesTheStaticOrder) {
+  const TinyQ4K m;
+  AutoPlanOptions options;
+  options.measure = false;
+  options.store_path = store_path("no_tune");
+  const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(ev.unmeasured, ev.matvecs);
+  EXPECT_TRUE(ev.speeds.empty());
+  EXPECT_FALSE(std::filesystem::exists(options.store_path));
+  const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
+  const auto fixed = resolve_plan(KernelPlan::static_order(), m.weights, 1);
+  EXPECT_EQ(planned_op(planned, "attn_q").kernel, planned_op(fixed, "attn_q").kernel);
+}
+
+}  // namespace
+}  // namespace qmv
