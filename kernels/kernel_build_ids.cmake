@@ -1,12 +1,14 @@
 # Writes OUT, a C++ table naming the build of every kernel source file under
-# ROOT/kernels: a hash of the toolchain (TOOLCHAIN: compilers, build type, CUDA
-# architectures) and of the text of the file and of every project file it includes,
+# ROOT/kernels: a hash of the toolchain that compiles it (TOOLCHAIN: the C++ compiler
+# and build type; CUDA_TOOLCHAIN for .cu files: that and nvcc with its architectures,
+# so a CPU kernel's build is the same with CUDA or without) and of the text of the
+# file and of every project file it includes,
 # directly or not, with the .cpp/.cu beside each included header (the code the header
 # declares). A measurement of a kernel holds for its build only (the tuning store,
 # harness/tuning_store.h): editing any of that code, or changing compiler, makes a new
 # build, while editing an unrelated kernel does not.
 #
-#   cmake -DROOT=<source dir> -DOUT=<file.cpp> -DTOOLCHAIN=<text> -P kernel_build_ids.cmake
+#   cmake -DROOT=<dir> -DOUT=<file.cpp> -DTOOLCHAIN=<text> -DCUDA_TOOLCHAIN=<text> -P kernel_build_ids.cmake
 
 cmake_minimum_required(VERSION 3.21)
 
@@ -60,7 +62,11 @@ set(file_hashes "")
 set(entries "")
 foreach(source IN LISTS sources)
   code_closure("${source}" closure)
-  set(text "${TOOLCHAIN}\n")
+  if(source MATCHES "\\.cu$")
+    set(text "${CUDA_TOOLCHAIN}\n")
+  else()
+    set(text "${TOOLCHAIN}\n")
+  endif()
   foreach(file IN LISTS closure)
     file(SHA256 "${ROOT}/${file}" digest)
     string(APPEND text "${file} ${digest}\n")
