@@ -1,6 +1,7 @@
 #include "weight_memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,11 @@ bool huge_pages_wanted() {
     return !(v && std::string_view(v) == "off");
   }();
   return wanted;
+}
+
+std::atomic<int>& packing_scopes() {
+  static std::atomic<int> scopes{0};
+  return scopes;
 }
 
 #if defined(__linux__)
@@ -88,25 +94,34 @@ void* map_huge_aligned(std::size_t bytes) {
 
 // Buffers up to kLargestCarvedBytes are carved one after another out of shared
 // chunks, so a small matrix, and the many copies of a bench rotation, sit in huge
-// pages without a mapping each. A chunk is unmapped when the last buffer carved from
-// it is freed. Larger buffers get a mapping of their own, rounded up to whole huge
-// pages: a partial huge page at the end would be backed by ordinary ones.
+// pages without a mapping each. Larger buffers get a mapping of their own, rounded up
+// to whole huge pages (a partial huge page at the end would be backed by ordinary
+// ones), so that one freed gives its memory back at once. While weights are packed
+// (PackedWeightMemory), buffers of any size are carved back to back out of chunks of
+// their own, at least kPackedChunkBytes each, and a large buffer's last huge page is
+// shared with the next one instead of left part empty. A chunk is unmapped when the
+// last buffer carved from it is freed.
 struct Chunk {
-  std::size_t used = 0;  // bytes carved, from the start
-  std::size_t live = 0;  // buffers carved and not yet freed
+  std::size_t bytes = 0;  // mapped
+  std::size_t used = 0;   // bytes carved, from the start
+  std::size_t live = 0;   // buffers carved and not yet freed
 };
+
+constexpr std::size_t kPackedChunkBytes = std::size_t{256} << 20;
 
 class ChunkPool {
  public:
-  void* carve(std::size_t bytes) {
+  void* carve(std::size_t bytes, bool packed) {
     const std::size_t n = round_up(bytes, 64);
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = chunks_.find(current_);
-    if (it == chunks_.end() || it->second.used + n > kWeightChunkBytes) {
-      void* base = map_huge_aligned(kWeightChunkBytes);
+    std::uintptr_t& current = packed ? packed_current_ : current_;
+    auto it = chunks_.find(current);
+    if (it == chunks_.end() || it->second.used + n > it->second.bytes) {
+      const std::size_t size = packed ? std::max(kPackedChunkBytes, round_up(n, kHugePageBytes)) : kWeightChunkBytes;
+      void* base = map_huge_aligned(size);
       if (!base) return nullptr;
-      current_ = reinterpret_cast<std::uintptr_t>(base);
-      it = chunks_.emplace(current_, Chunk{}).first;
+      current = reinterpret_cast<std::uintptr_t>(base);
+      it = chunks_.emplace(current, Chunk{size, 0, 0}).first;
     }
     void* p = reinterpret_cast<void*>(it->first + it->second.used);
     it->second.used += n;
@@ -114,17 +129,21 @@ class ChunkPool {
     return p;
   }
 
-  void release(void* p) {
+  // False when `p` was not carved from a chunk (a buffer with a mapping of its own).
+  bool release(void* p) {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = chunks_.upper_bound(a);
-    if (it == chunks_.begin()) return;
+    if (it == chunks_.begin()) return false;
     --it;
-    if (a >= it->first + kWeightChunkBytes || --it->second.live > 0) return;
+    if (a >= it->first + it->second.bytes) return false;
+    if (--it->second.live > 0) return true;
     mappings().remove(it->first);
-    munmap(reinterpret_cast<void*>(it->first), kWeightChunkBytes);
+    munmap(reinterpret_cast<void*>(it->first), it->second.bytes);
     if (it->first == current_) current_ = 0;
+    if (it->first == packed_current_) packed_current_ = 0;
     chunks_.erase(it);
+    return true;
   }
 
   std::size_t count() {
@@ -135,7 +154,8 @@ class ChunkPool {
  private:
   std::mutex mutex_;
   std::map<std::uintptr_t, Chunk> chunks_;  // by base address
-  std::uintptr_t current_ = 0;              // the chunk new buffers are carved from
+  std::uintptr_t current_ = 0;              // the chunk small buffers are carved from
+  std::uintptr_t packed_current_ = 0;       // the chunk packed buffers are carved from
 };
 
 ChunkPool& chunk_pool() {
@@ -155,7 +175,8 @@ std::string huge_pages_setting_error() {
 void* alloc_weight_memory(std::size_t bytes) {
   if (bytes == 0) bytes = 1;
 #if defined(__linux__)
-  if (bytes <= kLargestCarvedBytes) return chunk_pool().carve(bytes);
+  const bool packed = packing_scopes().load() > 0;
+  if (packed || bytes <= kLargestCarvedBytes) return chunk_pool().carve(bytes, packed);
   return map_huge_aligned(round_up(bytes, kHugePageBytes));
 #else
   return std::aligned_alloc(64, round_up(bytes, 64));
@@ -166,16 +187,17 @@ void free_weight_memory(void* p, std::size_t bytes) {
   if (!p) return;
   if (bytes == 0) bytes = 1;
 #if defined(__linux__)
-  if (bytes <= kLargestCarvedBytes) {
-    chunk_pool().release(p);
-  } else {
-    mappings().remove(reinterpret_cast<std::uintptr_t>(p));
-    munmap(p, round_up(bytes, kHugePageBytes));
-  }
+  // Carved, whatever its size when it was packed; else a mapping of its own.
+  if (chunk_pool().release(p)) return;
+  mappings().remove(reinterpret_cast<std::uintptr_t>(p));
+  munmap(p, round_up(bytes, kHugePageBytes));
 #else
   std::free(p);
 #endif
 }
+
+PackedWeightMemory::PackedWeightMemory() { packing_scopes().fetch_add(1); }
+PackedWeightMemory::~PackedWeightMemory() { packing_scopes().fetch_sub(1); }
 
 std::size_t weight_memory_chunks() {
 #if defined(__linux__)

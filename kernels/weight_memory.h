@@ -41,6 +41,20 @@ void free_weight_memory(void* p, std::size_t bytes);
 // How many shared chunks are mapped now: each holds at least one buffer.
 std::size_t weight_memory_chunks();
 
+// While one lives (in any thread), every buffer alloc_weight_memory makes, whatever its
+// size, is carved back to back out of large shared mappings: for weights held together
+// for as long as they are used (a forward's resident and repacked copies), where a
+// mapping each would leave each large buffer's last huge page part empty, resident all
+// the same (up to 2 MiB a matrix). Not for buffers freed and made again while others
+// live, as a bench rotation's: a shared mapping comes back only with its last buffer.
+class PackedWeightMemory {
+ public:
+  PackedWeightMemory();
+  ~PackedWeightMemory();
+  PackedWeightMemory(const PackedWeightMemory&) = delete;
+  PackedWeightMemory& operator=(const PackedWeightMemory&) = delete;
+};
+
 // Advises the whole 2 MiB pages inside [p, p + bytes) as the buffers above are: for
 // weight memory allocated elsewhere (a peer's repacked buffer) before it is first
 // written, so it reads on the pages ours do. Does nothing where unsupported.

@@ -94,6 +94,8 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
 
 void CpuForward::place_weights(const gguf::File* file, WeightResidence residence) {
   const auto t0 = Clock::now();
+  // The copies live as long as the forward: back to back, no huge page left part empty.
+  const PackedWeightMemory packed;
   residency_.residence = residence;
   // Who reads each matrix: one that some reader (a kernel without a weight transform,
   // a plain sibling of a fused op, the embedding lookup) takes in its own layout must

@@ -186,6 +186,42 @@ TEST(WeightMemory, AChunkIsReturnedWithItsLastBuffer) {
   EXPECT_EQ(mapping_holding(held[4]).hi, 0u) << "the last buffer's chunk is still mapped";
 }
 
+// Packed, large buffers lie back to back in one mapping (no huge page left part empty
+// between them), hold their bytes apart, and the mapping goes with the last of them;
+// unpacked again, a large buffer has a mapping of its own.
+TEST(WeightMemory, PackedBuffersLieBackToBackAndGoWithTheLast) {
+  const std::size_t before = weight_memory_chunks();
+  // Sizes that are no multiple of a huge page: alone, each would end in a part-empty one.
+  const std::vector<std::size_t> sizes = {kLargestCarvedBytes + kHugePageBytes / 3, kLargestCarvedBytes + 4160,
+                                          std::size_t{300} << 10};
+  std::vector<std::uint8_t*> held;
+  {
+    const PackedWeightMemory packed;
+    for (std::size_t bytes : sizes) {
+      held.push_back(static_cast<std::uint8_t*>(alloc_weight_memory(bytes)));
+      ASSERT_NE(held.back(), nullptr);
+    }
+  }
+  EXPECT_EQ(held[1], held[0] + (sizes[0] + 63) / 64 * 64);
+  EXPECT_EQ(held[2], held[1] + (sizes[1] + 63) / 64 * 64);
+  EXPECT_EQ(mapping_holding(held[0]).lo, mapping_holding(held[2]).lo);
+  EXPECT_EQ(weight_memory_chunks(), before + 1);
+  for (std::size_t i = 0; i < sizes.size(); ++i) expect_holds_random_words(held[i], sizes[i], 11 + i);
+  free_weight_memory(held[0], sizes[0]);
+  free_weight_memory(held[2], sizes[2]);
+  EXPECT_EQ(weight_memory_chunks(), before + 1) << "the mapping went while a buffer was held";
+  expect_holds_random_words(held[1], sizes[1], 5);
+  free_weight_memory(held[1], sizes[1]);
+  EXPECT_EQ(weight_memory_chunks(), before);
+  EXPECT_EQ(mapping_holding(held[1]).hi, 0u) << "the packed mapping outlived its last buffer";
+
+  void* alone = alloc_weight_memory(sizes[0]);
+  ASSERT_NE(alone, nullptr);
+  EXPECT_EQ(weight_memory_chunks(), before) << "an unpacked large buffer was carved";
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(alone) % kHugePageBytes, 0u);
+  free_weight_memory(alone, sizes[0]);
+}
+
 // The share is of the range asked about: memory the process never mapped holds none.
 TEST(WeightMemory, HugePageShareOfUnmappedRangeIsZero) {
   WeightMemory m(4 * kHugePageBytes);
