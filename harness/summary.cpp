@@ -422,8 +422,12 @@ std::vector<Decode> read_decode(const std::string& path, Context* ctx) {
     if (ctx->machine.empty()) *ctx = {f["machine"], f["cpu_model"], f["git_commit"]};
     Runs& r = runs[{f["model"], f["plan"], f.required<int>("threads")}];
     r.tok_s.push_back(f.required<double>("decode_tok_s"));
-    if (!f["roofline_tok_s"].empty()) r.roofline_tok_s.push_back(f.number<double>("roofline_tok_s"));
-    if (!f["roofline_pct"].empty()) r.roofline_pct.push_back(f.number<double>("roofline_pct"));
+    // A run without a roofline (--no-peak) writes 0: not a share of anything.
+    const double roofline = f.number<double>("roofline_tok_s");
+    if (roofline > 0) {
+      r.roofline_tok_s.push_back(roofline);
+      r.roofline_pct.push_back(f.number<double>("roofline_pct"));
+    }
   });
   std::vector<Decode> out;
   for (const auto& [key, r] : runs) {
@@ -683,11 +687,20 @@ std::string decode_section(const ResultsSummary& s, bool md) {
   out += fmt::format("{}qmvlab's plans ({}): medians over the runs of each plan\n", md ? "\n" : "", kDecode);
   if (md) out += "\n";
   std::vector<std::vector<std::string>> t;
-  for (const Decode& d : s.decode)
+  // Each plan's median against the default plan's, same model and threads.
+  auto default_tok_s = [&](const Decode& d) {
+    for (const Decode& o : s.decode)
+      if (o.model == d.model && o.threads == d.threads && o.plan == "*=auto") return o.qmv_tok_s;
+    return kNaN;
+  };
+  for (const Decode& d : s.decode) {
+    const double base = default_tok_s(d);
     t.push_back({d.model, short_plan(d.plan, md), std::to_string(d.threads), std::to_string(d.runs),
-                 tok_s(d.qmv_tok_s), std::isfinite(d.roofline_tok_s) ? fmt::format("{:.1f}", d.roofline_tok_s) : "-",
+                 tok_s(d.qmv_tok_s), usable(base) ? fmt::format("{:.2f}", d.qmv_tok_s / base) : "-",
+                 std::isfinite(d.roofline_tok_s) ? fmt::format("{:.1f}", d.roofline_tok_s) : "-",
                  pct(d.qmv_roofline_pct)});
-  out += markdown_table({"model", "plan", "threads", "runs", "tok/s", "roofline tok/s", "% of roofline"}, t);
+  }
+  out += markdown_table({"model", "plan", "threads", "runs", "tok/s", "/ default", "roofline tok/s", "% of roofline"}, t);
   return out;
 }
 

@@ -395,6 +395,44 @@ TEST(Summary, DecodeAgainstLlamaCpp) {
   EXPECT_EQ(text.find("not measured (no decode-vs-llamacpp.csv)"), std::string::npos) << text;
 }
 
+// Beside the decode against llama.cpp, the default plan against another one (the main
+// job's plan `tune` found): medians per plan, each as a ratio to the default's, and no
+// roofline share for runs that measured none.
+TEST(Summary, PlansAreSetAgainstTheDefaultOne) {
+  const std::string dir = fresh_dir("summary_plans");
+  std::ofstream(dir + "/decode-vs-llamacpp.csv")
+      << "model,threads,qmvlab_tok_s,llamacpp_tok_s\nsynthetic tinyllama-1.1b,2,30,15\n";
+  const std::vector<double> by_default = {uniform(20, 40), uniform(20, 40), uniform(20, 40)};
+  const std::vector<double> tuned = {uniform(20, 40), uniform(20, 40), uniform(20, 40)};
+  const std::string tuned_plan = "attn_q.q4_K=q4_K.cpu.avx2_r8x4_q8k";
+  {
+    std::ofstream out(dir + "/decode.csv");
+    out << "model,plan,threads,decode_tok_s,roofline_tok_s,roofline_pct\n";
+    for (std::size_t i = 0; i < 3; ++i) {
+      out << fmt::format("synthetic tinyllama-1.1b,*=auto,2,{},0,0\n", by_default[i]);
+      out << fmt::format("synthetic tinyllama-1.1b,{},2,{},0,0\n", tuned_plan, tuned[i]);
+    }
+  }
+  auto median3 = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[1];
+  };
+  const std::string text = summary_text(summarize_results(dir));
+  EXPECT_NE(text.find("qmvlab's plans (decode.csv)"), std::string::npos) << text;
+  const auto def = text.find("| default (auto) ");
+  const auto other = text.find("| " + tuned_plan + " ");
+  ASSERT_NE(def, std::string::npos) << text;
+  ASSERT_NE(other, std::string::npos) << text;
+  const std::string def_row = text.substr(def, text.find('\n', def) - def);
+  const std::string other_row = text.substr(other, text.find('\n', other) - other);
+  EXPECT_NE(def_row.find(fmt::format("| {:.1f} ", median3(by_default))), std::string::npos) << def_row;
+  EXPECT_NE(def_row.find("| 1.00 "), std::string::npos) << def_row;
+  EXPECT_NE(other_row.find(fmt::format("| {:.2f} ", median3(tuned) / median3(by_default))), std::string::npos)
+      << other_row;
+  // --no-peak runs: no roofline, not 0%.
+  EXPECT_EQ(def_row.find("0%"), std::string::npos) << def_row;
+}
+
 TEST(Summary, ThePeakLineSaysTheLoopAndThePages) {
   const std::string dir = fresh_dir("summary_peak");
   const RunContext ctx{"m", "cpu", "none", "gcc", "abc", "qmvlab peak"};
