@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -438,6 +439,11 @@ Shape matrix_shape(const gguf::Tensor* t) {
   return {static_cast<std::int64_t>(t->dims[1]), static_cast<std::int64_t>(t->dims[0])};
 }
 
+// A layer's attention matvecs, in forward order, by plan op.
+std::array<std::pair<const char*, const gguf::Tensor*>, 4> attention_matvecs(const LayerWeights& l) {
+  return {{{"attn_q", l.wq}, {"attn_k", l.wk}, {"attn_v", l.wv}, {"attn_out", l.wo}}};
+}
+
 }  // namespace
 
 const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op, const KernelSpec& kernel, Shape s,
@@ -504,10 +510,7 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
   };
 
   for (const LayerWeights& l : weights.layers) {
-    add_tensor("attn_q", l.wq);
-    add_tensor("attn_k", l.wk);
-    add_tensor("attn_v", l.wv);
-    add_tensor("attn_out", l.wo);
+    for (const auto& [op, t] : attention_matvecs(l)) add_tensor(op, t);
 
     const WeightType gate_type = weight_type("ffn_gate", l.ffn_gate), up_type = weight_type("ffn_up", l.ffn_up);
     const Shape s = matrix_shape(l.ffn_gate);
@@ -568,10 +571,7 @@ std::vector<AutoMatvec> auto_matvecs(const KernelPlan& plan, const ModelWeights&
     if (plan.lookup(op, w) == "auto") add(OpKind::MatVec, w, matrix_shape(t), op);
   };
   for (const LayerWeights& l : weights.layers) {
-    add_tensor("attn_q", l.wq);
-    add_tensor("attn_k", l.wk);
-    add_tensor("attn_v", l.wv);
-    add_tensor("attn_out", l.wo);
+    for (const auto& [op, t] : attention_matvecs(l)) add_tensor(op, t);
     const WeightType gate_type = weight_type("ffn_gate", l.ffn_gate), up_type = weight_type("ffn_up", l.ffn_up);
     const std::string named = plan.lookup_named("ffn_up_gate", gate_type);
     const bool may_fuse = gate_type == up_type && matrix_shape(l.ffn_gate) == matrix_shape(l.ffn_up) &&

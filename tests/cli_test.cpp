@@ -79,14 +79,7 @@ TEST(Cli, MalformedGgufIsOneClearLine) {
 }
 
 TEST(Cli, PlanResolvesOrRefusesNamingTheOp) {
-  qmv::testing::TinySpec spec;
-  spec.embd = 256;
-  spec.ff = 512;
-  spec.vocab = 256;
-  spec.matrix_type = 12;  // Q4_K
-  spec.block_values = 256;
-  spec.block_bytes = 144;
-  const auto bytes = qmv::testing::tiny_model(spec);
+  const auto bytes = qmv::testing::tiny_model(qmv::testing::tiny_q4k_spec());
   const std::string model = tmp("tiny-q4k.gguf");
   std::ofstream(model, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                                static_cast<std::streamsize>(bytes.size()));

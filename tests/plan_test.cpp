@@ -19,23 +19,7 @@ namespace {
 
 using qmv::testing::TinySpec;
 
-// A Q4_K model small enough to build in memory: width 256, FFN 512, lm_head 256x256.
-struct TinyQ4K {
-  std::vector<std::uint8_t> bytes;
-  gguf::File file;
-  ModelWeights weights;
-  TinyQ4K() : bytes(make()), file(gguf::File::parse(bytes)), weights(bind_weights(file, read_config(file))) {}
-  static std::vector<std::uint8_t> make() {
-    TinySpec s;
-    s.embd = 256;
-    s.ff = 512;
-    s.vocab = 256;
-    s.matrix_type = 12;  // Q4_K
-    s.block_values = 256;
-    s.block_bytes = 144;
-    return qmv::testing::tiny_model(s);
-  }
-};
+using qmv::testing::TinyQ4K;
 
 std::string error_of(const KernelPlan& plan, const ModelWeights& w) {
   try {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/config.h"
+#include "model/gguf.h"
 #include "tests/gguf_writer.h"
 
 namespace qmv::testing {
@@ -73,5 +75,26 @@ inline std::vector<std::uint8_t> tiny_model(const TinySpec& s) {
   }
   return w.bytes();
 }
+
+// A Q4_K llama small enough to build in memory: width 256, FFN 512, lm_head 256x256.
+inline TinySpec tiny_q4k_spec() {
+  TinySpec s;
+  s.embd = 256;
+  s.ff = 512;
+  s.vocab = 256;
+  s.matrix_type = 12;  // Q4_K
+  s.block_values = 256;
+  s.block_bytes = 144;
+  return s;
+}
+
+// tiny_q4k_spec()'s model, parsed in memory and bound (its matrices are zero bytes).
+struct TinyQ4K {
+  std::vector<std::uint8_t> bytes;
+  gguf::File file;
+  ModelWeights weights;
+  TinyQ4K()
+      : bytes(tiny_model(tiny_q4k_spec())), file(gguf::File::parse(bytes)), weights(bind_weights(file, read_config(file))) {}
+};
 
 }  // namespace qmv::testing

@@ -195,23 +195,7 @@ TEST(TuningStore, ConcurrentWritersKeepEveryRow) {
   EXPECT_EQ(shapes.size(), static_cast<std::size_t>(kWriters * kRowsEach));
 }
 
-// A Q4_K model of 256-wide matrices, built in memory.
-struct TinyQ4K {
-  std::vector<std::uint8_t> bytes;
-  gguf::File file;
-  ModelWeights weights;
-  TinyQ4K() : bytes(make()), file(gguf::File::parse(bytes)), weights(bind_weights(file, read_config(file))) {}
-  static std::vector<std::uint8_t> make() {
-    qmv::testing::TinySpec s;
-    s.embd = 256;
-    s.ff = 512;
-    s.vocab = 256;
-    s.matrix_type = 12;  // Q4_K
-    s.block_values = 256;
-    s.block_bytes = 144;
-    return qmv::testing::tiny_model(s);
-  }
-};
+using qmv::testing::TinyQ4K;
 
 // Every kernel auto weighs for a matvec of the model, as auto_plan.cpp gathers them.
 std::vector<const KernelSpec*> runnable(const AutoMatvec& m) {
