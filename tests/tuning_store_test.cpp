@@ -231,14 +231,19 @@ TEST(AutoPlan, PicksWhatTheStoreMeasuredFastestAndTheStaticOrderWhenTold) {
   AutoPlanOptions options;
   options.threads = 1;
   options.measure = false;
-  // Two kernels in turn made fastest: the first in the static order is never one of them.
   const KernelSpec* static_choice = nullptr;
   for (const PlannedMatvec& p : resolve_plan(KernelPlan::static_order(), m.weights, 1))
     if (p.op == "attn_q") static_choice = p.kernel;
   ASSERT_NE(static_choice, nullptr);
-  for (const std::string fastest : {"q4_K.cpu.scalar_f32", "q4_K.cpu.scalar_q8k"}) {
+  // Two kernels in turn made fastest, neither of them the static order's choice.
+  std::vector<std::string> others;
+  for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights))
+    if (a.kind == OpKind::MatVec && a.shape == Shape{256, 256})
+      for (const KernelSpec* k : runnable(a))
+        if (k != static_choice && others.size() < 2) others.push_back(k->name);
+  if (others.size() < 2) GTEST_SKIP() << "fewer than three Q4_K kernels run on this CPU";
+  for (const std::string& fastest : others) {
     SCOPED_TRACE(fastest);
-    ASSERT_NE(static_choice->name, fastest);
     options.store_path = store_path("auto_" + fastest);
     ASSERT_EQ(TuningStore(options.store_path).add(rows_making_fastest(m.weights, fastest, 1)), "");
     const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
