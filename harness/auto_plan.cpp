@@ -14,13 +14,8 @@
 #include "kernels/registry.h"
 
 namespace qmv {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// qmvlab's own kernels that can run the matvec here; a kernel without a known build (one
-// a test registers) could never be found in the store again, so auto leaves it out.
-std::vector<const KernelSpec*> candidates(const AutoMatvec& m, Backend backend) {
+std::vector<const KernelSpec*> auto_candidates(const AutoMatvec& m, Backend backend) {
   std::vector<const KernelSpec*> out;
   for (const KernelSpec& k : global_registry().all())
     if (k.backend == backend && k.op == m.kind && k.weight == m.weight && k.peer.empty() && k.supports(m.shape) &&
@@ -28,6 +23,10 @@ std::vector<const KernelSpec*> candidates(const AutoMatvec& m, Backend backend) 
       out.push_back(&k);
   return out;
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 std::string op_kind_name(OpKind k) { return std::string(to_string(k)); }
 
@@ -112,7 +111,7 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
 
   std::vector<const AutoMatvec*> missing;
   for (const AutoMatvec& m : matvecs) {
-    const auto kernels = candidates(m, options.backend);
+    const auto kernels = auto_candidates(m, options.backend);
     const bool covered = !kernels.empty() && std::all_of(kernels.begin(), kernels.end(), [&](const KernelSpec* k) {
       return stored(*k, m) != nullptr;
     });
@@ -129,7 +128,7 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
   // Partly covered matvecs keep the figures they have when nothing is timed.
   auto keep_partial = [&](const AutoMatvec& m) {
     bool any = false;
-    for (const KernelSpec* k : candidates(m, options.backend))
+    for (const KernelSpec* k : auto_candidates(m, options.backend))
       if (const TuningRow* r = stored(*k, m)) {
         ev.speeds.push_back(speed_of(*r, "store, " + r->date()));
         any = true;
@@ -153,7 +152,7 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
       keep_partial(m);
       continue;
     }
-    const auto kernels = candidates(m, options.backend);
+    const auto kernels = auto_candidates(m, options.backend);
     say(fmt::format("auto: timing {} {} kernel(s) for {} ({}/{}, {:.0f} s so far)", kernels.size(),
                     op_kind_name(m.kind), describe(m), i + 1, missing.size(), elapsed()));
     // Screening: one short repetition each; the slow ones are settled by it.

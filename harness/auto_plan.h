@@ -53,6 +53,11 @@ inline constexpr double kFinalistRatio = 1.25;
 // machine. CUDA matvecs take the store's figures only (the GPU runs fill it).
 AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& weights, const AutoPlanOptions& options);
 
+// qmvlab's own kernels that can run the matvec here, what auto weighs for it; a kernel
+// without a known build (one a test registers) could never be found in the store
+// again, so auto leaves it out.
+std::vector<const KernelSpec*> auto_candidates(const AutoMatvec& m, Backend backend);
+
 // Whether decode meets the model's weights from memory ("cold") or from the last-level
 // cache ("warm": the weights the matvecs read fit in half of it).
 std::string model_cache_state(const ModelWeights& weights);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 
+#include "harness/auto_plan.h"
 #include "harness/bench.h"
 #include "harness/check.h"
 #include "harness/machine.h"
@@ -97,9 +98,7 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
   bench.seed = config.seed;
   // Time kernels as decode will meet their weights: from memory, unless the whole
   // model fits in the last-level cache (a toy model), where warm is what decode sees.
-  std::uint64_t model_bytes = 0;
-  for (const PlannedMatvec& m : plain) model_bytes += static_cast<std::uint64_t>(m.count) * row_bytes(m.weight, m.shape.cols) * m.shape.rows;
-  bench.warm = model_bytes * 2 < machine_info().llc_bytes;
+  bench.warm = model_cache_state(weights) == "warm";
   for (const auto& [type, ks] : by_type) {
     std::vector<const KernelSpec*> in_budget;
     for (const KernelSpec* k : ks.first)
