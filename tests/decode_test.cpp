@@ -302,8 +302,9 @@ TEST(DecodeCli, StreamsTextAndReportsSpeedBreakdownAndPlan) {
 
 TEST(DecodeCli, JsonAndCsvRecordTheRun) {
   const std::string model = toy_model("qwen3", "q8_0");
+  // One fixed plan for the two runs compared below (auto's may change as the store fills).
   const nlohmann::json j = decode_json("--model " + model + " --prompt-tokens 256,40,41,42 -n 7 --ignore-eos "
-                                       "--no-peak --quiet --threads 1");
+                                       "--no-peak --quiet --threads 1 --plan static");
   ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["prompt_tokens"], nlohmann::json({256, 40, 41, 42}));
   EXPECT_EQ(j["generated_tokens"].size(), 7u);
@@ -313,7 +314,7 @@ TEST(DecodeCli, JsonAndCsvRecordTheRun) {
   EXPECT_EQ(j["weights_in"], "weight memory");  // the CPU's default
   EXPECT_GT(j["load_s"].get<double>(), 0.0);
   const nlohmann::json mapped = decode_json("--model " + model + " --prompt-tokens 256,40,41,42 -n 7 --ignore-eos "
-                                            "--no-peak --quiet --threads 1 --mmap");
+                                            "--no-peak --quiet --threads 1 --mmap --plan static");
   EXPECT_EQ(mapped["weights_in"], "mapping");
   EXPECT_FALSE(mapped.contains("huge_page_pct"));
   EXPECT_EQ(mapped["generated_tokens"], j["generated_tokens"]);
@@ -441,7 +442,9 @@ TEST(DecodeCli, CsvRowsHoldEachOpsTimeAndAnOlderFileIsWidened) {
 
 TEST(DecodeCli, GreedyIsDeterministicAndSamplingFollowsTheSeed) {
   const std::string model = toy_model("llama", "q4_K_m");
-  const std::string base = "--model " + model + " --prompt-tokens 256,72,105 -n 10 --ignore-eos --no-peak --quiet";
+  // One fixed plan: auto's choice may change between runs as the shared store fills.
+  const std::string base =
+      "--model " + model + " --prompt-tokens 256,72,105 -n 10 --ignore-eos --no-peak --quiet --plan static";
   EXPECT_EQ(decode_json(base)["generated_tokens"], decode_json(base + " --threads 1")["generated_tokens"]);
   const std::string sampled = base + " --temperature 1.5 --top-k 50 --top-p 0.95";
   EXPECT_EQ(decode_json(sampled + " --seed 7")["generated_tokens"],

@@ -21,6 +21,10 @@
 namespace qmv {
 namespace {
 
+// Run outside CTest (which sets it), the qmvlab runs of this binary still keep their
+// measurements out of results/<machine>/tuning.csv.
+[[maybe_unused]] const bool kTestStore = ::setenv("QMV_TUNING_STORE", QMV_TEST_TMP "/tuning.csv", 0) == 0;
+
 // A fresh store file of this test's own.
 std::string store_path(const std::string& name) {
   const std::string dir = std::string(QMV_TEST_TMP) + "/tuning_store/" + std::to_string(::getpid());
@@ -197,22 +201,13 @@ TEST(TuningStore, ConcurrentWritersKeepEveryRow) {
 
 using qmv::testing::TinyQ4K;
 
-// Every kernel auto weighs for a matvec of the model, as auto_plan.cpp gathers them.
-std::vector<const KernelSpec*> runnable(const AutoMatvec& m) {
-  std::vector<const KernelSpec*> out;
-  for (const KernelSpec& k : global_registry().all())
-    if (k.backend == Backend::CPU && k.op == m.kind && k.weight == m.weight && k.peer.empty() && k.supports(m.shape) &&
-        availability(k).available && kernel_build_id(k) != "unknown")
-      out.push_back(&k);
-  return out;
-}
 
 // Store rows for every candidate of every matvec auto decides on `w`: `fastest` takes
 // 10 us, every other kernel 20 us (cold, as the model's cache state says).
 std::vector<TuningRow> rows_making_fastest(const ModelWeights& w, const std::string& fastest, int threads) {
   std::vector<TuningRow> rows;
   for (const AutoMatvec& m : auto_matvecs(KernelPlan{}, w))
-    for (const KernelSpec* k : runnable(m)) {
+    for (const KernelSpec* k : auto_candidates(m, Backend::CPU)) {
       TuningRow r = kernel_row(k->name, m.shape.rows, m.shape.cols, k->name == fastest ? 10 : 20, threads);
       r.cache = model_cache_state(w);
       rows.push_back(r);
@@ -239,7 +234,7 @@ TEST(AutoPlan, PicksWhatTheStoreMeasuredFastestAndTheStaticOrderWhenTold) {
   std::vector<std::string> others;
   for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights))
     if (a.kind == OpKind::MatVec && a.shape == Shape{256, 256})
-      for (const KernelSpec* k : runnable(a))
+      for (const KernelSpec* k : auto_candidates(a, Backend::CPU))
         if (k != static_choice && others.size() < 2) others.push_back(k->name);
   if (others.size() < 2) GTEST_SKIP() << "fewer than three Q4_K kernels run on this CPU";
   for (const std::string& fastest : others) {
@@ -270,7 +265,7 @@ TEST(AutoPlan, FusesGateAndUpOnlyWhereOneCallBeatsTwo) {
   const std::vector<AutoMatvec> matvecs = auto_matvecs(KernelPlan{}, m.weights);
   const auto fused = std::find_if(matvecs.begin(), matvecs.end(),
                                   [](const AutoMatvec& a) { return a.kind == OpKind::FusedUpGate; });
-  if (fused == matvecs.end() || runnable(*fused).empty()) GTEST_SKIP() << "no fused Q4_K kernel runs on this CPU";
+  if (fused == matvecs.end() || auto_candidates(*fused, Backend::CPU).empty()) GTEST_SKIP() << "no fused Q4_K kernel runs on this CPU";
   for (const double fused_us : {15.0, 25.0}) {
     SCOPED_TRACE(fused_us);
     std::vector<TuningRow> rows = rows_making_fastest(m.weights, "q4_K.cpu.scalar_f32", 1);
@@ -299,7 +294,7 @@ TEST(AutoPlan, MeasuresWhatTheStoreLacksOnceAndSavesIt) {
   EXPECT_EQ(first.from_store, 0);
   EXPECT_EQ(static_cast<int>(progress.size()), first.matvecs);  // a line per matvec timed
   std::size_t candidates = 0;
-  for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights)) candidates += runnable(a).size();
+  for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights)) candidates += auto_candidates(a, Backend::CPU).size();
   EXPECT_EQ(first.speeds.size(), candidates);
   for (const KernelSpeed& s : first.speeds) EXPECT_EQ(s.source, "measured now");
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, first.speeds);
