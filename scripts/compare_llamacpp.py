@@ -11,7 +11,13 @@ roofline is qmvlab's: its measured read bandwidth over the bytes one decode step
 per model is appended to --out (default results/<machine>/decode-vs-llamacpp.csv),
 a table goes to stdout, progress to stderr.
 
+On a GPU (--device cuda) the peer is the CUDA llama-bench that `scripts/install-peers.sh
+--isa cuda` builds (every layer offloaded, -ngl 99; no repacking, a CPU feature) against
+`qmvlab decode --device cuda`, and the row's machine is the GPU's results folder
+(nvidia-h200). --dry-run prints the commands, round by round, and runs none.
+
   scripts/compare_llamacpp.py --threads 2
+  scripts/compare_llamacpp.py --device cuda --model M.gguf --llama-bench PEER/bin/llama-bench --out results/<gpu>/x.csv
   scripts/compare_llamacpp.py --model models/M.gguf --threads 4 -n 128 --rounds 5 --out /tmp/x.csv
 
 Without --model it runs the models it finds of the three the project measures:
@@ -607,9 +613,17 @@ def run_tool(cmd, what):
         fail(f"cannot run {what} ({cmd[0]}): {e}", EXIT_FAILED)
 
 
-def llama_bench(exe, model, n, threads, repack):
+def llama_bench_command(exe, model, n, threads, repack, device):
+    """llama-bench's token-generation command: on the CPU with its weight repacking on or
+    off, on CUDA with every layer offloaded (-ngl 99; repacking is a CPU feature)."""
+    cmd = [exe, "-m", model, "-p", "0", "-n", n, "-t", threads, "-r", "1"]
+    cmd += ["-ngl", "99"] if device == "cuda" else ["--repack", int(repack)]
+    return cmd + ["-o", "json"]
+
+
+def llama_bench(exe, model, n, threads, repack, device="cpu"):
     """One llama-bench token-generation run: (tok/s, its model_type)."""
-    cmd = [exe, "-m", model, "-p", "0", "-n", n, "-t", threads, "-r", "1", "--repack", int(repack), "-o", "json"]
+    cmd = llama_bench_command(exe, model, n, threads, repack, device)
     out = run_tool(cmd, "llama-bench")
     if out.returncode != 0:
         fail(f"llama-bench failed (exit {out.returncode}): {shlex.join(map(str, cmd))}\n{tail(out.stderr)}",
@@ -623,15 +637,20 @@ def llama_bench(exe, model, n, threads, repack):
              EXIT_FAILED)
 
 
-def qmvlab_timed_decode(exe, model, token, n, threads, plan, tmpdir):
+def qmvlab_decode_command(exe, model, token, n, threads, plan, device, out_json, out_csv):
+    # No plan given: qmvlab's default command, the plan it picks from this machine's measurements.
+    return ([exe, "decode", "--model", model, "--prompt-tokens", token, "-n", n, "--threads", threads]
+            + (["--device", device] if device != "cpu" else [])
+            + ["--ignore-eos", "--quiet", "--json", out_json, "--out", out_csv] + (["--plan", plan] if plan else []))
+
+
+def qmvlab_timed_decode(exe, model, token, n, threads, plan, tmpdir, device="cpu"):
     """One `qmvlab decode` run: its JSON and its results CSV row (which names the
-    machine, the CPU and the commit the binary was built from)."""
+    machine, the CPU, the GPU and the commit the binary was built from)."""
     out_json, out_csv = Path(tmpdir) / "decode.json", Path(tmpdir) / "decode.csv"
     out_json.unlink(missing_ok=True)
     out_csv.unlink(missing_ok=True)
-    # No plan given: qmvlab's default command, the plan it picks from this machine's measurements.
-    cmd = [exe, "decode", "--model", model, "--prompt-tokens", token, "-n", n, "--threads", threads, "--ignore-eos",
-           "--quiet", "--json", out_json, "--out", out_csv] + (["--plan", plan] if plan else [])
+    cmd = qmvlab_decode_command(exe, model, token, n, threads, plan, device, out_json, out_csv)
     out = run_tool(cmd, "qmvlab decode")
     if out.returncode != 0:
         fail(f"qmvlab decode failed (exit {out.returncode}): {shlex.join(map(str, cmd))}\n"
@@ -656,11 +675,38 @@ def peer_description(llama_bench_exe):
     return "unknown"
 
 
+def gpu_machine(decode_row):
+    """The results folder of the GPU a CUDA decode ran on: its name as scripts/gpu-run.sh
+    spells it ("NVIDIA H200 sm_90 132SMs ..." -> nvidia-h200)."""
+    name = decode_row.get("gpu", "").split(" sm_")[0].lower()
+    return "-".join(w for w in "".join(c if c.isalnum() else " " for c in name).split()) or "unknown-gpu"
+
+
+def print_dry_run(args, models, n, bench, qmvlab):
+    """The commands one call would run, round by round, and where its row would go."""
+    for m in models:
+        meta = gguf_metadata(m) if m.is_file() else None
+        token = (meta or {}).get("tokenizer.ggml.bos_token_id")
+        token = token if isinstance(token, int) and token >= 0 else 0
+        for r in range(args.rounds):
+            print(f"# {m.name}, round {r + 1}/{args.rounds}")
+            print(shlex.join(map(str, llama_bench_command(bench, m, n, args.threads, True, args.device))))
+            if args.device == "cpu":
+                print(shlex.join(map(str, llama_bench_command(bench, m, n, args.threads, False, args.device))))
+            print(shlex.join(map(str, qmvlab_decode_command(qmvlab, m, token, n, args.threads, args.plan, args.device,
+                                                            "DECODE.json", "DECODE.csv"))))
+    print(f"# medians appended to {args.out or 'results/<machine>/decode-vs-llamacpp.csv'}")
+
+
 def timing_main(args):
     n = 64 if args.n is None else args.n
     if args.threads < 1 or n < 2 or args.rounds < 1:
         fail("--threads and --rounds must be at least 1, -n at least 2")
     bench = Path(args.llama_bench)
+    if args.dry_run:
+        models = [Path(m) for m in args.model] if args.model else [ROOT / m for m in DEFAULT_MODELS]
+        print_dry_run(args, models, n, bench, Path(args.qmvlab))
+        return
     if not bench.is_file():
         print(f"compare_llamacpp: peer build missing ({bench}; scripts/install-peers.sh builds it): skipped",
               file=sys.stderr)
@@ -703,28 +749,32 @@ def timing_main(args):
             on, off, ours, roof = [], [], [], []
             model_type, first = "", None
             for r in range(args.rounds):
-                speed, model_type = llama_bench(bench, m, n, args.threads, True)
+                speed, model_type = llama_bench(bench, m, n, args.threads, True, args.device)
                 on.append(speed)
-                off.append(llama_bench(bench, m, n, args.threads, False)[0])
-                result, decode_row = qmvlab_timed_decode(qmvlab, m, token, n, args.threads, args.plan, tmpdir)
+                if args.device == "cpu":
+                    off.append(llama_bench(bench, m, n, args.threads, False)[0])
+                result, decode_row = qmvlab_timed_decode(qmvlab, m, token, n, args.threads, args.plan, tmpdir,
+                                                         args.device)
                 first = first or (result, decode_row)
                 ours.append(result["decode_tok_s"])
                 if result["peak_gbps"] > 0 and result["bytes_per_token"] > 0:
                     roof.append(result["peak_gbps"] * 1e9 / result["bytes_per_token"])
-                progress(f"  {m.name} round {r + 1}/{args.rounds}: llama.cpp {on[-1]:.2f} tok/s "
-                         f"(no repack {off[-1]:.2f}), qmvlab {ours[-1]:.2f} tok/s")
-            q, l, lo, rf = median(ours), median(on), median(off), median(roof)
+                no_repack = f" (no repack {off[-1]:.2f})" if off else ""
+                progress(f"  {m.name} round {r + 1}/{args.rounds}: llama.cpp {on[-1]:.2f} tok/s{no_repack}, "
+                         f"qmvlab {ours[-1]:.2f} tok/s")
+            q, l, lo, rf = median(ours), median(on), median(off) if off else math.nan, median(roof)
             shown = m.resolve().relative_to(ROOT) if m.resolve().is_relative_to(ROOT) else m
             command = shlex.join(["scripts/compare_llamacpp.py", "--model", str(shown), "--threads", str(args.threads),
                                   "-n", str(n), "--rounds", str(args.rounds)]
+                                 + (["--device", args.device] if args.device != "cpu" else [])
                                  + (["--plan", args.plan] if args.plan else []))
             rows.append({
-                "machine": machine, "cpu_model": first[1].get("cpu_model", ""),
+                "machine": gpu_machine(first[1]) if args.device == "cuda" else machine, "cpu_model": first[1].get("cpu_model", ""),
                 "qmvlab_commit": first[1].get("git_commit", ""), "peer": peer,
                 "model": first[1].get("model") or meta.get("general.name") or m.stem, "model_file": m.name,
                 "weights": weights_of(meta, model_type), "threads": args.threads, "tokens": n,
                 "rounds": args.rounds, "qmvlab_tok_s": f"{q:.3f}", "llamacpp_tok_s": f"{l:.3f}",
-                "llamacpp_norepack_tok_s": f"{lo:.3f}", "ratio": f"{q / l:.3f}" if l > 0 else "",
+                "llamacpp_norepack_tok_s": f"{lo:.3f}" if not math.isnan(lo) else "", "ratio": f"{q / l:.3f}" if l > 0 else "",
                 "roofline_tok_s": f"{rf:.3f}" if not math.isnan(rf) else "",
                 "qmvlab_roofline_pct": f"{100 * q / rf:.2f}" if rf > 0 else "",
                 "llamacpp_roofline_pct": f"{100 * l / rf:.2f}" if rf > 0 else "",
@@ -782,6 +832,10 @@ def main():
     ap.add_argument("-n", "--tokens-per-round", dest="n", type=int,
                     help="tokens to generate (default: 64 timing, 48 --tokens)")
     ap.add_argument("--rounds", type=int, default=3, help="timing: alternating rounds (default 3)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="timing: where both engines decode (cuda: llama-bench -ngl 99, qmvlab decode --device cuda; "
+                         "the llama-bench of scripts/install-peers.sh --isa cuda)")
+    ap.add_argument("--dry-run", action="store_true", help="timing: print the commands a run would make, run none")
     ap.add_argument("--qmvlab", default=str(ROOT / "build/qmvlab"), help="qmvlab executable (default build/qmvlab)")
     ap.add_argument("--llama-bench", default=str(PEER_DIR / "build/bin/llama-bench"),
                     help="timing: llama-bench executable (default: the pinned build's)")

@@ -9,8 +9,16 @@
 #                                      its results rows name, through QMV_GIT_COMMIT);
 #                                      build/gpu-bundle.tar.xz packs it for a
 #                                      runner that carries little (ICU's data alone is 30 MiB).
-#   scripts/gpu-run.sh device [STEP..] on the GPU machine (a CUDA driver, no network, none of
+#                                      With the CUDA peer built (scripts/install-peers.sh
+#                                      --isa cuda), build/gpu-bundle/peer holds its llama-bench
+#                                      and the llama/ggml libraries (cuBLAS is the GPU
+#                                      machine's own: the toolkit is installed there).
+#   scripts/gpu-run.sh bundle-peer     the CUDA peer (QMV_PEER_CUDA_DIR, default
+#                                      .peers/llama.cpp-cuda) into an existing bundle, repacked.
+#   scripts/gpu-run.sh device [--dry-run] [STEP..]
+#                                      on the GPU machine (a CUDA driver, no network, none of
 #                                      our Debian libraries): the steps below, in order.
+#                                      --dry-run prints each step's commands and runs none.
 #
 # Steps (default: probe list peak check tests bench):
 #   probe     GPU name, driver, glibc; stops at once, in one line, where the bundle cannot run
@@ -35,6 +43,15 @@
 #             without overlapped launches; the plan sweep over the GPU variants; an int8
 #             plan with and without outlier routing
 #   realmodel the greedy text of models/*.gguf (or QMV_REAL_MODEL) on the GPU and the CPU
+#   ab        the decode step's variants A/B, interleaved (A B B A, QMV_AB_ROUNDS rounds,
+#             default 1; scripts/decode_ab.py): the fused attention against the separate
+#             kernels, q, k and v stacked against three matvecs, the bulk-copy plan's
+#             overlapped launches against plain ones; rows in results/<gpu>/decode-ab.csv
+#   peer      llama.cpp's CUDA decode against qmvlab's on the decode step's Llama-2-7B
+#             Q4_K_M, in alternating rounds (llama-bench -p 0 -n 64 -ngl 99, then qmvlab
+#             decode --device cuda; QMV_PEER_ROUNDS, default 3), medians into
+#             results/<gpu>/decode-vs-llamacpp.csv (scripts/compare_llamacpp.py --device
+#             cuda). A bundle without the peer is refused before anything runs.
 #
 # Each step writes its log and CSV into results/<gpu>/ as it ends; where OUT is set (a
 # folder a remote runner copies back) that folder is also packed into $OUT/<gpu>.tar.gz
@@ -57,7 +74,7 @@
 # QMV_GPU_STEP_TIMEOUT (seconds per step, default 420), QMV_GPU_BUDGET (seconds for the
 # whole call: each step's limit is cut to what is left, and steps with nothing left are
 # not started but named; set it a little under a runner's own limit), QMV_GPU_MODEL (the decode model,
-# made when missing), QMV_REAL_MODEL (the realmodel step's GGUF).
+# made when missing), QMV_REAL_MODEL (the realmodel step's GGUF), QMV_PEER_ROUNDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -102,6 +119,13 @@ bundle() {
   commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
   [[ -z $(git status --porcelain --untracked-files=no -- . ':!results' 2>/dev/null) ]] || commit+="+dirty"
   echo "$commit" >"$bundle/commit"
+  bundle_peer
+  pack_bundle
+}
+
+# build/gpu-bundle.tar.xz, its size against what a device call carries, and a check
+# that the binaries start from the bundle alone.
+pack_bundle() {
   # xz: the bundle packs to about a quarter of its size, which keeps it and the tree
   # under what a device call carries.
   tar -cJf "$bundle.tar.xz" -C "$(dirname "$bundle")" "$(basename "$bundle")"
@@ -109,8 +133,9 @@ bundle() {
   mib=$(du -sm "$bundle.tar.xz" | cut -f1)
   tree_mib=$(( $( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -cm --files0-from=- 2>/dev/null |
     tail -1 | cut -f1) ))
-  echo "bundle: $bundle, $mib MiB packed in $bundle.tar.xz (needs glibc >= ${glibc:-?}, driver >= $driver); the tree: $tree_mib MiB"
+  echo "bundle: $bundle, $mib MiB packed in $bundle.tar.xz ($(tr '\n' ' ' <"$bundle/requires")); the tree: $tree_mib MiB"
   ls -l "$bundle/bin" "$bundle/lib"
+  [[ ! -d $bundle/peer ]] || ls -l "$bundle/peer/bin" "$bundle/peer/lib"
   if ((mib + tree_mib > max_carry_mib)); then
     echo "gpu-run.sh: the bundle ($mib MiB) and the tree ($tree_mib MiB) exceed the $max_carry_mib MiB a device call carries" >&2
     exit 1
@@ -121,6 +146,31 @@ bundle() {
     LD_LIBRARY_PATH="$bundle/lib" ldd "$bundle/bin/qmvlab" "$bundle/bin/qmv_tests" | grep "not found" >&2
     exit 1
   fi
+}
+
+# The CUDA peer, when .peers/llama.cpp-cuda holds it: llama-bench and every library it
+# loads from its own build or this machine, except the C library's family, the driver
+# and cuBLAS (hundreds of MiB: the GPU machine's toolkit has it). The CUDA runtime is
+# the one in bundle/lib already.
+peer_build=${QMV_PEER_CUDA_DIR:-.peers/llama.cpp-cuda}
+bundle_peer() {
+  rm -rf "$bundle/peer"
+  if [[ ! -x $peer_build/build/bin/llama-bench ]]; then
+    echo "bundle: no CUDA peer in $peer_build (scripts/install-peers.sh --isa cuda builds it): the peer step will refuse"
+    return 0
+  fi
+  mkdir -p "$bundle/peer/bin" "$bundle/peer/lib"
+  cp "$peer_build/build/bin/llama-bench" "$bundle/peer/bin/"
+  cp "$peer_build/commit" "$bundle/peer/commit"
+  ldd "$peer_build/build/bin/llama-bench" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+    while read -r soname lib; do
+      case "$soname" in
+        libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | libresolv.so.* | ld-linux* | libcuda.so.*) ;;
+        libcublas* | libcudart*) ;;
+        *) cp -L "$lib" "$bundle/peer/lib/$soname" ;;
+      esac
+    done
+  strip --strip-unneeded "$bundle/peer/bin/llama-bench" "$bundle/peer/lib/"*
 }
 
 # ---------------------------------------------------------------------------------
@@ -136,6 +186,7 @@ gpu_name() {
 # Packs results/<gpu>/ into $OUT after each step (one archive: runners may copy back
 # only a few files), written under another name and renamed.
 save() {
+  ((dry_run == 0)) || return 0
   [[ -n ${OUT:-} ]] || return 0
   # A failed packing is reported, not fatal: the steps after it still run.
   tar -czf "$OUT/.partial.tar.gz" -C "$(dirname "$results")" "$(basename "$results")" &&
@@ -168,6 +219,7 @@ run_step() {
   shift
   echo
   echo "== $name: $*"
+  ((dry_run == 0)) || return 0
   local limit
   limit=$(step_seconds)
   if ((limit == 0)); then
@@ -197,6 +249,7 @@ is_unfinished() { [[ " ${unfinished[*]:-} " == *" $1 "* ]]; }
 # unless it is unfinished.
 require_in_log() {
   local name=$1 pattern=$2 why=$3
+  ((dry_run == 0)) || return 0
   ! is_unfinished "$name" || return 0
   if ! grep -Eq "$pattern" "$results/$name.log"; then
     echo "gpu-run.sh: $name: $why"
@@ -209,6 +262,10 @@ version_at_least() {  # version_at_least HAVE NEED
 }
 
 step_probe() {
+  if ((dry_run)); then
+    echo "== probe: nvidia-smi --query-gpu=name,driver_version,... against $bundle/requires"
+    return 0
+  fi
   {
     echo "machine: $(uname -srm), $(nproc) cores"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem \
@@ -256,6 +313,7 @@ step_peak() {
 
 step_check() {
   run_step check "$qmvlab" check --kernels "$kernels" --shapes default,128256x4096 --out "$results/check.csv"
+  ((dry_run == 0)) || return 0
   recheck_not_run
   local logs
   logs=$(cat "$results"/check.log "$results"/check-rerun*.log 2>/dev/null || true)  # no reruns: no rerun logs
@@ -322,6 +380,7 @@ step_tests() {
   run_step tests "$tests" \
     --gtest_filter='Cuda.*:CudaExecute.*:CudaDeathTest.*:CudaBench.*:CudaQuantize.*:GpuForwardDevice.*'
   require_in_log tests '\[  PASSED  \] [1-9]' "no device test passed"
+  ((dry_run == 0)) || return 0
   # A test that faulted takes the tests after it down with the context: each failed
   # test runs again alone, which tells the one that fails from those that only followed.
   # At most 30 of them, so a run where everything failed does not spend its time here.
@@ -419,10 +478,68 @@ step_accuracy() {
   run_step accuracy "$qmvlab" accuracy --kernels "$(selected_kernels)" --out "$results/accuracy.csv"
 }
 
-step_decode() {
-  local model=${QMV_GPU_MODEL:-/tmp/qmv-models/llama-2-7b-q4_K_m.gguf}
-  mkdir -p "$(dirname "$model")"
+# The Llama-2-7B-shaped Q4_K_M model the decode and peer steps read, made when missing.
+decode_model() { echo "${QMV_GPU_MODEL:-/tmp/qmv-models/llama-2-7b-q4_K_m.gguf}"; }
+make_decode_model() {
+  local model
+  model=$(decode_model)
+  ((dry_run)) || mkdir -p "$(dirname "$model")"
   [[ -s $model ]] || run_step make-model "$qmvlab" make-model --preset llama-2-7b --mix q4_K_m --out "$model"
+}
+
+# The folders holding cuBLAS on the GPU machine, for the peer's loader: the toolkit's
+# and the Python packages' (nvidia-cublas).
+cuda_library_path() {
+  local dir dirs=()
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+    $(find /usr/local /opt /usr/lib -maxdepth 8 -name 'libcublas.so.*' -printf '%h\n' 2>/dev/null | sort -u); do
+    [[ -d $dir ]] && dirs+=("$dir")
+  done
+  (IFS=:; echo "${dirs[*]}")
+}
+
+step_peer() {
+  make_decode_model
+  local model peer_libs
+  model=$(decode_model)
+  peer_libs="$bundle/peer/lib:$(cuda_library_path)"
+  if ((dry_run == 0)) && LD_LIBRARY_PATH="$peer_libs:$LD_LIBRARY_PATH" ldd "$peer_bench" | grep -q "not found"; then
+    echo "gpu-run.sh: peer: llama-bench cannot start here, missing:" \
+      "$(LD_LIBRARY_PATH="$peer_libs:$LD_LIBRARY_PATH" ldd "$peer_bench" | awk '/not found/ {print $1}' | paste -sd' ')" |
+      tee "$results/peer.log"
+    failed+=("peer (llama-bench's libraries missing)")
+    return 0
+  fi
+  local compare=(python3 scripts/compare_llamacpp.py --device cuda --model "$model" --qmvlab "$qmvlab"
+    --llama-bench "$peer_bench" --threads "$(nproc)" -n 64 --rounds "${QMV_PEER_ROUNDS:-3}"
+    --out "$results/decode-vs-llamacpp.csv")
+  run_step peer env LD_LIBRARY_PATH="$peer_libs:$LD_LIBRARY_PATH" "${compare[@]}"
+  ((dry_run == 0)) || "${compare[@]}" --dry-run
+  require_in_log peer '^\| .*\.gguf \|' "no comparison row was written"
+}
+
+step_ab() {
+  make_decode_model
+  local ab=(python3 scripts/decode_ab.py --qmvlab "$qmvlab" --model "$(decode_model)" "--extra=--device cuda" -n 128
+    --rounds "${QMV_AB_ROUNDS:-1}" --out "$results/decode-ab.csv")
+  run_step ab-fused-attention "${ab[@]}" --a= --b=--fuse-attention
+  run_step ab-stacked-qkv "${ab[@]}" --a=--no-stack-qkv --b=
+  local bulk='q4_K=q4_K.cuda.tma_dp4a_q8_1,q6_K=q6_K.cuda.tma_dp4a_q8_1'
+  if plan_excluded "$bulk"; then
+    echo "gpu-run.sh: ab-overlap: not run, its plan names a kernel left out ($bulk)"
+  else
+    run_step ab-overlap "${ab[@]}" "--a=--plan $bulk --fuse-attention" "--b=--plan $bulk --fuse-attention --overlap-weights"
+  fi
+  local name
+  for name in ab-fused-attention ab-stacked-qkv ab-overlap; do
+    [[ ! -e $results/$name.log ]] || require_in_log "$name" 'tok/s' "no A/B ratio"
+  done
+}
+
+step_decode() {
+  local model
+  model=$(decode_model)
+  make_decode_model
   local prompt=1,450,4996,310,278,3303,338
   # The auto plan first, then what each of its step's choices gains against the other
   # way, so a run cut short at a time limit keeps the headline and its A/B runs.
@@ -493,6 +610,11 @@ EOF
 }
 
 device() {
+  dry_run=0
+  if [[ ${1:-} == --dry-run ]]; then
+    dry_run=1
+    shift
+  fi
   if [[ ! -x $bundle/bin/qmvlab && -s $bundle.tar.xz ]]; then
     tar -xJf "$bundle.tar.xz" -C "$(dirname "$bundle")"
   fi
@@ -507,9 +629,10 @@ device() {
   qmvlab=$bundle/bin/qmvlab
   tests=$bundle/bin/qmv_tests
   kernels=${QMV_GPU_KERNELS:-*.cuda.*}
+  peer_bench=$bundle/peer/bin/llama-bench
   gpu=$(gpu_name)
   results=${QMV_GPU_RESULTS:-results/$gpu}
-  mkdir -p "$results"
+  ((dry_run)) || mkdir -p "$results"
   local var
   for var in QMV_GPU_BUDGET QMV_GPU_STEP_TIMEOUT; do
     if [[ -n ${!var:-} && ! ${!var} =~ ^[1-9][0-9]*$ ]]; then
@@ -521,16 +644,31 @@ device() {
   unfinished=()
   excluded=()
   [[ -z ${QMV_GPU_EXCLUDE:-} ]] || IFS=, read -r -a excluded <<<"$QMV_GPU_EXCLUDE"
-  local steps=("$@")
+  local steps=("$@") s
   ((${#steps[@]})) || steps=(probe list peak check tests bench)
-  [[ ${steps[0]} == probe ]] || step_probe
-  local s
+  # What a step needs from the bundle is asked for before the GPU machine's time is spent.
   for s in "${steps[@]}"; do
     case "$s" in
-      probe | list | peak | check | tests | bench | ffn | profile | sanitize | accuracy | decode | realmodel) "step_$s" ;;
+      probe | list | peak | check | tests | bench | ffn | profile | sanitize | accuracy | decode | realmodel | ab) ;;
+      peer)
+        if [[ ! -x $peer_bench ]]; then
+          echo "gpu-run.sh: peer: the bundle holds no CUDA llama-bench ($peer_bench): build it with" \
+            "'scripts/install-peers.sh --isa cuda', then 'scripts/gpu-run.sh bundle'" >&2
+          exit 2
+        fi
+        ;;
       *) echo "gpu-run.sh: unknown step '$s'" >&2; exit 2 ;;
     esac
   done
+  [[ ${steps[0]} == probe ]] || step_probe
+  for s in "${steps[@]}"; do
+    "step_$s"
+  done
+  if ((dry_run)); then
+    echo
+    echo "gpu-run.sh: dry run of ${steps[*]}: nothing was run"
+    return 0
+  fi
   save
   echo
   ls -l "$results"
@@ -543,9 +681,14 @@ device() {
 
 case "${1:-}" in
   bundle) bundle ;;
+  bundle-peer)
+    [[ -x $bundle/bin/qmvlab ]] || { echo "gpu-run.sh: no $bundle/bin/qmvlab: run 'scripts/gpu-run.sh bundle' first" >&2; exit 1; }
+    bundle_peer
+    pack_bundle
+    ;;
   device) shift; device "$@" ;;
   *)
-    echo "usage: scripts/gpu-run.sh bundle | device [STEP...] (see the comment at the top)" >&2
+    echo "usage: scripts/gpu-run.sh bundle | bundle-peer | device [--dry-run] [STEP...] (see the comment at the top)" >&2
     exit 2
     ;;
 esac

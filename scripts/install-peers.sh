@@ -13,7 +13,15 @@
 # "haswell" level: AVX2, FMA, F16C, BMI2; no AVX-512), into .peers/llama.cpp-<version>-avx2
 # with the link .peers/llama.cpp-avx2: the peer for runs under
 # `--cpu-features avx2,fma,f16c` on a machine with more.
-# LLAMA_CPP_PYTHON_VERSION picks another pinned version; QMV_PEERS=off skips the peers.
+#
+# --isa cuda builds llama-bench with ggml's CUDA backend for one architecture
+# (QMV_PEER_CUDA_ARCH, default 90: the H100 and H200), flash-attention kernels and
+# NCCL off, the CPU backend at the AVX2 level so it runs on whichever host the GPU
+# sits in, into .peers/llama.cpp-<version>-cuda (link .peers/llama.cpp-cuda): the GPU
+# peer that scripts/gpu-run.sh bundles and runs on a lent GPU machine. It needs nvcc,
+# not a GPU; the binaries use the CUDA runtime and cuBLAS of the machine they run on.
+# LLAMA_CPP_PYTHON_VERSION picks another pinned version; QMV_PEERS=off skips the peers;
+# CUDACXX names the nvcc of --isa cuda.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${QMV_PEERS:-on}" = off ] && { echo "peers: skipped (QMV_PEERS=off)"; exit 0; }
@@ -24,7 +32,7 @@ case "${1:-}" in
   --isa) isa=${2:-} ;;
   --isa=*) isa=${1#--isa=} ;;
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-  *) echo "install-peers.sh: unknown argument '$1' (usage: install-peers.sh [--isa native|avx2])" >&2; exit 2 ;;
+  *) echo "install-peers.sh: unknown argument '$1' (usage: install-peers.sh [--isa native|avx2|cuda])" >&2; exit 2 ;;
 esac
 version=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 case "$isa" in
@@ -48,14 +56,31 @@ case "$isa" in
       -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
       -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
     ;;
-  *) echo "install-peers.sh: unknown --isa '$isa' (native or avx2)" >&2; exit 2 ;;
+  cuda)
+    cuda_arch=${QMV_PEER_CUDA_ARCH:-90}
+    prefix=.peers/llama.cpp-$version-cuda
+    link=llama.cpp-cuda
+    # CUDACXX, as CMake reads it, else nvcc on the PATH, else the toolkit's usual place.
+    nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+    [ -x "$nvcc" ] || { echo "install-peers.sh: --isa cuda needs nvcc, the CUDA toolkit's compiler ($nvcc is not there)" >&2; exit 2; }
+    stamp="llama-cpp-python==$version cuda: sm_$cuda_arch, CPU backend avx2"
+    isa_flags=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+      -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+      -DGGML_AMX_BF16=OFF -DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch" -DGGML_CUDA_FA=OFF
+      -DGGML_CUDA_NCCL=OFF)
+    isa_flags+=("-DCMAKE_CUDA_COMPILER=$nvcc")
+    ;;
+  *) echo "install-peers.sh: unknown --isa '$isa' (native, avx2 or cuda)" >&2; exit 2 ;;
 esac
 bins=(llama-bench llama-quantize)
+[ "$isa" = cuda ] && bins=(llama-bench)
+backend_libs=(ggml ggml-base ggml-cpu llama)
+[ "$isa" = cuda ] && backend_libs+=(ggml-cuda)
 
 built() {
   [ -f "$prefix/stamp" ] && [ "$(cat "$prefix/stamp")" = "$stamp" ] || return 1
   for b in "${bins[@]}"; do [ -x "$prefix/build/bin/$b" ] || return 1; done
-  for l in ggml ggml-base ggml-cpu llama; do [ -e "$prefix/build/bin/lib$l.so" ] || return 1; done
+  for l in "${backend_libs[@]}"; do [ -e "$prefix/build/bin/lib$l.so" ] || return 1; done
 }
 
 if built; then
@@ -93,8 +118,12 @@ else
     no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     flags+=("-DCMAKE_C_FLAGS=$no_amx" "-DCMAKE_CXX_FLAGS=$no_amx")
   fi
-  echo "peers: building ggml (CPU backend, $isa), llama-bench and llama-quantize" \
-    "(about 3 minutes on 2 cores)" >&2
+  if [ "$isa" = cuda ]; then
+    echo "peers: building ggml (CUDA backend, sm_$cuda_arch) and llama-bench (over an hour on 2 cores)" >&2
+  else
+    echo "peers: building ggml (CPU backend, $isa), llama-bench and llama-quantize" \
+      "(about 3 minutes on 2 cores)" >&2
+  fi
   cmake -S "$prefix/src" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
     -DGGML_OPENMP=ON -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \

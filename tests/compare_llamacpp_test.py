@@ -5,6 +5,8 @@
   arguments: it is called with -p 0, the given -n and -t, --repack 1 and 0 in every
   round, and the CSV row holds the medians of what it reported, the ratio and the
   roofline shares computed from them, qmvlab's own speed and plan;
+- a --device cuda dry run lists llama-bench -ngl 99 and qmvlab decode --device cuda
+  for each round and runs neither;
 - the errors: a missing model or a file that is not GGUF (exit 2), a llama-bench that
   fails (exit 1, its stderr shown), no llama-bench (exit 3, "skipped"), an --out whose
   header is another file's (exit 2, the file untouched); each one line, no traceback;
@@ -144,6 +146,22 @@ def main():
             again = script(args, "--model", model, "--threads", 1, "-n", 4, "--rounds", 1, "--llama-bench", fake,
                            "--out", out_csv)
             check(again.returncode == 0 and len(read_rows(out_csv)) == 3, "a second run appends one row")
+
+        # --device cuda, dry: each round's llama-bench offloads every layer (-ngl 99, no
+        # --repack, a CPU option) and qmvlab decodes with --device cuda; nothing runs.
+        calls_before = log.read_text() if log.exists() else ""
+        dry = script(args, "--device", "cuda", "--dry-run", "--model", model, "--rounds", rounds, "-n", n,
+                     "--llama-bench", fake, "--out", tmp / "dry.csv")
+        lines = dry.stdout.splitlines()
+        bench_lines = [ln for ln in lines if ln.startswith(str(fake))]
+        decode_lines = [ln for ln in lines if ln.startswith(f"{args.qmvlab} decode")]
+        check(dry.returncode == 0, f"dry run: exit {dry.returncode}: {dry.stderr.strip()[-300:]}")
+        check(len(bench_lines) == rounds and all("-ngl 99" in ln and "--repack" not in ln for ln in bench_lines),
+              f"dry run: {rounds} llama-bench -ngl 99 lines: {bench_lines}")
+        check(len(decode_lines) == rounds and all("--device cuda" in ln for ln in decode_lines),
+              f"dry run: {rounds} qmvlab decode --device cuda lines: {decode_lines}")
+        check(not (tmp / "dry.csv").exists() and (log.read_text() if log.exists() else "") == calls_before,
+              "dry run: nothing ran, nothing written")
 
         # The errors.
         expect_error(args, "missing model", 2, str(tmp / "nope.gguf"), "--model", tmp / "nope.gguf",

@@ -186,4 +186,50 @@ grep -q "QMV_GPU_BUDGET must be a whole number of seconds, not '7m'" "$work/log"
 # 4. An unknown step is a usage error.
 code=$(PATH=$work/fake:$PATH run frobnicate)
 [[ $code == 2 ]] || fail "unknown step: exit $code, want 2"
-echo "gpu-run.sh fails loudly without a usable GPU, one fault costs one kernel, and a call keeps its budget: 8 cases passed"
+
+# 8. The CUDA peer. A bundle without it: the peer step is refused in one line before
+#    anything runs (no probe, no step).
+code=$(PATH=$work/fake:$PATH run list peer)
+[[ $code == 2 ]] || fail "no peer: exit $code, want 2: $(cat "$work/log")"
+grep -q "peer: the bundle holds no CUDA llama-bench (.*): build it with 'scripts/install-peers.sh --isa cuda'" \
+  "$work/log" || fail "no peer: no reason: $(cat "$work/log")"
+[[ $(wc -l <"$work/log") == 1 ]] || fail "no peer: more than one line: $(cat "$work/log")"
+# bundle-peer packs a peer build (a stand-in: qmvlab's binary as its llama-bench) into
+# the bundle: the binary, its commit file and every library it loads but the C
+# library's family, the driver and cuBLAS.
+mkdir -p "$work/peerbuild/build/bin"
+cp "$qmvlab" "$work/peerbuild/build/bin/llama-bench"
+echo "llama.cpp stand-in $RANDOM" >"$work/peerbuild/commit"
+(cd "$root" && QMV_PEER_CUDA_DIR=$work/peerbuild scripts/gpu-run.sh bundle-peer >"$work/log" 2>&1) ||
+  fail "bundle-peer: $(tail -5 "$work/log")"
+[[ -x $work/bundle/peer/bin/llama-bench ]] || fail "bundle-peer: no llama-bench in the bundle"
+cmp -s "$work/peerbuild/commit" "$work/bundle/peer/commit" || fail "bundle-peer: the peer's commit file not carried"
+tar -tJf "$work/bundle.tar.xz" >"$work/packed" 2>&1 || fail "bundle-peer: no packed bundle: $(cat "$work/packed")"
+grep -q 'peer/bin/llama-bench$' "$work/packed" || fail "bundle-peer: the packed bundle lacks the peer"
+while read -r soname; do
+  case "$soname" in
+    libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | libresolv.so.* | ld-linux* | libcuda.so.* | libcublas* | libcudart*)
+      [[ ! -e $work/bundle/peer/lib/$soname ]] || fail "bundle-peer: $soname bundled, the GPU machine's own is used" ;;
+    *) [[ -s $work/bundle/peer/lib/$soname ]] || fail "bundle-peer: $soname, which llama-bench loads, not bundled" ;;
+  esac
+done < <(ldd "$qmvlab" | awk '$2 == "=>" && $3 ~ /^\// {print $1}')
+# A dry run lists the commands: the model made, llama-bench on the GPU (-ngl 99)
+# alternating with qmvlab decode --device cuda, the CSV; it runs none and writes nothing.
+rm -rf "$work/results"
+code=$(QMV_PEER_ROUNDS=2 PATH=/usr/bin:/bin run --dry-run peer ab)
+[[ $code == 0 ]] || fail "dry run: exit $code, want 0: $(cat "$work/log")"
+grep -q "== make-model: .*/qmvlab make-model --preset llama-2-7b --mix q4_K_m" "$work/log" ||
+  fail "dry run: the model is not made: $(cat "$work/log")"
+grep -q "== peer: .*compare_llamacpp.py --device cuda .* --rounds 2 --out $work/results/decode-vs-llamacpp.csv" "$work/log" ||
+  fail "dry run: no comparison: $(cat "$work/log")"
+[[ $(grep -c "peer/bin/llama-bench -m .* -p 0 -n 64 .* -ngl 99" "$work/log") == 2 ]] ||
+  fail "dry run: want llama-bench -ngl 99 in each of 2 rounds: $(cat "$work/log")"
+[[ $(grep -c "/qmvlab decode --model .* --device cuda" "$work/log") == 2 ]] ||
+  fail "dry run: want qmvlab decode --device cuda in each of 2 rounds: $(cat "$work/log")"
+[[ $(grep -c "== ab-.*decode_ab.py .*--extra=--device cuda" "$work/log") == 3 ]] ||
+  fail "dry run: want 3 decode A/B commands on the GPU: $(grep ab- "$work/log")"
+[[ $(grep -c "== make-model" "$work/log") == 2 ]] || fail "dry run: both steps say the model they need is made"
+grep -q "nothing was run" "$work/log" || fail "dry run: not said: $(tail -2 "$work/log")"
+[[ ! -e $work/results ]] || fail "dry run: it wrote $work/results"
+echo "gpu-run.sh fails loudly without a usable GPU, one fault costs one kernel, a call keeps its budget," \
+  "and the CUDA peer is bundled, listed and refused when missing: 9 cases passed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/install-peers.sh refuses what it cannot build before it fetches or builds
-# anything: an unknown --isa or argument is one line on stderr and exit 2; --help
+# anything: an unknown --isa or argument, or --isa cuda without nvcc, is one line on stderr and exit 2; --help
 # prints the usage and exits 0.
 set -uo pipefail
 script="$(dirname "$0")/../scripts/install-peers.sh"
@@ -31,4 +31,5 @@ expect unknown-isa-equals 2 "unknown --isa 'avx1024'" --isa=avx1024
 expect empty-isa 2 "unknown --isa ''" --isa
 expect unknown-argument 2 "unknown argument '--fast'" --fast
 expect help 0 "--isa avx2" --help
+CUDACXX=/nonexistent/nvcc expect cuda-without-nvcc 2 "--isa cuda needs nvcc" --isa cuda
 [ "$failures" -eq 0 ]

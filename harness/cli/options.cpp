@@ -94,6 +94,8 @@ std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const Ke
                                           const ModelWeights& weights, int threads, Backend backend,
                                           AutoPlanEvidence* evidence) {
   if (!choice.bench_csv.empty()) return kernel_speeds(read_bench_csv(choice.bench_csv));
+  // A plan that names a kernel it cannot use is refused before a minute of timing.
+  (void)resolve_plan(plan, weights, threads, {}, backend);
   AutoPlanOptions options;
   options.threads = threads;
   options.backend = backend;
