@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds qmvlab (Release) into build/ (QMV_BUILD_DIR picks another).
-# QMV_CUDA_ARCHS in the environment picks the CUDA archs (e.g. QMV_CUDA_ARCHS=90, as
-# CI does to save time); unset, a fresh build/ gets the documented list 75;80;86;89;90.
+# QMV_CUDA_ARCHS in the environment picks the CUDA archs (86;90, or all for
+# 75;80;86;89;90); unset, a fresh build/ gets those of the GPUs present, else 90 alone.
 # QMV_CUDA=off leaves the CUDA kernels out.
 # The ggml peer kernels are built in whenever scripts/install-peers.sh's build is there
 # (QMV_PEERS=off leaves them out; QMV_PEER_DIR picks another build of it, e.g.

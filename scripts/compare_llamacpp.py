@@ -606,9 +606,12 @@ def tail(text, lines=8):
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_tool(cmd, what):
+def run_tool(cmd, what, library_path=None):
+    env = None
+    if library_path:
+        env = dict(os.environ, LD_LIBRARY_PATH=":".join(filter(None, [library_path, os.environ.get("LD_LIBRARY_PATH")])))
     try:
-        return subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+        return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
     except OSError as e:
         fail(f"cannot run {what} ({cmd[0]}): {e}", EXIT_FAILED)
 
@@ -621,10 +624,10 @@ def llama_bench_command(exe, model, n, threads, repack, device):
     return cmd + ["-o", "json"]
 
 
-def llama_bench(exe, model, n, threads, repack, device="cpu"):
+def llama_bench(exe, model, n, threads, repack, device="cpu", library_path=None):
     """One llama-bench token-generation run: (tok/s, its model_type)."""
     cmd = llama_bench_command(exe, model, n, threads, repack, device)
-    out = run_tool(cmd, "llama-bench")
+    out = run_tool(cmd, "llama-bench", library_path)
     if out.returncode != 0:
         fail(f"llama-bench failed (exit {out.returncode}): {shlex.join(map(str, cmd))}\n{tail(out.stderr)}",
              EXIT_FAILED)
@@ -688,11 +691,12 @@ def print_dry_run(args, models, n, bench, qmvlab):
         meta = gguf_metadata(m) if m.is_file() else None
         token = (meta or {}).get("tokenizer.ggml.bos_token_id")
         token = token if isinstance(token, int) and token >= 0 else 0
+        env = f"LD_LIBRARY_PATH={shlex.quote(args.llama_bench_libs)}:... " if args.llama_bench_libs else ""
         for r in range(args.rounds):
             print(f"# {m.name}, round {r + 1}/{args.rounds}")
-            print(shlex.join(map(str, llama_bench_command(bench, m, n, args.threads, True, args.device))))
+            print(env + shlex.join(map(str, llama_bench_command(bench, m, n, args.threads, True, args.device))))
             if args.device == "cpu":
-                print(shlex.join(map(str, llama_bench_command(bench, m, n, args.threads, False, args.device))))
+                print(env + shlex.join(map(str, llama_bench_command(bench, m, n, args.threads, False, args.device))))
             print(shlex.join(map(str, qmvlab_decode_command(qmvlab, m, token, n, args.threads, args.plan, args.device,
                                                             "DECODE.json", "DECODE.csv"))))
     print(f"# medians appended to {args.out or 'results/<machine>/decode-vs-llamacpp.csv'}")
@@ -749,10 +753,10 @@ def timing_main(args):
             on, off, ours, roof = [], [], [], []
             model_type, first = "", None
             for r in range(args.rounds):
-                speed, model_type = llama_bench(bench, m, n, args.threads, True, args.device)
+                speed, model_type = llama_bench(bench, m, n, args.threads, True, args.device, args.llama_bench_libs)
                 on.append(speed)
                 if args.device == "cpu":
-                    off.append(llama_bench(bench, m, n, args.threads, False)[0])
+                    off.append(llama_bench(bench, m, n, args.threads, False, library_path=args.llama_bench_libs)[0])
                 result, decode_row = qmvlab_timed_decode(qmvlab, m, token, n, args.threads, args.plan, tmpdir,
                                                          args.device)
                 first = first or (result, decode_row)
@@ -839,6 +843,9 @@ def main():
     ap.add_argument("--qmvlab", default=str(ROOT / "build/qmvlab"), help="qmvlab executable (default build/qmvlab)")
     ap.add_argument("--llama-bench", default=str(PEER_DIR / "build/bin/llama-bench"),
                     help="timing: llama-bench executable (default: the pinned build's)")
+    ap.add_argument("--llama-bench-libs", metavar="DIRS",
+                    help="timing: folders put before LD_LIBRARY_PATH for llama-bench alone (a bundled peer's "
+                         "libraries, which must not shadow qmvlab's)")
     ap.add_argument("--plan", default=None,
                     help="passed to qmvlab decode --plan (default: none, qmvlab's default plan)")
     ap.add_argument("--out", help="append CSV rows to this file (timing default: "

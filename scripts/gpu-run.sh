@@ -510,10 +510,11 @@ step_peer() {
     failed+=("peer (llama-bench's libraries missing)")
     return 0
   fi
+  # The peer's libraries for llama-bench alone: its ggml is not the one qmvlab links.
   local compare=(python3 scripts/compare_llamacpp.py --device cuda --model "$model" --qmvlab "$qmvlab"
-    --llama-bench "$peer_bench" --threads "$(nproc)" -n 64 --rounds "${QMV_PEER_ROUNDS:-3}"
-    --out "$results/decode-vs-llamacpp.csv")
-  run_step peer env LD_LIBRARY_PATH="$peer_libs:$LD_LIBRARY_PATH" "${compare[@]}"
+    --llama-bench "$peer_bench" --llama-bench-libs "$peer_libs" --threads "$(nproc)" -n 64
+    --rounds "${QMV_PEER_ROUNDS:-3}" --out "$results/decode-vs-llamacpp.csv")
+  run_step peer "${compare[@]}"
   ((dry_run == 0)) || "${compare[@]}" --dry-run
   require_in_log peer '^\| .*\.gguf \|' "no comparison row was written"
 }

@@ -140,17 +140,19 @@ def main():
     ap.add_argument("--nvcc", required=True)
     ap.add_argument("--launcher", required=True, help="scripts/gpu-resource-log.sh")
     ap.add_argument("--arch", required=True, help="an arch for the self-test, e.g. 90")
-    ap.add_argument("--allow-stack", action="append", default=[], metavar="KERNEL=REASON",
-                    help="a kernel (part of its demangled name) whose stack frame is known and harmless, and why; "
-                         "its spills still fail")
+    ap.add_argument("--allow-stack", action="append", default=[], metavar="KERNEL[@ARCHS]=REASON",
+                    help="a kernel (part of its demangled name) whose stack frame is known and harmless, and why, "
+                         "on the comma-separated ARCHS only (86,89) or on every arch; its spills still fail")
     ap.add_argument("objects", nargs="*", help="the kernel library's object files")
     args = ap.parse_args()
     allowances = []
     for a in args.allow_stack:
         kernel, sep, reason = a.partition("=")
-        if not sep or not kernel or not reason:
-            sys.exit(f"--allow-stack {a!r}: give KERNEL=REASON")
-        allowances.append((kernel, reason))
+        kernel, at, archs = kernel.partition("@")
+        archs = {f"sm_{x.strip()}" for x in archs.split(",") if x.strip()} if at else None
+        if not sep or not kernel or not reason or (at and not archs):
+            sys.exit(f"--allow-stack {a!r}: give KERNEL=REASON or KERNEL@ARCHS=REASON")
+        allowances.append((kernel, archs, reason))
 
     self_test(args.nvcc, args.launcher, args.arch)
     records, missing = read_objects(args.objects)
@@ -160,12 +162,13 @@ def main():
     if not records:
         sys.exit("no CUDA kernel found in the objects given")
     full_names = demangle(sorted({name for name, _ in records}))
-    for kernel, reason in allowances:
+    for kernel, archs, reason in allowances:
         matched = [key for key in records if kernel in full_names[key[0]]]
         if not matched:
             sys.exit(f"--allow-stack {kernel}: no such kernel in the objects (a stale allowance)")
         for key in matched:
-            records[key]["stack_allowed"] = reason
+            if archs is None or key[1] in archs:
+                records[key]["stack_allowed"] = reason
     print_table(records)
     bad = [(name, arch, problems_of(rec)) for (name, arch), rec in records.items() if problems_of(rec)]
     names = demangle(sorted({name for name, _, _ in bad}))
@@ -174,7 +177,8 @@ def main():
     if bad:
         sys.exit(1)
     archs = sorted({arch for _, arch in records})
-    allowed = sorted({full_names[n] for (n, _), rec in records.items() if rec.get("stack") and rec.get("stack_allowed")})
+    allowed = sorted({f"{full_names[n]} on {arch}" for (n, arch), rec in records.items()
+                      if rec.get("stack") and rec.get("stack_allowed")})
     print(f"{len({n for n, _ in records})} kernels on {', '.join(archs)}: no spills, no local memory"
           + (f" (but the allowed stack frames of {', '.join(allowed)})" if allowed else ""))
 
