@@ -131,9 +131,12 @@ pack_bundle() {
   tar -cJf "$bundle.tar.xz" -C "$(dirname "$bundle")" "$(basename "$bundle")"
   local mib tree_mib
   mib=$(du -sm "$bundle.tar.xz" | cut -f1)
-  tree_mib=$(( $( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -cm --files0-from=- 2>/dev/null |
-    tail -1 | cut -f1) ))
-  echo "bundle: $bundle, $mib MiB packed in $bundle.tar.xz ($(tr '\n' ' ' <"$bundle/requires")); the tree: $tree_mib MiB"
+  # The tree the GPU machine needs: the committed results/ (tens of MiB of CSVs and
+  # plots) can stay behind, since the run writes results/<gpu>/ afresh.
+  tree_mib=$(( $( (git ls-files -z -- ':!results'; git ls-files -z --others --exclude-standard -- ':!results') |
+    du -cm --files0-from=- 2>/dev/null | tail -1 | cut -f1) ))
+  echo "bundle: $bundle, $mib MiB packed in $bundle.tar.xz ($(tr '\n' ' ' <"$bundle/requires")); the tree" \
+    "without results/: $tree_mib MiB"
   ls -l "$bundle/bin" "$bundle/lib"
   [[ ! -d $bundle/peer ]] || ls -l "$bundle/peer/bin" "$bundle/peer/lib"
   if ((mib + tree_mib > max_carry_mib)); then

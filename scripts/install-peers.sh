@@ -67,7 +67,10 @@ case "$isa" in
     isa_flags=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
       -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
       -DGGML_AMX_BF16=OFF -DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch" -DGGML_CUDA_FA=OFF
-      -DGGML_CUDA_NCCL=OFF)
+      -DGGML_CUDA_NCCL=OFF
+      # libggml-cuda calls the driver (libcuda.so.1), which a machine without a GPU
+      # lacks: the executables link without resolving it; the GPU machine's loader does.
+      "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined")
     isa_flags+=("-DCMAKE_CUDA_COMPILER=$nvcc")
     ;;
   *) echo "install-peers.sh: unknown --isa '$isa' (native, avx2 or cuda)" >&2; exit 2 ;;
@@ -119,7 +122,7 @@ else
     flags+=("-DCMAKE_C_FLAGS=$no_amx" "-DCMAKE_CXX_FLAGS=$no_amx")
   fi
   if [ "$isa" = cuda ]; then
-    echo "peers: building ggml (CUDA backend, sm_$cuda_arch) and llama-bench (over an hour on 2 cores)" >&2
+    echo "peers: building ggml (CUDA backend, sm_$cuda_arch) and llama-bench (about 30 minutes on 2 cores)" >&2
   else
     echo "peers: building ggml (CPU backend, $isa), llama-bench and llama-quantize" \
       "(about 3 minutes on 2 cores)" >&2
