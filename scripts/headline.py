@@ -54,7 +54,7 @@ def read_peak(folder):
     gpu = [number(r["gbps_median"]) for r in rows if r.get("device") == "cuda-read"]
     gpu = [g for g in gpu if g]
     if gpu:
-        return f"{max(gpu):.0f} GB/s, GPU read", rows[0].get("gpu", "")
+        return f"{max(gpu):.0f} GB/s, GPU read", rows[0].get("gpu", "").split(" sm_")[0]
     cpu = [(int(number(r["threads"]) or 0), number(r["gbps_median"])) for r in rows
            if r.get("device", "cpu") in ("", "cpu") and number(r["gbps_median"])]
     if not cpu:
