@@ -350,7 +350,9 @@ std::string peer_group_table(const std::vector<PeerGroup>& groups, const std::st
 namespace {
 
 constexpr const char* kPeak = "peak.csv";
+// The full main job's sweep, else the quick main job's (scripts/main.sh).
 constexpr const char* kSweep = "default.csv";
+constexpr const char* kQuickSweep = "quick.csv";
 constexpr const char* kCheck = "check.csv";
 constexpr const char* kPeerDecode = "decode-vs-llamacpp.csv";
 constexpr const char* kDecode = "decode.csv";
@@ -480,8 +482,9 @@ ResultsSummary summarize_results(const std::string& dir) {
   }
 
   std::map<std::string, ReasonCount> skipped, failed;
-  if ((s.has_sweep = present(kSweep))) {
-    s.sweep_file = path(kSweep);
+  if (!present(kSweep) && present(kQuickSweep)) s.sweep_name = kQuickSweep;
+  if ((s.has_sweep = present(s.sweep_name.c_str()))) {
+    s.sweep_file = path(s.sweep_name.c_str());
     const TimedFile f = read_timed_csv(s.sweep_file);
     ctx = {f.machine, f.cpu_model, f.git_commit};
     s.sweep_rows = static_cast<int>(f.rows.size());
@@ -521,7 +524,7 @@ ResultsSummary summarize_results(const std::string& dir) {
   add_reasons(s.skipped, skipped, "point", "points");
   add_reasons(s.skipped, failed, "point", "points");
   if (s.has_sweep && s.peer_rows == 0)
-    s.skipped.push_back({0, fmt::format("ggml kernels: no ggml rows in {} (peer kernels not built)", kSweep)});
+    s.skipped.push_back({0, fmt::format("ggml kernels: no ggml rows in {} (peer kernels not built)", s.sweep_name)});
 
   if ((s.has_check = present(kCheck))) {
     const std::vector<CheckRow> all = read_check_csv(path(kCheck));
@@ -581,7 +584,7 @@ ResultsSummary summarize_results(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_regular_file() && e.path().extension() == ".png") s.plots.push_back(e.path().filename().string());
   // The sweep's plots first, then the others, each by name.
-  const std::string sweep_stem = fs::path(kSweep).stem().string();
+  const std::string sweep_stem = fs::path(s.sweep_name).stem().string();
   std::sort(s.plots.begin(), s.plots.end(), [&](const std::string& a, const std::string& b) {
     const std::string sa = fs::path(a).stem().string(), sb = fs::path(b).stem().string();
     return std::make_pair(sa.rfind(sweep_stem, 0) != 0, sa) < std::make_pair(sb.rfind(sweep_stem, 0) != 0, sb);
@@ -593,7 +596,7 @@ namespace {
 
 constexpr std::size_t kMaxReasonLines = 8;
 
-std::string not_measured(const char* file) { return fmt::format("not measured (no {})", file); }
+std::string not_measured(const std::string& file) { return fmt::format("not measured (no {})", file); }
 
 std::string context_lines(const ResultsSummary& s, bool md) {
   std::string out;
@@ -625,9 +628,9 @@ std::string context_lines(const ResultsSummary& s, bool md) {
 
 std::string kernels_section(const ResultsSummary& s, bool md) {
   std::string out = md ? "\n## Kernels\n\n" : "\n## Kernels\n";
-  if (!s.has_sweep) return out + not_measured(kSweep) + "\n";
+  if (!s.has_sweep) return out + not_measured(s.sweep_name) + "\n";
   out += fmt::format("{}{}{}: {} rows ({} ok); summarised: the {} rows, {} points (weight type x shape x threads){}\n",
-                     md ? "`" : "", kSweep, md ? "`" : "", s.sweep_rows, s.sweep_ok, s.cache.empty() ? "timed" : s.cache,
+                     md ? "`" : "", s.sweep_name, md ? "`" : "", s.sweep_rows, s.sweep_ok, s.cache.empty() ? "timed" : s.cache,
                      s.points.size(),
                      s.other_cache_rows ? fmt::format("; {} other rows left out", s.other_cache_rows) : "");
   if (md) out += "\n";
@@ -640,7 +643,7 @@ std::string kernels_section(const ResultsSummary& s, bool md) {
   if (s.act_quant_missing)
     out += fmt::format("{} of the fastest qmvlab kernels have no quantization time recorded ({} predates\n"
                        "the act_quant columns, or the harness did not time it): their times leave it out.\n{}",
-                       s.act_quant_missing, kSweep, md ? "\n" : "");
+                       s.act_quant_missing, s.sweep_name, md ? "\n" : "");
   const std::string note = s.peer_rows_ok ? ""
                            : s.peer_rows  ? "no ggml row was timed (see Skipped and failed)"
                                           : "no ggml rows (peer kernels not built)";
@@ -707,7 +710,7 @@ std::string decode_section(const ResultsSummary& s, bool md) {
 std::string skipped_section(const ResultsSummary& s, bool md) {
   std::string out = md ? "\n## Skipped and failed\n\n" : "\n## Skipped and failed\n";
   std::vector<std::string> lines;
-  if (!s.has_sweep) lines.push_back(fmt::format("sweep: {}", not_measured(kSweep)));
+  if (!s.has_sweep) lines.push_back(fmt::format("sweep: {}", not_measured(s.sweep_name)));
   if (!s.has_check)
     lines.push_back(fmt::format("check: {}", not_measured(kCheck)));
   else if (s.check_failed_pairs == 0)

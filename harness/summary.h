@@ -108,7 +108,8 @@ struct ResultsSummary {
   std::string machine, cpu_model, git_commit, peer;  // peer: llama.cpp's version, when known
   std::vector<PeakRow> peaks;
   bool has_peak = false, has_sweep = false, has_check = false, has_peer_decode = false, has_decode = false;
-  std::string sweep_file;  // the sweep CSV read (default.csv)
+  std::string sweep_file;  // the sweep CSV read: the full main job's default.csv, else the quick one's quick.csv
+  std::string sweep_name = "default.csv";  // its file name
   std::string cache;       // the cache state summarised ("cold" when there are cold rows)
   int sweep_rows = 0, sweep_ok = 0, act_quant_missing = 0, other_cache_rows = 0;
   int peer_rows = 0, peer_rows_ok = 0;  // ggml rows in the sweep, and those timed

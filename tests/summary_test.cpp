@@ -230,6 +230,25 @@ TEST(Summary, BestKernelsAndRatiosIncludeTheActivationQuantization) {
   EXPECT_EQ(text.find("no quantization time recorded"), std::string::npos) << text;
 }
 
+// The quick main job writes quick.csv: read when there is no default.csv, and named;
+// a default.csv beside it (the full job's) is the one read.
+TEST(Summary, QuickSweepIsReadWhenThereIsNoFullOne) {
+  const std::string dir = fresh_dir("summary_quick");
+  const RandomSweep rs = random_sweep(true);
+  write_sweep(dir + "/quick.csv", rs.lines);
+  const ResultsSummary quick = summarize_results(dir);
+  ASSERT_TRUE(quick.has_sweep);
+  EXPECT_EQ(quick.sweep_name, "quick.csv");
+  expect_points(quick, rs, true);
+  EXPECT_NE(summary_text(quick).find("quick.csv: "), std::string::npos) << summary_text(quick);
+
+  const RandomSweep full = random_sweep(true);
+  write_sweep(dir + "/default.csv", full.lines);
+  const ResultsSummary both = summarize_results(dir);
+  EXPECT_EQ(both.sweep_name, "default.csv");
+  expect_points(both, full, true);
+}
+
 TEST(Summary, LegacyCsvWithoutActQuantColumns) {
   const std::string dir = fresh_dir("summary_legacy");
   const RandomSweep rs = random_sweep(false, false);

@@ -28,7 +28,7 @@ class ReportCommand : public Command {
                                    "sweep CSV with ggml rows adds the peer ratio");
     auto* summary = cmd_->add_option(
         "--summary", summary_,
-        "A results folder (results/{machine}): peak.csv, default.csv, check.csv, decode-vs-llamacpp.csv and "
+        "A results folder (results/{machine}): peak.csv, default.csv (else quick.csv), check.csv, decode-vs-llamacpp.csv and "
         "decode.csv where present, on one screen: per weight type and threads the best qmvlab kernel, its share "
         "of the peak, the best ggml kernel and the ratio; decode against llama.cpp; what was skipped and why");
     auto* md = cmd_->add_option("--markdown", markdown_,
