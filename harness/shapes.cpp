@@ -172,6 +172,12 @@ std::vector<TaggedShape> parse_tagged_shapes(std::string_view spec) {
           "ROWSxCOLS:OP or a preset ({})",
           token, names));
     }
+    // Every byte count of a shape (f32 weights: 4 bytes an element, rotations of copies)
+    // must be computable without overflow and allocatable at all.
+    if (s.rows > kMaxShapeDim || s.cols > kMaxShapeDim || s.rows * s.cols > kMaxShapeElements)
+      throw std::invalid_argument(fmt::format(
+          "bad shape '{}': at most {} rows, {} columns and {} elements (2^32)", token, kMaxShapeDim, kMaxShapeDim,
+          kMaxShapeElements));
     if (colon != std::string_view::npos &&
         std::find(model_op_tags().begin(), model_op_tags().end(), op) == model_op_tags().end()) {
       std::string ops;

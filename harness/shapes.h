@@ -2,6 +2,7 @@
 // presets, among them the matvecs of real models tagged with the op each one is.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,11 @@ const std::vector<ShapePreset>& shape_presets();
 
 // The op tags a shape may carry, in forward-pass order.
 const std::vector<std::string>& model_op_tags();
+
+// The largest shape parse_tagged_shapes takes: 2^24 rows or columns, 2^32 elements
+// (a vocabulary of 152064 x 8192 is 1.2 x 10^9).
+inline constexpr std::int64_t kMaxShapeDim = std::int64_t{1} << 24;
+inline constexpr std::int64_t kMaxShapeElements = std::int64_t{1} << 32;
 
 // Parses a comma-separated list of "ROWSxCOLS", "ROWSxCOLS:OP" and preset names into
 // unique shapes in first-seen order; a shape met again adds its op tags to the first.

@@ -49,6 +49,30 @@ TEST(Cli, UnsupportedShape) {
   expect_error("check --kernels 'q4_K.*' --shapes 3x100", "shape 3x100 is not supported by any selected kernel");
 }
 TEST(Cli, MalformedShape) { expect_error("check --shapes 4096by4096", "bad shape '4096by4096'"); }
+// A shape whose byte counts would overflow (rows x cols x 4 wrapped to 0 bytes once) or
+// that no machine could hold is refused by name, before anything is allocated.
+TEST(Cli, HugeShapesAreRefusedBeforeAnyAllocation) {
+  expect_error("check --kernels f32.cpu.scalar --shapes 4611686018427387904x4", "bad shape '4611686018427387904x4'");
+  expect_error("check --kernels f32.cpu.scalar --shapes 16777217x256", "at most 16777216 rows");
+  expect_error("bench --kernels f32.cpu.scalar --shapes 65536x65537", "4294967296 elements");
+}
+// Every floating-point option refuses NaN and the infinities, whatever its range check
+// (NaN compares false with both bounds), and --threads is bounded.
+TEST(Cli, NonFiniteNumbersAndAbsurdThreadCountsAreRefused) {
+  for (const char* nan : {"nan", "NaN", "-nan"}) {
+    expect_error(std::string("bench --kernels f32.cpu.scalar --min-time ") + nan, "is not a finite number");
+    expect_error(std::string("accuracy --kernels f32.cpu.scalar --k ") + nan, "is not a finite number");
+    expect_error(std::string("decode --model x.gguf --prompt hi --peak-gbps ") + nan, "is not a finite number");
+    expect_error(std::string("tune --model x.gguf --min-time ") + nan, "is not a finite number");
+  }
+  // The infinities fail the range checks first, which name the option too.
+  for (const char* inf : {"inf", "-inf"}) {
+    expect_error(std::string("bench --kernels f32.cpu.scalar --min-time ") + inf, "--min-time: ");
+    expect_error(std::string("decode --model x.gguf --prompt hi --peak-gbps ") + inf, "--peak-gbps: ");
+  }
+  expect_error("check --kernels f32.cpu.scalar --threads 10000000", "threads is more than");
+  expect_error("decode --model x.gguf --prompt hi --threads 10000", "threads is more than");
+}
 TEST(Cli, UnknownPeakLoopIsRefusedBeforeAnythingRuns) {
   const std::string args = "bench --kernels q4_K.cpu.scalar_f32 --shapes 8x256 --peak-loops avx2.s3.pf7";
   expect_error(args, "--peak-loops: 'avx2.s3.pf7' is not a read loop");

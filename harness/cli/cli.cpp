@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -54,6 +57,38 @@ std::string apply_cpu_feature_mask(int argc, char** argv) {
   return "";
 }
 
+// Numbers are checked where they enter: every floating-point option of every
+// subcommand refuses NaN and the infinities (a range check lets NaN through), and every
+// integer --threads is bounded by a multiple of the hardware threads (more only
+// oversubscribes; far more fails to create its threads).
+void check_numbers_where_they_enter(CLI::App& app, int max_threads) {
+  const CLI::Validator finite(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() && !std::isfinite(v)) return "'" + text + "' is not a finite number";
+        return {};
+      },
+      "", "finite");
+  const CLI::Validator thread_bound(
+      [max_threads](std::string& text) -> std::string {
+        char* end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (end != text.c_str() && *end == '\0' && v > max_threads)
+          return fmt::format("{} threads is more than {} (8x this machine's hardware threads)", text, max_threads);
+        return {};
+      },
+      "", "thread bound");
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    check_numbers_where_they_enter(*sub, max_threads);
+    for (CLI::Option* o : sub->get_options()) {
+      const std::string type = o->get_type_name();
+      if (type.rfind("FLOAT", 0) == 0) o->check(finite);
+      if (o->check_lname("threads") && type.rfind("INT", 0) == 0) o->check(thread_bound);
+    }
+  }
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -76,6 +111,7 @@ int run_cli(int argc, char** argv) {
   app.set_version_flag("--version", std::string("qmvlab ") + machine_info().git_commit);
   std::vector<std::unique_ptr<Command>> commands;
   for (CommandFactory make : kCommands) commands.push_back(make(app));
+  check_numbers_where_they_enter(app, 8 * std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
 
   try {
     app.parse(argc, argv);

@@ -311,7 +311,7 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   d->add_flag("--quiet", o.quiet, "Do not stream the text");
   d->add_flag("--no-peak", o.no_peak, "Skip measuring the read bandwidth (no roofline)");
   d->add_option("--peak-gbps", o.peak_gbps, "Use this read bandwidth for the roofline instead of measuring")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, 1e6));
   d->add_option("--json", o.json_out, "Write the tokens, text and speeds as JSON");
   d->add_option("--out", o.csv_out, "Append a results CSV row ({machine} expands to this machine's name)");
   d->add_option("--device", o.device, "cpu, or cuda: the whole step on the GPU, the plan's kernels CUDA ones")
