@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -16,6 +19,7 @@
 #include <utility>
 
 #include "harness/machine.h"
+#include "harness/output_file.h"
 
 namespace qmv {
 
@@ -96,25 +100,55 @@ std::vector<std::string> context_fields(const RunContext& c) {
 }  // namespace
 
 CsvWriter::CsvWriter(const std::string& path, const std::vector<std::string>& header, bool append)
-    : path_(path), columns_(header.size()) {
+    : path_(path), columns_(header.size()), exceptions_at_open_(std::uncaught_exceptions()) {
+  const OutputTarget target = output_target(path);
   const std::filesystem::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   if (ec) throw std::runtime_error(fmt::format("{}: cannot create directory: {}", path, ec.message()));
-  const bool exists = std::filesystem::exists(p) && std::filesystem::file_size(p, ec) > 0;
+  const bool exists = target == OutputTarget::Regular && std::filesystem::file_size(p, ec) > 0;
   if (append && exists) {
     std::ifstream in(path);
     std::string first;
     std::getline(in, first);
+    if (!first.empty() && first.back() == '\r') first.pop_back();
     if (first != join(header))
       throw std::runtime_error(fmt::format(
           "{}: cannot append, its header differs from this command's columns", path));
     out_.open(path, std::ios::app);
   } else {
-    out_.open(path, std::ios::trunc);
+    if (exists) aside_ = aside_path(path);
+    out_.open(aside_.empty() ? path : aside_, std::ios::trunc);
   }
   if (!out_) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
   if (!(append && exists)) out_ << join(header) << '\n' << std::flush;
+}
+
+CsvWriter::~CsvWriter() {
+  if (aside_.empty()) return;
+  std::error_code ec;
+  if (std::uncaught_exceptions() > exceptions_at_open_) {
+    out_.close();
+    std::filesystem::remove(aside_, ec);  // the run failed: the old file stays
+    return;
+  }
+  try {
+    close();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "qmvlab: {}\n", e.what());
+  }
+}
+
+void CsvWriter::close() {
+  out_.close();
+  if (aside_.empty()) return;
+  const std::string aside = std::exchange(aside_, std::string());
+  if (std::rename(aside.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    std::error_code ec;
+    std::filesystem::remove(aside, ec);
+    throw std::runtime_error(fmt::format("{}: cannot move the finished file into place: {}", path_, std::strerror(err)));
+  }
 }
 
 void CsvWriter::write(const std::vector<std::string>& fields) {

@@ -98,18 +98,29 @@ std::string csv_escape(std::string_view field);
 // ("\n", "\x01").
 std::string one_line(std::string_view text);
 
-// Writes one header and rows, flushing each row so an interrupted run leaves a valid
-// file. With append, an existing file must have the same header. Creates parent
-// directories. Throws std::runtime_error with the path on any failure.
+// Writes one header and rows, flushing each row (whole rows only). With append, an
+// existing file must have the same header, and rows go at its end. Otherwise a file
+// already at the path is written aside (output_file.h) and moved over it when the writer
+// is closed or destroyed, unless that happens while an exception unwinds: a run that
+// fails leaves the old file as it was. A new file is written in place, so an interrupted
+// run leaves the rows it finished (a sweep resumes from them). Refuses a path that is
+// neither a regular file nor a character device. Creates parent directories. Throws
+// std::runtime_error with the path on any failure.
 class CsvWriter {
  public:
   CsvWriter(const std::string& path, const std::vector<std::string>& header, bool append);
+  ~CsvWriter();
+  CsvWriter(const CsvWriter&) = delete;
+  CsvWriter& operator=(const CsvWriter&) = delete;
   void write(const std::vector<std::string>& fields);
+  // Moves the finished file into place now (a later read of `path` sees it).
+  void close();
   const std::string& path() const { return path_; }
 
  private:
-  std::string path_;
+  std::string path_, aside_;  // aside_: where a file replacing path_ is written, or empty
   std::size_t columns_;
+  int exceptions_at_open_ = 0;
   std::ofstream out_;
 };
 

@@ -1,5 +1,6 @@
 #include "model/gguf_writer.h"
 
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -157,6 +158,10 @@ std::uint64_t Writer::file_size() const { return data_offset() + data_bytes_; }
 void Writer::begin(const std::string& path) {
   if (fd_ >= 0 || finished_) fail("begin() called twice");
   if (path.empty()) fail("empty output path");
+  // The finished file is renamed over the path: only a regular file may be replaced.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail(path, S_ISDIR(st.st_mode) ? ": is a directory" : ": is not a regular file", "; give a file path to write");
   path_ = path;
   partial_path_ = path + ".partial";
   fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -15,6 +15,7 @@
 
 #include "harness/cli/command.h"
 #include "harness/cli/decode_cuda.h"
+#include "harness/output_file.h"
 #include "harness/cli/options.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
@@ -130,15 +131,13 @@ void write_npy(const std::string& path, const std::vector<float>& data, std::siz
   const std::size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
   header.append(total - 10 - header.size() - 1, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
   const auto len = static_cast<std::uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.put(static_cast<char>(len & 0xff));
-  out.put(static_cast<char>(len >> 8));
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(float)));
-  if (!out) throw std::runtime_error(fmt::format("writing '{}' failed", path));
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(len & 0xff);
+  bytes += static_cast<char>(len >> 8);
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  write_file_atomically(path, bytes);
 }
 
 // The columns of a decode row before its per-op times, which files written before them lack.
@@ -642,10 +641,8 @@ int DecodeCommand::run(const std::string& command_line) {
       routing["vectors_tested"] = all_steps.calls[static_cast<int>(Op::OutlierTest)];
       j["outlier_routing"] = routing;
     }
-    std::ofstream f(o.json_out);
     // Token pieces of a byte-level vocabulary may split a UTF-8 character: replace, don't throw.
-    f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!f) throw std::runtime_error(fmt::format("cannot write '{}'", o.json_out));
+    write_file_atomically(o.json_out, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   if (!o.csv_out.empty()) {
     const RunContext ctx = current_context(command_line);

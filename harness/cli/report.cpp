@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "harness/output_file.h"
 #include "harness/cli/command.h"
 #include "harness/cli/sweep.h"
 #include "harness/cli/tables.h"
@@ -79,8 +80,7 @@ class ReportCommand : public Command {
     const std::string md = markdown_.empty() ? (std::filesystem::path(dir) / "REPORT.md").string()
                                              : expand_machine(markdown_);
     const std::string text = summary_markdown(s, md);
-    std::ofstream out(md, std::ios::trunc);
-    if (!(out << text) || !out.flush()) throw std::runtime_error(fmt::format("{}: cannot write", md));
+    write_file_atomically(md, text);
     fmt::print("\nwrote {}\n", md);
     return 0;
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "harness/output_file.h"
 #include "harness/cli/command.h"
 #include "harness/cli/options.h"
 #include "harness/machine.h"
@@ -124,9 +125,7 @@ int TuneCommand::run(const std::string&) {
               rows);
 
   const std::string out = expand_machine(o.out.empty() ? "results/{machine}/tune-" + stem + ".toml" : o.out);
-  if (const auto dir = std::filesystem::path(out).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
-  std::ofstream(out) << r.plan_toml;
-  if (!std::filesystem::is_regular_file(out)) throw std::runtime_error(fmt::format("cannot write '{}'", out));
+  write_file_atomically(out, r.plan_toml);
   fmt::print("\nwrote the plan to {} (qmvlab decode --model {} --plan {})\n", out, o.model, out);
 
   if (o.no_decode) return 0;
