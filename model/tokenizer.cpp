@@ -243,24 +243,62 @@ void Tokenizer::load_llama(const gguf::File& f, const std::vector<int>& type_of,
 }
 
 void Tokenizer::encode_gpt2_word(std::string_view bytes, std::vector<int>& out) const {
-  // Symbols: one byte-level character per input byte, merged pairwise by rank.
-  std::vector<std::string> sym;
-  for (unsigned char b : bytes) sym.push_back(byte_map().to_unicode[b]);
-  while (sym.size() > 1) {
-    int best_rank = -1;
-    std::size_t best = 0;
-    for (std::size_t i = 0; i + 1 < sym.size(); ++i) {
-      const auto it = merge_rank_.find(sym[i] + " " + sym[i + 1]);
-      if (it != merge_rank_.end() && (best_rank < 0 || it->second < best_rank)) {
-        best_rank = it->second;
-        best = i;
-      }
-    }
-    if (best_rank < 0) break;
-    sym[best] += sym[best + 1];
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  // Symbols: one byte-level character per input byte, linked so that merging is O(1);
+  // merged pairwise by rank, the lowest first, the leftmost among equals, from a queue
+  // of candidate pairs (a candidate whose symbols changed since it was queued is stale),
+  // so a word of n bytes takes O(n log n), not a rescan of every pair per merge.
+  std::string text;
+  struct Symbol {
+    std::size_t start, len;
+    int prev, next;
+  };
+  std::vector<Symbol> sym;
+  for (unsigned char b : bytes) {
+    const std::string& c = byte_map().to_unicode[b];
+    const int index = static_cast<int>(sym.size());
+    sym.push_back({text.size(), c.size(), index - 1, index + 1});
+    text += c;
   }
-  for (const std::string& s : sym) {
+  if (sym.empty()) return;
+  sym.back().next = -1;
+  struct Candidate {
+    int rank, left, right;
+    std::size_t len;
+  };
+  const auto worse = [](const Candidate& a, const Candidate& b) {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> queue(worse);
+  std::string key;
+  const auto consider = [&](int left) {
+    if (left < 0 || sym[static_cast<std::size_t>(left)].next < 0) return;
+    const Symbol& l = sym[static_cast<std::size_t>(left)];
+    const Symbol& r = sym[static_cast<std::size_t>(l.next)];
+    key.assign(text, l.start, l.len);
+    key += ' ';
+    key.append(text, r.start, r.len);
+    const auto it = merge_rank_.find(key);
+    if (it != merge_rank_.end()) queue.push({it->second, left, l.next, l.len + r.len});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) consider(i);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& l = sym[static_cast<std::size_t>(c.left)];
+    if (l.len == 0 || l.next != c.right) continue;
+    Symbol& r = sym[static_cast<std::size_t>(c.right)];
+    if (l.len + r.len != c.len) continue;
+    l.len += r.len;  // symbols are contiguous in `text`: the merged one spans both
+    r.len = 0;
+    l.next = r.next;
+    if (l.next >= 0) sym[static_cast<std::size_t>(l.next)].prev = c.left;
+    consider(l.prev);
+    consider(c.left);
+  }
+  std::vector<std::string> pieces;
+  for (int i = 0; i >= 0; i = sym[static_cast<std::size_t>(i)].next)
+    pieces.push_back(text.substr(sym[static_cast<std::size_t>(i)].start, sym[static_cast<std::size_t>(i)].len));
+  for (const std::string& s : pieces) {
     const auto it = ids_.find(s);
     if (it != ids_.end()) {
       out.push_back(it->second);

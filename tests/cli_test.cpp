@@ -1,5 +1,6 @@
 // The qmvlab executable end to end: its error paths and a tiny real run of each
 // subcommand. Exit codes: 0 ok, 1 a check failed, 2 bad usage or input.
+#include <utility>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "harness/cli/options.h"
 #include "harness/csv.h"
 #include "kernels/cpu_features.h"
 #include "kernels/registry.h"
@@ -48,6 +50,24 @@ TEST(Cli, ExclusionTakesKernelsOut) {
 TEST(Cli, UnsupportedShape) {
   expect_error("check --kernels 'q4_K.*' --shapes 3x100", "shape 3x100 is not supported by any selected kernel");
 }
+// Prompts must be UTF-8: the first bad byte is named by its offset; overlong forms,
+// surrogates, code points past U+10FFFF and cut-short sequences are all refused.
+TEST(Cli, Utf8IsCheckedWithTheByteOffset) {
+  EXPECT_NO_THROW(qmv::check_utf8("h\xC3\xA9llo \xE6\x97\xA5 \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF", "t"));
+  const std::pair<std::string, std::string> bad[] = {
+      {"ab\xC3", "at byte 2 (0xC3)"},         {"\xC0\xAF", "at byte 0 (0xC0)"},
+      {"x\xED\xA0\x80", "at byte 1 (0xED)"}, {"\xF4\x90\x80\x80", "at byte 0 (0xF4)"},
+      {"a\x80", "at byte 1 (0x80)"},          {"ok\xFF", "at byte 2 (0xFF)"}};
+  for (const auto& [text, where] : bad) {
+    try {
+      qmv::check_utf8(text, "--prompt");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), "--prompt: invalid UTF-8 " + where);
+    }
+  }
+}
+
 TEST(Cli, MalformedShape) { expect_error("check --shapes 4096by4096", "bad shape '4096by4096'"); }
 // A shape whose byte counts would overflow (rows x cols x 4 wrapped to 0 bytes once) or
 // that no machine could hold is refused by name, before anything is allocated.

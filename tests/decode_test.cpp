@@ -3,6 +3,7 @@
 // float64 reference in tests/forward_reference_test.py; here: invariants of the
 // forward pass (threads, plans, repeat runs), the decode loop and its outputs, and
 // the errors.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -474,6 +475,41 @@ TEST(DecodeCli, LogitsWritesOneRowPerToken) {
   }
 }
 
+// A prompt from a file or standard input is the same prompt as on the command line,
+// and one too long for a command line (a megabyte) is read whole.
+TEST(DecodeCli, PromptFilesGiveTheSamePromptAsTheCommandLine) {
+  const std::string model = toy_model("llama", "q4_K_m");
+  std::mt19937 rng(std::random_device{}());
+  std::string text;
+  for (int i = 0; i < 12; ++i) text += std::string(1, static_cast<char>('a' + rng() % 26)) + (i % 3 ? "" : " ");
+  const std::string file = tmp("prompt.txt");
+  std::ofstream(file) << text;
+  auto prompt_of = [&](const std::string& how) {
+    const std::string json = tmp("prompt.json");
+    std::filesystem::remove(json);
+    const CliRun r = qmvlab("decode --model " + model + " " + how + " -n 2 --ignore-eos --plan static --quiet --json " +
+                            json);
+    EXPECT_EQ(r.code, 0) << how << "\n" << r.output;
+    std::stringstream s;
+    s << std::ifstream(json).rdbuf();
+    const std::string j = s.str();
+    const auto at = j.find("\"prompt_tokens\"");
+    return at == std::string::npos ? std::string("none") : j.substr(at, j.find(']', at) - at);
+  };
+  const std::string inline_prompt = prompt_of("--prompt '" + text + "'");
+  EXPECT_NE(inline_prompt, "none");
+  EXPECT_EQ(prompt_of("--prompt-file " + file), inline_prompt);
+  EXPECT_EQ(prompt_of("--prompt-file - < " + file), inline_prompt);
+  // A megabyte of text through tokenize: every byte comes back.
+  std::string big;
+  while (big.size() < (1u << 20)) big += text;
+  const std::string big_file = tmp("big-prompt.txt");
+  std::ofstream(big_file) << big;
+  const CliRun ids = qmvlab("tokenize --model " + model + " --ids --prompt-file " + big_file);
+  EXPECT_EQ(ids.code, 0) << ids.output.substr(0, 300);
+  EXPECT_GT(std::count(ids.output.begin(), ids.output.end(), ' '), 1000);
+}
+
 TEST(DecodeCli, ErrorsAreOneClearLine) {
   const std::string model = toy_model("llama", "q4_K_m");
   // The toy context is 256 positions.
@@ -483,7 +519,11 @@ TEST(DecodeCli, ErrorsAreOneClearLine) {
                "ffn_down (q6_K 256x512) cannot use q4_K.cpu.scalar_f32: it reads q4_K weights");
   expect_error("decode --model " + model + " --prompt-tokens 1,99999 -n 4", "token id 99999 is outside the vocabulary");
   expect_error("decode --model " + model + " --prompt-tokens 1,x -n 4", "'x' is not a token id");
-  expect_error("decode --model " + model + " -n 4", "give --prompt TEXT or --prompt-tokens IDS");
+  expect_error("decode --model " + model + " -n 4", "give --prompt TEXT, --prompt-file PATH or --prompt-tokens IDS");
+  expect_error("decode --model " + model + " --prompt '' -n 4", "--prompt is empty");
+  expect_error("decode --model " + model + " --prompt \"$(printf 'a\\377b')\" -n 4", "--prompt: invalid UTF-8 at byte 1 (0xFF)");
+  expect_error("decode --model " + model + " --prompt-file " + tmp("no-such-prompt") + " -n 4", "no such file");
+  expect_error("decode --model " + model + " --prompt-file " + tmp("") + " -n 4", "is a directory");
   expect_error("decode --model " + model + " --prompt hi --top-p 0", "top");
   expect_error("decode --model /nonexistent.gguf --prompt hi", "/nonexistent.gguf");
   expect_error("logits --model " + model + " --tokens 1,2 --plan missing.toml --out " + tmp("x.npy"),

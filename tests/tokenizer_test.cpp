@@ -66,6 +66,52 @@ TEST(Tokenizer, MergesApplyByRankAndSpecialTokensMatchWhole) {
   EXPECT_THROW(t.encode("a\tb", false), TokenizerError);
 }
 
+// A deliberately naive byte-level BPE for one word: rescan every adjacent pair after
+// each merge, the lowest rank first, the leftmost among equals.
+std::vector<int> naive_gpt2_word(const Tokenizer& t, const std::vector<std::string>& merges, const std::string& word) {
+  std::vector<std::string> sym;
+  for (unsigned char b : word) sym.push_back(b == ' ' ? "\xC4\xA0" : std::string(1, static_cast<char>(b)));
+  for (;;) {
+    int best = -1;
+    std::size_t best_rank = merges.size();
+    for (std::size_t i = 0; i + 1 < sym.size(); ++i) {
+      const auto it = std::find(merges.begin(), merges.end(), sym[i] + " " + sym[i + 1]);
+      const auto rank = static_cast<std::size_t>(it - merges.begin());
+      if (it != merges.end() && rank < best_rank) best = static_cast<int>(i), best_rank = rank;
+    }
+    if (best < 0) break;
+    sym[static_cast<std::size_t>(best)] += sym[static_cast<std::size_t>(best) + 1];
+    sym.erase(sym.begin() + best + 1);
+  }
+  std::vector<int> out;
+  for (const std::string& s : sym) out.push_back(id_of(t, s == "\xC4\xA0" ? " " : s == "\xC4\xA0" "h" ? " h"
+                                                          : s == "\xC4\xA0" "hell" ? " hell" : s));
+  return out;
+}
+
+// Random words of letters that merge, with many equal pairs: the queue-driven merge is
+// the naive one; a word of 300,000 bytes (one pre-token) comes back whole.
+TEST(Tokenizer, RandomWordsMergeAsTheNaiveEncoderAndLongWordsRoundTrip) {
+  const TinyBpe m;
+  const Tokenizer t = Tokenizer::from_gguf(m.file);
+  const std::vector<std::string> merges = {"l l", "h e", "he ll", "\xC4\xA0 h", "\xC4\xA0 hell"};
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const std::string letters = "hellllo";
+  for (int n = 0; n < 300; ++n) {
+    std::string word = std::uniform_int_distribution<int>(0, 1)(rng) ? " " : "";
+    const int len = std::uniform_int_distribution<int>(1, 40)(rng);
+    for (int i = 0; i < len; ++i) word += letters[std::uniform_int_distribution<std::size_t>(0, letters.size() - 1)(rng)];
+    EXPECT_EQ(t.encode(word, false), naive_gpt2_word(t, merges, word)) << "'" << word << "'";
+  }
+  std::string huge;
+  while (huge.size() < 300000) huge += letters[std::uniform_int_distribution<std::size_t>(0, letters.size() - 1)(rng)];
+  const std::vector<int> ids = t.encode(huge, false);
+  EXPECT_LT(ids.size(), huge.size());  // merges happened
+  EXPECT_EQ(t.decode(ids), huge);
+}
+
 TEST(Tokenizer, UnsupportedModelsAreNamed) {
   const TinyBpe t5("t5");
   try {

@@ -45,7 +45,7 @@ class DecodeCommand : public Command {
     CLI::App* decode = nullptr;
     CLI::App* logits = nullptr;
     // decode
-    std::string model, prompt, prompt_tokens, plan = "auto", json_out, csv_out;
+    std::string model, prompt, prompt_file, prompt_tokens, plan = "auto", json_out, csv_out;
     AutoPlanChoice auto_plan, l_auto_plan;
     int n = 64;
     int threads = 0;
@@ -286,7 +286,10 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   d->add_option("--model", o.model, "GGUF model (llama, qwen2, qwen3)")->required();
   auto* prompt = d->add_option("--prompt", o.prompt, "Prompt text");
   auto* ids = d->add_option("--prompt-tokens", o.prompt_tokens, "Prompt as token ids, e.g. 1,415,2387");
-  prompt->excludes(ids);
+  auto* file = d->add_option("--prompt-file", o.prompt_file,
+                             "Prompt text from this file (-: standard input), for prompts too long for a command line");
+  prompt->excludes(ids)->excludes(file);
+  ids->excludes(file);
   d->add_option("-n,--tokens", o.n, "Tokens to generate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   d->add_option("--threads", o.threads, "Threads for the kernels and attention")->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -352,6 +355,14 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
 bool DecodeCommand::chosen() const { return o_.decode->parsed() || o_.logits->parsed(); }
 
 int DecodeCommand::run(const std::string& command_line) {
+  if (o_.decode->parsed()) {
+    if (!o_.prompt_file.empty()) o_.prompt = read_prompt_file(o_.prompt_file);
+    const bool text_given = !o_.prompt_file.empty() || o_.decode->get_option("--prompt")->count() > 0;
+    if (text_given && o_.prompt.empty())
+      throw std::invalid_argument(o_.prompt_file.empty() ? "decode: --prompt is empty"
+                                                         : "decode: --prompt-file " + o_.prompt_file + " is empty");
+    if (text_given) check_utf8(o_.prompt, o_.prompt_file.empty() ? "--prompt" : "--prompt-file " + o_.prompt_file);
+  }
   const Options& o = o_;
   if (o.logits->parsed()) {
     const LoadedModel m(o.l_model);
@@ -383,7 +394,7 @@ int DecodeCommand::run(const std::string& command_line) {
 
   validate(o.sampler);
   if (o.prompt.empty() && o.prompt_tokens.empty())
-    throw std::invalid_argument("decode: give --prompt TEXT or --prompt-tokens IDS");
+    throw std::invalid_argument("decode: give --prompt TEXT, --prompt-file PATH or --prompt-tokens IDS");
   // The CPU's matvecs read one resident copy of each weight (model/forward.h,
   // WeightResidence): repacked straight from the mapped file into their kernels'
   // layouts, or copied in their own, in huge pages as the bench's arenas. --mmap reads

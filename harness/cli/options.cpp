@@ -4,6 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <iostream>
+#include <fstream>
+#include <filesystem>
 #include <cstdio>
 #include <stdexcept>
 
@@ -88,6 +93,53 @@ void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice) {
                 "`auto` uses the tuning store's figures only, timing nothing; a matvec it has none for takes the "
                 "static order (the store: $QMV_TUNING_STORE, else results/<machine>/tuning.csv)")
       ->excludes(csv);
+}
+
+std::string read_prompt_file(const std::string& path) {
+  constexpr std::size_t kMaxBytes = std::size_t{64} << 20;
+  std::string text;
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (ec || status.type() == std::filesystem::file_type::not_found)
+      throw std::invalid_argument(fmt::format("--prompt-file {}: no such file", path));
+    if (status.type() == std::filesystem::file_type::directory)
+      throw std::invalid_argument(fmt::format("--prompt-file {}: is a directory", path));
+    if (status.type() != std::filesystem::file_type::regular)
+      throw std::invalid_argument(fmt::format("--prompt-file {}: not a regular file", path));
+    if (std::filesystem::file_size(path, ec) > kMaxBytes)
+      throw std::invalid_argument(fmt::format("--prompt-file {}: more than 64 MiB", path));
+    std::ifstream in(path, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) throw std::invalid_argument(fmt::format("--prompt-file {}: cannot read", path));
+  }
+  if (text.size() > kMaxBytes) throw std::invalid_argument(fmt::format("--prompt-file {}: more than 64 MiB", path));
+  return text;
+}
+
+void check_utf8(std::string_view text, const std::string& what) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    if (lead < 0x80) n = 1, cp = lead;
+    else if ((lead & 0xE0) == 0xC0) n = 2, cp = lead & 0x1F;
+    else if ((lead & 0xF0) == 0xE0) n = 3, cp = lead & 0x0F;
+    else if ((lead & 0xF8) == 0xF0) n = 4, cp = lead & 0x07;
+    bool ok = n > 0 && i + n <= text.size();
+    for (std::size_t k = 1; ok && k < n; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      ok = (c & 0xC0) == 0x80;
+      cp = cp << 6 | (c & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+    static constexpr std::uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (ok && n > 1) ok = cp >= kMin[n] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok) throw std::invalid_argument(fmt::format("{}: invalid UTF-8 at byte {} (0x{:02X})", what, i, lead));
+    i += n;
+  }
 }
 
 std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const KernelPlan& plan,

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/auto_plan.h"
@@ -48,5 +49,13 @@ void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice);
 std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const KernelPlan& plan,
                                           const ModelWeights& weights, int threads, Backend backend,
                                           AutoPlanEvidence* evidence = nullptr);
+
+// The text of --prompt-file: a regular file, or standard input for "-", at most 64 MiB
+// (a prompt too long for the command line). Throws std::invalid_argument naming the path.
+std::string read_prompt_file(const std::string& path);
+
+// Text given as a prompt must be UTF-8: throws std::invalid_argument
+// "WHAT: invalid UTF-8 at byte N (0xXX)" at the first byte that is not.
+void check_utf8(std::string_view text, const std::string& what);
 
 }  // namespace qmv
