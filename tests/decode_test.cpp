@@ -500,6 +500,13 @@ TEST(DecodeCli, PromptFilesGiveTheSamePromptAsTheCommandLine) {
   EXPECT_NE(inline_prompt, "none");
   EXPECT_EQ(prompt_of("--prompt-file " + file), inline_prompt);
   EXPECT_EQ(prompt_of("--prompt-file - < " + file), inline_prompt);
+  // logits takes the same file: one row of logits per prompt token.
+  const std::string npy = tmp("prompt.npy");
+  const CliRun lg = qmvlab("logits --model " + model + " --prompt-file " + file + " --plan static --out " + npy);
+  EXPECT_EQ(lg.code, 0) << lg.output;
+  const std::size_t n_tokens = static_cast<std::size_t>(std::count(inline_prompt.begin(), inline_prompt.end(), ',')) + 1;
+  EXPECT_NE(lg.output.find("(" + std::to_string(n_tokens) + " positions x "), std::string::npos) << lg.output;
+  expect_error("logits --model " + model + " --out " + npy, "give --tokens IDS or --prompt-file PATH");
   // A megabyte of text through tokenize: every byte comes back.
   std::string big;
   while (big.size() < (1u << 20)) big += text;

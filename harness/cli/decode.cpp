@@ -59,7 +59,7 @@ class DecodeCommand : public Command {
     bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, no_stack_qkv = false, fuse_attention = false,
          overlap_weights = false, mmap = false;
     // logits
-    std::string l_model, l_tokens, l_plan = "auto", l_out, l_device = "cpu";
+    std::string l_model, l_tokens, l_prompt_file, l_plan = "auto", l_out, l_device = "cpu";
     int l_threads = 0;
     CLI::Option* l_route = nullptr;
     std::string l_route_k;
@@ -340,7 +340,10 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
       "logits", "Run a token sequence through the model and write the logits at every position (.npy, float32)");
   auto* l = o.logits;
   l->add_option("--model", o.l_model, "GGUF model")->required();
-  l->add_option("--tokens", o.l_tokens, "Token ids, e.g. 1,415,2387")->required();
+  auto* l_ids = l->add_option("--tokens", o.l_tokens, "Token ids, e.g. 1,415,2387");
+  l->add_option("--prompt-file", o.l_prompt_file,
+                "Text from this file (-: standard input) instead, tokenized with BOS as the model's metadata says")
+      ->excludes(l_ids);
   l->add_option("--plan", o.l_plan, kPlanHelp)->capture_default_str();
   add_auto_plan_options(l, o.l_auto_plan);
   o.l_route = l->add_option("--route-outliers", o.l_route_k,
@@ -365,8 +368,19 @@ int DecodeCommand::run(const std::string& command_line) {
   }
   const Options& o = o_;
   if (o.logits->parsed()) {
+    if (o.l_tokens.empty() && o.l_prompt_file.empty())
+      throw std::invalid_argument("logits: give --tokens IDS or --prompt-file PATH");
     const LoadedModel m(o.l_model);
-    const std::vector<int> tokens = parse_token_list(o.l_tokens, "--tokens");
+    std::vector<int> tokens;
+    if (!o.l_prompt_file.empty()) {
+      const std::string text = read_prompt_file(o.l_prompt_file);
+      check_utf8(text, "--prompt-file " + o.l_prompt_file);
+      const Tokenizer tok = Tokenizer::from_gguf(m.file);
+      tokens = tok.encode(text, tok.add_bos_default());
+      if (tokens.empty()) throw std::invalid_argument("logits: --prompt-file " + o.l_prompt_file + " has no tokens");
+    } else {
+      tokens = parse_token_list(o.l_tokens, "--tokens");
+    }
     check_tokens_in_vocab(tokens, m.config.vocab_size);
     const Backend backend = o.l_device == "cuda" ? Backend::CUDA : Backend::CPU;
     const KernelPlan plan = plan_with_routing(o.l_plan, o.l_route, o.l_route_k);
