@@ -2,6 +2,7 @@
 // shardable) and `qmvlab merge` (join shard CSVs into one).
 #include "harness/cli/sweep.h"
 
+#include <new>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -271,26 +272,10 @@ int SweepCommand::run(const std::string& command_line) {
       return fmt::format("{}|{}|{}", kernel, to_string(s), threads);
     };
 
-    if (exp.check)
-      for (const KernelSpec* k : kernels) {
-        std::vector<Shape> unchecked;
-        for (const SweepPoint* p : group)
-          if (p->kernel == k && !checks.count(check_key(k->name, p->shape.shape))) unchecked.push_back(p->shape.shape);
-        if (unchecked.empty()) continue;
-        CheckConfig cc;
-        cc.seed = seed;
-        cc.threads = threads;
-        run_check({k}, unchecked, cc,
-                  [&](const CheckResult& r) { checks[check_key(k->name, r.shape)] = summarize(r); });
-      }
-
-    BenchConfig bc;
-    bc.threads = {threads};
-    bc.warm = std::get<2>(g) == "warm";
-    bc.repetitions = exp.repetitions;
-    bc.min_time_s = exp.min_time_s;
-    bc.interleave = cpu;
-    if (cpu && !bc.warm && !o.peak_once) bc.peak_read_loops = {{threads, in_run_loops.at(threads)}};
+    // A group that throws (an allocation that fails, a kernel's error) ends in a failed
+    // row for each of its points not yet written, naming the error; the sweep goes on.
+    std::set<const SweepPoint*> written;
+    std::vector<BenchRow> measured;  // for the tuning store: the points that passed their check
     auto progress = [&](const SweepPoint& p, const std::string& result) {
       ++done;
       const double s = std::chrono::duration<double>(Clock::now() - started).count();
@@ -298,44 +283,78 @@ int SweepCommand::run(const std::string& command_line) {
                  p.threads, p.cache, result, duration(s), duration(s / done * static_cast<double>(to_run - done)));
       std::fflush(stdout);
     };
-    if (cpu) {
-      remeasure_peak(threads);
-      // A group's rows come when all its repetitions are done: say what is running.
-      fmt::print("timing {}: {} kernel(s) x {} shape(s), {} thread(s), {}{}, interleaved\n", std::get<0>(g),
-                 kernels.size(), shapes.size(), threads, std::get<2>(g),
-                 bc.peak_read_loops.empty()
-                     ? ""
-                     : fmt::format(", with the read loops {}", fmt::join(in_run_loops.at(threads), ", ")));
-      std::fflush(stdout);
-    }
-    // The bench times kernels x shapes; a pair the group does not hold (a shape the
-    // kernel's rule excludes, a point already in the CSV) is timed or refused there and
-    // dropped here.
-    std::vector<BenchRow> measured;  // for the tuning store: the points that passed their check
-    const BenchOutcome res = run_bench(kernels, shapes, bc, peaks, [&](const BenchRow& row, int, int) {
-      const auto w = wanted.find(key_of(row.kernel, {row.rows, row.cols}));
-      if (w == wanted.end()) return;
-      const SweepPoint& p = *w->second;
-      const SweepCheck c = exp.check ? checks.at(check_key(row.kernel, p.shape.shape)) : SweepCheck{};
-      const bool ok = !exp.check || c.passed;
-      failed += !ok;
-      if (ok) measured.push_back(row);
-      csv.write(sweep_fields(ctx, exp.name, p, &row, c, ok ? "ok" : "failed",
-                             ok ? "" : "check failed: " + c.failure));
-      progress(p, fmt::format("{:.2f} GB/s, {:.1f}% of peak, check {}", row.gbps_median, row.peak_pct,
-                              !exp.check ? "off" : fmt::format("{} NMSE {:.1e}", c.passed ? "pass" : "FAIL", c.nmse_kernel)));
-    });
-    for (const BenchSkip& sk : res.skipped) {
-      const auto w = wanted.find(key_of(sk.kernel, sk.shape));
-      if (w == wanted.end()) continue;
-      const SweepPoint& p = *w->second;
-      const SweepCheck c = exp.check ? checks.at(check_key(sk.kernel, p.shape.shape)) : SweepCheck{};
-      ++failed;
-      csv.write(sweep_fields(ctx, exp.name, p, nullptr, c, "failed", sk.reason));
-      progress(p, "FAILED: " + sk.reason);
+    try {
+      if (exp.check)
+        for (const KernelSpec* k : kernels) {
+          std::vector<Shape> unchecked;
+          for (const SweepPoint* p : group)
+            if (p->kernel == k && !checks.count(check_key(k->name, p->shape.shape))) unchecked.push_back(p->shape.shape);
+          if (unchecked.empty()) continue;
+          CheckConfig cc;
+          cc.seed = seed;
+          cc.threads = threads;
+          run_check({k}, unchecked, cc,
+                    [&](const CheckResult& r) { checks[check_key(k->name, r.shape)] = summarize(r); });
+        }
+
+      BenchConfig bc;
+      bc.threads = {threads};
+      bc.warm = std::get<2>(g) == "warm";
+      bc.repetitions = exp.repetitions;
+      bc.min_time_s = exp.min_time_s;
+      bc.interleave = cpu;
+      if (cpu && !bc.warm && !o.peak_once) bc.peak_read_loops = {{threads, in_run_loops.at(threads)}};
+      if (cpu) {
+        remeasure_peak(threads);
+        // A group's rows come when all its repetitions are done: say what is running.
+        fmt::print("timing {}: {} kernel(s) x {} shape(s), {} thread(s), {}{}, interleaved\n", std::get<0>(g),
+                   kernels.size(), shapes.size(), threads, std::get<2>(g),
+                   bc.peak_read_loops.empty()
+                       ? ""
+                       : fmt::format(", with the read loops {}", fmt::join(in_run_loops.at(threads), ", ")));
+        std::fflush(stdout);
+      }
+      // The bench times kernels x shapes; a pair the group does not hold (a shape the
+      // kernel's rule excludes, a point already in the CSV) is timed or refused there and
+      // dropped here.
+      const BenchOutcome res = run_bench(kernels, shapes, bc, peaks, [&](const BenchRow& row, int, int) {
+        const auto w = wanted.find(key_of(row.kernel, {row.rows, row.cols}));
+        if (w == wanted.end()) return;
+        const SweepPoint& p = *w->second;
+        const SweepCheck c = exp.check ? checks.at(check_key(row.kernel, p.shape.shape)) : SweepCheck{};
+        const bool ok = !exp.check || c.passed;
+        failed += !ok;
+        if (ok) measured.push_back(row);
+        csv.write(sweep_fields(ctx, exp.name, p, &row, c, ok ? "ok" : "failed",
+                               ok ? "" : "check failed: " + c.failure));
+        written.insert(&p);
+        progress(p, fmt::format("{:.2f} GB/s, {:.1f}% of peak, check {}", row.gbps_median, row.peak_pct,
+                                !exp.check ? "off" : fmt::format("{} NMSE {:.1e}", c.passed ? "pass" : "FAIL", c.nmse_kernel)));
+      });
+      for (const BenchSkip& sk : res.skipped) {
+        const auto w = wanted.find(key_of(sk.kernel, sk.shape));
+        if (w == wanted.end()) continue;
+        const SweepPoint& p = *w->second;
+        const SweepCheck c = exp.check ? checks.at(check_key(sk.kernel, p.shape.shape)) : SweepCheck{};
+        ++failed;
+        csv.write(sweep_fields(ctx, exp.name, p, nullptr, c, "failed", sk.reason));
+        written.insert(&p);
+        progress(p, "FAILED: " + sk.reason);
+      }
+
+      print_interleaved_peaks(res);
+    } catch (const std::exception& e) {
+      const std::string reason = fmt::format("the run of this group failed: {}",
+                                             dynamic_cast<const std::bad_alloc*>(&e) ? "out of memory (std::bad_alloc)"
+                                                                                     : e.what());
+      for (const SweepPoint* p : group) {
+        if (written.count(p)) continue;
+        ++failed;
+        csv.write(sweep_fields(ctx, exp.name, *p, nullptr, SweepCheck{}, "failed", reason));
+        progress(*p, "FAILED: " + reason);
+      }
     }
     record_in_store(measured, "sweep");
-    print_interleaved_peaks(res);
   }
   const double s = std::chrono::duration<double>(Clock::now() - started).count();
   fmt::print("sweep {}: {} point(s) run, {} failed, {} skipped, in {}; wrote {}\n", exp.name, done, failed, skipped,
