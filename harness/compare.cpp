@@ -1,3 +1,4 @@
+#include "harness/output_file.h"
 #include "harness/compare.h"
 
 #include <fmt/format.h>
@@ -120,7 +121,8 @@ bool usable(double v) { return std::isfinite(v) && v > 0; }
 }  // namespace
 
 ResultsFile read_results_csv(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw CompareError(fmt::format("{}: no such file (or not a regular file)", path));
+  if (const std::string problem = input_file_problem(path); !problem.empty())
+    throw CompareError(fmt::format("{}: {}", path, problem));
   {
     std::ifstream probe(path);
     std::string first;

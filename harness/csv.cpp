@@ -331,7 +331,8 @@ using csv_columns::Fields;
 }  // namespace
 
 CsvKind detect_csv_kind(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw std::runtime_error(fmt::format("{}: no such file", path));
+  if (const std::string problem = input_file_problem(path); !problem.empty())
+    throw std::runtime_error(fmt::format("{}: {}", path, problem));
   std::ifstream in(path);
   std::string first;
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));

@@ -1,3 +1,4 @@
+#include "harness/output_file.h"
 #include "harness/experiment.h"
 
 #include <fmt/format.h>
@@ -177,6 +178,8 @@ Experiment parse_experiment(std::string_view text, const std::string& source, co
 }
 
 Experiment load_experiment(const std::string& path, const Registry& registry) {
+  if (const std::string problem = input_file_problem(path); !problem.empty())
+    throw ExperimentError(fmt::format("{}: {}", path, problem));
   std::ifstream in(path);
   if (!in) throw ExperimentError(fmt::format("{}: cannot open", path));
   std::stringstream ss;
@@ -309,7 +312,8 @@ CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial) {
   CsvTable t;
   t.header = sweep_header();
   if (t.header.size() != kSweepColumns) throw std::logic_error("sweep header and reader disagree");
-  if (!std::filesystem::is_regular_file(path)) throw std::runtime_error(fmt::format("{}: no such file", path));
+  if (const std::string problem = input_file_problem(path); !problem.empty())
+    throw std::runtime_error(fmt::format("{}: {}", path, problem));
   std::string text;
   {
     std::ifstream in(path, std::ios::binary);

@@ -25,6 +25,15 @@ OutputTarget output_target(const std::string& path) {
   }
 }
 
+std::string input_file_problem(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || status.type() == std::filesystem::file_type::not_found) return "no such file";
+  if (status.type() == std::filesystem::file_type::directory) return "is a directory";
+  if (status.type() != std::filesystem::file_type::regular) return "is not a regular file";
+  return "";
+}
+
 std::string aside_path(const std::string& path) { return fmt::format("{}.partial-{}", path, ::getpid()); }
 
 void write_file_atomically(const std::string& path, std::string_view content) {

@@ -26,4 +26,8 @@ std::string aside_path(const std::string& path);
 // leaving what was at `path` as it was.
 void write_file_atomically(const std::string& path, std::string_view content);
 
+// Why `path` cannot be read as an input file ("no such file", "is a directory", "is not
+// a regular file"), or "" when it is a regular file.
+std::string input_file_problem(const std::string& path);
+
 }  // namespace qmv

@@ -109,6 +109,16 @@ TEST(Cli, BadThreads) { expect_error("bench --kernels q4_K.cpu.scalar_f32 --thre
 TEST(Cli, UnknownOption) { EXPECT_EQ(qmvlab("check --frobnicate").code, 2); }
 TEST(Cli, UnreadableReport) {
   expect_error("report " + tmp("nope.csv"), "nope.csv: no such file");
+  // A directory, an empty file and a missing file each say what they are.
+  const std::string dir = tmp("a-results-dir");
+  std::filesystem::create_directories(dir);
+  expect_error("report " + dir, dir + ": is a directory");
+  expect_error("compare " + dir + " " + dir, dir + ": is a directory");
+  expect_error("sweep " + dir, dir + ": is a directory");
+  const std::string empty = tmp("empty.csv");
+  std::ofstream{empty};
+  expect_error("report " + empty, "empty.csv: empty file");
+  expect_error("compare " + empty + " " + empty, "empty.csv: empty file");
   std::ofstream(tmp("other.csv")) << "a,b\n1,2\n";
   expect_error("report " + tmp("other.csv"), "not a qmvlab results CSV");
 }
