@@ -53,11 +53,14 @@ Tolerance tolerance_for(ActFormat f) {
   // 8e-4 in 75 draws, so the bound sits ~60x above the mean. With 20-50x-rms outlier
   // channels a block's step grows with its outlier; single rows reached 6e-2.
   // Worst row: float rounding stays below 5e-6 of the row's scale (measured on the
-  // default shapes); a 1% slip in one element is ~1e-2, except under Q8_1's block sum.
+  // default shapes); a 1% slip in one element is ~1e-2, except under Q8_1's block sum,
+  // whose fp16 rounding (2^-11 of s) on rows of one to three blocks with outlier
+  // channels reached 2.5e-2 and 2.6e-2 of the row's scale in ggml's q4_1 and q5_1 (67x32,
+  // 24x96): there the bound is 0.1, above that tail and far below a wrong row's ~1.
   switch (f) {
     case ActFormat::F32: return {1e-9, 1e-4, 1e-9, 1e-9};
     case ActFormat::Q8_K: return {1e-9, 1e-4, 5e-3, 0.25};
-    case ActFormat::Q8_1: return {4e-4, 2e-2, 5e-3, 0.25};
+    case ActFormat::Q8_1: return {4e-4, 0.1, 5e-3, 0.25};
   }
   return {0, 0, 0, 0};
 }

@@ -528,6 +528,8 @@ TEST(DecodeCli, ErrorsAreOneClearLine) {
   expect_error("decode --model " + model + " --prompt-tokens 1,x -n 4", "'x' is not a token id");
   expect_error("decode --model " + model + " -n 4", "give --prompt TEXT, --prompt-file PATH or --prompt-tokens IDS");
   expect_error("decode --model " + model + " --prompt '' -n 4", "--prompt is empty");
+  expect_error("decode --model " + model + " --prompt hi -n 4 --context 2000000000",
+               "--context 2000000000 is more than the model's context length of 256");
   expect_error("decode --model " + model + " --prompt \"$(printf 'a\\377b')\" -n 4", "--prompt: invalid UTF-8 at byte 1 (0xFF)");
   expect_error("decode --model " + model + " --prompt-file " + tmp("no-such-prompt") + " -n 4", "no such file");
   expect_error("decode --model " + model + " --prompt-file " + tmp("") + " -n 4", "is a directory");

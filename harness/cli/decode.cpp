@@ -435,6 +435,9 @@ int DecodeCommand::run(const std::string& command_line) {
         "decode: the prompt ({} tokens) plus {} generated tokens needs {} positions, more than the model's "
         "context length of {}",
         r.prompt.size(), o.n, needed, c.context_length));
+  if (o.context > c.context_length)
+    throw std::invalid_argument(fmt::format("decode: --context {} is more than the model's context length of {}",
+                                            o.context, c.context_length));
   if (o.context && o.context < needed)
     throw std::invalid_argument(fmt::format("decode: --context {} is shorter than the prompt plus -n ({})",
                                             o.context, needed));
