@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <optional>
+#include <functional>
 #include <queue>
 #include <memory>
 
@@ -114,6 +115,53 @@ const gguf::Value* find_array(const gguf::File& f, const std::string& key, bool 
   if (v->type != gguf::ValueType::ARRAY || (v->elem_type == gguf::ValueType::STRING) != want_strings)
     throw TokenizerError("tokenizer: '" + key + "' is not " + (want_strings ? "a string" : "a numeric") + " array");
   return v;
+}
+
+// A symbol of a piece of text being merged: a span of the text, linked to its
+// neighbours; a merged-away symbol keeps length 0. Symbols are contiguous in the text,
+// so a merged symbol spans both of its parts.
+struct MergeSymbol {
+  std::size_t start, len;
+  int prev, next;
+};
+
+// Merges adjacent symbols, the best candidate pair first (`better` on the keys that
+// `key_of(left, right)` gives, std::nullopt for a pair that does not merge), the
+// leftmost among equals. Candidates wait in a queue, and one whose symbols changed since
+// it was queued is stale and skipped: n symbols take O(n log n), where rescanning every
+// pair after each merge is quadratic.
+template <class Key, class Better, class KeyOf>
+void merge_symbols(std::vector<MergeSymbol>& sym, Better better, KeyOf key_of) {
+  struct Candidate {
+    Key key;
+    int left, right;
+    std::size_t len;
+  };
+  const auto worse = [&](const Candidate& a, const Candidate& b) {
+    return better(b.key, a.key) || (!better(a.key, b.key) && a.left > b.left);
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> queue(worse);
+  const auto consider = [&](int left) {
+    if (left < 0 || sym[static_cast<std::size_t>(left)].next < 0) return;
+    const MergeSymbol& l = sym[static_cast<std::size_t>(left)];
+    const MergeSymbol& r = sym[static_cast<std::size_t>(l.next)];
+    if (const std::optional<Key> key = key_of(l, r)) queue.push({*key, left, l.next, l.len + r.len});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) consider(i);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    MergeSymbol& l = sym[static_cast<std::size_t>(c.left)];
+    if (l.len == 0 || l.next != c.right) continue;
+    MergeSymbol& r = sym[static_cast<std::size_t>(c.right)];
+    if (l.len + r.len != c.len) continue;
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (l.next >= 0) sym[static_cast<std::size_t>(l.next)].prev = c.left;
+    consider(l.prev);
+    consider(c.left);
+  }
 }
 
 }  // namespace
@@ -243,16 +291,10 @@ void Tokenizer::load_llama(const gguf::File& f, const std::vector<int>& type_of,
 }
 
 void Tokenizer::encode_gpt2_word(std::string_view bytes, std::vector<int>& out) const {
-  // Symbols: one byte-level character per input byte, linked so that merging is O(1);
-  // merged pairwise by rank, the lowest first, the leftmost among equals, from a queue
-  // of candidate pairs (a candidate whose symbols changed since it was queued is stale),
-  // so a word of n bytes takes O(n log n), not a rescan of every pair per merge.
+  // Symbols: one byte-level character per input byte, merged pairwise by rank, the
+  // lowest first.
   std::string text;
-  struct Symbol {
-    std::size_t start, len;
-    int prev, next;
-  };
-  std::vector<Symbol> sym;
+  std::vector<MergeSymbol> sym;
   for (unsigned char b : bytes) {
     const std::string& c = byte_map().to_unicode[b];
     const int index = static_cast<int>(sym.size());
@@ -261,40 +303,15 @@ void Tokenizer::encode_gpt2_word(std::string_view bytes, std::vector<int>& out) 
   }
   if (sym.empty()) return;
   sym.back().next = -1;
-  struct Candidate {
-    int rank, left, right;
-    std::size_t len;
-  };
-  const auto worse = [](const Candidate& a, const Candidate& b) {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> queue(worse);
   std::string key;
-  const auto consider = [&](int left) {
-    if (left < 0 || sym[static_cast<std::size_t>(left)].next < 0) return;
-    const Symbol& l = sym[static_cast<std::size_t>(left)];
-    const Symbol& r = sym[static_cast<std::size_t>(l.next)];
+  merge_symbols<int>(sym, std::less<int>(), [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<int> {
     key.assign(text, l.start, l.len);
     key += ' ';
     key.append(text, r.start, r.len);
     const auto it = merge_rank_.find(key);
-    if (it != merge_rank_.end()) queue.push({it->second, left, l.next, l.len + r.len});
-  };
-  for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) consider(i);
-  while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
-    Symbol& l = sym[static_cast<std::size_t>(c.left)];
-    if (l.len == 0 || l.next != c.right) continue;
-    Symbol& r = sym[static_cast<std::size_t>(c.right)];
-    if (l.len + r.len != c.len) continue;
-    l.len += r.len;  // symbols are contiguous in `text`: the merged one spans both
-    r.len = 0;
-    l.next = r.next;
-    if (l.next >= 0) sym[static_cast<std::size_t>(l.next)].prev = c.left;
-    consider(l.prev);
-    consider(c.left);
-  }
+    if (it == merge_rank_.end()) return std::nullopt;
+    return it->second;
+  });
   std::vector<std::string> pieces;
   for (int i = 0; i >= 0; i = sym[static_cast<std::size_t>(i)].next)
     pieces.push_back(text.substr(sym[static_cast<std::size_t>(i)].start, sym[static_cast<std::size_t>(i)].len));
@@ -325,13 +342,9 @@ void Tokenizer::encode_spm_run(std::string_view run, std::vector<int>& out) cons
       text += c;
     }
   }
-  // Symbols: UTF-8 characters (a stray byte is a character of its own), linked so that
-  // merging is O(1); a merged-away symbol keeps length 0.
-  struct Symbol {
-    std::size_t start, len;
-    int prev, next;
-  };
-  std::vector<Symbol> sym;
+  // Symbols: UTF-8 characters (a stray byte is a character of its own), merged pairwise
+  // by the merged piece's score, the highest first.
+  std::vector<MergeSymbol> sym;
   for (std::size_t pos = 0; pos < text.size();) {
     const std::size_t len = std::min(utf8_len(static_cast<unsigned char>(text[pos])), text.size() - pos);
     const int index = static_cast<int>(sym.size());
@@ -340,41 +353,12 @@ void Tokenizer::encode_spm_run(std::string_view run, std::vector<int>& out) cons
   }
   if (sym.empty()) return;
   sym.back().next = -1;
-
-  // Candidate merges, best first: the highest score, then the leftmost. A candidate
-  // whose symbols changed since it was queued is stale and skipped.
-  struct Candidate {
-    float score;
-    int left, right;
-    std::size_t len;
-  };
-  const auto worse = [](const Candidate& a, const Candidate& b) {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> queue(worse);
-  const auto consider = [&](int left) {
-    if (left < 0 || sym[static_cast<std::size_t>(left)].next < 0) return;
-    const Symbol& l = sym[static_cast<std::size_t>(left)];
-    const Symbol& r = sym[static_cast<std::size_t>(l.next)];
-    const auto it = ids_.find(text.substr(l.start, l.len + r.len));
-    if (it == ids_.end()) return;
-    queue.push({scores_[static_cast<std::size_t>(it->second)], left, l.next, l.len + r.len});
-  };
-  for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) consider(i);
-  while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
-    Symbol& l = sym[static_cast<std::size_t>(c.left)];
-    if (l.len == 0 || l.next != c.right) continue;
-    Symbol& r = sym[static_cast<std::size_t>(c.right)];
-    if (l.len + r.len != c.len) continue;
-    l.len += r.len;
-    r.len = 0;
-    l.next = r.next;
-    if (l.next >= 0) sym[static_cast<std::size_t>(l.next)].prev = c.left;
-    consider(l.prev);
-    consider(c.left);
-  }
+  merge_symbols<float>(sym, std::greater<float>(),
+                       [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<float> {
+                         const auto it = ids_.find(text.substr(l.start, l.len + r.len));
+                         if (it == ids_.end()) return std::nullopt;
+                         return scores_[static_cast<std::size_t>(it->second)];
+                       });
   // Merged symbols are pieces by construction; a single character may not be.
   for (int i = 0; i >= 0; i = sym[static_cast<std::size_t>(i)].next) {
     const std::string_view piece = std::string_view(text).substr(sym[static_cast<std::size_t>(i)].start,
