@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <stdexcept>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "harness/machine.h"
@@ -315,9 +317,14 @@ T csv_number(std::string_view text, const std::string& path, unsigned line, std:
   T v{};
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (!text.empty() && ec == std::errc() && ptr == end) return v;
-  throw std::runtime_error(fmt::format("{}: line {}: column {}: '{}' is {}", path, line, column, one_line(text),
-                                       ec == std::errc::result_out_of_range ? "out of range" : "not a number"));
+  const bool parsed = !text.empty() && ec == std::errc() && ptr == end;
+  // Every number qmvlab writes is finite and none is negative (times, bandwidths,
+  // shares, counts, errors): a NaN or a -5 GB/s row is damage, refused where it is read.
+  if (parsed && !(std::is_floating_point_v<T> && !std::isfinite(static_cast<double>(v))) && !(v < T{})) return v;
+  const char* why = !parsed ? (ec == std::errc::result_out_of_range ? "out of range" : "not a number")
+                    : v < T{} ? "negative"
+                              : "not a finite number";
+  throw std::runtime_error(fmt::format("{}: line {}: column {}: '{}' is {}", path, line, column, one_line(text), why));
 }
 template int csv_number<int>(std::string_view, const std::string&, unsigned, std::string_view);
 template std::int64_t csv_number<std::int64_t>(std::string_view, const std::string&, unsigned, std::string_view);

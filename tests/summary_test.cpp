@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "harness/compare.h"
@@ -542,10 +543,16 @@ TEST(SummaryCli, BrokenCsvIsOneLineAndNonZero) {
   const std::string bad = fmt::format("{}", rs.lines[i].row.time_median_us);
   const std::size_t at = csv.find("," + bad + ",");
   ASSERT_NE(at, std::string::npos);
-  csv.replace(at + 1, bad.size(), "fast");
-  std::ofstream(dir + "/default.csv") << csv;
-  expect_error("report --summary " + dir + " --no-markdown",
-               fmt::format("default.csv: line {}: column time_median_us: 'fast' is not a number", i + 2));
+  // Not a number, NaN, an infinity and a negative time: each refused with file, line and column.
+  for (const auto& [value, why] : std::vector<std::pair<std::string, std::string>>{
+           {"fast", "is not a number"}, {"nan", "is not a finite number"}, {"inf", "is not a finite number"},
+           {"-5.5", "is negative"}}) {
+    std::string damaged = csv;
+    damaged.replace(at + 1, bad.size(), value);
+    std::ofstream(dir + "/default.csv") << damaged;
+    expect_error("report --summary " + dir + " --no-markdown",
+                 fmt::format("default.csv: line {}: column time_median_us: '{}' {}", i + 2, value, why));
+  }
   expect_error("report --summary " + dir + "/missing", "no such folder");
   // Neither files nor a folder.
   EXPECT_NE(qmvlab("report").code, 0);
