@@ -237,8 +237,8 @@ constexpr X86Part kX86Parts[] = {
     {"amd", 0x17, 0x60, 0x7F, 0, 15, "zen2"},
     {"amd", 0x17, 0x90, 0x91, 0, 15, "zen2"},
     {"amd", 0x17, 0xA0, 0xAF, 0, 15, "zen2"},
-    // Zen 3 (Milan is model 0x01) and Zen 4 (Genoa 0x11, Bergamo and Siena 0xA0-0xAF)
-    // are one family: only the model range tells the AVX2-only part from the AVX-512 one.
+    // Zen 3 and Zen 4 share a family: only the model range tells the AVX2-only part
+    // from the AVX-512 one.
     {"amd", 0x19, 0x00, 0x0F, 0, 15, "zen3"},
     {"amd", 0x19, 0x20, 0x5F, 0, 15, "zen3"},
     {"amd", 0x19, 0x10, 0x1F, 0, 15, "zen4"},

@@ -685,12 +685,16 @@ def gpu_machine(decode_row):
     return "-".join(w for w in "".join(c if c.isalnum() else " " for c in name).split()) or "unknown-gpu"
 
 
+def prompt_token(meta):
+    """The one-token prompt qmvlab decodes from: the model's BOS token, else 0."""
+    token = (meta or {}).get("tokenizer.ggml.bos_token_id")
+    return token if isinstance(token, int) and token >= 0 else 0
+
+
 def print_dry_run(args, models, n, bench, qmvlab):
     """The commands one call would run, round by round, and where its row would go."""
     for m in models:
-        meta = gguf_metadata(m) if m.is_file() else None
-        token = (meta or {}).get("tokenizer.ggml.bos_token_id")
-        token = token if isinstance(token, int) and token >= 0 else 0
+        token = prompt_token(gguf_metadata(m) if m.is_file() else None)
         env = f"LD_LIBRARY_PATH={shlex.quote(args.llama_bench_libs)}:... " if args.llama_bench_libs else ""
         for r in range(args.rounds):
             print(f"# {m.name}, round {r + 1}/{args.rounds}")
@@ -747,8 +751,7 @@ def timing_main(args):
     with tempfile.TemporaryDirectory() as tmpdir:
         for m in models:
             meta = metas[m]
-            token = meta.get("tokenizer.ggml.bos_token_id")
-            token = token if isinstance(token, int) and token >= 0 else 0
+            token = prompt_token(meta)
             start = time.monotonic()
             on, off, ours, roof = [], [], [], []
             model_type, first = "", None

@@ -15,6 +15,7 @@
 #include "harness/cli/command.h"
 #include "harness/csv.h"
 #include "harness/machine.h"
+#include "harness/output_file.h"
 
 namespace qmv {
 
@@ -101,14 +102,9 @@ std::string read_prompt_file(const std::string& path) {
   if (path == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
+    if (const std::string problem = input_file_problem(path); !problem.empty())
+      throw std::invalid_argument(fmt::format("--prompt-file {}: {}", path, problem));
     std::error_code ec;
-    const auto status = std::filesystem::status(path, ec);
-    if (ec || status.type() == std::filesystem::file_type::not_found)
-      throw std::invalid_argument(fmt::format("--prompt-file {}: no such file", path));
-    if (status.type() == std::filesystem::file_type::directory)
-      throw std::invalid_argument(fmt::format("--prompt-file {}: is a directory", path));
-    if (status.type() != std::filesystem::file_type::regular)
-      throw std::invalid_argument(fmt::format("--prompt-file {}: not a regular file", path));
     if (std::filesystem::file_size(path, ec) > kMaxBytes)
       throw std::invalid_argument(fmt::format("--prompt-file {}: more than 64 MiB", path));
     std::ifstream in(path, std::ios::binary);
