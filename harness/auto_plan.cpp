@@ -67,8 +67,10 @@ std::string model_cache_state(const ModelWeights& weights) {
 
 std::string AutoPlanEvidence::summary() const {
   if (matvecs == 0) return "tuning: the plan names every kernel; nothing for auto to decide";
-  std::string s = fmt::format("tuning: {} matvec shape(s) for auto, {} thread(s), weights {}: ", matvecs, threads,
-                              cache == "cold" ? "from memory (cold)" : "in the cache (warm)");
+  std::string s = backend == Backend::CUDA
+                      ? fmt::format("tuning: {} matvec shape(s) for auto on the GPU: ", matvecs)
+                      : fmt::format("tuning: {} matvec shape(s) for auto, {} thread(s), weights {}: ", matvecs, threads,
+                                    cache == "cold" ? "from memory (cold)" : "in the cache (warm)");
   std::vector<std::string> parts;
   if (measured) parts.push_back(fmt::format("{} measured now in {:.0f} s", measured, seconds));
   if (from_store) parts.push_back(fmt::format("{} from the store", from_store));
@@ -81,10 +83,13 @@ std::string AutoPlanEvidence::summary() const {
 AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& weights,
                                     const AutoPlanOptions& options) {
   AutoPlanEvidence ev;
-  const TuningStore store(options.store_path);
+  const TuningStore store(options.store_path, options.backend);
   ev.store = store.path();
-  ev.cache = model_cache_state(weights);
+  const bool cpu = options.backend == Backend::CPU;
+  // A GPU decode streams its weights from device memory whatever the CPU's caches hold.
+  ev.cache = cpu ? model_cache_state(weights) : "cold";
   ev.threads = options.threads;
+  ev.backend = options.backend;
   if (plan.uses_static_order()) return ev;
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
@@ -95,7 +100,6 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
 
   const std::vector<TuningRow> rows = store.usable_rows(&ev.warning);
   if (!ev.warning.empty()) say(ev.warning);
-  const bool cpu = options.backend == Backend::CPU;
   // The store's figure for a kernel at a matvec (the newest), or null.
   auto stored = [&](const KernelSpec& k, const AutoMatvec& m) -> const TuningRow* {
     const TuningRow* best = nullptr;
@@ -135,7 +139,7 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
       }
     any ? ++ev.from_store : ++ev.unmeasured;
   };
-  if (!options.measure || !cpu || missing.empty()) {
+  if (!options.measure || missing.empty()) {
     for (const AutoMatvec* m : missing) keep_partial(*m);
     return ev;
   }

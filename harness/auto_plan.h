@@ -26,7 +26,7 @@ struct AutoPlanOptions {
   Backend backend = Backend::CPU;
   bool measure = true;    // false (--no-tune): the store's figures only
   double budget_s = 60;   // timing stops once this much has been spent
-  std::string store_path; // "" : TuningStore::default_path()
+  std::string store_path; // "" : TuningStore::default_path(backend)
   // Seconds per repetition of the screening pass and of the finalists' three.
   double screen_min_time_s = 0.02, final_min_time_s = 0.05;
   std::function<void(const std::string&)> progress;  // one line per step, for stderr
@@ -38,6 +38,7 @@ struct AutoPlanEvidence {
   int from_store = 0, measured = 0, unmeasured = 0;
   double seconds = 0;  // spent timing
   int threads = 0;
+  Backend backend = Backend::CPU;
   std::string cache;   // "cold" or "warm": how the model's weights are met
   std::string store;   // the store's path
   std::string warning; // a damaged store, or one that could not be written ("" if neither)
@@ -50,7 +51,7 @@ struct AutoPlanEvidence {
 inline constexpr double kFinalistRatio = 1.25;
 
 // The evidence `auto` needs to decide every matvec `plan` leaves to it on this
-// machine. CUDA matvecs take the store's figures only (the GPU runs fill it).
+// machine, or on this GPU for the CUDA backend.
 AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& weights, const AutoPlanOptions& options);
 
 // qmvlab's own kernels that can run the matvec here, what auto weighs for it; a kernel

@@ -151,6 +151,8 @@ MachineInfo detect() {
     m.gpu = fmt::format("{} sm_{} {}SMs driver {}", dev.name, dev.sm, dev.sm_count,
                         cuda::version_text(dev.driver_version));
     m.gpu_status = "CUDA: " + m.gpu;
+    m.gpu_machine = gpu_machine_name(dev.name);
+    m.gpu_arch = fmt::format("sm_{}", dev.sm);
   } else {
     m.gpu_status = "CUDA: " + dev.why_absent + "; GPU kernels are skipped";
   }
@@ -300,6 +302,19 @@ std::string machine_name(const CpuDescription& cpu) {
     name += "-isa-" + (isa.empty() ? std::string("none") : isa);
   }
   return name;
+}
+
+std::string gpu_machine_name(std::string_view device_name) {
+  std::string slug;
+  for (const char c : device_name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) && u < 0x80)
+      slug += static_cast<char>(std::tolower(u));
+    else if (!slug.empty() && slug.back() != '-')
+      slug += '-';
+  }
+  while (!slug.empty() && slug.back() == '-') slug.pop_back();
+  return slug.empty() ? "unknown-gpu" : slug;
 }
 
 const std::vector<std::pair<std::string_view, std::string_view>>& former_machine_names() {

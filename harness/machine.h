@@ -24,6 +24,8 @@ struct MachineInfo {
   std::string compiler;        // compiler and build type of this binary
   std::string git_commit;      // short hash, "+dirty" when the tree had changes
   std::string gpu;             // "none" or the device name with SM, driver
+  std::string gpu_machine;     // names results/<gpu>/: gpu_machine_name() of the device; "" without one
+  std::string gpu_arch;        // the device's compute capability, "sm_90"; "" without one
   std::string gpu_status;      // one line for people: the device, or why there is none
 };
 
@@ -59,6 +61,11 @@ std::string cpu_microarchitecture(const CpuDescription& cpu);
 // <vendor>-<uarch>-<cores>c[-isa-<features>]; an unknown x86 part is
 // <vendor>-fam<F>-m<M>, so two generations never share a results folder.
 std::string machine_name(const CpuDescription& cpu);
+
+// A GPU's results folder and tuning-store machine: its name lowercased, every run of
+// other characters one dash ("NVIDIA H100 80GB HBM3" is "nvidia-h100-80gb-hbm3"), as
+// scripts/gpu-run.sh names the folder it writes.
+std::string gpu_machine_name(std::string_view device_name);
 
 // Names machines went by before the name told CPUs apart, with the name each has now.
 const std::vector<std::pair<std::string_view, std::string_view>>& former_machine_names();

@@ -104,15 +104,31 @@ class FileLock {
   int fd_;
 };
 
+// Whether a kernel row belongs to the GPU's scope: a CUDA kernel's, by the registry or,
+// for one no longer registered, by its name.
+bool gpu_kernel(const std::string& kernel) {
+  if (const KernelSpec* k = global_registry().find(kernel)) return k->backend == Backend::CUDA;
+  return kernel.find(".cuda.") != std::string::npos;
+}
+
 }  // namespace
+
+StoreScope StoreScope::here() {
+  const MachineInfo& m = machine_info();
+  return {m.machine, usable_isa(), m.gpu_machine, m.gpu_arch};
+}
 
 std::vector<std::string> tuning_store_header() { return {kColumns.begin(), kColumns.end()}; }
 
-TuningStore::TuningStore(std::string path) : path_(path.empty() ? default_path() : std::move(path)) {}
+TuningStore::TuningStore(std::string path, Backend backend)
+    : path_(path.empty() ? default_path(backend) : std::move(path)) {}
 
-std::string TuningStore::default_path() {
+std::string TuningStore::default_path(Backend backend) {
   if (const char* env = std::getenv("QMV_TUNING_STORE"); env && *env) return env;
-  const std::string relative = fmt::format("results/{}/tuning.csv", machine_info().machine);
+  const MachineInfo& m = machine_info();
+  // Without a device no CUDA row is written or used; the CPU's file stands in.
+  const bool gpu = backend == Backend::CUDA && !m.gpu_machine.empty();
+  const std::string relative = fmt::format("results/{}/tuning.csv", gpu ? m.gpu_machine : m.machine);
   const std::filesystem::path tree(QMV_SOURCE_DIR);
   std::error_code ec;
   if (std::filesystem::is_directory(tree / "results", ec)) return (tree / relative).string();
@@ -150,7 +166,7 @@ std::vector<TuningRow> TuningStore::read_all() const {
   return rows;
 }
 
-std::vector<TuningRow> TuningStore::usable_rows(std::string* warning) const {
+std::vector<TuningRow> TuningStore::usable_rows(std::string* warning, const StoreScope& scope) const {
   std::vector<TuningRow> all;
   try {
     all = read_all();
@@ -158,11 +174,14 @@ std::vector<TuningRow> TuningStore::usable_rows(std::string* warning) const {
     if (warning) *warning = fmt::format("tuning store ignored: {}", one_line(e.what()));
     return {};
   }
-  const std::string machine = machine_info().machine, isa = usable_isa();
   std::vector<TuningRow> out;
   for (TuningRow& r : all) {
-    // A row written under a former name of this machine is still this machine's.
-    if (canonical_machine(r.machine) != machine || r.isa != isa) continue;
+    if (r.kind == "kernel" && gpu_kernel(r.kernel)) {
+      if (scope.gpu_machine.empty() || r.machine != scope.gpu_machine || r.isa != scope.gpu_arch) continue;
+    } else if (canonical_machine(r.machine) != scope.cpu_machine || r.isa != scope.cpu_isa) {
+      // A row written under a former name of this machine is still this machine's.
+      continue;
+    }
     if (r.kind == "kernel") {
       const KernelSpec* k = global_registry().find(r.kernel);
       if (!k || r.kernel_build != kernel_build_id(*k) || r.kernel_build == "unknown") continue;
@@ -230,12 +249,13 @@ std::string utc_timestamp() {
   return text.data();
 }
 
-TuningRow tuning_row(const BenchRow& b, const std::string& source) {
+TuningRow tuning_row(const BenchRow& b, const std::string& source, const StoreScope& scope) {
   const MachineInfo& m = machine_info();
+  const bool gpu = b.backend == "cuda";
   TuningRow r;
-  r.machine = m.machine;
-  r.isa = usable_isa();
-  r.cpu_model = m.cpu_model;
+  r.machine = gpu ? scope.gpu_machine : scope.cpu_machine;
+  r.isa = gpu ? scope.gpu_arch : scope.cpu_isa;
+  r.cpu_model = gpu ? b.gpu_name : m.cpu_model;
   r.kernel = b.kernel;
   if (const KernelSpec* k = global_registry().find(b.kernel)) r.kernel_build = kernel_build_id(*k);
   r.op = b.op;
@@ -273,17 +293,21 @@ TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop
 }
 
 void record_in_store(const std::vector<BenchRow>& rows, const std::string& source) {
-  std::vector<TuningRow> out;
+  std::vector<TuningRow> cpu, gpu;
   const CpuTiling usual;
-  for (const BenchRow& b : rows)
-    // What decode would meet: CPU rows (a failed point has no time) under the row tiling
-    // decode runs with.
-    if (b.backend == "cpu" && b.time_median_us > 0 && b.gbps_median > 0 && b.tile_rows == usual.tile_rows &&
-        b.min_parallel_rows == usual.min_parallel_rows)
-      out.push_back(tuning_row(b, source));
-  const TuningStore store;
-  if (const std::string error = store.add(out); !error.empty())
-    std::fprintf(stderr, "qmvlab: the tuning store was not updated: %s\n", error.c_str());
+  const StoreScope scope = StoreScope::here();
+  for (const BenchRow& b : rows) {
+    if (!(b.time_median_us > 0 && b.gbps_median > 0)) continue;  // a failed point has no time
+    // What decode would meet: CPU rows under the row tiling decode runs with; CUDA rows
+    // of weights streamed from memory, on this process's device.
+    if (b.backend == "cpu" && b.tile_rows == usual.tile_rows && b.min_parallel_rows == usual.min_parallel_rows)
+      cpu.push_back(tuning_row(b, source, scope));
+    else if (b.backend == "cuda" && b.cache == "cold" && !scope.gpu_machine.empty())
+      gpu.push_back(tuning_row(b, source, scope));
+  }
+  for (const auto& [backend, out] : {std::pair{Backend::CPU, &cpu}, std::pair{Backend::CUDA, &gpu}})
+    if (const std::string error = TuningStore({}, backend).add(*out); !error.empty())
+      std::fprintf(stderr, "qmvlab: the tuning store was not updated: %s\n", error.c_str());
 }
 
 }  // namespace qmv

@@ -2,13 +2,16 @@
 // come from measurements made here (as FFTW keeps wisdom and Triton its autotune cache).
 //
 // One CSV per machine, `results/<machine>/tuning.csv` (the machine name tells CPUs and
-// ISA masks apart, harness/machine.h), committed like any result. Its rows:
+// ISA masks apart, harness/machine.h), committed like any result; a GPU's rows go to its
+// own folder, `results/<gpu>/tuning.csv`, named by the device and its architecture. Its
+// rows:
 //   kind=kernel  the median time of one kernel on one shape, thread count and cache
 //                state, written by `bench`, `sweep`, `tune` and the `auto` plan as they
 //                measure;
 //   kind=peak    the machine's read bandwidth on a thread count (the roofline `decode`
 //                divides by), written by `peak` and by the first `decode` that needs it.
-// A row is used only on the machine and ISA mask that wrote it, and a kernel row only
+// A row is used only on the machine and ISA mask (for a CUDA kernel: the GPU and its
+// architecture) that wrote it, and a kernel row only
 // while the kernel's build (kernels/build_id.h) is the one measured. A newer row replaces
 // the one of the same key. A damaged file is reported in one line and read as empty;
 // writers take a lock, merge, write aside and rename, so concurrent writers lose no row
@@ -20,8 +23,17 @@
 #include <vector>
 
 #include "harness/csv.h"
+#include "kernels/kernel.h"
 
 namespace qmv {
+
+// Whose measurements a process writes and may use: this CPU within its ISA mask, and
+// this GPU with its architecture (none without a CUDA device).
+struct StoreScope {
+  std::string cpu_machine, cpu_isa;
+  std::string gpu_machine, gpu_arch;  // "" without a device
+  static StoreScope here();
+};
 
 struct TuningRow {
   std::string kind = "kernel";  // "kernel" or "peak"
@@ -48,21 +60,24 @@ std::vector<std::string> tuning_store_header();
 
 class TuningStore {
  public:
-  // `path`: the store file; "" means default_path().
-  explicit TuningStore(std::string path = {});
-  // $QMV_TUNING_STORE when set; else results/<machine>/tuning.csv in the source tree
+  // `path`: the store file; "" means default_path(backend).
+  explicit TuningStore(std::string path = {}, Backend backend = Backend::CPU);
+  // $QMV_TUNING_STORE when set (one file for both backends); else
+  // results/<machine>/tuning.csv, for CUDA results/<gpu>/tuning.csv, in the source tree
   // this binary was built from, or under the working directory when that tree is gone
   // (a bundle run on another machine).
-  static std::string default_path();
+  static std::string default_path(Backend backend = Backend::CPU);
   const std::string& path() const { return path_; }
 
   // Every row of the file; a missing file has none. Throws std::runtime_error naming the
   // file and the line for a damaged one.
   std::vector<TuningRow> read_all() const;
-  // The rows this process may use: this machine and ISA mask, kernel rows of a
-  // registered kernel whose build here is the one measured. A damaged file gives none,
-  // with `warning` (when given) set to one line saying why.
-  std::vector<TuningRow> usable_rows(std::string* warning = nullptr) const;
+  // The rows this process may use: those of `scope` (a CUDA kernel's rows: its GPU and
+  // architecture; all others: its CPU and ISA mask), kernel rows of a registered kernel
+  // whose build here is the one measured. A damaged file gives none, with `warning`
+  // (when given) set to one line saying why.
+  std::vector<TuningRow> usable_rows(std::string* warning = nullptr,
+                                     const StoreScope& scope = StoreScope::here()) const;
   // The newest usable peak row for `threads`.
   std::optional<TuningRow> peak(int threads) const;
 
@@ -78,12 +93,15 @@ class TuningStore {
 
 // The current time as TuningRow::measured_at writes it.
 std::string utc_timestamp();
-// A store row of this machine for a bench row (`source`: the command that timed it).
-TuningRow tuning_row(const BenchRow& bench, const std::string& source);
+// A store row of `scope` for a bench row (`source`: the command that timed it): a CUDA
+// row names the GPU, the others the CPU.
+TuningRow tuning_row(const BenchRow& bench, const std::string& source, const StoreScope& scope = StoreScope::here());
 // A peak row of this machine: `gbps` read by `read_loop` on `threads` threads.
 TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop, int repetitions,
                           const std::string& source);
-// Adds bench rows to the default store, printing one line on stderr if it cannot be written.
+// Adds bench rows to the default store of their backend (what decode would meet: CPU
+// rows under decode's row tiling, cold CUDA rows), printing one line on stderr if it
+// cannot be written.
 void record_in_store(const std::vector<BenchRow>& rows, const std::string& source);
 
 }  // namespace qmv

@@ -180,7 +180,20 @@ TEST(MachineName, ThisMachinesSignatureIsTheKernels) {
             "family " + fields["cpu family"] + " model " + fields["model"] + " stepping " + fields["stepping"]);
   const std::string base = m.machine.substr(0, m.machine.find("-isa-"));
   EXPECT_TRUE(std::regex_match(base, std::regex("[a-z]+-([a-z0-9]+|fam[0-9]+-m[0-9]+(-s[0-9]+)?)-[0-9]+c"))) << base;
-  if (!m.uarch.empty()) EXPECT_NE(base.find("-" + m.uarch + "-"), std::string::npos) << base << " " << m.uarch;
+  if (!m.uarch.empty()) {
+    EXPECT_NE(base.find("-" + m.uarch + "-"), std::string::npos) << base << " " << m.uarch;
+  }
+}
+
+TEST(GpuMachineName, TheDeviceNameAsTheGpuScriptSpellsItsFolder) {
+  // The folders the GPU runs wrote (scripts/gpu-run.sh's gpu_name) from the names the
+  // devices give.
+  EXPECT_EQ(gpu_machine_name("NVIDIA H100 80GB HBM3"), "nvidia-h100-80gb-hbm3");
+  EXPECT_EQ(gpu_machine_name("NVIDIA H200"), "nvidia-h200");
+  EXPECT_EQ(gpu_machine_name("  NVIDIA GeForce RTX 4090 (rev. a1) "), "nvidia-geforce-rtx-4090-rev-a1");
+  EXPECT_EQ(gpu_machine_name("NVIDIA A100-SXM4-80GB"), "nvidia-a100-sxm4-80gb");
+  EXPECT_EQ(gpu_machine_name("\xc3\xa9"), "unknown-gpu");
+  EXPECT_EQ(gpu_machine_name(""), "unknown-gpu");
 }
 
 TEST(CanonicalMachine, FormerNamesResolveWithTheirMaskAndOthersStay) {

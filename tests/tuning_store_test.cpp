@@ -15,7 +15,9 @@
 #include "harness/machine.h"
 #include "kernels/availability.h"
 #include "kernels/build_id.h"
+#include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
+#include "tests/scoped_env.h"
 #include "tests/tiny_model.h"
 
 namespace qmv {
@@ -35,15 +37,17 @@ std::string store_path(const std::string& name) {
   return path;
 }
 
-// A row of this machine for `kernel` as a bench run would write it.
-TuningRow kernel_row(const std::string& kernel, std::int64_t rows, std::int64_t cols, double time_us, int threads = 1) {
+// A row of `scope` for `kernel` as a bench run would write it.
+TuningRow kernel_row(const std::string& kernel, std::int64_t rows, std::int64_t cols, double time_us, int threads = 1,
+                     const StoreScope& scope = StoreScope::here()) {
   const KernelSpec* k = global_registry().find(kernel);
   EXPECT_NE(k, nullptr) << kernel;
   BenchRow b;
   b.kernel = kernel;
   b.op = std::string(to_string(k->op));
   b.weight_type = std::string(to_string(k->weight));
-  b.backend = "cpu";
+  b.backend = std::string(to_string(k->backend));
+  if (k->backend == Backend::CUDA) b.gpu_name = "NVIDIA " + scope.gpu_machine;
   b.rows = rows;
   b.cols = cols;
   b.threads = threads;
@@ -51,7 +55,7 @@ TuningRow kernel_row(const std::string& kernel, std::int64_t rows, std::int64_t 
   b.repetitions = 3;
   b.time_median_us = time_us;
   b.gbps_median = static_cast<double>(bytes_moved(*k, {rows, cols})) / (time_us * 1e3);
-  return tuning_row(b, "test");
+  return tuning_row(b, "test", scope);
 }
 
 std::vector<std::string> kernels_of(const std::vector<TuningRow>& rows) {
@@ -116,6 +120,91 @@ TEST(TuningStore, RowsOfAnotherMachineMaskOrKernelBuildAreNotUsed) {
   ASSERT_EQ(usable.size(), 1u) << ::testing::PrintToString(kernels_of(usable));
   EXPECT_EQ(usable[0].rows, 256);
   EXPECT_FALSE(store.peak(1).has_value());
+}
+
+// A CUDA kernel auto could weigh (one with a known build), registered in every build.
+const KernelSpec& some_cuda_kernel() {
+  for (const KernelSpec& k : global_registry().all())
+    if (k.backend == Backend::CUDA && k.weight == WeightType::Q4_K && kernel_build_id(k) != "unknown") return k;
+  throw std::runtime_error("no Q4_K CUDA kernel is registered");
+}
+
+TEST(TuningStore, RowsOfACudaKernelBelongToTheirGpuAndArchitecture) {
+  const TuningStore store(store_path("gpu"));
+  StoreScope h200 = StoreScope::here();
+  h200.gpu_machine = "nvidia-h200";
+  h200.gpu_arch = "sm_90";
+  const std::string cuda = some_cuda_kernel().name;
+  const TuningRow on_h200 = kernel_row(cuda, 256, 256, 5, 1, h200);
+  EXPECT_EQ(on_h200.machine, "nvidia-h200");
+  EXPECT_EQ(on_h200.isa, "sm_90");
+  EXPECT_EQ(on_h200.cpu_model, "NVIDIA nvidia-h200");
+  StoreScope h100 = h200;
+  h100.gpu_machine = "nvidia-h100-80gb-hbm3";
+  StoreScope sm80 = h200;
+  sm80.gpu_arch = "sm_80";
+  // A CUDA row under the CPU's name, as a writer that ignored the device would leave.
+  TuningRow under_the_cpu = kernel_row(cuda, 1280, 256, 5, 1, h200);
+  under_the_cpu.machine = h200.cpu_machine;
+  under_the_cpu.isa = h200.cpu_isa;
+  const TuningRow cpu_row = kernel_row("q4_K.cpu.scalar_f32", 256, 256, 50, 1, h200);
+  EXPECT_EQ(cpu_row.machine, machine_info().machine);
+  ASSERT_EQ(store.add({on_h200, kernel_row(cuda, 512, 256, 5, 1, h100), kernel_row(cuda, 768, 256, 5, 1, sm80),
+                       under_the_cpu, cpu_row}),
+            "");
+  EXPECT_EQ(kernels_of(store.usable_rows(nullptr, h200)),
+            (std::vector<std::string>{cuda + "@256", "q4_K.cpu.scalar_f32@256"}));
+  EXPECT_EQ(kernels_of(store.usable_rows(nullptr, h100)),
+            (std::vector<std::string>{cuda + "@512", "q4_K.cpu.scalar_f32@256"}));
+  // Without a device no CUDA row is used; the CPU's rows still are.
+  StoreScope no_gpu = h200;
+  no_gpu.gpu_machine.clear();
+  no_gpu.gpu_arch.clear();
+  EXPECT_EQ(kernels_of(store.usable_rows(nullptr, no_gpu)), (std::vector<std::string>{"q4_K.cpu.scalar_f32@256"}));
+}
+
+TEST(TuningStore, BenchRowsGoToTheStoreOfTheirBackend) {
+  // Unset, each backend has its own file: the GPU's folder where a device is here.
+  {
+    const qmv::testing::ScopedEnv unset({{"QMV_TUNING_STORE", std::nullopt}});
+    const std::string cpu = TuningStore::default_path(Backend::CPU);
+    EXPECT_NE(cpu.find("results/" + machine_info().machine + "/tuning.csv"), std::string::npos) << cpu;
+    const std::string gpu_folder = machine_info().gpu_machine.empty() ? machine_info().machine : machine_info().gpu_machine;
+    EXPECT_NE(TuningStore::default_path(Backend::CUDA).find("results/" + gpu_folder + "/tuning.csv"), std::string::npos);
+  }
+  const std::string path = store_path("record");
+  const qmv::testing::ScopedEnv one_file({{"QMV_TUNING_STORE", path}});
+  auto bench_row = [](const KernelSpec& k, const std::string& cache) {
+    BenchRow b;
+    b.kernel = k.name;
+    b.op = std::string(to_string(k.op));
+    b.weight_type = std::string(to_string(k.weight));
+    b.backend = std::string(to_string(k.backend));
+    b.rows = b.cols = 256;
+    b.threads = 1;
+    b.cache = cache;
+    b.tile_rows = CpuTiling{}.tile_rows;
+    b.min_parallel_rows = CpuTiling{}.min_parallel_rows;
+    b.repetitions = 3;
+    b.time_median_us = 10;
+    b.gbps_median = 4;
+    return b;
+  };
+  const KernelSpec& cuda = some_cuda_kernel();
+  BenchRow failed = bench_row(*global_registry().find("q4_K.cpu.scalar_f32"), "cold");
+  failed.rows = 512;
+  failed.time_median_us = failed.gbps_median = 0;
+  record_in_store({bench_row(*global_registry().find("q4_K.cpu.scalar_f32"), "cold"), failed,
+                   bench_row(cuda, "cold"), bench_row(cuda, "warm")},
+                  "test");
+  // The CPU row; the cold CUDA row under the GPU's name where a device is here, else none;
+  // never a failed point or a warm GPU one.
+  std::vector<std::string> expected = {"q4_K.cpu.scalar_f32@256"};
+  if (!machine_info().gpu_machine.empty()) expected.push_back(cuda.name + "@256");
+  const auto rows = TuningStore(path).read_all();
+  EXPECT_EQ(kernels_of(rows), expected);
+  for (const TuningRow& r : rows)
+    EXPECT_EQ(r.machine, r.kernel == cuda.name ? machine_info().gpu_machine : machine_info().machine);
 }
 
 // The store's text with `edit` applied, written back.
@@ -203,13 +292,15 @@ using qmv::testing::TinyQ4K;
 
 
 // Store rows for every candidate of every matvec auto decides on `w`: `fastest` takes
-// 10 us, every other kernel 20 us (cold, as the model's cache state says).
-std::vector<TuningRow> rows_making_fastest(const ModelWeights& w, const std::string& fastest, int threads) {
+// 10 us, every other kernel 20 us (cold, as the model's cache state says; a GPU streams
+// its weights).
+std::vector<TuningRow> rows_making_fastest(const ModelWeights& w, const std::string& fastest, int threads,
+                                           Backend backend = Backend::CPU) {
   std::vector<TuningRow> rows;
   for (const AutoMatvec& m : auto_matvecs(KernelPlan{}, w))
-    for (const KernelSpec* k : auto_candidates(m, Backend::CPU)) {
+    for (const KernelSpec* k : auto_candidates(m, backend)) {
       TuningRow r = kernel_row(k->name, m.shape.rows, m.shape.cols, k->name == fastest ? 10 : 20, threads);
-      r.cache = model_cache_state(w);
+      r.cache = backend == Backend::CPU ? model_cache_state(w) : "cold";
       rows.push_back(r);
     }
   return rows;
@@ -310,6 +401,40 @@ TEST(AutoPlan, MeasuresWhatTheStoreLacksOnceAndSavesIt) {
   const auto again = resolve_plan(KernelPlan{}, m.weights, 1, second.speeds);
   EXPECT_EQ(planned_op(again, "attn_q").kernel, planned_op(planned, "attn_q").kernel);
   EXPECT_NE(planned_op(again, "attn_q").source.find("store, "), std::string::npos);
+}
+
+TEST(AutoPlan, OnTheGpuPicksFromTheGpusRowsAndMeasuresWhatTheyLack) {
+  if (machine_info().gpu_machine.empty()) GTEST_SKIP() << "no CUDA device: the GPU's auto plan is not tested here";
+  const TinyQ4K m;
+  AutoPlanOptions options;
+  options.backend = Backend::CUDA;
+  options.store_path = store_path("gpu_measure");
+  options.screen_min_time_s = options.final_min_time_s = 0.002;
+  const AutoPlanEvidence first = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  ASSERT_GT(first.matvecs, 0);
+  EXPECT_EQ(first.measured, first.matvecs);
+  const AutoPlanEvidence second = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(second.measured, 0);
+  EXPECT_EQ(second.from_store, second.matvecs);
+  for (const TuningRow& r : TuningStore(options.store_path).read_all()) {
+    EXPECT_EQ(r.machine, machine_info().gpu_machine);
+    EXPECT_EQ(r.isa, machine_info().gpu_arch);
+  }
+  // Each Q4_K CUDA kernel in turn made fastest is what auto picks for attn_q.
+  options.measure = false;
+  for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights)) {
+    if (a.kind != OpKind::MatVec || a.shape != Shape{256, 256}) continue;
+    for (const KernelSpec* fastest : auto_candidates(a, Backend::CUDA)) {
+      SCOPED_TRACE(fastest->name);
+      options.store_path = store_path("gpu_" + fastest->name);
+      ASSERT_EQ(TuningStore(options.store_path).add(rows_making_fastest(m.weights, fastest->name, 1, Backend::CUDA)), "");
+      const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+      EXPECT_EQ(ev.from_store, ev.matvecs);
+      const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds, Backend::CUDA);
+      EXPECT_EQ(planned_op(planned, "attn_q").kernel, fastest);
+    }
+    break;
+  }
 }
 
 TEST(AutoPlan, WithoutTuningAnUnmeasuredMatvecTakesTheStaticOrder) {
