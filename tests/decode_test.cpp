@@ -277,6 +277,31 @@ TEST(DecodeCli, TheRooflineComesFromTheStoreOnceMeasured) {
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("measuring the read bandwidth"), std::string::npos) << r.output;
+  // The same loop timed again right after the decode, and the decode's share of it.
+  EXPECT_NE(r.output.find("(avx2.s4 read loop, median of 5 passes); decode reaches "), std::string::npos) << r.output;
+  // A roofline given on the command line has no loop to time again.
+  const CliRun given = qmvlab("decode --model " + model + " --prompt-tokens 1,2 -n 4 --threads 1 --quiet --no-tune "
+                              "--peak-gbps 20");
+  ASSERT_EQ(given.code, 0) << given.output;
+  EXPECT_EQ(given.output.find("read right after"), std::string::npos) << given.output;
+}
+
+nlohmann::json decode_json(const std::string& args);
+
+TEST(DecodeCli, TheReadRightAfterIsTheDecodesShareOfTheSameLoop) {
+  const std::string model = toy_model("llama", "q4_K_m");
+  const std::string store = tmp("tuning-read-after.csv");
+  std::filesystem::remove(store);
+  const testing::ScopedEnv env({{"QMV_TUNING_STORE", store}});
+  ASSERT_EQ(TuningStore(store).add({peak_tuning_row(1, 12.5, "avx2.s4", 7, "peak")}), "");
+  const nlohmann::json j = decode_json("--model " + model + " --prompt-tokens 1,2 -n 4 --threads 1 --quiet --no-tune");
+  ASSERT_TRUE(j.contains("read_after_gbps")) << j.dump();
+  const double gbps = j["read_after_gbps"], pct = j["read_after_pct"];
+  EXPECT_GT(gbps, 0.1);
+  const double expected = 100.0 * j["decode_tok_s"].get<double>() * j["bytes_per_token"].get<double>() / (gbps * 1e9);
+  EXPECT_NEAR(pct, expected, 1e-6 * expected);
+  // The stored figure stays the roofline.
+  EXPECT_DOUBLE_EQ(j["peak_gbps"].get<double>(), 12.5);
 }
 
 nlohmann::json decode_json(const std::string& args) {
@@ -380,7 +405,7 @@ TEST(DecodeCli, CsvRowsHoldEachOpsTimeAndAnOlderFileIsWidened) {
   for (std::stringstream ss(header); ss.good();) {
     std::string name;
     std::getline(ss, name, ',');
-    const bool op_time = name == "op_timed_tokens" ||
+    const bool op_time = name == "op_timed_tokens" || name.rfind("read_after_", 0) == 0 ||
                          (name.find("_ms_per_token") != std::string::npos && name != "decode_ms_per_token");
     if (!op_time) older += (older.empty() ? "" : ",") + name;
   }
@@ -401,7 +426,7 @@ TEST(DecodeCli, CsvRowsHoldEachOpsTimeAndAnOlderFileIsWidened) {
   }
   const CliRun apart = qmvlab(run + "--plan ffn_up_gate=none --out " + csv);
   ASSERT_EQ(apart.code, 0) << apart.output;
-  EXPECT_NE(apart.output.find("rewritten with the per-op time columns"), std::string::npos) << apart.output;
+  EXPECT_NE(apart.output.find("rewritten with the newer columns"), std::string::npos) << apart.output;
   const CliRun fused = qmvlab(run + "--plan ffn_up_gate=q8_0.cpu.avx2_r8x2_up_gate_q8_1 --out " + csv);
   const bool has_fused = fused.code == 0;
   if (!has_fused) {  // a CPU without AVX2 cannot run the fused kernel: the error says so

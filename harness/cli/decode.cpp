@@ -153,11 +153,18 @@ std::vector<std::string> decode_header_without_op_times() {
 // Then, before `command`: the tokens the per-op times average over and one
 // `<op>_ms_per_token` column per op of model/ops.h, so the ops of one run can be set
 // against each other in the file.
-std::vector<std::string> decode_header() {
+std::vector<std::string> decode_header_without_read_after() {
   std::vector<std::string> h = decode_header_without_op_times();
   std::vector<std::string> op_columns = {"op_timed_tokens"};
   for (const OpInfo& op : kOps) op_columns.push_back(fmt::format("{}_ms_per_token", op.name));
   h.insert(h.end() - 1, op_columns.begin(), op_columns.end());
+  return h;
+}
+
+// Then the roofline's read loop timed right after the decode, and the decode's share of it.
+std::vector<std::string> decode_header() {
+  std::vector<std::string> h = decode_header_without_read_after();
+  h.insert(h.end() - 1, {"read_after_gbps", "read_after_pct"});
   return h;
 }
 
@@ -222,7 +229,29 @@ void print_routing(const std::vector<PlannedMatvec>& planned, const StepTimes& t
 struct Roofline {
   double gbps = 0;  // 0: no roofline
   std::string source;
+  std::string read_loop;  // the CPU read loop that measured it; "" when given or on the GPU
 };
+
+// The roofline's read loop timed again right after the decode: a machine whose
+// bandwidth drifts by tens of percent over minutes (a shared host) moves a share of a
+// figure measured once with it; a share of the same loop in the same minute as the
+// decode moves only with the decode.
+struct ReadAfter {
+  double gbps = 0;  // its median; 0: not measured
+  int passes = 0;
+};
+constexpr int kReadAfterPasses = 5;
+
+ReadAfter read_right_after(const Roofline& roofline, int threads) {
+  if (roofline.read_loop.empty()) return {};
+  try {
+    const PeakResult p = measure_read_bandwidth(threads, kReadAfterPasses, roofline.read_loop);
+    return {p.median_gbps, p.repetitions};
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "qmvlab: the read loop {} was not timed after the decode: {}\n", roofline.read_loop, e.what());
+    return {};
+  }
+}
 
 // --peak-gbps when given; on the GPU its measured streaming read; on the CPU the
 // figure `qmvlab peak` keeps in the tuning store for this machine and thread count, or,
@@ -234,8 +263,9 @@ Roofline roofline_bandwidth(double given_gbps, bool no_peak, int threads, Backen
   if (backend == Backend::CUDA) return {cuda_read_bandwidth_gbps(), "the GPU's read, measured now"};
   const TuningStore store;
   if (const auto row = store.peak(threads))
-    return {row->gbps, fmt::format("{} read loop median, from the tuning store, {} by {}", row->kernel, row->date(),
-                                   row->source)};
+    return {row->gbps,
+            fmt::format("{} read loop median, from the tuning store, {} by {}", row->kernel, row->date(), row->source),
+            row->kernel};
   fmt::print(stderr, "measuring the read bandwidth on {} thread(s) for the roofline (once; kept in {})\n", threads,
              store.path());
   const PeakResult p = measure_read_bandwidth(threads, 7);
@@ -243,7 +273,7 @@ Roofline roofline_bandwidth(double given_gbps, bool no_peak, int threads, Backen
                                                            "decode")});
       !error.empty())
     fmt::print(stderr, "qmvlab: the tuning store was not updated: {}\n", error);
-  return {p.steady_gbps(), fmt::format("{} read loop median, measured now", p.steady_loop())};
+  return {p.steady_gbps(), fmt::format("{} read loop median, measured now", p.steady_loop()), p.steady_loop()};
 }
 
 StepTimes add_counts(StepTimes a, const StepTimes& b) {
@@ -536,6 +566,9 @@ int DecodeCommand::run(const std::string& command_line) {
 
   const double peak = roofline.gbps;
   const double roofline_tok_s = peak > 0 ? peak * 1e9 / r.bytes_per_token : 0;
+  // After the peak resident memory is read: its buffer is not the decode's.
+  const ReadAfter after = r.decode_steps > 0 ? read_right_after(roofline, o.threads) : ReadAfter{};
+  const double after_pct = after.gbps > 0 ? 100 * r.decode_tok_s() * r.bytes_per_token / (after.gbps * 1e9) : 0.0;
 
   fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
              weight_bytes / 1e6);
@@ -576,6 +609,9 @@ int DecodeCommand::run(const std::string& command_line) {
       fmt::print("roofline: {:.2f} MB/token (weights + KV cache) at {:.2f} GB/s read bandwidth ({}) = "
                  "{:.2f} tok/s; decode reaches {:.1f}% of it\n",
                  r.bytes_per_token / 1e6, peak, roofline.source, roofline_tok_s, 100 * r.decode_tok_s() / roofline_tok_s);
+    if (after.gbps > 0)
+      fmt::print("read right after: {:.2f} GB/s ({} read loop, median of {} passes); decode reaches {:.1f}% of it\n",
+                 after.gbps, roofline.read_loop, after.passes, after_pct);
     if (backend == Backend::CUDA) {
       fmt::print("\nper-op time during decode (GPU):\n");
       print_cuda_breakdown(gpu);
@@ -649,6 +685,10 @@ int DecodeCommand::run(const std::string& command_line) {
       j["tuning"] = tuning;
     }
     j["roofline_pct"] = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
+    if (after.gbps > 0) {
+      j["read_after_gbps"] = after.gbps;
+      j["read_after_pct"] = after_pct;
+    }
     if (op_timed > 0) {
       nlohmann::json per_op;
       for (int i = 0; i < kOpCount; ++i)
@@ -675,8 +715,8 @@ int DecodeCommand::run(const std::string& command_line) {
   if (!o.csv_out.empty()) {
     const RunContext ctx = current_context(command_line);
     const std::string path = expand_machine(o.csv_out);
-    if (widen_csv_header(path, decode_header(), {decode_header_without_op_times()}))
-      fmt::print("{}: rewritten with the per-op time columns, empty in its earlier rows\n", path);
+    if (widen_csv_header(path, decode_header(), {decode_header_without_op_times(), decode_header_without_read_after()}))
+      fmt::print("{}: rewritten with the newer columns, empty in its earlier rows\n", path);
     CsvWriter csv(path, decode_header(), true);
     const std::string file = o.model.substr(o.model.find_last_of('/') + 1);
     std::vector<std::string> fields = {
@@ -694,6 +734,8 @@ int DecodeCommand::run(const std::string& command_line) {
                routes_outliers(planned) ? std::to_string(routable_calls) : ""};
     const auto ops = op_time_fields(op_times, op_timed);
     fields.insert(fields.end(), ops.begin(), ops.end());
+    fields.push_back(after.gbps > 0 ? fmt::format("{:.3f}", after.gbps) : "");
+    fields.push_back(after.gbps > 0 ? fmt::format("{:.2f}", after_pct) : "");
     fields.push_back(ctx.command);
     csv.write(fields);
     fmt::print("appended a row to {}\n", csv.path());
