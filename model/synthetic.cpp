@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "model/tokenizer.h"
 
 namespace qmv {
 namespace {
@@ -276,26 +278,17 @@ SyntheticPlan plan_synthetic_model(const SyntheticSpec& spec) {
 
 namespace {
 
-// GPT-2's byte-to-unicode map: printable Latin-1 bytes stand for themselves, the
-// others for U+0100 onwards. `order` lists the bytes in the order GPT-2 numbers its
-// byte tokens (the printable ones first).
-struct ByteLevel {
-  std::string text[256];  // byte -> UTF-8 of its code point
-  int order[256];
-  ByteLevel() {
-    int n = 0, extra = 0;
-    auto printable = [](int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); };
+// The byte-level alphabet's bytes in the order GPT-2 numbers its byte tokens: the
+// printable ones first.
+std::array<unsigned char, 256> byte_token_order() {
+  std::array<unsigned char, 256> order{};
+  int n = 0;
+  for (const bool printable : {true, false})
     for (int b = 0; b < 256; ++b)
-      if (printable(b)) order[n++] = b;
-    for (int b = 0; b < 256; ++b)
-      if (!printable(b)) order[n++] = b;
-    for (int b = 0; b < 256; ++b) {
-      const int cp = printable(b) ? b : 256 + extra++;
-      text[b] = cp < 0x80 ? std::string(1, static_cast<char>(cp))
-                          : std::string{static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-    }
-  }
-};
+      if (ByteLevelAlphabet::printable(static_cast<unsigned char>(b)) == printable)
+        order[n++] = static_cast<unsigned char>(b);
+  return order;
+}
 
 // Text the merges are learned from: plain ASCII prose without apostrophes, so that the
 // simple splitter below cuts it exactly where the GPT-2 pre-tokenizer does.
@@ -387,7 +380,7 @@ class MergeTable {
 };
 
 struct VocabBuilder {
-  const ByteLevel bl;
+  const ByteLevelAlphabet& alphabet = byte_level_alphabet();
   SyntheticVocab v;
   std::unordered_map<std::string, int> ids;
   std::vector<std::vector<int>> bytes_of;  // each token's text as byte-token ids
@@ -402,10 +395,11 @@ struct VocabBuilder {
   }
 
   VocabBuilder() {
+    const auto order = byte_token_order();
     for (int k = 0; k < 256; ++k) {
-      const int b = bl.order[k];
+      const int b = order[k];
       byte_id[b] = k;
-      add_token(bl.text[b], 1, {k});
+      add_token(alphabet.text[b], 1, {k});
     }
     add_token("<|bos|>", 3, {});
     add_token("<|eos|>", 3, {});
@@ -478,7 +472,7 @@ struct VocabBuilder {
   // with or without a leading space) followed by a short run of letters. The result is
   // again one piece for the GPT-2 pre-tokenizer, so the tokenizer can reach it.
   void fill(int vocab_size) {
-    const std::string space = bl.text[' '];
+    const std::string space = alphabet.text[' '];
     auto letters = [](std::string_view s) {
       return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; });
     };

@@ -12,36 +12,31 @@
 #include <memory>
 
 namespace qmv {
-namespace {
 
-// GPT-2's reversible map from bytes to printable code points: printable Latin-1
-// bytes map to themselves, the rest to U+0100 onwards, so every byte string is a
-// string of visible characters (a space is 'Ġ', U+0120).
-struct ByteMap {
-  std::string to_unicode[256];                 // byte -> UTF-8 of its code point
-  std::unordered_map<std::string, int> to_byte;  // UTF-8 of a code point -> byte
-  ByteMap() {
-    int extra = 0;
-    for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      const int cp = printable ? b : 256 + extra++;
-      std::string s;
-      if (cp < 0x80) {
-        s += static_cast<char>(cp);
-      } else {
-        s += static_cast<char>(0xC0 | (cp >> 6));
-        s += static_cast<char>(0x80 | (cp & 0x3F));
-      }
-      to_unicode[b] = s;
-      to_byte[s] = b;
+// A reversible map: every byte string is a string of visible characters (a space is
+// 'Ġ', U+0120).
+ByteLevelAlphabet::ByteLevelAlphabet() {
+  int extra = 0;
+  for (int b = 0; b < 256; ++b) {
+    const int cp = printable(static_cast<unsigned char>(b)) ? b : 256 + extra++;
+    std::string s;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
     }
+    text[b] = s;
+    to_byte[s] = b;
   }
-};
+}
 
-const ByteMap& byte_map() {
-  static const ByteMap m;
+const ByteLevelAlphabet& byte_level_alphabet() {
+  static const ByteLevelAlphabet m;
   return m;
 }
+
+namespace {
 
 // Length of the UTF-8 sequence starting with lead byte c (1 for invalid bytes).
 std::size_t utf8_len(unsigned char c) {
@@ -296,7 +291,7 @@ void Tokenizer::encode_gpt2_word(std::string_view bytes, std::vector<int>& out) 
   std::string text;
   std::vector<MergeSymbol> sym;
   for (unsigned char b : bytes) {
-    const std::string& c = byte_map().to_unicode[b];
+    const std::string& c = byte_level_alphabet().text[b];
     const int index = static_cast<int>(sym.size());
     sym.push_back({text.size(), c.size(), index - 1, index + 1});
     text += c;
@@ -444,8 +439,8 @@ std::string Tokenizer::decode(int token) const {
   std::string bytes;
   for (std::size_t i = 0; i < piece.size();) {
     const std::size_t n = utf8_len(static_cast<unsigned char>(piece[i]));
-    const auto it = byte_map().to_byte.find(piece.substr(i, n));
-    if (it == byte_map().to_byte.end()) {
+    const auto it = byte_level_alphabet().to_byte.find(piece.substr(i, n));
+    if (it == byte_level_alphabet().to_byte.end()) {
       bytes += piece.substr(i, n);  // not a byte-level character: keep it as it is
     } else {
       bytes += static_cast<char>(it->second);

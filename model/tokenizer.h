@@ -43,6 +43,19 @@ struct TokenizerError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// GPT-2's byte-level alphabet: each byte is one code point, the printable Latin-1 bytes
+// themselves and the others U+0100 onwards, in byte order; byte-level vocabularies spell
+// every token in it and number the byte tokens printable ones first.
+struct ByteLevelAlphabet {
+  static bool printable(unsigned char b) {
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+  }
+  std::string text[256];                         // byte -> UTF-8 of its code point
+  std::unordered_map<std::string, int> to_byte;  // UTF-8 of a code point -> byte
+  ByteLevelAlphabet();
+};
+const ByteLevelAlphabet& byte_level_alphabet();
+
 class Tokenizer {
  public:
   // Throws TokenizerError for a tokenizer model or pre-tokenizer this runner lacks, and

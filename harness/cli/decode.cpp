@@ -258,9 +258,9 @@ ReadAfter read_right_after(const Roofline& roofline, int threads) {
 // where there is none yet, the read family measured now (its steadiest median, as
 // `peak` keeps it) and kept there, so every later decode divides by the same figure.
 Roofline roofline_bandwidth(double given_gbps, bool no_peak, int threads, Backend backend) {
-  if (given_gbps > 0) return {given_gbps, "--peak-gbps"};
+  if (given_gbps > 0) return {given_gbps, "--peak-gbps", {}};
   if (no_peak) return {};
-  if (backend == Backend::CUDA) return {cuda_read_bandwidth_gbps(), "the GPU's read, measured now"};
+  if (backend == Backend::CUDA) return {cuda_read_bandwidth_gbps(), "the GPU's read, measured now", {}};
   const TuningStore store;
   if (const auto row = store.peak(threads))
     return {row->gbps,
