@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Optional: installs llama.cpp's Python binding (llama-cpp-python) and the gguf package
 # into their own venv, .venv-llamacpp, for the token comparison of
-# scripts/compare_llamacpp.py (--tokens). Kept apart from .venv so the project's own
-# tests never depend on it; CI does not run this. A no-op when it is already installed.
+# scripts/llamacpp_tokens.py (formerly compare_llamacpp.py --tokens). Kept apart from
+# .venv so the project's own tests never depend on it; CI does not run this. A no-op
+# when it is already installed.
 #
 # The binding is installed without its own llama.cpp build (LLAMA_BUILD=OFF: the
 # package is then its Python code only, seconds to install) and loads the pinned build
 # scripts/install-peers.sh makes, through LLAMA_CPP_LIB_PATH, which
-# compare_llamacpp.py sets: tokens and timings then come from the very same library.
+# llamacpp_tokens.py sets: tokens and timings then come from the very same library.
 # The two are the same version (LLAMA_CPP_PYTHON_VERSION picks another for both), so
 # the binding's declarations match the library's.
 set -euo pipefail

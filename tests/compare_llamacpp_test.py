@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""scripts/compare_llamacpp.py's timing mode on a toy model (fresh seed):
+"""scripts/compare_llamacpp.py, the decode timing against llama-bench, on a toy model
+(fresh seed):
 
 - against a stand-in llama-bench that reports fresh random speeds and logs its
   arguments: it is called with -p 0, the given -n and -t, --repack 1 and 0 in every
@@ -10,6 +11,8 @@
 - the errors: a missing model or a file that is not GGUF (exit 2), a llama-bench that
   fails (exit 1, its stderr shown), no llama-bench (exit 3, "skipped"), an --out whose
   header is another file's (exit 2, the file untouched); each one line, no traceback;
+- its former --tokens mode is an alias: `--tokens --help` names scripts/llamacpp_tokens.py
+  on stderr and prints that tool's help;
 - with the pinned llama-bench, when it is there: a real run whose row says the model's
   weights and the peer build.
 Exit 77 only when all but the last passed and the pinned build is not there.
@@ -183,6 +186,12 @@ def main():
         expect_error(args, "another file's header", 2, str(other), "--model", model, "--llama-bench", fake,
                      "--out", other)
         check(other.read_text() == "a,b,c\n1,2,3\n", "a CSV with another header is left as it was")
+
+        # --tokens runs scripts/llamacpp_tokens.py with the other arguments.
+        alias = subprocess.run([sys.executable, args.script, "--tokens", "--help"], capture_output=True, text=True)
+        check(alias.returncode == 0 and "llamacpp_tokens.py" in alias.stderr and "--golden" in alias.stdout
+              and "--rounds" not in alias.stdout,
+              f"--tokens --help: exit {alias.returncode}, stderr {alias.stderr.strip()[:200]!r}")
 
         # The pinned build itself.
         if not Path(args.llama_bench).is_file():

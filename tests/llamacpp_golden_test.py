@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """qmvlab's greedy decode on the real model against llama.cpp's, recorded by
-scripts/compare_llamacpp.py --golden (so this test needs no llama.cpp build). For each
+scripts/llamacpp_tokens.py --golden (so this test needs no llama.cpp build). For each
 recorded prompt, `qmvlab decode` gets llama.cpp's prompt token ids and must generate the
 same first 32 tokens (or all of them when fewer were recorded) as one of llama.cpp's two
 recorded runs:

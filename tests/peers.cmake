@@ -14,7 +14,7 @@ add_test(NAME make_model_llamacpp
           --llama-bench ${qmv_llama_bench})
 set_tests_properties(make_model_llamacpp PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
-# scripts/compare_llamacpp.py's timing mode on a toy model: its CSV row holds what the
+# scripts/compare_llamacpp.py (llama-bench against qmvlab decode) on a toy model: its CSV row holds what the
 # two tools reported, and each error is one line with its own exit status.
 add_test(NAME compare_llamacpp_script
   COMMAND ${QMV_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/compare_llamacpp_test.py --qmvlab $<TARGET_FILE:qmvlab>
