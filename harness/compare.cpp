@@ -24,14 +24,14 @@
 namespace qmv {
 namespace {
 
+// csv_number's checks (whole, finite, not negative), as compare's error.
 template <class T>
 T parse_number(const std::string& text, const std::string& path, unsigned line, const char* column) {
-  T v{};
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || ptr != end)
-    throw CompareError(fmt::format("{}: line {}: column {}: '{}' is not a number", path, line, column, one_line(text)));
-  return v;
+  try {
+    return csv_number<T>(text, path, line, column);
+  } catch (const std::runtime_error& e) {
+    throw CompareError(e.what());
+  }
 }
 
 std::string shape_text(const ResultRow& r) { return fmt::format("{}x{}", r.rows, r.cols); }
@@ -155,6 +155,9 @@ ResultsFile read_results_csv(const std::string& path) {
     while (in.read_row(kernel, weight, backend, rows, cols, threads, cache, time, gbps, pct, status,
                        machine, cpu_model, gpu, commit, op, act_format, act_quant, act_quant_us)) {
       const unsigned line = in.get_file_line();
+      if (has_status && !known_sweep_status(status))
+        throw CompareError(fmt::format("{}: line {}: column status: '{}' is not a sweep status ({})", path, line,
+                                       one_line(status), kSweepStatuses));
       if (has_status && status != "ok") {
         ++f.skipped_not_ok;
         continue;

@@ -110,11 +110,7 @@ CsvWriter::CsvWriter(const std::string& path, const std::vector<std::string>& he
   if (ec) throw std::runtime_error(fmt::format("{}: cannot create directory: {}", path, ec.message()));
   const bool exists = target == OutputTarget::Regular && std::filesystem::file_size(p, ec) > 0;
   if (append && exists) {
-    std::ifstream in(path);
-    std::string first;
-    std::getline(in, first);
-    if (!first.empty() && first.back() == '\r') first.pop_back();
-    if (first != join(header))
+    if (header_line_of(path) != join(header))
       throw std::runtime_error(fmt::format(
           "{}: cannot append, its header differs from this command's columns", path));
     out_.open(path, std::ios::app);
@@ -312,6 +308,29 @@ std::string csv_read_error(const std::string& path, unsigned line, const std::ex
   return fmt::format("{}: {}", at, error.what());
 }
 
+std::string_view header_line(std::string_view text) {
+  std::string_view line = text.substr(0, text.find('\n'));
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
+std::string header_line_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));
+  std::string first;
+  std::getline(in, first);
+  return std::string(header_line(first));
+}
+
+void require_input_file(const std::string& path) {
+  if (const std::string problem = input_file_problem(path); !problem.empty())
+    throw std::runtime_error(fmt::format("{}: {}", path, problem));
+}
+
+bool known_sweep_status(std::string_view status) {
+  return status == "ok" || status == "failed" || status == "skipped";
+}
+
 template <class T>
 T csv_number(std::string_view text, const std::string& path, unsigned line, std::string_view column) {
   T v{};
@@ -321,7 +340,11 @@ T csv_number(std::string_view text, const std::string& path, unsigned line, std:
   // Every number qmvlab writes is finite and none is negative (times, bandwidths,
   // shares, counts, errors): a NaN or a -5 GB/s row is damage, refused where it is read.
   if (parsed && !(std::is_floating_point_v<T> && !std::isfinite(static_cast<double>(v))) && !(v < T{})) return v;
-  const char* why = !parsed ? (ec == std::errc::result_out_of_range ? "out of range" : "not a number")
+  // An unsigned reader does not parse a sign: "-7" is a negative number all the same.
+  const bool minus = std::is_unsigned_v<T> && !text.empty() && text.front() == '-' &&
+                     std::from_chars(text.data() + 1, end, v).ptr == end;
+  const char* why = minus ? "negative"
+                    : !parsed ? (ec == std::errc::result_out_of_range ? "out of range" : "not a number")
                     : v < T{} ? "negative"
                               : "not a finite number";
   throw std::runtime_error(fmt::format("{}: line {}: column {}: '{}' is {}", path, line, column, one_line(text), why));
@@ -338,12 +361,11 @@ using csv_columns::Fields;
 }  // namespace
 
 CsvKind detect_csv_kind(const std::string& path) {
-  if (const std::string problem = input_file_problem(path); !problem.empty())
-    throw std::runtime_error(fmt::format("{}: {}", path, problem));
-  std::ifstream in(path);
-  std::string first;
-  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));
-  if (!std::getline(in, first)) throw std::runtime_error(fmt::format("{}: empty file", path));
+  require_input_file(path);
+  const std::string first = header_line_of(path);
+  std::error_code ec;
+  if (first.empty() && std::filesystem::file_size(path, ec) == 0 && !ec)
+    throw std::runtime_error(fmt::format("{}: empty file", path));
   for (bool gpu : {false, true}) {
     if (first == join(bench_header(gpu))) return CsvKind::Bench;
     for (const auto& h : legacy_bench_headers(gpu))
@@ -373,6 +395,7 @@ std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
       "rotation_bytes", "gpu_name", "gpu_sm_count", "gpu_driver", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz",
       "gpu_bus_bits", "gpu_l2_bytes", "act_quant", "act_quant_median_us", "prepare_us", "prepared_bytes"};
   std::vector<BenchRow> rows;
+  require_input_file(path);
   csv_columns::read(path, "bench", kNames, 27, [&](const Fields& f) {
     if (ctx && rows.empty())
       *ctx = {f["machine"], f["cpu_model"], f["gpu"], f["compiler"], f["git_commit"], f["command"]};
@@ -426,6 +449,7 @@ std::vector<CheckRow> read_check_csv(const std::string& path) {
       "nmse_kernel", "max_abs_kernel", "max_rel_kernel", "nmse_e2e", "max_abs_e2e", "tol_nmse_kernel",
       "tol_max_rel_kernel", "tol_nmse_e2e", "passed", "failure"};
   std::vector<CheckRow> rows;
+  require_input_file(path);
   csv_columns::read(path, "check", kNames, kNames.size(), [&](const Fields& f) {
     CheckRow r;
     r.kernel = f["kernel"];
@@ -458,11 +482,7 @@ bool widen_csv_header(const std::string& path, const std::vector<std::string>& h
   if (header.size() > kMaxColumns) throw std::logic_error("widen_csv_header: more columns than it reads");
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path) || std::filesystem::file_size(path, ec) == 0) return false;
-  std::string first;
-  {
-    std::ifstream in(path);
-    std::getline(in, first);
-  }
+  const std::string first = header_line_of(path);
   if (first == join(header)) return false;
   const auto was = std::find_if(older.begin(), older.end(), [&](const auto& h) { return first == join(h); });
   if (was == older.end()) return false;
@@ -500,6 +520,7 @@ std::vector<PeakRow> read_peak_csv(const std::string& path) {
                                                         "gbps_best",      "gbps_median",  "device",
                                                         "datasheet_gbps", "read_loop",    "huge_page_pct"};
   std::vector<PeakRow> rows;
+  require_input_file(path);
   csv_columns::read(path, "peak", kNames, 5, [&](const Fields& f) {
     PeakRow r;
     r.threads = f.number<int>("threads");

@@ -173,6 +173,22 @@ std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx = 
 std::vector<CheckRow> read_check_csv(const std::string& path);
 std::vector<PeakRow> read_peak_csv(const std::string& path);
 
+// The first line of a results file, without its line end: every reader matches our
+// headers by it, and a file saved with CRLF line ends (fast-cpp-csv-parser reads its
+// rows either way) must read as the same file with LF. header_line_of(path) reads it ("" for
+// an empty file); throws std::runtime_error naming a file it cannot open.
+std::string_view header_line(std::string_view text);
+std::string header_line_of(const std::string& path);
+
+// Throws std::runtime_error "<path>: <why>" when `path` is not a regular file one can
+// read as input: missing, a directory, a FIFO (input_file_problem, output_file.h).
+void require_input_file(const std::string& path);
+
+// The statuses a sweep row is written with (harness/cli/sweep.cpp): "ok" (checked and
+// timed), "failed" (its check failed or its run threw), "skipped" (it cannot run here).
+bool known_sweep_status(std::string_view status);
+inline constexpr const char* kSweepStatuses = "ok, failed, skipped";
+
 // For every reader of results CSVs (these, sweeps, compare): one line naming the file,
 // and the line where the reader stopped, for an exception fast-cpp-csv-parser threw
 // (its own messages leave the line of a header fault at -1). `line` is the reader's

@@ -68,6 +68,42 @@ bool valid_name(std::string_view s) {
 
 }  // namespace
 
+std::string exclusions_removed_all(std::string_view globs, const Registry& registry) {
+  std::string include;
+  std::vector<std::string> exclude;
+  for (std::size_t start = 0; start <= globs.size();) {
+    const std::size_t end = std::min(globs.find(',', start), globs.size());
+    const std::string_view pattern = globs.substr(start, end - start);
+    start = end + 1;
+    if (pattern.size() > 1 && pattern.front() == '!') {
+      exclude.emplace_back(pattern.substr(1));
+    } else if (!pattern.empty() && pattern.front() != '!') {
+      include += (include.empty() ? "" : ",") + std::string(pattern);
+    }
+  }
+  if (exclude.empty()) return "";
+  std::vector<std::string> matched;
+  if (include.empty()) {
+    for (const KernelSpec& k : registry.all()) matched.push_back(k.name);
+  } else {
+    for (const KernelSpec* k : registry.select(include)) matched.push_back(k->name);
+  }
+  if (matched.empty()) return "";
+  std::string removing;
+  for (const std::string& x : exclude)
+    if (std::any_of(matched.begin(), matched.end(), [&](const std::string& n) { return glob_match_any(x, n); }))
+      removing += (removing.empty() ? "'!" : "', '!") + x;
+  const bool several = removing.find(',') != std::string::npos;
+  const std::string exclusions = fmt::format("the exclusion{} {}'", several ? "s" : "", removing);
+  if (include.empty()) return fmt::format("{} {} every kernel: none is left", exclusions, several ? "remove" : "removes");
+  constexpr std::size_t kNamed = 4;
+  std::string names;
+  for (std::size_t i = 0; i < std::min(matched.size(), kNamed); ++i) names += (i ? ", " : "") + matched[i];
+  if (matched.size() > kNamed) names += fmt::format(", ... ({} in all)", matched.size());
+  return fmt::format("'{}' matches {}, and {} {} {}: no kernel is left", include, names, exclusions,
+                     several ? "remove" : "removes", matched.size() == 1 ? "it" : "them all");
+}
+
 Experiment parse_experiment(std::string_view text, const std::string& source, const Registry& registry) {
   toml::table root;
   try {
@@ -103,8 +139,10 @@ Experiment parse_experiment(std::string_view text, const std::string& source, co
   for (const auto& g : e.kernel_globs) globs += (globs.empty() ? "" : ",") + g;
   for (const std::string& x : registry.unmatched_exclusions(globs))
     r.fail("kernels", fmt::format("'{}' excludes no kernel (see `qmvlab list`)", x));
-  if (registry.select(globs).empty())
+  if (registry.select(globs).empty()) {
+    if (const std::string why = exclusions_removed_all(globs, registry); !why.empty()) r.fail("kernels", why);
     r.fail("kernels", fmt::format("no kernel matches '{}' (see `qmvlab list`)", globs));
+  }
 
   r.array("shapes", true, "preset names or \"ROWSxCOLS[:OP]\" strings", [&](const toml::node& n) {
     if (!n.is_string()) r.fail("shapes", n.source(), "expected a preset name or \"ROWSxCOLS[:OP]\" string");
@@ -306,6 +344,37 @@ void read_header_of(In& in, const std::vector<std::string>& h, std::index_sequen
   in.read_header(io::ignore_missing_column, h[I]...);
 }
 
+// A row is refused where it is read, not passed on to a merge, a report or a resumed
+// sweep: what key() and merging read (the point's shape and thread count) whole
+// numbers, every other measurement a number or empty (nothing measured), and the
+// columns with a fixed set of values one of them.
+void check_sweep_row(const CsvTable& t, const std::array<std::string, kSweepColumns>& a, const std::string& path,
+                     unsigned line) {
+  const auto field = [&](const char* column) -> const std::string& { return a[t.column(column)]; };
+  for (const char* c : {"rows", "cols"}) (void)csv_number<std::int64_t>(field(c), path, line, c);
+  (void)csv_number<int>(field("threads"), path, line, "threads");
+  for (const char* c : {"tile_rows", "min_parallel_rows", "repetitions", "bytes_per_call"})
+    if (!field(c).empty()) (void)csv_number<std::int64_t>(field(c), path, line, c);
+  for (const char* c : {"time_min_us", "time_median_us", "time_max_us", "gbps_median", "gbps_best", "peak_gbps",
+                        "peak_pct", "gflops", "act_quant_median_us", "nmse_kernel", "nmse_e2e_gaussian",
+                        "nmse_e2e_outliers"})
+    if (!field(c).empty()) (void)csv_number<double>(field(c), path, line, c);
+  const auto refuse = [&](const char* column, const char* what) {
+    throw std::runtime_error(
+        fmt::format("{}: line {}: column {}: '{}' is not {}", path, line, column, one_line(field(column)), what));
+  };
+  if (field("kernel").empty()) refuse("kernel", "a kernel name");
+  if (!known_sweep_status(field("status"))) refuse("status", fmt::format("a sweep status ({})", kSweepStatuses).c_str());
+  if (field("cache") != "cold" && field("cache") != "warm") refuse("cache", "a cache state (cold, warm)");
+  const std::string& passed = field("check_passed");
+  if (!passed.empty() && passed != "0" && passed != "1") refuse("check_passed", "0, 1 or empty");
+  const std::string& act_quant = field("act_quant");
+  if (!act_quant.empty() && act_quant != "none" && act_quant != "before" && act_quant != "in_call")
+    refuse("act_quant", "none, before, in_call or empty");
+  // An ok row was timed: without its time nothing downstream can rank it.
+  if (field("status") == "ok" && field("time_median_us").empty()) refuse("time_median_us", "a time on an ok row");
+}
+
 }  // namespace
 
 CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial) {
@@ -321,12 +390,13 @@ CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial) {
     ss << in.rdbuf();
     text = ss.str();
   }
+  if (text.empty()) throw std::runtime_error(fmt::format("{}: empty file", path));
   auto joined = [](const std::vector<std::string>& header) {
     std::string line;
     for (const auto& c : header) line += (line.empty() ? "" : ",") + csv_escape(c);
     return line;
   };
-  const std::string first = text.substr(0, text.find('\n'));
+  const std::string first(header_line(text));
   if (first != joined(t.header)) {
     const auto legacy = legacy_sweep_headers();
     if (std::none_of(legacy.begin(), legacy.end(), [&](const auto& h) { return first == joined(h); }))
@@ -334,7 +404,7 @@ CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial) {
     t.older_header = true;
   }
   if (dropped_partial) *dropped_partial = false;
-  if (text.size() == first.size()) text += '\n';  // the header alone, complete: no rows yet
+  if (text.find('\n') == std::string::npos) text += '\n';  // the header alone, complete: no rows yet
   if (text.back() != '\n') {
     // An interrupted write leaves a last line without its newline.
     text.erase(text.rfind('\n') + 1);
@@ -345,13 +415,8 @@ CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial) {
     auto& in = reader.emplace(path, text.data(), text.data() + text.size());
     read_header_of(in, t.header, std::make_index_sequence<kSweepColumns>());
     std::array<std::string, kSweepColumns> a;
-    const std::size_t rows = t.column("rows"), cols = t.column("cols"), threads = t.column("threads");
     while (read_row_into(in, a, std::make_index_sequence<kSweepColumns>())) {
-      // What key() and merging read: the point's shape and thread count, whole numbers.
-      const unsigned line = in.get_file_line();
-      (void)csv_number<std::int64_t>(a[rows], path, line, "rows");
-      (void)csv_number<std::int64_t>(a[cols], path, line, "cols");
-      (void)csv_number<int>(a[threads], path, line, "threads");
+      check_sweep_row(t, a, path, in.get_file_line());
       t.rows.emplace_back(a.begin(), a.end());
     }
   } catch (const io::error::base& e) {

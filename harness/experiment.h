@@ -21,6 +21,11 @@ struct ExperimentError : std::runtime_error {
   explicit ExperimentError(const std::string& what) : std::runtime_error(one_line(what)) {}
 };
 
+// Why the comma-separated kernel globs select nothing when a pattern matched and the
+// exclusions ("!glob") then took out every kernel it matched, naming those exclusions
+// and what they took out; "" when nothing matched in the first place.
+std::string exclusions_removed_all(std::string_view globs, const Registry& registry = global_registry());
+
 struct Experiment {
   std::string source;  // the file it was read from
   std::string name;    // [A-Za-z0-9._-]+, names the results file

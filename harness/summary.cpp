@@ -113,6 +113,7 @@ TimedFile read_timed_csv(const std::string& path) {
   f.path = path;
   bool first = true;
   std::array<bool, kNames.size()> present{};
+  require_input_file(path);
   csv_columns::read(path, "bench or sweep", kNames, 9, [&](const Fields& x) {
     if (first) {
       f.machine = canonical_machine(x["machine"]), f.cpu_model = x["cpu_model"], f.git_commit = x["git_commit"];
@@ -125,6 +126,9 @@ TimedFile read_timed_csv(const std::string& path) {
     r.weight_type = x["weight_type"], r.act_format = x["act_format"], r.backend = x["backend"];
     r.cache = x["cache"], r.model_op = x["model_op"], r.act_quant = x["act_quant"];
     if (!x["status"].empty()) r.status = x["status"];
+    if (!known_sweep_status(r.status))
+      throw std::runtime_error(fmt::format("{}: line {}: column status: '{}' is not a sweep status ({})", path, x.line,
+                                           one_line(r.status), kSweepStatuses));
     r.reason = x["reason"];
     if (r.status == "ok") {
       r.rows = x.required<std::int64_t>("rows");
@@ -365,6 +369,7 @@ Context read_context(const std::string& path, const char* kind, const char* comm
   const std::array<const char*, 3> names = {"machine", "cpu_model", commit_column};
   Context c;
   bool first = true;
+  require_input_file(path);
   csv_columns::read(path, kind, names, 0, [&](const Fields& f) {
     if (!first) return;
     c = {f["machine"], f["cpu_model"], f[commit_column]};
@@ -383,6 +388,7 @@ std::vector<Decode> read_peer_decode(const std::string& path, std::string* peer,
       "qmvlab_plan", "peer", "machine", "cpu_model", "qmvlab_commit", "rounds"};
   std::map<std::tuple<std::string, std::string, int>, std::size_t> last;
   std::vector<Decode> out;
+  require_input_file(path);
   csv_columns::read(path, "decode-vs-llamacpp", kNames, 4, [&](const Fields& f) {
     if (peer->empty()) *peer = f["peer"];
     if (ctx->machine.empty()) *ctx = {f["machine"], f["cpu_model"], f["qmvlab_commit"]};
@@ -420,6 +426,7 @@ std::vector<Decode> read_decode(const std::string& path, Context* ctx) {
     std::vector<double> tok_s, roofline_tok_s, roofline_pct;
   };
   std::map<std::tuple<std::string, std::string, int>, Runs> runs;
+  require_input_file(path);
   csv_columns::read(path, "decode", kNames, 3, [&](const Fields& f) {
     if (ctx->machine.empty()) *ctx = {f["machine"], f["cpu_model"], f["git_commit"]};
     Runs& r = runs[{f["model"], f["plan"], f.required<int>("threads")}];
@@ -466,8 +473,10 @@ void add_reasons(std::vector<ResultsSummary::Reason>& out, const std::map<std::s
 }  // namespace
 
 ResultsSummary summarize_results(const std::string& dir) {
-  if (!fs::is_directory(dir))
-    throw std::runtime_error(fmt::format("{}: no such folder (expected a results folder, results/<machine>)", dir));
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw std::runtime_error(fmt::format("{}: {} (expected a results folder, results/<machine>)", dir,
+                                         fs::exists(dir, ec) ? "not a folder" : "no such folder"));
   ResultsSummary s;
   s.dir = dir;
   auto path = [&](const char* name) { return (fs::path(dir) / name).string(); };

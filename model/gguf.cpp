@@ -180,10 +180,16 @@ std::shared_ptr<WeightMemory> read_into_weight_memory(int fd, std::size_t size, 
 }  // namespace
 
 File File::open(const std::string& path, Residence residence) {
-  const OpenFd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: opening a FIFO no one writes to would wait for a writer; a regular
+  // file's reads ignore the flag.
+  const OpenFd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (file.fd < 0) throw GgufError(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
-  if (fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) throw GgufError(path + ": not a regular file");
+  if (fstat(file.fd, &st) != 0) throw GgufError(path + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw GgufError(path + (S_ISDIR(st.st_mode)    ? ": is a directory"
+                            : S_ISFIFO(st.st_mode) ? ": is a FIFO, not a regular file"
+                                                   : ": is not a regular file"));
   const auto size = static_cast<std::size_t>(st.st_size);
   if (size == 0) throw GgufError(path + ": empty file");
   File f;

@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "harness/cli/options.h"
 #include "harness/csv.h"
@@ -46,6 +48,77 @@ TEST(Cli, ExclusionTakesKernelsOut) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("q4_K.cpu.scalar_f32"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("q4_K.cpu.scalar_q8k"), std::string::npos) << r.output;
+}
+// A selection whose exclusions took out every kernel its patterns matched says so,
+// naming the exclusions; one whose patterns matched nothing says that.
+TEST(Cli, ExclusionsThatLeaveNoKernelAreNamed) {
+  expect_error("list --kernels '!q4_0*,q4_0.cpu.scalar_f32'",
+               "'q4_0.cpu.scalar_f32' matches q4_0.cpu.scalar_f32, and the exclusion '!q4_0*' removes it: "
+               "no kernel is left");
+  expect_error("bench --kernels 'q4_K.cpu.*,!q4_K*,!*avx*'", "and the exclusions '!q4_K*', '!*avx*' remove them all");
+  expect_error("check --kernels '!*'", "the exclusion '!*' removes every kernel: none is left");
+  expect_error("list --kernels 'q9_K.*,!q4_0*'", "no kernel matches 'q9_K.*,!q4_0*'");
+}
+// The parser's refusals are one short line naming the subcommand, the option and the
+// value: CLI11's own range message spelt the largest double out (309 digits), and its
+// unsigned options took -1 as 2^64 - 1.
+TEST(Cli, ParserRefusalsAreOneShortLine) {
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"check --threads 0", "qmvlab check: --threads: '0' is not positive"},
+           {"check --threads -2", "--threads: '-2' is not positive"},
+           {"decode --model x.gguf --prompt hi --top-k -1", "--top-k: '-1' is negative"},
+           {"tune --model x.gguf --budget-nmse nan", "--budget-nmse: 'nan' is not a finite number"},
+           {"check --seed -1", "--seed: '-1' is negative"},
+           {"check --seed 99999999999999999999", "--seed: '99999999999999999999' is out of range"},
+           {"make-model --preset toy --mix q4_0 --out x.gguf --seed -3", "--seed: '-3' is negative"},
+           {"list --frobnicate", "qmvlab list: The following argument was not expected: --frobnicate"},
+           {"frobnicate", "qmvlab: unknown subcommand 'frobnicate' (known: list, check,"},
+           {"--frobnicate", "qmvlab: unknown option '--frobnicate'"},
+       }) {
+    const CliRun r = qmvlab(args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(count_lines(r.output, "\n"), 1) << r.output;
+    EXPECT_LT(r.output.size(), 300u) << r.output;
+  }
+}
+// A results CSV saved with CRLF line ends reads as the same file with LF: report,
+// compare and merge print the same and merge writes the same file.
+TEST(Cli, CrlfResultsReadAsTheirLfCopies) {
+  const std::string files = std::string(QMV_SOURCE_DIR) + "/tests/bad_input/files/";
+  const std::string lf = tmp("crlf-test-lf"), crlf = tmp("crlf-test-crlf");
+  for (const std::string& dir : {lf, crlf}) std::filesystem::create_directories(dir);
+  for (const char* name : {"bench.csv", "check.csv", "peak.csv", "sweep_a.csv", "sweep_b.csv"}) {
+    std::ifstream in(files + name);
+    std::ofstream a(lf + "/" + name, std::ios::binary), b(crlf + "/" + name, std::ios::binary);
+    std::string line;
+    int lines = 0;
+    for (; std::getline(in, line); ++lines) a << line << "\n", b << line << "\r\n";
+    ASSERT_GE(lines, 2) << name;
+  }
+  // The output of a command on the files of `dir`, with the folder's name taken out.
+  auto run = [](const std::string& dir, const std::string& args) {
+    std::string command = args;
+    for (std::size_t at = command.find("DIR"); at != std::string::npos; at = command.find("DIR", at))
+      command.replace(at, 3, dir);
+    CliRun r = qmvlab(command);
+    for (std::size_t at = r.output.find(dir); at != std::string::npos; at = r.output.find(dir, at))
+      r.output.replace(at, dir.size(), "DIR");
+    return r;
+  };
+  for (const char* args : {"report DIR/bench.csv", "report DIR/check.csv", "report DIR/peak.csv",
+                           "report DIR/sweep_a.csv", "compare DIR/bench.csv DIR/sweep_b.csv",
+                           "merge DIR/merged.csv DIR/sweep_a.csv DIR/sweep_b.csv"}) {
+    const CliRun want = run(lf, args), got = run(crlf, args);
+    EXPECT_EQ(want.code, 0) << args << "\n" << want.output;
+    EXPECT_EQ(got.code, want.code) << args << "\n" << got.output;
+    EXPECT_EQ(got.output, want.output) << args;
+  }
+  auto text = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(text(crlf + "/merged.csv"), text(lf + "/merged.csv"));
 }
 TEST(Cli, UnsupportedShape) {
   expect_error("check --kernels 'q4_K.*' --shapes 3x100", "shape 3x100 is not supported by any selected kernel");

@@ -7,8 +7,11 @@
 #include <fstream>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "harness/csv.h"
+#include "harness/experiment.h"
 #include "tests/scoped_env.h"
 
 namespace qmv {
@@ -341,6 +344,64 @@ TEST(Csv, ReadErrorsNameTheFile) {
   EXPECT_THROW(read_bench_csv(missing_col), std::runtime_error);
 }
 
+// A copy of `from` with CRLF line ends.
+void write_crlf_copy(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  for (std::string line; std::getline(in, line);) out << line << "\r\n";
+}
+
+// Every reader takes a file saved with CRLF line ends as the same file with LF: the
+// header is matched without its '\r', and the rows read the same.
+TEST(Csv, CrlfLineEndsReadAsLf) {
+  EXPECT_EQ(header_line("a,b\r\nc,d\r\n"), "a,b");
+  EXPECT_EQ(header_line("a,b"), "a,b");
+  EXPECT_EQ(header_line("\r\n"), "");
+
+  const std::string lf = temp_path("crlf-bench-lf.csv"), crlf = temp_path("crlf-bench-crlf.csv");
+  {
+    const RunContext ctx{"m", "cpu, with a comma", "none", "gcc", "abc", "cmd"};
+    std::mt19937_64 g(3);
+    CsvWriter w(lf, bench_header(), false);
+    for (int i = 0; i < 5; ++i) w.write(bench_fields(ctx, random_bench_row(g, i)));
+  }
+  write_crlf_copy(lf, crlf);
+  EXPECT_EQ(detect_csv_kind(crlf), CsvKind::Bench);
+  const std::vector<BenchRow> want = read_bench_csv(lf), got = read_bench_csv(crlf);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].kernel, want[i].kernel);
+    EXPECT_EQ(got[i].rows, want[i].rows);
+    EXPECT_EQ(got[i].gbps_median, want[i].gbps_median);
+  }
+  // Appending in the same columns goes on in the file.
+  {
+    const RunContext ctx{"m", "cpu", "none", "gcc", "abc", "cmd"};
+    std::mt19937_64 g(4);
+    CsvWriter(crlf, bench_header(), true).write(bench_fields(ctx, random_bench_row(g, 9)));
+  }
+  EXPECT_EQ(read_bench_csv(crlf).size(), want.size() + 1);
+
+  const std::string sweep_lf = std::string(QMV_SOURCE_DIR) + "/tests/bad_input/files/sweep_a.csv";
+  const std::string sweep_crlf = temp_path("crlf-sweep.csv");
+  write_crlf_copy(sweep_lf, sweep_crlf);
+  EXPECT_EQ(detect_csv_kind(sweep_crlf), CsvKind::Sweep);
+  bool partial = true;
+  EXPECT_EQ(read_sweep_csv(sweep_crlf, &partial).rows, read_sweep_csv(sweep_lf).rows);
+  EXPECT_FALSE(partial);
+  // The header alone, with its line end or cut before the '\n'; a last row cut short.
+  std::string header;
+  for (const auto& c : sweep_header()) header += (header.empty() ? "" : ",") + c;
+  for (const std::string& text : {header + "\r\n", header + "\r"}) {
+    std::ofstream(sweep_crlf, std::ios::binary | std::ios::trunc) << text;
+    EXPECT_TRUE(read_sweep_csv(sweep_crlf, &partial).rows.empty());
+    EXPECT_FALSE(partial);
+  }
+  std::ofstream(sweep_crlf, std::ios::binary | std::ios::trunc) << header << "\r\nm,cpu";
+  EXPECT_TRUE(read_sweep_csv(sweep_crlf, &partial).rows.empty());
+  EXPECT_TRUE(partial);
+}
+
 // The text of a file and its lines.
 std::vector<std::string> lines_of(const std::string& path) {
   std::ifstream in(path);
@@ -441,7 +502,7 @@ TEST(Csv, CheckAndPeakNumbersAreReadWhole) {
     fields[5 + 8] = "-1";  // seed, after the five context columns
     w.write(fields);
   }
-  EXPECT_NE(error_of([&] { read_check_csv(check); }).find("broken-check.csv: line 3: column seed: '-1' is not a number"),
+  EXPECT_NE(error_of([&] { read_check_csv(check); }).find("broken-check.csv: line 3: column seed: '-1' is negative"),
             std::string::npos)
       << error_of([&] { read_check_csv(check); });
   const std::string peak = temp_path("broken-peak.csv");

@@ -8,10 +8,12 @@
 //               the tuning store's
 //   summary     a results folder's file through `report --summary`
 //   tokenizer   prompt text through a byte-level BPE and a SentencePiece-style tokenizer
+//   cli         a command line (the input's words, split at spaces, tabs and newlines)
+//               through qmvlab's option parsing of every subcommand, nothing run
 //
 // Any input is either accepted or refused with the parser's own exception, whose message
 // is one line starting with the file name (for `--plan` rules "plan", for the outlier
-// option "--route-outliers"). Everything else (a crash, a sanitizer report, another
+// option "--route-outliers"; a refused command line is one line starting "qmvlab"). Everything else (a crash, a sanitizer report, another
 // exception, a hang, a wrong message) is a finding: the target aborts. For the
 // tokenizers, what encode returns must also decode back to the text, where their header
 // says it does.
@@ -20,6 +22,7 @@
 // writers into DIR (the CSV headers stay those of this build).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/cli/cli.h"
 #include "harness/compare.h"
 #include "harness/csv.h"
 #include "harness/experiment.h"
@@ -311,6 +315,31 @@ void fuzz_tokenizer(std::string_view text) {
   }
 }
 
+// The command line parses, or is refused with exit code 2 and one line; a parse that
+// throws anything else, or runs anything, is a finding (parse_cli_only runs nothing).
+void fuzz_cli(std::string_view input) {
+  std::vector<std::string> words = {"qmvlab"};
+  for (std::size_t start = 0; start < input.size();) {
+    const std::size_t end = std::min(input.find_first_of(" \t\n", start), input.size());
+    if (end > start) words.emplace_back(input.substr(start, end - start));
+    start = end + 1;
+  }
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  std::string error;
+  int code = 0;
+  try {
+    code = parse_cli_only(static_cast<int>(words.size()), argv.data(), &error);
+  } catch (const std::exception& e) {
+    finding("the command line parser threw", e.what());
+  }
+  if (code == 0) return;
+  if (code != 2) finding("a refused command line's exit code is not 2", std::to_string(code));
+  if (error.rfind("qmvlab", 0) != 0) finding("the refusal does not start with \"qmvlab\"", error);
+  if (error.find_first_of("\r\n") != std::string::npos) finding("the refusal is not one line", error);
+}
+
 // Seeds from the project's writers, so that they follow the current columns.
 void write_csv_seeds(const std::filesystem::path& dir) {
   const RunContext ctx{"machine", "cpu, model", "none", "gcc", "abc123", "qmvlab bench --shapes 1x256"};
@@ -429,7 +458,8 @@ const std::map<std::string, Target>& targets() {
                                                   {"plan_rules", fuzz_plan_rules},
                                                   {"csv", fuzz_csv},
                                                   {"summary", fuzz_summary},
-                                                  {"tokenizer", fuzz_tokenizer}};
+                                                  {"tokenizer", fuzz_tokenizer},
+                                                  {"cli", fuzz_cli}};
   return t;
 }
 
@@ -451,6 +481,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   qmv::g_target = it->second;
   if (const char* seeds = std::getenv("QMV_FUZZ_SEEDS")) qmv::write_seeds(it->first, seeds);
   if (it->first == "tokenizer") (void)qmv::tokenizers();
+  // What --help, --version and `list --shapes` print while parsing is not looked at.
+  if (it->first == "cli" && !std::freopen("/dev/null", "w", stdout)) std::exit(2);
   return 0;
 }
 

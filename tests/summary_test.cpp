@@ -558,6 +558,24 @@ TEST(SummaryCli, BrokenCsvIsOneLineAndNonZero) {
   EXPECT_NE(qmvlab("report").code, 0);
 }
 
+// A status no sweep writes is refused by every reader of timed rows (report's, the
+// summary's, compare's), naming the file, the line and the column.
+TEST(SummaryCli, AnUnknownStatusIsRefused) {
+  const std::string bogus = std::string(QMV_SOURCE_DIR) + "/tests/bad_input/files/sweep_status_bogus.csv";
+  const std::string message = "sweep_status_bogus.csv: line 2: column status: 'bogus' is not a sweep status";
+  EXPECT_THROW(
+      try { (void)read_timed_csv(bogus); } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+        throw;
+      },
+      std::runtime_error);
+  EXPECT_THROW((void)read_results_csv(bogus), CompareError);
+  const std::string dir = fresh_dir("summary_bogus_status");
+  fs::copy_file(bogus, dir + "/default.csv");
+  expect_error("report --summary " + dir + " --no-markdown",
+               "default.csv: line 2: column status: 'bogus' is not a sweep status");
+}
+
 // `qmvlab report FILE` and `qmvlab compare` on bench CSVs with ggml rows.
 std::vector<BenchRow> bench_rows(std::map<GroupKey, std::vector<double>>& ratios) {
   std::vector<BenchRow> rows;

@@ -3,8 +3,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "harness/csv.h"
 #include "harness/experiment.h"
@@ -239,6 +242,44 @@ TEST(SweepCli, BadInputIsOneClearLine) {
   const CliRun shapes = qmvlab("list --shapes");
   EXPECT_EQ(shapes.code, 0);
   EXPECT_NE(shapes.output.find("14336x4096[ffn_gate,ffn_up]"), std::string::npos) << shapes.output;
+}
+
+// merge refuses a value no sweep writes, in a column it knows, naming the file, the line
+// and the column, and leaves the file it would have written as it was.
+TEST(SweepCli, MergeRefusesUnknownValuesAndKeepsItsOutput) {
+  const std::string files = std::string(QMV_SOURCE_DIR) + "/tests/bad_input/files/";
+  const std::string good = files + "sweep_a.csv";
+  const std::string out = tmp("merge-kept.csv");
+  std::filesystem::copy_file(files + "sweep_b.csv", out, std::filesystem::copy_options::overwrite_existing);
+  auto text = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string kept = text(out);
+  const qmv::CsvTable table = qmv::read_sweep_csv(good);
+  ASSERT_FALSE(table.rows.empty());
+  for (const auto& [column, value, why] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"status", "bogus", "is not a sweep status (ok, failed, skipped)"},
+           {"status", "OK", "is not a sweep status"},
+           {"rows", "-1", "is negative"},
+           {"gbps_median", "nan", "is not a finite number"},
+           {"peak_pct", "-inf", "is negative"},
+           {"time_median_us", "", "is not a time on an ok row"},
+           {"cache", "tepid", "is not a cache state (cold, warm)"},
+           {"check_passed", "yes", "is not 0, 1 or empty"},
+           {"act_quant", "later", "is not none, before, in_call or empty"},
+       }) {
+    qmv::CsvTable bad = table;
+    bad.rows[0][bad.column(column)] = value;
+    const std::string path = tmp("merge-bad.csv");
+    {
+      qmv::CsvWriter w(path, bad.header, false);
+      for (const auto& r : bad.rows) w.write(r);
+    }
+    expect_error("merge " + out + " " + good + " " + path,
+                 "merge-bad.csv: line 2: column " + column + ": '" + value + "' " + why);
+    EXPECT_EQ(text(out), kept) << column << " " << value << ": the output changed";
+  }
 }
 
 TEST(SweepCli, ShippedExperimentsParse) {

@@ -14,6 +14,7 @@
 
 #include "harness/cli/command.h"
 #include "harness/csv.h"
+#include "harness/experiment.h"
 #include "harness/machine.h"
 #include "harness/output_file.h"
 
@@ -24,6 +25,7 @@ std::vector<const KernelSpec*> select_kernels(const std::string& globs) {
     throw UsageError(fmt::format("'{}' excludes no kernel (see `qmvlab list`)", fmt::join(unmatched, ",")));
   const auto selected = global_registry().select(globs);
   if (!selected.empty()) return selected;
+  if (const std::string why = exclusions_removed_all(globs); !why.empty()) throw UsageError(why);
   const bool has_wildcard = globs.find_first_of("*?[") != std::string::npos;
   std::string known;
   for (const auto& k : global_registry().all()) known += (known.empty() ? "" : ", ") + k.name;
