@@ -16,6 +16,7 @@
 
 #include "harness/csv.h"
 #include "harness/fccp.h"
+#include "harness/output_file.h"
 
 namespace qmv::csv_columns {
 
@@ -56,7 +57,8 @@ struct Fields {
 template <std::size_t N, class Fn>
 void read(const std::string& path, const char* kind, const std::array<const char*, N>& names, std::size_t required,
           Fn each, std::array<bool, N>* present = nullptr) {
-  if (!std::filesystem::is_regular_file(path)) throw std::runtime_error(fmt::format("{}: no such file", path));
+  if (const std::string problem = input_file_problem(path); !problem.empty())
+    throw std::runtime_error(fmt::format("{}: {}", path, problem));
   using In = io::CSVReader<N, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>>;
   std::optional<In> in;
   std::array<std::string, N> fields;

@@ -3,12 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <stdexcept>
 
 #include "harness/bench.h"
 #include "harness/csv.h"
-#include "harness/fccp.h"
+#include "harness/csv_columns.h"
 #include "harness/machine.h"
 #include "kernels/availability.h"
 #include "kernels/registry.h"
@@ -77,15 +78,18 @@ std::vector<std::string> gate_regressions(const std::vector<GateRatio>& measured
 }
 
 std::vector<GateRatio> read_gate_baseline(const std::string& path) {
+  constexpr std::array<const char*, 6> kNames = {"kernel", "reference", "rows", "cols", "threads", "ratio"};
   std::vector<GateRatio> out;
-  try {
-    io::CSVReader<6, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>> in(path);
-    in.read_header(io::ignore_extra_column, "kernel", "reference", "rows", "cols", "threads", "ratio");
+  csv_columns::read(path, "gate baseline", kNames, kNames.size(), [&](const csv_columns::Fields& f) {
     GateRatio g;
-    while (in.read_row(g.kernel, g.reference, g.shape.rows, g.shape.cols, g.threads, g.ratio)) out.push_back(g);
-  } catch (const io::error::base& e) {
-    throw std::runtime_error(fmt::format("gate baseline {}: {}", path, e.what()));
-  }
+    g.kernel = f["kernel"];
+    g.reference = f["reference"];
+    g.shape.rows = f.required<std::int64_t>("rows");
+    g.shape.cols = f.required<std::int64_t>("cols");
+    g.threads = f.required<int>("threads");
+    g.ratio = f.required<double>("ratio");
+    out.push_back(std::move(g));
+  });
   return out;
 }
 

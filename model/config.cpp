@@ -131,4 +131,12 @@ ModelWeights bind_weights(const gguf::File& f, const ModelConfig& c) {
   return w;
 }
 
+LoadedModel::LoadedModel(const std::string& path, gguf::Residence residence) try
+    : file(gguf::File::open(path, residence)), config(read_config(file)), weights(bind_weights(file, config)) {
+} catch (const ModelError& e) {
+  // fail() says "model: ..."; here the model has a name.
+  const std::string_view what = e.what(), prefix = "model: ";
+  throw ModelError(path + ": " + std::string(what.substr(what.rfind(prefix, 0) == 0 ? prefix.size() : 0)));
+}
+
 }  // namespace qmv

@@ -78,8 +78,9 @@ struct LoadedModel {
   gguf::File file;
   ModelConfig config;
   ModelWeights weights;
-  explicit LoadedModel(const std::string& path, gguf::Residence residence = gguf::Residence::Mapped)
-      : file(gguf::File::open(path, residence)), config(read_config(file)), weights(bind_weights(file, config)) {}
+  // Throws gguf::GgufError for a file that is not GGUF, ModelError (naming the file)
+  // for one this runner cannot run.
+  explicit LoadedModel(const std::string& path, gguf::Residence residence = gguf::Residence::Mapped);
   LoadedModel(const LoadedModel&) = delete;
   LoadedModel& operator=(const LoadedModel&) = delete;
 };

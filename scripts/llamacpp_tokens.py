@@ -102,11 +102,8 @@ def load_prompts(path):
 
 
 def sha256_of(path):
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 class LlamaCppGreedy:

@@ -200,24 +200,13 @@ struct Tokenizers {
         bpe(Tokenizer::from_gguf(bpe_file)),
         spm(Tokenizer::from_gguf(spm_file)) {}
 
-  // Byte-level BPE: GPT-2's 256 byte symbols (rebuilt here from its definition: printable
-  // Latin-1 bytes stand for themselves, the others map to U+0100 onwards in byte order),
-  // a few merges, two special tokens, and the pre-tokenizer with the digit split.
+  // Byte-level BPE: GPT-2's 256 byte symbols, a few merges, two special tokens, and the
+  // pre-tokenizer with the digit split.
   static std::vector<std::uint8_t> make_bpe() {
     std::vector<std::string> tokens = {"<|endoftext|>", "<|im_start|>"};
     std::vector<std::int32_t> types = {3, 4};
-    int extra = 0;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      const int cp = printable ? b : 256 + extra++;
-      std::string s;
-      if (cp < 0x80) {
-        s += static_cast<char>(cp);
-      } else {
-        s += static_cast<char>(0xC0 | (cp >> 6));
-        s += static_cast<char>(0x80 | (cp & 0x3F));
-      }
-      tokens.push_back(s);
+      tokens.push_back(byte_level_alphabet().text[b]);
       types.push_back(1);
     }
     const std::vector<std::string> merges = {"\xC4\xA0 t", "h e", "t h", "\xC4\xA0t h", "i n", "e r", "\xC4\xA0 a",

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -303,7 +304,7 @@ int AccuracyCommand::run(const std::string& command_line) {
   if (o.cost) return run_cost({o.kernels, o.out, o.append, o.reps, o.fp_vectors, o.config}, selected, shapes, command_line);
 
   o.config.channels = parse_list<int>(o.channels, "--channels", 1, "a whole number >= 1");
-  o.config.multipliers = parse_list<float>(o.scales, "--scales", 0.0f, "a number >= 0");
+  o.config.multipliers = parse_list<float>(o.scales, "--scales", std::numeric_limits<float>::min(), "a number > 0");
   const int most_channels = *std::max_element(o.config.channels.begin(), o.config.channels.end());
   for (Shape s : shapes)
     if (most_channels > s.cols)

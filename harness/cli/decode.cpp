@@ -335,7 +335,15 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
       ->capture_default_str();
   d->add_option("--top-k", o.sampler.top_k, "Keep the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  d->add_option("--top-p", o.sampler.top_p, "Nucleus sampling threshold (1: all)")->capture_default_str();
+  d->add_option("--top-p", o.sampler.top_p, "Nucleus sampling threshold, in (0, 1] (1: all)")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            // NaN and infinities are left to the finite-number check every option gets.
+            const double p = std::strtod(text.c_str(), nullptr);
+            return (p > 0 && p <= 1) || !std::isfinite(p) ? "" : "'" + text + "' is not in (0, 1]";
+          },
+          "(0, 1]"))
+      ->capture_default_str();
   d->add_option("--seed", o.sampler.seed, "Sampler seed")->capture_default_str();
   d->add_flag("--ignore-eos", o.ignore_eos, "Keep generating after the end-of-sequence token");
   auto* bos = d->add_flag("--bos", o.bos, "Start the prompt with BOS (default: as the model's metadata says)");

@@ -14,6 +14,7 @@
 #include "harness/experiment.h"
 #include "harness/gate.h"
 #include "harness/instructions.h"
+#include "harness/output_file.h"
 #include "harness/machine.h"
 #include "harness/shapes.h"
 #include "harness/table.h"
@@ -187,10 +188,12 @@ int GateCommand::run(const std::string&) {
     fmt::print("wrote the baseline of {} ratio(s) to {}\n", measured.size(), path);
     return failed ? 1 : 0;
   }
-  if (!std::filesystem::is_regular_file(path)) {
+  if (!std::filesystem::exists(path)) {
     fmt::print("no baseline at {}: speed not gated (record one with --update-baseline)\n", path);
     return failed ? 1 : 0;
   }
+  if (const std::string problem = input_file_problem(path); !problem.empty())
+    throw std::invalid_argument(fmt::format("--baseline {}: {}", path, problem));
   const auto baseline = read_gate_baseline(path);
   std::vector<std::string> missing;
   auto regressions = gate_regressions(measured, baseline, o.tolerance, &missing);

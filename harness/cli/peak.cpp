@@ -61,7 +61,11 @@ class PeakCommand : public Command {
     const RunContext ctx = current_context(command_line);
     // Sizes are parsed before anything is measured, so a typo costs nothing.
     std::vector<std::pair<std::string, std::size_t>> windows;
-    for (const std::string& w : windows_) windows.emplace_back(w, parse_window_bytes(w));
+    for (const std::string& w : windows_) try {
+        windows.emplace_back(w, parse_window_bytes(w));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--gpu-windows: ") + e.what());
+      }
     if (!windows.empty() && device_ == "cpu")
       throw std::invalid_argument("--gpu-windows measures the GPU: it needs --device cuda or all");
     const auto cpu_threads = device_ == "cuda" ? std::vector<int>{} : parse_threads(threads_);
