@@ -19,6 +19,7 @@
 
 #include "harness/csv_columns.h"
 #include "harness/machine.h"
+#include "harness/peak.h"
 #include "kernels/build_id.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cpu_tiling.h"
@@ -308,6 +309,22 @@ void record_in_store(const std::vector<BenchRow>& rows, const std::string& sourc
   for (const auto& [backend, out] : {std::pair{Backend::CPU, &cpu}, std::pair{Backend::CUDA, &gpu}})
     if (const std::string error = TuningStore({}, backend).add(*out); !error.empty())
       std::fprintf(stderr, "qmvlab: the tuning store was not updated: %s\n", error.c_str());
+}
+
+StoredRoofline cpu_roofline(int threads, const std::string& measured_by) {
+  const TuningStore store;
+  if (const auto row = store.peak(threads))
+    return {row->gbps,
+            fmt::format("{} read loop median, from the tuning store, {} by {}", row->kernel, row->date(), row->source),
+            row->kernel};
+  std::fprintf(stderr, "measuring the read bandwidth on %d thread(s) for the roofline (once; kept in %s)\n", threads,
+               store.path().c_str());
+  const PeakResult p = measure_read_bandwidth(threads, 7);
+  if (const std::string error = store.add({peak_tuning_row(threads, p.steady_gbps(), p.steady_loop(), p.repetitions,
+                                                           measured_by)});
+      !error.empty())
+    std::fprintf(stderr, "qmvlab: the tuning store was not updated: %s\n", error.c_str());
+  return {p.steady_gbps(), fmt::format("{} read loop median, measured now", p.steady_loop()), p.steady_loop()};
 }
 
 }  // namespace qmv

@@ -104,4 +104,17 @@ TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop
 // cannot be written.
 void record_in_store(const std::vector<BenchRow>& rows, const std::string& source);
 
+// The CPU read bandwidth every share of the roofline divides by, one figure per machine
+// and thread count: the peak row of this machine's store (`qmvlab peak` keeps its
+// steadiest read-loop median there), or, where there is none yet, the read family
+// measured now (its steadiest median) and kept there, so that every later decode and
+// tune divides by the same figure and never by one quiet moment's burst.
+struct StoredRoofline {
+  double gbps = 0;
+  std::string source;     // where the figure came from, for the reader
+  std::string read_loop;  // the read loop that measured it
+};
+// `measured_by` names the command in a row it adds.
+StoredRoofline cpu_roofline(int threads, const std::string& measured_by);
+
 }  // namespace qmv

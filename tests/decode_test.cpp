@@ -589,6 +589,32 @@ TEST(TuneCli, WritesAPlanWithinTheBudgetThatDecodeTakes) {
   EXPECT_EQ(d.code, 0) << d.output;
 }
 
+TEST(TuneCli, SharesOfThePeakAreOfTheStoredRoofline) {
+  const std::string model = toy_model("llama", "q4_K_m");
+  const std::string store = tmp("tuning-tune-roofline.csv");
+  std::filesystem::remove(store);
+  const testing::ScopedEnv env({{"QMV_TUNING_STORE", store}});
+  ASSERT_EQ(TuningStore(store).add({peak_tuning_row(1, 12.5, "avx2.s4", 7, "peak")}), "");
+  const CliRun r = qmvlab("tune --model " + model + " --threads 1 --reps 2 --min-time 0.002 --no-decode --out " +
+                          tmp("tuned-roofline.toml"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("12.50 GB/s (avx2.s4 read loop median, from the tuning store"), std::string::npos)
+      << r.output;
+  // Every timed row's share: its GB/s over those 12.5, to the table's rounding.
+  int rows = 0;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> cells;
+    std::istringstream cols(line);
+    for (std::string c; std::getline(cols, c, '|');) cells.push_back(c);
+    if (cells.size() < 11 || cells[10].find('%') == std::string::npos) continue;
+    const double gbps = std::stod(cells[9]), pct = std::stod(cells[10]);
+    EXPECT_NEAR(pct, 100 * gbps / 12.5, 0.5 + 100 * 0.005 / 12.5) << line;
+    ++rows;
+  }
+  EXPECT_GT(rows, 8) << r.output;
+}
+
 TEST(TuneCli, RefusesWhatCannotBeTuned) {
   const std::string model = toy_model("llama", "q4_K_m");
   // Found after the check has run: progress lines, then the one error line.

@@ -254,26 +254,13 @@ ReadAfter read_right_after(const Roofline& roofline, int threads) {
 }
 
 // --peak-gbps when given; on the GPU its measured streaming read; on the CPU the
-// figure `qmvlab peak` keeps in the tuning store for this machine and thread count, or,
-// where there is none yet, the read family measured now (its steadiest median, as
-// `peak` keeps it) and kept there, so every later decode divides by the same figure.
+// machine's stored roofline (cpu_roofline).
 Roofline roofline_bandwidth(double given_gbps, bool no_peak, int threads, Backend backend) {
   if (given_gbps > 0) return {given_gbps, "--peak-gbps", {}};
   if (no_peak) return {};
   if (backend == Backend::CUDA) return {cuda_read_bandwidth_gbps(), "the GPU's read, measured now", {}};
-  const TuningStore store;
-  if (const auto row = store.peak(threads))
-    return {row->gbps,
-            fmt::format("{} read loop median, from the tuning store, {} by {}", row->kernel, row->date(), row->source),
-            row->kernel};
-  fmt::print(stderr, "measuring the read bandwidth on {} thread(s) for the roofline (once; kept in {})\n", threads,
-             store.path());
-  const PeakResult p = measure_read_bandwidth(threads, 7);
-  if (const std::string error = store.add({peak_tuning_row(threads, p.steady_gbps(), p.steady_loop(), p.repetitions,
-                                                           "decode")});
-      !error.empty())
-    fmt::print(stderr, "qmvlab: the tuning store was not updated: {}\n", error);
-  return {p.steady_gbps(), fmt::format("{} read loop median, measured now", p.steady_loop()), p.steady_loop()};
+  const StoredRoofline r = cpu_roofline(threads, "decode");
+  return {r.gbps, r.source, r.read_loop};
 }
 
 StepTimes add_counts(StepTimes a, const StepTimes& b) {
