@@ -36,7 +36,7 @@ KernelSpeed speed_of(const TuningRow& r, const std::string& source) {
 
 std::string describe(const AutoMatvec& m) {
   std::string ops;
-  for (const std::string& op : m.ops) ops += (ops.empty() ? "" : "+") + op;
+  for (const Op op : m.ops) ops += fmt::format("{}{}", ops.empty() ? "" : "+", to_string(op));
   return fmt::format("{} {} {}", ops, to_string(m.weight), to_string(m.shape));
 }
 

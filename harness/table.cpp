@@ -26,21 +26,16 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
 
 void print_plan(const std::vector<PlannedMatvec>& planned) {
   // In forward-pass order, whatever order the layers introduced the entries in.
-  auto op_index = [](const std::string& op) {
-    const std::optional<Op> o = parse_op(op);
-    return o ? static_cast<int>(*o) : kOpCount;
-  };
   std::vector<PlannedMatvec> sorted = planned;
-  std::stable_sort(sorted.begin(), sorted.end(), [&](const PlannedMatvec& a, const PlannedMatvec& b) {
-    return op_index(a.op) < op_index(b.op);
-  });
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const PlannedMatvec& a, const PlannedMatvec& b) { return a.op < b.op; });
   const bool routed = std::any_of(sorted.begin(), sorted.end(), [](const PlannedMatvec& p) { return p.outlier_kernel; });
   std::vector<std::vector<std::string>> rows;
   for (const auto& p : sorted) {
     const bool planned_by_rule = p.why == "plan";
     // A fused pair's runner-up is a plain kernel run twice, a pair's a fused kernel once.
-    const std::string twice = p.op == "ffn_up_gate" && p.runner_up && p.runner_up->op == OpKind::MatVec ? " x2" : "";
-    rows.push_back({p.op, std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
+    const std::string twice = p.op == Op::FfnUpGate && p.runner_up && p.runner_up->op == OpKind::MatVec ? " x2" : "";
+    rows.push_back({std::string(to_string(p.op)), std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
                     p.kernel->name, p.gbps > 0 ? fmt::format("{:.1f}", p.gbps) : "-",
                     p.runner_up ? fmt::format("{}{} ({:.1f})", p.runner_up->name, twice, p.runner_up_gbps) : "-",
                     planned_by_rule ? "plan" : (p.source.empty() ? p.why : p.source)});

@@ -42,18 +42,18 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
     for (const KernelSpec& k : global_registry().all())
       if (runs_here(k, OpKind::MatVec, m.weight, m.shape, config.kernels))
         cands.push_back({m.op, m.weight, m.shape, m.count, &k});
-    if (m.op != "ffn_gate") continue;
+    if (m.op != Op::FfnGate) continue;
     const bool up_same = std::any_of(plain.begin(), plain.end(), [&](const PlannedMatvec& u) {
-      return u.op == "ffn_up" && u.weight == m.weight && u.shape == m.shape;
+      return u.op == Op::FfnUp && u.weight == m.weight && u.shape == m.shape;
     });
     if (!up_same) continue;
     for (const KernelSpec& k : global_registry().all())
       if (runs_here(k, OpKind::FusedUpGate, m.weight, m.shape, config.kernels))
-        cands.push_back({"ffn_up_gate", m.weight, m.shape, m.count, &k});
+        cands.push_back({Op::FfnUpGate, m.weight, m.shape, m.count, &k});
   }
   for (const PlannedMatvec& m : plain)
     if (std::none_of(cands.begin(), cands.end(), [&](const TuneCandidate& c) { return c.op == m.op; }))
-      throw PlanError(fmt::format("tune: no kernel selected by '{}' can run {} ({} {})", config.kernels, m.op,
+      throw PlanError(fmt::format("tune: no kernel selected by '{}' can run {} ({} {})", config.kernels, to_string(m.op),
                                   to_string(m.weight), to_string(m.shape)));
 
   // Kernels and shapes per weight type: one check and one bench call each, so no
@@ -121,41 +121,40 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
   }
 
   // The fastest within budget per (op, type, shape).
-  std::map<std::string, TuneCandidate*> best;
+  std::map<std::pair<Op, std::string>, TuneCandidate*> best;
   for (TuneCandidate& c : cands) {
     if (!c.within_budget || c.time_us <= 0) continue;
-    TuneCandidate*& b = best[c.op + " " + shape_key(c.weight, c.shape)];
+    TuneCandidate*& b = best[{c.op, shape_key(c.weight, c.shape)}];
     if (!b || c.time_us < b->time_us) b = &c;
   }
   for (const PlannedMatvec& m : plain) {
-    if (best.count(m.op + " " + shape_key(m.weight, m.shape))) continue;
+    if (best.count({m.op, shape_key(m.weight, m.shape)})) continue;
     double least = std::numeric_limits<double>::infinity();
     for (const TuneCandidate& c : cands)
       if (c.op == m.op && c.weight == m.weight && c.shape == m.shape) least = std::min(least, c.nmse_outliers);
     throw PlanError(fmt::format("tune: no kernel for {} ({} {}) stays within NMSE {:.1e} (the best loses {:.1e})",
-                                m.op, to_string(m.weight), to_string(m.shape), config.budget_nmse, least));
+                                to_string(m.op), to_string(m.weight), to_string(m.shape), config.budget_nmse, least));
   }
   // Fusion wins when one fused call beats the best gate plus the best up.
   // The default plan's kernel stays unless another is measurably faster: on a noisy
   // machine a tie in the bench must not trade a kernel for an equal one at random.
   for (const PlannedMatvec& m : plain) {
-    TuneCandidate*& b = best.at(m.op + " " + shape_key(m.weight, m.shape));
+    TuneCandidate*& b = best.at({m.op, shape_key(m.weight, m.shape)});
     for (TuneCandidate& c : cands)
       if (c.kernel == m.kernel && c.op == m.op && c.shape == m.shape && c.within_budget && c.time_us > 0 &&
           b->time_us * kSwitchGain > c.time_us)
         b = &c;
   }
   for (auto& [key, c] : best) {
-    if (c->op != "ffn_up_gate") continue;
-    const std::string rest = key.substr(key.find(' ') + 1);
-    const TuneCandidate* gate = best.at("ffn_gate " + rest);
-    const TuneCandidate* up = best.at("ffn_up " + rest);
+    if (c->op != Op::FfnUpGate) continue;
+    const TuneCandidate* gate = best.at({Op::FfnGate, key.second});
+    const TuneCandidate* up = best.at({Op::FfnUp, key.second});
     if (c->time_us >= gate->time_us + up->time_us) c = nullptr;
   }
 
   // Rules per (op, type); where one op has several shapes of a type, the shape with
   // the most matvecs decides (resolving the plan then checks the others).
-  std::map<std::pair<std::string, WeightType>, TuneCandidate*> rule;
+  std::map<std::pair<Op, WeightType>, TuneCandidate*> rule;
   for (auto& [key, c] : best) {
     if (!c) continue;
     TuneCandidate*& r = rule[{c->op, c->weight}];
@@ -164,7 +163,7 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
   // Gate/up types without a winning fused kernel stay apart.
   std::vector<WeightType> unfused;
   for (const PlannedMatvec& m : plain)
-    if (m.op == "ffn_gate" && !rule.count({"ffn_up_gate", m.weight}) &&
+    if (m.op == Op::FfnGate && !rule.count({Op::FfnUpGate, m.weight}) &&
         std::find(unfused.begin(), unfused.end(), m.weight) == unfused.end())
       unfused.push_back(m.weight);
   std::string toml = fmt::format(
@@ -176,7 +175,7 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
     const std::string op(to_string(matvec));
     std::string lines;
     for (auto& [key, c] : rule) {
-      if (key.first != op) continue;
+      if (key.first != matvec) continue;
       c->chosen = true;
       result.plan.set(op, std::string(to_string(c->weight)), c->kernel->name);
       lines += fmt::format("{} = \"{}\"  # {}: {:.1f} us, {:.2f} GB/s ({:.0f}% of peak), NMSE {:.1e} / {:.1e} "
@@ -184,7 +183,7 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
                            to_string(c->weight), c->kernel->name, to_string(c->shape), c->time_us, c->gbps,
                            c->peak_pct, c->nmse_gaussian, c->nmse_outliers);
     }
-    if (std::string(op) == "ffn_up_gate") {
+    if (matvec == Op::FfnUpGate) {
       for (WeightType w : unfused) {
         result.plan.set(op, std::string(to_string(w)), kNoKernel);
         lines += fmt::format("{} = \"{}\"  # no fused kernel beats gate + up\n", to_string(w), kNoKernel);

@@ -27,7 +27,7 @@ struct TuneConfig {
 
 // One candidate kernel for one distinct matvec of the model.
 struct TuneCandidate {
-  std::string op;  // plan op; "ffn_up_gate" for fused candidates
+  Op op = Op::AttnQ;  // Op::FfnUpGate for fused candidates
   WeightType weight;
   Shape shape;
   int count = 0;  // matvecs of the model it would run

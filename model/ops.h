@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <ostream>
 #include <string_view>
 #include <vector>
 
@@ -58,6 +59,8 @@ static_assert(std::size(kOps) == kOpCount, "one kOps row per Op");
 constexpr std::string_view to_string(Op op) { return kOps[static_cast<int>(op)].name; }
 constexpr bool is_matvec(Op op) { return kOps[static_cast<int>(op)].matvec; }
 constexpr bool is_planned(Op op) { return kOps[static_cast<int>(op)].planned; }
+// The op's name, in messages and test failures.
+inline std::ostream& operator<<(std::ostream& out, Op op) { return out << to_string(op); }
 
 // The op named `name` ("attn_q", "rms_norm", ...), if there is one.
 std::optional<Op> parse_op(std::string_view name);

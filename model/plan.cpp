@@ -222,8 +222,8 @@ KernelPlan KernelPlan::parse_toml(std::string_view text, const std::string& sour
   return plan;
 }
 
-std::string KernelPlan::lookup(const std::string& op, WeightType type) const {
-  const std::string t(to_string(type));
+std::string KernelPlan::lookup(Op matvec, WeightType type) const {
+  const std::string op(to_string(matvec)), t(to_string(type));
   for (const auto& key : {std::pair<std::string, std::string>{op, t}, {op, "*"}, {"*", t}, {"*", "*"}}) {
     const auto it = rules_.find(key);
     if (it != rules_.end()) return it->second;
@@ -242,8 +242,8 @@ std::string KernelPlan::describe() const {
   return s;
 }
 
-std::string KernelPlan::lookup_named(const std::string& op, WeightType type) const {
-  const std::string t(to_string(type));
+std::string KernelPlan::lookup_named(Op matvec, WeightType type) const {
+  const std::string op(to_string(matvec)), t(to_string(type));
   for (const auto& key : {std::pair<std::string, std::string>{op, t}, {op, "*"}}) {
     const auto it = rules_.find(key);
     if (it != rules_.end()) return it->second;
@@ -351,7 +351,7 @@ const KernelSpec* first_fused(WeightType w, Shape s, Backend backend, ActFilter 
   return nullptr;
 }
 
-AutoChoice auto_matvec(const std::string& op, WeightType w, Shape s, int threads, const std::vector<KernelSpeed>& bench,
+AutoChoice auto_matvec(std::string_view op, WeightType w, Shape s, int threads, const std::vector<KernelSpeed>& bench,
                        Backend backend, ActFilter act = {}) {
   if (const auto ranked = rank_measured(bench, OpKind::MatVec, w, s, threads, backend, act); !ranked.empty())
     return measured_choice(ranked, "auto: fastest measured");
@@ -411,7 +411,7 @@ AutoChoice auto_fused(WeightType w, Shape s, int threads, const std::vector<Kern
 }
 
 // Checks an explicitly named kernel against the matvec it would run.
-const KernelSpec* named_kernel(const std::string& choice, const std::string& op, OpKind kind, WeightType w,
+const KernelSpec* named_kernel(const std::string& choice, std::string_view op, OpKind kind, WeightType w,
                                Shape s, Backend backend) {
   const KernelSpec* k = global_registry().find(choice);
   const std::string what = fmt::format("plan: {} ({} {}) cannot use {}", op, to_string(w), to_string(s), choice);
@@ -428,10 +428,10 @@ const KernelSpec* named_kernel(const std::string& choice, const std::string& op,
   return k;
 }
 
-WeightType weight_type(const std::string& op, const gguf::Tensor* t) {
+WeightType weight_type(Op op, const gguf::Tensor* t) {
   WeightType w;
   if (!parse_weight_type(t->type->name, w))
-    throw PlanError(fmt::format("plan: {} ('{}') is {}, a type no kernel here reads", op, t->name, t->type->name));
+    throw PlanError(fmt::format("plan: {} ('{}') is {}, a type no kernel here reads", to_string(op), t->name, t->type->name));
   return w;
 }
 
@@ -440,13 +440,13 @@ Shape matrix_shape(const gguf::Tensor* t) {
 }
 
 // A layer's attention matvecs, in forward order, by plan op.
-std::array<std::pair<const char*, const gguf::Tensor*>, 4> attention_matvecs(const LayerWeights& l) {
-  return {{{"attn_q", l.wq}, {"attn_k", l.wk}, {"attn_v", l.wv}, {"attn_out", l.wo}}};
+std::array<std::pair<Op, const gguf::Tensor*>, 4> attention_matvecs(const LayerWeights& l) {
+  return {{{Op::AttnQ, l.wq}, {Op::AttnK, l.wk}, {Op::AttnV, l.wv}, {Op::AttnOut, l.wo}}};
 }
 
 }  // namespace
 
-const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op, const KernelSpec& kernel, Shape s,
+const KernelSpec* outlier_sibling(const KernelPlan& plan, std::string_view op, const KernelSpec& kernel, Shape s,
                                   int threads, const std::vector<KernelSpeed>& bench, std::string& why) {
   const WeightType w = kernel.weight;
   const std::string named = plan.lookup_outlier_kernel(w);
@@ -479,7 +479,7 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
   std::vector<PlannedMatvec> out;
   // Adds one matvec to its (op, type, shape) entry, resolving the entry the first time;
   // `chosen` is a fused choice made for the layer, or null to resolve a plain op here.
-  auto add = [&](const std::string& op, OpKind kind, WeightType w, Shape s, const AutoChoice* chosen) {
+  auto add = [&](Op op, OpKind kind, WeightType w, Shape s, const AutoChoice* chosen) {
     auto same = std::find_if(out.begin(), out.end(),
                              [&](const PlannedMatvec& p) { return p.op == op && p.weight == w && p.shape == s; });
     if (same != out.end()) return void(++same->count);
@@ -492,9 +492,9 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     if (chosen) {
       c = *chosen;
     } else if (const std::string choice = plan.lookup(op, w); choice == "auto") {
-      c = auto_matvec(op, w, s, threads, bench, backend);
+      c = auto_matvec(to_string(op), w, s, threads, bench, backend);
     } else {
-      c.kernel = named_kernel(choice, op, kind, w, s, backend);
+      c.kernel = named_kernel(choice, to_string(op), kind, w, s, backend);
       c.why = "plan";
     }
     p.kernel = c.kernel;
@@ -505,19 +505,19 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     p.runner_up_gbps = c.runner_up_gbps;
     out.push_back(p);
   };
-  auto add_tensor = [&](const std::string& op, const gguf::Tensor* t) {
+  auto add_tensor = [&](Op op, const gguf::Tensor* t) {
     add(op, OpKind::MatVec, weight_type(op, t), matrix_shape(t), nullptr);
   };
 
   for (const LayerWeights& l : weights.layers) {
     for (const auto& [op, t] : attention_matvecs(l)) add_tensor(op, t);
 
-    const WeightType gate_type = weight_type("ffn_gate", l.ffn_gate), up_type = weight_type("ffn_up", l.ffn_up);
+    const WeightType gate_type = weight_type(Op::FfnGate, l.ffn_gate), up_type = weight_type(Op::FfnUp, l.ffn_up);
     const Shape s = matrix_shape(l.ffn_gate);
-    std::string choice = plan.lookup_named("ffn_up_gate", gate_type);
+    std::string choice = plan.lookup_named(Op::FfnUpGate, gate_type);
     if (choice.empty())
-      choice = plan.lookup("ffn_gate", gate_type) == "auto" && plan.lookup("ffn_up", up_type) == "auto" ? "auto"
-                                                                                                        : kNoKernel;
+      choice = plan.lookup(Op::FfnGate, gate_type) == "auto" && plan.lookup(Op::FfnUp, up_type) == "auto" ? "auto"
+                                                                                                          : kNoKernel;
     AutoChoice fused;
     if (choice == "auto") {
       if (gate_type == up_type) fused = auto_fused(gate_type, s, threads, bench, backend);
@@ -525,22 +525,22 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
       if (gate_type != up_type)
         throw PlanError(fmt::format("plan: ffn_up_gate cannot use {}: ffn_gate is {} but ffn_up is {}", choice,
                                     to_string(gate_type), to_string(up_type)));
-      fused.kernel = named_kernel(choice, "ffn_up_gate", OpKind::FusedUpGate, gate_type, s, backend);
+      fused.kernel = named_kernel(choice, to_string(Op::FfnUpGate), OpKind::FusedUpGate, gate_type, s, backend);
       fused.why = "plan";
     }
     if (fused.kernel) {
-      add("ffn_up_gate", OpKind::FusedUpGate, gate_type, s, &fused);
+      add(Op::FfnUpGate, OpKind::FusedUpGate, gate_type, s, &fused);
     } else {
-      add_tensor("ffn_gate", l.ffn_gate);
-      add_tensor("ffn_up", l.ffn_up);
+      add_tensor(Op::FfnGate, l.ffn_gate);
+      add_tensor(Op::FfnUp, l.ffn_up);
     }
-    add_tensor("ffn_down", l.ffn_down);
+    add_tensor(Op::FfnDown, l.ffn_down);
   }
-  add_tensor("lm_head", weights.output);
+  add_tensor(Op::LmHead, weights.output);
   if (const OutlierRouting routing = plan.outlier_routing(); routing.route)
     for (PlannedMatvec& p : out)
       if (p.kernel->act != ActFormat::F32) {
-        p.outlier_kernel = outlier_sibling(plan, p.op, *p.kernel, p.shape, threads, bench, p.outlier_why);
+        p.outlier_kernel = outlier_sibling(plan, to_string(p.op), *p.kernel, p.shape, threads, bench, p.outlier_why);
         p.outlier_k = routing.k;
       }
   return out;
@@ -559,30 +559,30 @@ KernelPlan KernelPlan::static_order() {
 
 std::vector<AutoMatvec> auto_matvecs(const KernelPlan& plan, const ModelWeights& weights) {
   std::vector<AutoMatvec> out;
-  auto add = [&](OpKind kind, WeightType w, Shape s, const std::string& op) {
+  auto add = [&](OpKind kind, WeightType w, Shape s, Op op) {
     auto same = std::find_if(out.begin(), out.end(),
                              [&](const AutoMatvec& a) { return a.kind == kind && a.weight == w && a.shape == s; });
     if (same == out.end()) same = out.insert(out.end(), AutoMatvec{kind, w, s, {}, 0});
     if (std::find(same->ops.begin(), same->ops.end(), op) == same->ops.end()) same->ops.push_back(op);
     ++same->count;
   };
-  auto add_tensor = [&](const std::string& op, const gguf::Tensor* t) {
+  auto add_tensor = [&](Op op, const gguf::Tensor* t) {
     const WeightType w = weight_type(op, t);
     if (plan.lookup(op, w) == "auto") add(OpKind::MatVec, w, matrix_shape(t), op);
   };
   for (const LayerWeights& l : weights.layers) {
     for (const auto& [op, t] : attention_matvecs(l)) add_tensor(op, t);
-    const WeightType gate_type = weight_type("ffn_gate", l.ffn_gate), up_type = weight_type("ffn_up", l.ffn_up);
-    const std::string named = plan.lookup_named("ffn_up_gate", gate_type);
+    const WeightType gate_type = weight_type(Op::FfnGate, l.ffn_gate), up_type = weight_type(Op::FfnUp, l.ffn_up);
+    const std::string named = plan.lookup_named(Op::FfnUpGate, gate_type);
     const bool may_fuse = gate_type == up_type && matrix_shape(l.ffn_gate) == matrix_shape(l.ffn_up) &&
-                          (named == "auto" || (named.empty() && plan.lookup("ffn_gate", gate_type) == "auto" &&
-                                               plan.lookup("ffn_up", up_type) == "auto"));
-    if (may_fuse) add(OpKind::FusedUpGate, gate_type, matrix_shape(l.ffn_gate), "ffn_up_gate");
-    add_tensor("ffn_gate", l.ffn_gate);
-    add_tensor("ffn_up", l.ffn_up);
-    add_tensor("ffn_down", l.ffn_down);
+                          (named == "auto" || (named.empty() && plan.lookup(Op::FfnGate, gate_type) == "auto" &&
+                                               plan.lookup(Op::FfnUp, up_type) == "auto"));
+    if (may_fuse) add(OpKind::FusedUpGate, gate_type, matrix_shape(l.ffn_gate), Op::FfnUpGate);
+    add_tensor(Op::FfnGate, l.ffn_gate);
+    add_tensor(Op::FfnUp, l.ffn_up);
+    add_tensor(Op::FfnDown, l.ffn_down);
   }
-  add_tensor("lm_head", weights.output);
+  add_tensor(Op::LmHead, weights.output);
   return out;
 }
 

@@ -102,9 +102,9 @@ class KernelPlan {
   // The rules of `later` override this plan's (command-line rules after a file).
   void merge(const KernelPlan& later);
   // The rule for an op and weight type ("auto" when none applies).
-  std::string lookup(const std::string& op, WeightType type) const;
+  std::string lookup(Op op, WeightType type) const;
   // Only rules that name `op` itself ("" when none).
-  std::string lookup_named(const std::string& op, WeightType type) const;
+  std::string lookup_named(Op op, WeightType type) const;
   std::string describe() const;
 
   // Outlier routing on or off, and its k; what is not given stays as it was. Throws
@@ -135,7 +135,7 @@ struct KernelSpeed {
 };
 
 struct PlannedMatvec {
-  std::string op;
+  Op op = Op::AttnQ;
   WeightType weight;
   Shape shape;
   const KernelSpec* kernel = nullptr;
@@ -169,7 +169,7 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
 // (the fastest in `bench`, else the default order; for a fused op a fused f32 kernel
 // where auto would fuse, else a plain one). `why` says which. Throws PlanError when
 // none can run.
-const KernelSpec* outlier_sibling(const KernelPlan& plan, const std::string& op, const KernelSpec& kernel, Shape s,
+const KernelSpec* outlier_sibling(const KernelPlan& plan, std::string_view op, const KernelSpec& kernel, Shape s,
                                   int threads, const std::vector<KernelSpeed>& bench, std::string& why);
 
 // Loads a plan given as "auto", "static" (KernelPlan::static_order), a TOML file (an
@@ -183,7 +183,7 @@ struct AutoMatvec {
   OpKind kind = OpKind::MatVec;
   WeightType weight = WeightType::Q4_K;
   Shape shape;
-  std::vector<std::string> ops;  // the plan ops it serves
+  std::vector<Op> ops;  // the plan ops it serves
   int count = 0;                 // calls per token
 };
 std::vector<AutoMatvec> auto_matvecs(const KernelPlan& plan, const ModelWeights& weights);

@@ -36,7 +36,7 @@ BoundMatvec bind_matvec(const std::vector<PlannedMatvec>& plan, Op op, const ggu
   const DecodeName name = decode_name(backend);
   const std::string_view op_name = to_string(op);
   for (const PlannedMatvec& p : plan) {
-    if (p.op != op_name || p.weight != w || p.shape != s) continue;
+    if (p.op != op || p.weight != w || p.shape != s) continue;
     const std::string what = fmt::format("{}: {} ({} {}, '{}')", name.plan, op_name, to_string(w), to_string(s), t->name);
     if (!p.kernel) throw PlanError(what + ": the plan entry has no kernel");
     if (p.kernel->backend != backend)
@@ -103,7 +103,7 @@ BoundModel bind_plan(const ModelConfig& c, const ModelWeights& weights, const st
     // The fused op when the plan chose it for this layer's gate type and shape.
     const bool fused_planned =
         lw.ffn_gate->type == lw.ffn_up->type && std::any_of(plan.begin(), plan.end(), [&](const PlannedMatvec& p) {
-          return p.op == to_string(Op::FfnUpGate) && p.weight == weight_type_of(lw.ffn_gate) &&
+          return p.op == Op::FfnUpGate && p.weight == weight_type_of(lw.ffn_gate) &&
                  p.shape == shape_of(lw.ffn_gate);
         });
     if (fused_planned) {

@@ -47,7 +47,7 @@ using testing::nmse;
 // legacy kernel of the type where one exists and act is f32, else any registered CUDA
 // kernel of the type, op kind and activation format (by name).
 const KernelSpec* cuda_kernel_for(const PlannedMatvec& p, ActFormat act) {
-  const OpKind kind = p.op == "ffn_up_gate" ? OpKind::FusedUpGate : OpKind::MatVec;
+  const OpKind kind = p.op == Op::FfnUpGate ? OpKind::FusedUpGate : OpKind::MatVec;
   if (act == ActFormat::F32 && kind == OpKind::MatVec)
     if (const KernelSpec* k = testing::legacy_cuda_kernel(p.weight)) return k;
   for (const KernelSpec& k : global_registry().all())
@@ -65,7 +65,7 @@ std::vector<PlannedMatvec> gpu_plan_for(const std::vector<PlannedMatvec>& cpu, A
     const KernelSpec* k = cuda_kernel_for(p, act);
     // Q8_1 plans keep f32 kernels where the type has no Q8_1 one (the legacy quants).
     if (!k && act == ActFormat::Q8_1) k = cuda_kernel_for(p, ActFormat::F32);
-    if (!k) missing = std::string(to_string(p.weight)) + " (" + p.op + ")";
+    if (!k) missing = std::string(to_string(p.weight)) + " (" + std::string(to_string(p.op)) + ")";
     return k;
   });
   return missing.empty() ? plan : std::vector<PlannedMatvec>{};
@@ -328,7 +328,7 @@ std::vector<PlannedMatvec> bulk_copy_plan(const ModelWeights& w, int& bulk) {
   bulk = 0;
   return testing::gpu_plan(testing::cpu_f32_plan(w), [&](const PlannedMatvec& p) {
     const KernelSpec* k = global_registry().find(std::string(to_string(p.weight)) + ".cuda.tma_dp4a_q8_1");
-    if (p.op != "ffn_up_gate" && k && k->supports(p.shape) && availability(*k).available) {
+    if (p.op != Op::FfnUpGate && k && k->supports(p.shape) && availability(*k).available) {
       ++bulk;
       return k;
     }

@@ -1142,10 +1142,10 @@ TEST(GpuStepReplay, FusedGateUpAndManySplitsGiveTheSameStep) {
   // Replace the gate and up entries of the K-quant layers by one fused entry each.
   std::vector<PlannedMatvec> plan;
   for (const PlannedMatvec& p : fused_plan) {
-    if (p.op == "ffn_up" && block_values(p.weight) == kSuperBlock) continue;
-    if (p.op == "ffn_gate" && block_values(p.weight) == kSuperBlock) {
+    if (p.op == Op::FfnUp && block_values(p.weight) == kSuperBlock) continue;
+    if (p.op == Op::FfnGate && block_values(p.weight) == kSuperBlock) {
       PlannedMatvec f = p;
-      f.op = "ffn_up_gate";
+      f.op = Op::FfnUpGate;
       f.kernel = stand_in(p.weight, ActFormat::F32, OpKind::FusedUpGate);
       plan.push_back(f);
       continue;
@@ -1226,9 +1226,9 @@ TEST(GpuStepReplay, GateAndUpStayApartWhenTheyCannotStack) {
   const auto cpu_plan = testing::cpu_f32_plan(m.weights);
   auto plan = gpu_f32_plan(cpu_plan);
   for (PlannedMatvec& p : plan)
-    if (p.op == "ffn_up") p.kernel = stand_in(p.weight, ActFormat::Q8_1);
-  ASSERT_NE(std::find_if(plan.begin(), plan.end(), [](const PlannedMatvec& p) { return p.op == "ffn_gate"; })->kernel,
-            std::find_if(plan.begin(), plan.end(), [](const PlannedMatvec& p) { return p.op == "ffn_up"; })->kernel);
+    if (p.op == Op::FfnUp) p.kernel = stand_in(p.weight, ActFormat::Q8_1);
+  ASSERT_NE(std::find_if(plan.begin(), plan.end(), [](const PlannedMatvec& p) { return p.op == Op::FfnGate; })->kernel,
+            std::find_if(plan.begin(), plan.end(), [](const PlannedMatvec& p) { return p.op == Op::FfnUp; })->kernel);
   ReplayedGpu differ(m, plan, 2, 1, {}, true);
   for (const LayerOps& l : differ.program.layers) EXPECT_FALSE(l.fused);
   // Same kernel, outputs no longer back to back.
@@ -1290,7 +1290,7 @@ TEST(GpuStepReplay, QkvStayApartWhenTheyCannotStack) {
   const auto cpu_plan = testing::cpu_f32_plan(m.weights);
   auto plan = gpu_f32_plan(cpu_plan);
   for (PlannedMatvec& p : plan)
-    if (p.op == "attn_k") p.kernel = stand_in(p.weight, ActFormat::Q8_1);
+    if (p.op == Op::AttnK) p.kernel = stand_in(p.weight, ActFormat::Q8_1);
   ReplayedGpu differ(m, plan, 2, 1, {}, true);
   for (const LayerOps& l : differ.program.layers) EXPECT_EQ(l.qkv_stacked, 0) << "q and k run different kernels";
   ReplayedGpu same(m, gpu_f32_plan(cpu_plan), 2, 1, {}, true);
@@ -1513,7 +1513,7 @@ TEST(GpuPlan, OutlierSiblingsMustBeF32CudaKernelsForTheShape) {
   const auto cpu_plan = testing::cpu_f32_plan(m.weights);
   auto expect_refused = [&](std::vector<PlannedMatvec> plan, const KernelSpec* sibling, const std::string& needle) {
     for (auto& p : plan)
-      if (p.op == "ffn_down") p.outlier_kernel = sibling;
+      if (p.op == Op::FfnDown) p.outlier_kernel = sibling;
     try {
       bind_gpu_plan(m.config, m.weights, plan);
       ADD_FAILURE() << "accepted a sibling that should fail with '" << needle << "'";
@@ -1549,16 +1549,16 @@ TEST(GpuPlan, BindingRefusesWhatTheGpuStepCannotRun) {
   auto plan = gpu_f32_plan(cpu_plan);
   EXPECT_NO_THROW(bind_gpu_plan(m.config, m.weights, plan));
   auto missing = plan;
-  missing.erase(std::remove_if(missing.begin(), missing.end(), [](const PlannedMatvec& p) { return p.op == "attn_v"; }),
+  missing.erase(std::remove_if(missing.begin(), missing.end(), [](const PlannedMatvec& p) { return p.op == Op::AttnV; }),
                 missing.end());
   expect_refused(missing, "no kernel planned for attn_v");
   auto q8k = plan;
   for (auto& p : q8k)
-    if (p.op == "ffn_down") p.kernel = stand_in(p.weight, ActFormat::Q8_K);
+    if (p.op == Op::FfnDown) p.kernel = stand_in(p.weight, ActFormat::Q8_K);
   expect_refused(q8k, "reads q8_K activations");
   auto fused_as_plain = plan;
   for (auto& p : fused_as_plain)
-    if (p.op == "attn_out") p.kernel = stand_in(p.weight, ActFormat::F32, OpKind::FusedUpGate);
+    if (p.op == Op::AttnOut) p.kernel = stand_in(p.weight, ActFormat::F32, OpKind::FusedUpGate);
   expect_refused(fused_as_plain, "attn_out");
 }
 

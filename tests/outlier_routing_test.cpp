@@ -74,12 +74,12 @@ std::string sibling_rules(const std::vector<PlannedMatvec>& routed) {
   };
   for (const auto& p : routed) {
     const KernelSpec* k = p.outlier_kernel ? p.outlier_kernel : p.kernel;
-    if (p.op == "ffn_up_gate" && k->op == OpKind::MatVec) {
+    if (p.op == Op::FfnUpGate && k->op == OpKind::MatVec) {
       add("ffn_up_gate", p.weight, kNoKernel);
       add("ffn_gate", p.weight, k->name);
       add("ffn_up", p.weight, k->name);
     } else {
-      add(p.op, p.weight, k->name);
+      add(std::string(to_string(p.op)), p.weight, k->name);
     }
   }
   return rules;

@@ -66,8 +66,8 @@ TEST(KernelPlan, AutoTakesTheFirstAvailableKernelInTheDefaultOrder) {
     }
   }
   for (const auto& p : planned) {
-    EXPECT_EQ(p.kernel->name, p.op == "ffn_up_gate" ? fused->name : expected) << p.op;
-    EXPECT_EQ(p.count, p.op == "lm_head" ? 1 : 2) << p.op;
+    EXPECT_EQ(p.kernel->name, p.op == Op::FfnUpGate ? fused->name : expected) << p.op;
+    EXPECT_EQ(p.count, p.op == Op::LmHead ? 1 : 2) << p.op;
   }
 }
 
@@ -75,7 +75,7 @@ TEST(KernelPlan, FusedGateUpIsChosenNamedOrTurnedOff) {
   const TinyQ4K m;
   auto ops = [&](const KernelPlan& plan, const std::vector<KernelSpeed>& bench = {}) {
     std::set<std::string> s;
-    for (const auto& p : resolve_plan(plan, m.weights, 1, bench)) s.insert(p.op);
+    for (const auto& p : resolve_plan(plan, m.weights, 1, bench)) s.insert(std::string(to_string(p.op)));
     return s;
   };
   const std::set<std::string> separate = {"attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate", "ffn_up",
@@ -114,11 +114,11 @@ TEST(KernelPlan, LoadPlanTakesAutoRulesOrAFile) {
   EXPECT_EQ(load_plan("static").describe(), "static");
   EXPECT_TRUE(load_plan("static").uses_static_order());
   EXPECT_FALSE(load_plan("auto").uses_static_order());
-  EXPECT_EQ(load_plan("ffn_down.q4_K=q4_K.cpu.scalar_f32").lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar_f32");
+  EXPECT_EQ(load_plan("ffn_down.q4_K=q4_K.cpu.scalar_f32").lookup(Op::FfnDown, WeightType::Q4_K), "q4_K.cpu.scalar_f32");
   const std::string dir = std::string(QMV_TEST_TMP) + "/plan";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/load.toml") << "[attn_k]\nq4_K = \"q4_K.cpu.avx2_q8k\"\n";
-  EXPECT_EQ(load_plan(dir + "/load.toml").lookup("attn_k", WeightType::Q4_K), "q4_K.cpu.avx2_q8k");
+  EXPECT_EQ(load_plan(dir + "/load.toml").lookup(Op::AttnK, WeightType::Q4_K), "q4_K.cpu.avx2_q8k");
   EXPECT_THROW(load_plan(dir + "/missing.toml"), PlanError);
 }
 
@@ -126,22 +126,22 @@ TEST(KernelPlan, MostSpecificRuleWins) {
   const KernelPlan plan = KernelPlan::parse_rules(
       "*=q4_K.cpu.scalar_q8k,q4_K=q4_K.cpu.avx2_q8k,ffn_down=q4_K.cpu.avx2_f32,ffn_down.q4_K=q4_K.cpu.scalar_f32,"
       "attn_q=auto");
-  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar_f32");  // (op, type)
-  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q6_K), "q4_K.cpu.avx2_f32");  // (op, *)
-  EXPECT_EQ(plan.lookup("ffn_up", WeightType::Q4_K), "q4_K.cpu.avx2_q8k");  // (*, type)
-  EXPECT_EQ(plan.lookup("ffn_up", WeightType::Q6_K), "q4_K.cpu.scalar_q8k");  // (*, *)
-  EXPECT_EQ(plan.lookup("attn_q", WeightType::Q4_K), "auto");
-  EXPECT_EQ(KernelPlan{}.lookup("lm_head", WeightType::Q8_0), "auto");
+  EXPECT_EQ(plan.lookup(Op::FfnDown, WeightType::Q4_K), "q4_K.cpu.scalar_f32");  // (op, type)
+  EXPECT_EQ(plan.lookup(Op::FfnDown, WeightType::Q6_K), "q4_K.cpu.avx2_f32");  // (op, *)
+  EXPECT_EQ(plan.lookup(Op::FfnUp, WeightType::Q4_K), "q4_K.cpu.avx2_q8k");  // (*, type)
+  EXPECT_EQ(plan.lookup(Op::FfnUp, WeightType::Q6_K), "q4_K.cpu.scalar_q8k");  // (*, *)
+  EXPECT_EQ(plan.lookup(Op::AttnQ, WeightType::Q4_K), "auto");
+  EXPECT_EQ(KernelPlan{}.lookup(Op::LmHead, WeightType::Q8_0), "auto");
 
   const TinyQ4K m;
   for (const auto& p : resolve_plan(plan, m.weights, 1)) {
-    if (p.op == "ffn_down") {
+    if (p.op == Op::FfnDown) {
       EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar_f32");
     }
-    if (p.op == "ffn_up") {
+    if (p.op == Op::FfnUp) {
       EXPECT_EQ(p.kernel->name, "q4_K.cpu.avx2_q8k");
     }
-    if (p.op != "attn_q") {
+    if (p.op != Op::AttnQ) {
       EXPECT_EQ(p.why, "plan");
     }
   }
@@ -164,7 +164,7 @@ TEST(KernelPlan, AutoPicksTheFastestAtTheNearestBenchShape) {
                                        row("q4_K.cpu.avx2_q8k", 32000, 4096, 50.0)};
   int ffn_up = 0;
   for (const auto& p : resolve_plan(KernelPlan{}, m.weights, 1, bench)) {
-    if (p.op == "ffn_up") {
+    if (p.op == Op::FfnUp) {
       ++ffn_up;
       EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar_f32");
       EXPECT_EQ(p.why, "auto: fastest measured");
@@ -198,9 +198,9 @@ TEST(KernelPlan, TomlFile) {
   std::ofstream(dir + "/good.toml") << "[default]\nq4_K = \"q4_K.cpu.avx2_q8k\"\n\"*\" = \"auto\"\n"
                                        "[ffn_down]\nQ4_K = \"q4_K.cpu.scalar_f32\"\n";
   const KernelPlan plan = KernelPlan::load_toml(dir + "/good.toml");
-  EXPECT_EQ(plan.lookup("ffn_down", WeightType::Q4_K), "q4_K.cpu.scalar_f32");
-  EXPECT_EQ(plan.lookup("attn_k", WeightType::Q4_K), "q4_K.cpu.avx2_q8k");
-  EXPECT_EQ(plan.lookup("attn_k", WeightType::Q6_K), "auto");
+  EXPECT_EQ(plan.lookup(Op::FfnDown, WeightType::Q4_K), "q4_K.cpu.scalar_f32");
+  EXPECT_EQ(plan.lookup(Op::AttnK, WeightType::Q4_K), "q4_K.cpu.avx2_q8k");
+  EXPECT_EQ(plan.lookup(Op::AttnK, WeightType::Q6_K), "auto");
   std::ofstream(dir + "/bad.toml") << "[default]\nq4_K = \n";
   try {
     KernelPlan::load_toml(dir + "/bad.toml");
@@ -291,7 +291,7 @@ TEST(OutlierRouting, OffByDefaultAndOnEveryInt8MatvecWhenAsked) {
     ASSERT_NE(p.outlier_kernel, nullptr) << p.op;
     EXPECT_EQ(p.outlier_kernel->act, ActFormat::F32) << p.op;
     EXPECT_EQ(p.outlier_k, kDefaultOutlierK);
-    if (p.op == "ffn_up_gate") {
+    if (p.op == Op::FfnUpGate) {
       // No fused f32 kernel: the plain one runs once per matrix.
       EXPECT_EQ(p.outlier_kernel->op, OpKind::MatVec);
     }

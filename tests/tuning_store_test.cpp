@@ -310,9 +310,9 @@ std::vector<TuningRow> rows_making_fastest(const ModelWeights& w, const std::str
   return rows;
 }
 
-const PlannedMatvec& planned_op(const std::vector<PlannedMatvec>& planned, const std::string& op) {
+const PlannedMatvec& planned_op(const std::vector<PlannedMatvec>& planned, Op op) {
   const auto it = std::find_if(planned.begin(), planned.end(), [&](const PlannedMatvec& p) { return p.op == op; });
-  if (it == planned.end()) throw std::runtime_error("no " + op + " in the plan");
+  if (it == planned.end()) throw std::runtime_error("no " + std::string(to_string(op)) + " in the plan");
   return *it;
 }
 
@@ -323,7 +323,7 @@ TEST(AutoPlan, PicksWhatTheStoreMeasuredFastestAndTheStaticOrderWhenTold) {
   options.measure = false;
   const KernelSpec* static_choice = nullptr;
   for (const PlannedMatvec& p : resolve_plan(KernelPlan::static_order(), m.weights, 1))
-    if (p.op == "attn_q") static_choice = p.kernel;
+    if (p.op == Op::AttnQ) static_choice = p.kernel;
   ASSERT_NE(static_choice, nullptr);
   // Two kernels in turn made fastest, neither of them the static order's choice.
   std::vector<std::string> others;
@@ -340,7 +340,7 @@ TEST(AutoPlan, PicksWhatTheStoreMeasuredFastestAndTheStaticOrderWhenTold) {
     EXPECT_EQ(ev.from_store, ev.matvecs);
     EXPECT_EQ(ev.measured, 0);
     const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
-    const PlannedMatvec& q = planned_op(planned, "attn_q");
+    const PlannedMatvec& q = planned_op(planned, Op::AttnQ);
     EXPECT_EQ(q.kernel->name, fastest);
     EXPECT_NE(q.source.find("store, "), std::string::npos) << q.source;
     ASSERT_NE(q.runner_up, nullptr);
@@ -348,8 +348,8 @@ TEST(AutoPlan, PicksWhatTheStoreMeasuredFastestAndTheStaticOrderWhenTold) {
     EXPECT_GT(q.gbps, q.runner_up_gbps);
     // Told to keep the fixed order, auto ignores the measurements.
     const auto fixed = resolve_plan(KernelPlan::static_order(), m.weights, 1, ev.speeds);
-    EXPECT_EQ(planned_op(fixed, "attn_q").kernel, static_choice);
-    EXPECT_EQ(planned_op(fixed, "attn_q").source, "static order");
+    EXPECT_EQ(planned_op(fixed, Op::AttnQ).kernel, static_choice);
+    EXPECT_EQ(planned_op(fixed, Op::AttnQ).source, "static order");
   }
 }
 
@@ -369,7 +369,7 @@ TEST(AutoPlan, FusesGateAndUpOnlyWhereOneCallBeatsTwo) {
     options.store_path = store_path("fuse");
     ASSERT_EQ(TuningStore(options.store_path).add(rows), "");
     const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, auto_plan_evidence(KernelPlan{}, m.weights, options).speeds);
-    const bool fuses = std::any_of(planned.begin(), planned.end(), [](const PlannedMatvec& p) { return p.op == "ffn_up_gate"; });
+    const bool fuses = std::any_of(planned.begin(), planned.end(), [](const PlannedMatvec& p) { return p.op == Op::FfnUpGate; });
     EXPECT_EQ(fuses, fused_us < 20.0);
   }
 }
@@ -393,7 +393,7 @@ TEST(AutoPlan, MeasuresWhatTheStoreLacksOnceAndSavesIt) {
   EXPECT_EQ(first.speeds.size(), candidates);
   for (const KernelSpeed& s : first.speeds) EXPECT_EQ(s.source, "measured now");
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, first.speeds);
-  EXPECT_EQ(planned_op(planned, "attn_q").source, "measured now");
+  EXPECT_EQ(planned_op(planned, Op::AttnQ).source, "measured now");
 
   progress.clear();
   const AutoPlanEvidence second = auto_plan_evidence(KernelPlan{}, m.weights, options);
@@ -403,8 +403,8 @@ TEST(AutoPlan, MeasuresWhatTheStoreLacksOnceAndSavesIt) {
   EXPECT_NE(second.summary().find("nothing timed"), std::string::npos) << second.summary();
   // The same choice, now from the store.
   const auto again = resolve_plan(KernelPlan{}, m.weights, 1, second.speeds);
-  EXPECT_EQ(planned_op(again, "attn_q").kernel, planned_op(planned, "attn_q").kernel);
-  EXPECT_NE(planned_op(again, "attn_q").source.find("store, "), std::string::npos);
+  EXPECT_EQ(planned_op(again, Op::AttnQ).kernel, planned_op(planned, Op::AttnQ).kernel);
+  EXPECT_NE(planned_op(again, Op::AttnQ).source.find("store, "), std::string::npos);
 }
 
 TEST(AutoPlan, OnTheGpuPicksFromTheGpusRowsAndMeasuresWhatTheyLack) {
@@ -435,7 +435,7 @@ TEST(AutoPlan, OnTheGpuPicksFromTheGpusRowsAndMeasuresWhatTheyLack) {
       const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
       EXPECT_EQ(ev.from_store, ev.matvecs);
       const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds, Backend::CUDA);
-      EXPECT_EQ(planned_op(planned, "attn_q").kernel, fastest);
+      EXPECT_EQ(planned_op(planned, Op::AttnQ).kernel, fastest);
     }
     break;
   }
@@ -452,7 +452,7 @@ TEST(AutoPlan, WithoutTuningAnUnmeasuredMatvecTakesTheStaticOrder) {
   EXPECT_FALSE(std::filesystem::exists(options.store_path));
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
   const auto fixed = resolve_plan(KernelPlan::static_order(), m.weights, 1);
-  EXPECT_EQ(planned_op(planned, "attn_q").kernel, planned_op(fixed, "attn_q").kernel);
+  EXPECT_EQ(planned_op(planned, Op::AttnQ).kernel, planned_op(fixed, Op::AttnQ).kernel);
 }
 
 }  // namespace

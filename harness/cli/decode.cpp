@@ -102,7 +102,7 @@ std::vector<int> parse_token_list(const std::string& s, const std::string& optio
 std::string plan_kernels(const std::vector<PlannedMatvec>& planned) {
   std::string s;
   for (const auto& p : planned)
-    s += fmt::format("{}{}.{}={}", s.empty() ? "" : ";", p.op, to_string(p.weight), p.kernel->name);
+    s += fmt::format("{}{}.{}={}", s.empty() ? "" : ";", to_string(p.op), to_string(p.weight), p.kernel->name);
   return s;
 }
 
@@ -209,7 +209,7 @@ void print_routing(const std::vector<PlannedMatvec>& planned, const StepTimes& t
     const std::string op(to_string(static_cast<Op>(i)));
     std::string siblings;
     for (const auto& p : planned)
-      if (p.op == op && p.outlier_kernel && siblings.find(p.outlier_kernel->name) == std::string::npos) {
+      if (p.op == static_cast<Op>(i) && p.outlier_kernel && siblings.find(p.outlier_kernel->name) == std::string::npos) {
         siblings += (siblings.empty() ? "" : ", ") + p.outlier_kernel->name;
         k = p.outlier_k;
       }

@@ -113,7 +113,7 @@ int TuneCommand::run(const std::string&) {
 
   std::vector<std::vector<std::string>> rows;
   for (const TuneCandidate& t : r.candidates)
-    rows.push_back({t.op, std::string(to_string(t.weight)), to_string(t.shape), t.kernel->name,
+    rows.push_back({std::string(to_string(t.op)), std::string(to_string(t.weight)), to_string(t.shape), t.kernel->name,
                     fmt::format("{:.1e}", t.nmse_gaussian), fmt::format("{:.1e}", t.nmse_outliers),
                     t.within_budget ? "yes" : (t.check_passed ? "no" : "check failed"),
                     t.time_us > 0 ? fmt::format("{:.1f}", t.time_us) : "-",
