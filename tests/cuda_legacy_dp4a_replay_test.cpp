@@ -16,7 +16,7 @@
 
 #include "harness/data.h"
 #include "kernels/cuda/dequantize_value.h"
-#include "kernels/cuda/legacy_dp4a_lane.h"
+#include "kernels/cuda/legacy_dp4a_lanes.h"
 #include "kernels/registry.h"
 #include "tests/legacy_blocks.h"
 

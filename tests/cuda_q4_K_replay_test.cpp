@@ -1,5 +1,5 @@
 // The Q4_K CUDA variants replayed on the CPU. Each kernel is a loop around the
-// lane functions of kernels/cuda/q4_K_lane_math.h; this test calls the same
+// lane functions of kernels/cuda/q4_K_lanes.h; this test calls the same
 // functions for every block, warp and lane (and every half-warp, multi-warp and
 // grid-stride assignment) that the kernel's launch would make, sums the lane partials
 // in the kernel's grouping, and checks, per variant and shape:
@@ -12,7 +12,7 @@
 //     the activations the kernel sees, within a bound computed from the data.
 // Inputs are fresh random data each run: realistic (our quantizer on Gaussian rows,
 // Gaussian or outlier activations) and adversarial (every byte of every block random).
-// Plus the tiled variant's shared-memory shape rule, the bulk-copy schedule's balance
+// Plus the tiled variant's shared-memory shape rule, the TMA schedule's balance
 // and the registry entries.
 #include <gtest/gtest.h>
 
@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "harness/data.h"
-#include "kernels/cuda/bulk_rows.h"
-#include "kernels/cuda/q4_K_lane_math.h"
+#include "kernels/cuda/q4_K_lanes.h"
+#include "kernels/cuda/tma_schedule.h"
 #include "kernels/registry.h"
 
 namespace qmv::cuda::q4k {
@@ -64,22 +64,22 @@ class CountingLoads {
     std::erase_if(buffers_, [&](const std::unique_ptr<Buffer>& p) { return p.get() == &b; });
   }
 
-  std::uint8_t w8(const std::uint8_t* p) const { return read<std::uint8_t>(p, 1); }
-  std::uint16_t w16(const std::uint16_t* p) const { return read<std::uint16_t>(p, 2); }
-  std::uint32_t w32(const std::uint32_t* p) const { return read<std::uint32_t>(p, 4); }
-  U32x2 w32x2(const std::uint32_t* p) const { return read<U32x2>(p, 8); }
-  U32x4 w32x4(const std::uint32_t* p) const { return read<U32x4>(p, 16); }
+  std::uint8_t weight_u8(const void* p) const { return read<std::uint8_t>(p, 1); }
+  std::uint16_t weight_u16(const void* p) const { return read<std::uint16_t>(p, 2); }
+  std::uint32_t weight_u32(const void* p) const { return read<std::uint32_t>(p, 4); }
+  U32x2 weight_u32x2(const void* p) const { return read<U32x2>(p, 8); }
+  U32x4 weight_u32x4(const void* p) const { return read<U32x4>(p, 16); }
   float act_f32(const float* p) const { return read<float>(p, 4); }
   F32x4 act_f32x4(const float* p) const { return read<F32x4>(p, 16); }
-  std::uint32_t act_u32(const std::uint32_t* p) const { return read<std::uint32_t>(p, 4); }
+  std::uint32_t act_u32(const void* p) const { return read<std::uint32_t>(p, 4); }
 
   // The warp receives what lane 0 loaded: the bytes count once, at lane 0's turn.
   void header_from_lane_0(const std::uint32_t* block, int lane, std::uint32_t (&out)[kHeaderWords]) const {
-    for (int i = 0; i < kHeaderWords; ++i) out[i] = lane == 0 ? w32(block + i) : peek(block + i);
+    for (int i = 0; i < kHeaderWords; ++i) out[i] = lane == 0 ? weight_u32(block + i) : peek(block + i);
   }
   // Lane i < 4 loads word i; the warp receives all four.
   void header_from_lanes_0_to_3(const std::uint32_t* block, int lane, std::uint32_t (&out)[kHeaderWords]) const {
-    for (int i = 0; i < kHeaderWords; ++i) out[i] = lane == i ? w32(block + i) : peek(block + i);
+    for (int i = 0; i < kHeaderWords; ++i) out[i] = lane == i ? weight_u32(block + i) : peek(block + i);
   }
 
  private:
@@ -487,7 +487,7 @@ constexpr auto replay_halfwarp_dp4a =
 constexpr auto replay_quarterwarp_dp4a =
     replay_grouped_dp4a<quarterwarp_dp4a::kGroups, quarterwarp_dp4a::kUnroll, quarterwarp_dp4a::kWordsPerLane>;
 
-// tma_dp4a: each warp's items in order (bulk_rows_kernel.cuh). Lane 0's bulk copy
+// tma_dp4a: each warp's items in order (tma_kernels.cuh). Lane 0's TMA copy
 // reads every weight byte of the item once (16-byte aligned, a multiple of 16 bytes,
 // inside the stage) into a stage filled with poison first; the lanes then run on the
 // stage, each lane's share of its row accumulated over the row's chunks as the
@@ -495,14 +495,14 @@ constexpr auto replay_quarterwarp_dp4a =
 Replay replay_tma(const Problem& p, std::int64_t max_ctas) {
   using namespace tma_dp4a;
   Replay r(p);
-  const bulk_rows::Plan plan = bulk_rows::make_plan(p.shape.rows, p.nb, kChunkBlocks, max_ctas);
+  const tma::Plan plan = tma::make_plan(p.shape.rows, p.nb, kChunkBlocks, max_ctas);
   for (int cta = 0; cta < plan.ctas; ++cta) {
-    for (int warp = 0; warp < bulk_rows::kWarps; ++warp) {
-      const bulk_rows::WarpRows rows = bulk_rows::warp_rows(plan, cta, warp);
+    for (int warp = 0; warp < tma::kWarps; ++warp) {
+      const tma::WarpRows rows = tma::warp_rows(plan, cta, warp);
       std::vector<float> acc(kWarpLanes, 0.0f);
-      for (int i = 0; i < bulk_rows::items(plan, rows); ++i) {
-        const bulk_rows::Item it = bulk_rows::item(plan, rows, i);
-        const bulk_rows::Copy c = bulk_rows::item_copy<kBlockBytes>(plan, it);
+      for (int i = 0; i < tma::items(plan, rows); ++i) {
+        const tma::Item it = tma::item(plan, rows, i);
+        const tma::Copy c = tma::item_copy<kBlockBytes>(plan, it);
         EXPECT_EQ(c.src_offset % 16, 0) << "copy source";
         EXPECT_EQ(c.bytes % 16, 0u) << "copy size";
         EXPECT_EQ(c.data_offset, 0) << "Q4_K blocks are 16-byte multiples";
@@ -514,7 +514,7 @@ Replay replay_tma(const Problem& p, std::int64_t max_ctas) {
         std::memset(stage.data, 0xA5, kStageBytes);
         const auto* src = reinterpret_cast<const std::uint32_t*>(p.w_u8() + c.src_offset);
         for (std::uint32_t b = 0; b < c.bytes; b += 16) {
-          const U32x4 v = r.loads.w32x4(src + b / 4);
+          const U32x4 v = r.loads.weight_u32x4(src + b / 4);
           std::memcpy(stage.data + b, &v, 16);
         }
         Buffer& staged = r.loads.add("stage", stage.data, kStageBytes);
@@ -579,7 +579,7 @@ std::vector<Variant> variants() {
   v.push_back({"quarterwarp_dp4a_q8_1 (grid-stride, 7 blocks)", ActFormat::Q8_1, {8, 1, 2}, [](const Problem& p) {
                  return replay_quarterwarp_dp4a(p, 7);
                }});
-  // tma_dp4a: the bulk copies read every byte once; the lanes read the stage.
+  // tma_dp4a: the TMA copies read every byte once; the lanes read the stage.
   v.push_back({"tma_dp4a_q8_1", ActFormat::Q8_1, {1, 1, 2}, [](const Problem& p) { return replay_tma(p, 396); }});
   v.push_back({"tma_dp4a_q8_1 (1 CTA)", ActFormat::Q8_1, {1, 1, 2}, [](const Problem& p) { return replay_tma(p, 1); }});
   v.push_back({"tma_dp4a_q8_1 (7 CTAs)", ActFormat::Q8_1, {1, 1, 2}, [](const Problem& p) { return replay_tma(p, 7); }});
@@ -703,11 +703,11 @@ TEST(CudaQ4KReplay, RegisteredShapeRules) {
 #endif
 }
 
-// The bulk-copy schedule (bulk_rows.h): CTAs own contiguous row ranges that tile the
+// The TMA schedule (tma_schedule.h): CTAs own contiguous row ranges that tile the
 // rows and differ by at most one row, their warps take every kWarps-th row of the
 // range; a row's chunks tile it, hold at most the chunk size the stages take and differ
 // by at most one super-block; no more CTAs than rows.
-TEST(CudaQ4KReplay, BulkRowsScheduleIsBalanced) {
+TEST(CudaQ4KReplay, TmaScheduleIsBalanced) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -717,7 +717,7 @@ TEST(CudaQ4KReplay, BulkRowsScheduleIsBalanced) {
     const std::int64_t rows = trial < 3 ? trial + 1 : rows_of(rng);
     const int nb = nb_of(rng), max_chunk = chunk_of(rng);
     const std::int64_t max_ctas = ctas_of(rng);
-    const bulk_rows::Plan p = bulk_rows::make_plan(rows, nb, max_chunk, max_ctas);
+    const tma::Plan p = tma::make_plan(rows, nb, max_chunk, max_ctas);
     SCOPED_TRACE("rows " + std::to_string(rows) + ", nb " + std::to_string(nb) + ", chunk <= " +
                  std::to_string(max_chunk) + ", ctas <= " + std::to_string(max_ctas));
     ASSERT_EQ(p.ctas, std::min(rows, max_ctas));
@@ -725,12 +725,12 @@ TEST(CudaQ4KReplay, BulkRowsScheduleIsBalanced) {
     std::int64_t least = rows, most = 0;
     for (int cta = 0; cta < p.ctas; ++cta) {
       std::int64_t cta_rows = 0;
-      for (int warp = 0; warp < bulk_rows::kWarps; ++warp) {
-        const bulk_rows::WarpRows r = bulk_rows::warp_rows(p, cta, warp);
-        const int n = bulk_rows::items(p, r);
+      for (int warp = 0; warp < tma::kWarps; ++warp) {
+        const tma::WarpRows r = tma::warp_rows(p, cta, warp);
+        const int n = tma::items(p, r);
         ASSERT_EQ(n % p.chunks, 0);
         for (int i = 0; i < n; i += p.chunks) {
-          const std::int64_t row = bulk_rows::item(p, r, i).row;
+          const std::int64_t row = tma::item(p, r, i).row;
           ASSERT_GE(row, 0);
           ASSERT_LT(row, rows);
           ++seen[static_cast<std::size_t>(row)];
@@ -743,10 +743,10 @@ TEST(CudaQ4KReplay, BulkRowsScheduleIsBalanced) {
     ASSERT_EQ(std::count(seen.begin(), seen.end(), 1), rows) << "every row owned by exactly one warp";
     ASSERT_GE(least, 1);
     ASSERT_LE(most - least, 1);
-    const bulk_rows::WarpRows first = bulk_rows::warp_rows(p, 0, 0);
+    const tma::WarpRows first = tma::warp_rows(p, 0, 0);
     int covered = 0, shortest = nb, longest = 0;
     for (int c = 0; c < p.chunks; ++c) {
-      const bulk_rows::Item it = bulk_rows::item(p, first, c);
+      const tma::Item it = tma::item(p, first, c);
       ASSERT_EQ(it.row, 0);
       ASSERT_EQ(it.block0, covered);
       ASSERT_EQ(it.last_chunk, c == p.chunks - 1);

@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "harness/data.h"
-#include "kernels/cuda/bulk_rows.h"
 #include "kernels/cuda/q5_K_lanes.h"
 #include "kernels/cuda/q6_K_lanes.h"
+#include "kernels/cuda/tma_schedule.h"
 #include "kernels/registry.h"
 
 namespace qmv {
@@ -70,7 +70,7 @@ struct Fetch {
   int bytes;
 };
 
-// The memory policy of the replay: GlobalReads' interface, on host buffers, checked and
+// The memory policy of the replay: GlobalLoads' interface, on host buffers, checked and
 // logged.
 class ReplayReads {
  public:
@@ -84,8 +84,10 @@ class ReplayReads {
   std::uint32_t weight_u32_if(bool pred, const std::uint8_t* p) { return weight<std::uint32_t>(pred, p); }
 
   float act_f32(const float* p) { return act<float>(true, p, sizeof(float)); }
-  void act_f32x4_if(bool pred, const float* p, float v[4]) {
+  cuda::F32x4 act_f32x4_if(bool pred, const float* p) {
+    float v[4];
     for (int i = 0; i < 4; ++i) v[i] = act<float>(pred, p + i, i == 0 ? 16 : 4);
+    return {v[0], v[1], v[2], v[3]};
   }
   std::uint32_t act_u32_if(bool pred, const std::uint8_t* p) { return act<std::uint32_t>(pred, p, 4); }
   std::uint16_t act_u16_if(bool pred, const std::uint8_t* p) { return act<std::uint16_t>(pred, p, 2); }
@@ -285,7 +287,7 @@ Replay replay_multi_warp_row(const DeviceLikeBuffer& w, const DeviceLikeBuffer& 
   return out;
 }
 
-// tma_dp4a (bulk_rows_kernel.cuh) with Q6_K's quarter-warp row code; `grid` stands for
+// tma_dp4a (tma_kernels.cuh) with Q6_K's quarter-warp row code; `grid` stands for
 // the resident-CTA count run() passes. Each item's copy (widened to 16-byte boundaries)
 // fills a poisoned stage, the warp runs the row code on it, and every stage byte a lane
 // reads is traced back to the weight byte the copy brought there: so the
@@ -293,23 +295,23 @@ Replay replay_multi_warp_row(const DeviceLikeBuffer& w, const DeviceLikeBuffer& 
 // padding or a neighbouring chunk's bytes is a problem.
 Replay replay_tma_q6(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x, Shape shape, int grid,
                      FetchCounter& fetches, Problems& problems) {
-  namespace bulk = cuda::bulk_rows;
+  namespace tma = cuda::tma;
   constexpr int kBlock = q5q6::kQ6KBlockBytes, kChunk = q5q6::q6k_tma::kChunkBlocks;
-  const bulk::Plan plan = bulk::make_plan(shape.rows, static_cast<int>(shape.cols / kSuperBlock), kChunk, grid);
+  const tma::Plan plan = tma::make_plan(shape.rows, static_cast<int>(shape.cols / kSuperBlock), kChunk, grid);
   const auto* act = reinterpret_cast<const BlockQ8_1*>(x.data());
-  const auto stage_size = static_cast<std::size_t>(bulk::stage_bytes<kBlock>(kChunk));
+  const auto stage_size = static_cast<std::size_t>(tma::stage_bytes<kBlock>(kChunk));
   Replay out{std::vector<float>(static_cast<std::size_t>(shape.rows), std::numeric_limits<float>::quiet_NaN()),
              std::vector<int>(static_cast<std::size_t>(shape.rows), 0)};
   for (int cta = 0; cta < plan.ctas; ++cta) {
-    for (int warp = 0; warp < bulk::kWarps; ++warp) {
-      const bulk::WarpRows rows = bulk::warp_rows(plan, cta, warp);
+    for (int warp = 0; warp < tma::kWarps; ++warp) {
+      const tma::WarpRows rows = tma::warp_rows(plan, cta, warp);
       std::array<float, kLanes> acc{};
-      for (int i = 0; i < bulk::items(plan, rows); ++i) {
-        const bulk::Item it = bulk::item(plan, rows, i);
-        const bulk::Copy c = bulk::item_copy<kBlock>(plan, it);
-        if (c.src_offset % 16 || c.bytes % 16 || c.bytes == 0) problems.note("a bulk copy that is not 16-byte aligned and sized");
+      for (int i = 0; i < tma::items(plan, rows); ++i) {
+        const tma::Item it = tma::item(plan, rows, i);
+        const tma::Copy c = tma::item_copy<kBlock>(plan, it);
+        if (c.src_offset % 16 || c.bytes % 16 || c.bytes == 0) problems.note("a TMA copy that is not 16-byte aligned and sized");
         if (c.src_offset < 0 || static_cast<std::size_t>(c.src_offset) + c.bytes > w.size() || c.bytes > stage_size) {
-          problems.note("a bulk copy past the matrix or the stage");
+          problems.note("a TMA copy past the matrix or the stage");
           return out;
         }
         std::vector<std::uint8_t> staged(stage_size, 0xA5);
@@ -514,7 +516,7 @@ void check_variant(const Variant& v, Shape shape, bool raw, std::size_t weight_o
 constexpr std::int64_t kRows[] = {1, 3, 67, 130};
 constexpr std::int64_t kCols[] = {256, 512, 768, 2816, 4096, 14336};
 // Matrices a multiple of 16 bytes long whose Q6_K rows are not (Llama 2's ffn_down
-// input, 11008 columns, among them): what the bulk-copy kernel's shape rule admits
+// input, 11008 columns, among them): what the TMA kernel's shape rule admits
 // beyond the rows and columns above.
 constexpr Shape kWholeMatrixShapes[] = {{8, 2816}, {16, 768}, {24, 11008}};
 
@@ -534,7 +536,7 @@ TEST_P(ReplayTest, MatchesTheReferenceWithEveryRowAndWeightByteOnce) {
 
 // The kernels must not assume more alignment than their widest weight load: 2 bytes
 // for Q6_K (8- and 16-bit loads, and 32-bit ones only where the address is 4-aligned),
-// 4 for Q5_K; 16 for bulk copies. A matrix at such an offset (a tensor inside a larger
+// 4 for Q5_K; 16 for TMA copies. A matrix at such an offset (a tensor inside a larger
 // buffer) must give the same result.
 TEST_P(ReplayTest, ToleratesAMatrixAlignedOnlyToItsWidestLoad) {
   const Variant& v = kVariants[GetParam()];
@@ -587,9 +589,9 @@ TEST(CudaQ5KQ6KReplay, ByteTricksAreExact) {
   }
   for (int b = 0; b < 256; ++b) {
     const std::uint32_t word = static_cast<std::uint32_t>(b) << 16;
-    ASSERT_EQ(q5q6::int8_byte(word, 2), static_cast<std::int8_t>(b));
-    ASSERT_EQ(q5q6::int8_byte_as_float(word, 2), static_cast<float>(static_cast<std::int8_t>(b)));
-    ASSERT_EQ(q5q6::byte_as_float(word, 2, 32.0f), static_cast<float>(b - 32));
+    ASSERT_EQ(cuda::int8_byte(word, 2), static_cast<std::int8_t>(b));
+    ASSERT_EQ(cuda::int8_byte_to_float(word, 2), static_cast<float>(static_cast<std::int8_t>(b)));
+    ASSERT_EQ(cuda::byte_to_float(word, 2, 32.0f), static_cast<float>(b - 32));
   }
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -623,7 +625,7 @@ TEST(CudaQ5KQ6KRegistry, EveryVariantIsRegisteredAsACudaKernel) {
     EXPECT_EQ(k->op, OpKind::MatVec);
     EXPECT_EQ(k->weight, v.weight);
     EXPECT_EQ(k->act, v.act);
-    // __dp4a: sm_61; bulk copies: sm_90
+    // __dp4a: sm_61; TMA copies: sm_90
     EXPECT_EQ(k->min_sm, v.weight_align == 16 ? 90 : v.act == ActFormat::Q8_1 ? 61 : 0);
     if (v.supports) {
       EXPECT_EQ(k->supports, v.supports);

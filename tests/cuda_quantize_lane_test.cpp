@@ -1,5 +1,5 @@
 // The GPU Q8_1 quantizer's arithmetic on the CPU: the warp of quantize_q8_1.cu replayed
-// lane by lane with the very functions the kernel calls (quantize_q8_1_lane.h), the
+// lane by lane with the very functions the kernel calls (quantize_q8_1_lanes.h), the
 // butterflies done as the shuffles do them, and the bytes compared with the host
 // quantizers (the scalar definition and the dispatched one). Needs no GPU.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/quantize_q8_1_lane.h"
+#include "kernels/cuda/quantize_q8_1_lanes.h"
 #include "kernels/formats/formats.h"
 #include "tests/q8_1_cases.h"
 

@@ -27,7 +27,7 @@
 #include "kernels/outliers.h"
 #include "harness/cli/decode_cuda.h"
 #include "kernels/cuda/dequantize_value.h"
-#include "kernels/cuda/legacy_lane.h"
+#include "kernels/cuda/legacy_lanes.h"
 #include "model/forward.h"
 #include "model/forward_cuda.h"
 #include "model/gpu_math.h"

@@ -57,7 +57,7 @@ inline std::vector<PlannedMatvec> gpu_plan(const std::vector<PlannedMatvec>& cpu
 }
 
 // The simple GPU kernel of a legacy quant or float type, `<type>.cuda.warp_row_f32`
-// (`.warp_row` for float weights; kernels/cuda/legacy_lane.h); nullptr for the
+// (`.warp_row` for float weights; kernels/cuda/legacy_lanes.h); nullptr for the
 // K-quants, whose GPU family is written elsewhere.
 inline const KernelSpec* legacy_cuda_kernel(WeightType t) {
   if (block_values(t) == kSuperBlock) return nullptr;

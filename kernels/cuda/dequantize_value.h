@@ -16,16 +16,7 @@
 
 namespace qmv::cuda {
 
-QMV_HD float bf16_bits_to_float(std::uint16_t h) {
-  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-#endif
-}
+QMV_HD float bf16_bits_to_float(std::uint16_t h) { return float_from_bits(static_cast<std::uint32_t>(h) << 16); }
 
 // The 4-bit quant of value i (0..31) of a legacy block: low nibbles hold values 0..15,
 // high nibbles 16..31.

@@ -1,6 +1,6 @@
 // F32 weights x f32 activations on the GPU, simple and correct: one warp per row, lane i takes
-// columns i, i+32, ... (coalesced) (legacy_lane.h).
-#include "kernels/cuda/legacy_matvec.cuh"
+// columns i, i+32, ... (coalesced) (legacy_lanes.h).
+#include "kernels/cuda/legacy_kernels.cuh"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Q4_0 weights x Q8_1 activations on the GPU: one warp per row, four lanes per block of 32,
-// __dp4a on the quants, the block's offset term from the Q8_1 sum (legacy_dp4a_lane.h).
-#include "kernels/cuda/legacy_matvec.cuh"
+// __dp4a on the quants, the block's offset term from the Q8_1 sum (legacy_dp4a_lanes.h).
+#include "kernels/cuda/legacy_kernels.cuh"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Q4_K x f32, as tiled (4 rows per 128-thread block, activations from shared
 // memory), with the activations staged 8 super-blocks (8 KiB) at a time, so any
-// cols fits. Per-lane arithmetic: chunked::lane_chunk (q4_K_lane_math.h).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// cols fits. Per-lane arithmetic: chunked::lane_chunk (q4_K_lanes.h).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {
@@ -19,7 +19,7 @@ __global__ void __launch_bounds__(chunked::kThreads)
   const std::uint8_t* row_bytes = row_bytes_of(w, has_row ? row : 0, nb);
   float acc = 0.0f;
   for (int c = 0; c < chunked::chunks(nb); ++c) {
-    chunked::stage(GlobalLoads{}, x, x_chunk, c, nb, threadIdx.x);
+    chunked::stage(Q4KLoads{}, x, x_chunk, c, nb, threadIdx.x);
     __syncthreads();
     if (has_row) acc += chunked::lane_chunk(SharedActLoads{}, row_bytes, x_chunk, c, nb, lane);
     __syncthreads();  // the chunk is read before the next one overwrites it

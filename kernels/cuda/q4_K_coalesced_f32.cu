@@ -1,8 +1,8 @@
 // Q4_K x f32, one warp (a 32-thread block) per row as legacy, but lane 0 loads the
 // block header as four 32-bit words (d | dmin and the 12 scale bytes as three words)
 // and the warp receives them by shuffle: 4 loads per super-block instead of 32 lanes
-// times 14. Per-lane arithmetic: coalesced::lane_row (q4_K_lane_math.h).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// times 14. Per-lane arithmetic: coalesced::lane_row (q4_K_lanes.h).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {
@@ -13,7 +13,7 @@ __global__ void __launch_bounds__(coalesced::kThreads)
     coalesced_kernel(const std::uint32_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y, int nb) {
   const int row = blockIdx.x;
   const int lane = threadIdx.x;
-  float acc = coalesced::lane_row(GlobalLoads{}, row_words_of(w, row, nb), x, nb, lane);
+  float acc = coalesced::lane_row(Q4KLoads{}, row_words_of(w, row, nb), x, nb, lane);
   acc = warp_sum(acc);
   if (lane == 0) y[row] = acc;
 }

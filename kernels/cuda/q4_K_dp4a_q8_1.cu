@@ -2,8 +2,8 @@
 // block), lane k takes qs word k of each super-block and dots its low and high
 // nibbles with the matching int8 words of two Q8_1 blocks by __dp4a; the min term
 // comes from the Q8_1 block sums s. Per-lane arithmetic: dp4a::lane_row
-// (q4_K_lane_math.h).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// (q4_K_lanes.h).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {
@@ -16,7 +16,7 @@ __global__ void __launch_bounds__(dp4a::kThreads)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const std::int64_t row = dp4a::row_of(blockIdx.x, warp);
   if (row >= rows) return;
-  float acc = dp4a::lane_row(GlobalLoads{}, row_words_of(w, row, nb), x, nb, lane);
+  float acc = dp4a::lane_row(Q4KLoads{}, row_words_of(w, row, nb), x, nb, lane);
   acc = warp_sum(acc);
   if (lane == 0) y[row] = acc;
 }

@@ -3,9 +3,9 @@
 // reads qs words 2t and 2t + 1 in one 8-byte load and the header in one 16-byte load,
 // and each half keeps 4 super-blocks of loads in flight. Byte sums by __dp4a, min
 // terms from the Q8_1 block sums. Per-lane arithmetic: grouped_lane_row with
-// halfwarp_dp4a's constants (q4_K_lane_math.h); kernel and launch: run_grouped_dp4a
-// (q4_K_cuda.cuh).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// halfwarp_dp4a's constants (q4_K_lanes.h); kernel and launch: run_grouped_dp4a
+// (q4_K_kernels.cuh).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {

@@ -2,8 +2,8 @@
 // threads) striding over super-blocks, a 32-bit qs word per lane, the header loaded
 // by lanes 0..3 and broadcast by shuffle, 4 super-blocks in flight per warp, and the
 // N warp sums met in shared memory. Registers .w2, .w3 and .w4. Per-lane arithmetic:
-// multiwarp::lane_row (q4_K_lane_math.h).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// multiwarp::lane_row (q4_K_lanes.h).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {
@@ -14,7 +14,7 @@ __global__ void __launch_bounds__(kWarps* kWarp)
   __shared__ float warp_sums[kWarps];
   const int row = blockIdx.x;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float acc = multiwarp::lane_row<kWarps>(GlobalLoads{}, row_words_of(w, row, nb), x, nb, warp, lane);
+  float acc = multiwarp::lane_row<kWarps>(Q4KLoads{}, row_words_of(w, row, nb), x, nb, warp, lane);
   acc = block_sum_to_thread_0<kWarps>(acc, warp_sums);
   if (threadIdx.x == 0) y[row] = acc;
 }

@@ -4,8 +4,8 @@
 // another, and each group keeps 3 super-blocks of loads in flight (12 per warp). Per
 // 16 weights of a sub-block one scale, min and activation scale, where the half-warp
 // kernel has them per 8. Per-lane arithmetic: grouped_lane_row with quarterwarp_dp4a's
-// constants (q4_K_lane_math.h); kernel and launch: run_grouped_dp4a (q4_K_cuda.cuh).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// constants (q4_K_lanes.h); kernel and launch: run_grouped_dp4a (q4_K_kernels.cuh).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {

@@ -1,8 +1,8 @@
 // Q4_K x f32, 4 rows (warps) per 128-thread block with the whole activation vector
 // staged in shared memory once per block, so the four rows read it from there. The
 // vector must fit the default 48 KiB of dynamic shared memory: cols <= 12288, which
-// supports() enforces. Per-lane arithmetic: tiled::lane_row (q4_K_lane_math.h).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// supports() enforces. Per-lane arithmetic: tiled::lane_row (q4_K_lanes.h).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {
@@ -13,7 +13,7 @@ __global__ void __launch_bounds__(tiled::kThreads)
     tiled_kernel(const std::uint8_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y, int rows,
                  int nb) {
   extern __shared__ __align__(16) float x_shared[];
-  tiled::stage(GlobalLoads{}, x, x_shared, nb * kSuperBlock, threadIdx.x);
+  tiled::stage(Q4KLoads{}, x, x_shared, nb * kSuperBlock, threadIdx.x);
   __syncthreads();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const std::int64_t row = tiled::row_of(blockIdx.x, warp);

@@ -1,9 +1,9 @@
-// Q4_K x Q8_1 fed by bulk copies (sm_90 and newer): each CTA's rows streamed into a
-// ring of shared-memory stages by cp.async.bulk (bulk_rows_kernel.cuh), the warps
+// Q4_K x Q8_1 fed by TMA copies (sm_90 and newer): each CTA's rows streamed into a
+// ring of shared-memory stages by cp.async.bulk (tma_kernels.cuh), the warps
 // computing from the stages with the quarter-warp lane code. Constants: tma_dp4a in
-// q4_K_lane_math.h.
-#include "kernels/cuda/bulk_rows_kernel.cuh"
-#include "kernels/cuda/q4_K_cuda.cuh"
+// q4_K_lanes.h.
+#include "kernels/cuda/q4_K_kernels.cuh"
+#include "kernels/cuda/tma_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {
@@ -11,17 +11,19 @@ namespace {
 constexpr const char* kName = "q4_K.cuda.tma_dp4a_q8_1";
 
 // The weights from the stage (plain shared-memory loads: every super-block of a stage
-// starts on a 16-byte boundary); the activations as GlobalLoads reads them. 16-byte
+// starts on a 16-byte boundary); the activations as Q4KLoads reads them. 16-byte
 // loads are all the quarter-warp lane layout makes of the weights (qs and header); the
-// narrower GlobalLoads forms read global memory only, so lane code calling one with a
+// narrower weight loads read global memory only, so lane code calling one with a
 // stage's address does not compile.
-struct StageLoads : GlobalLoads {
-  std::uint8_t w8(const std::uint8_t*) const = delete;
-  std::uint16_t w16(const std::uint16_t*) const = delete;
-  std::uint32_t w32(const std::uint32_t*) const = delete;
-  U32x2 w32x2(const std::uint32_t*) const = delete;
-  QMV_HD U32x4 w32x4(const std::uint32_t* p) const {
-    const uint4 v = *reinterpret_cast<const uint4*>(p);
+struct StageLoads : Q4KLoads {
+  std::uint8_t weight_u8(const void*) const = delete;
+  std::uint16_t weight_u16(const void*) const = delete;
+  std::uint32_t weight_u32(const void*) const = delete;
+  U32x2 weight_u32x2(const void*) const = delete;
+  std::uint16_t weight_u16_if(bool, const void*) const = delete;
+  std::uint32_t weight_u32_if(bool, const void*) const = delete;
+  QMV_HD U32x4 weight_u32x4(const void* p) const {
+    const uint4 v = *static_cast<const uint4*>(p);
     return {v.x, v.y, v.z, v.w};
   }
 };
@@ -40,12 +42,12 @@ struct Q4KChunk {
   }
 };
 
-Status run(const MatVecArgs& a) { return bulk_rows::run_bulk_rows<Q4KChunk>(a, kName); }
+Status run(const MatVecArgs& a) { return tma::run_tma_rows<Q4KChunk>(a, kName); }
 
 }  // namespace
 
 QMV_REGISTER_KERNEL(cuda_matvec_kernel(kName, WeightType::Q4_K, ActFormat::Q8_1, run,
-                                       "Q4_K x Q8_1, each CTA's rows streamed by bulk copies (TMA) into a 4-stage "
+                                       "Q4_K x Q8_1, each CTA's rows streamed by TMA copies into a 4-stage "
                                        "shared-memory ring, quarter-warp __dp4a lanes on the stages",
                                        90));
 

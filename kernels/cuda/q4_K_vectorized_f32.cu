@@ -1,8 +1,8 @@
 // Q4_K x f32, one warp per row (4 rows per 128-thread block) with 32-bit coalesced
 // weight loads: lane k reads qs word k, 8 nibbles, and its two float4s of
 // activations; 4 super-blocks are loaded before any is used. Per-lane arithmetic:
-// vectorized::lane_row (q4_K_lane_math.h).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// vectorized::lane_row (q4_K_lanes.h).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {
@@ -15,7 +15,7 @@ __global__ void __launch_bounds__(vectorized::kThreads, 8)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const std::int64_t row = vectorized::row_of(blockIdx.x, warp);
   if (row >= rows) return;
-  float acc = vectorized::lane_row(GlobalLoads{}, row_words_of(w, row, nb), x, nb, lane);
+  float acc = vectorized::lane_row(Q4KLoads{}, row_words_of(w, row, nb), x, nb, lane);
   acc = warp_sum(acc);
   if (lane == 0) y[row] = acc;
 }

@@ -1,7 +1,7 @@
 // Q4_K x f32, the baseline GPU layout: one warp (a 32-thread block) per row, each
 // lane a byte of every 32 of qs, every lane loading the block header byte by byte,
-// a warp-shuffle sum. The per-lane arithmetic is warp_row::lane_row (q4_K_lane_math.h).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// a warp-shuffle sum. The per-lane arithmetic is warp_row::lane_row (q4_K_lanes.h).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {
@@ -12,7 +12,7 @@ __global__ void __launch_bounds__(warp_row::kThreads)
     warp_row_kernel(const std::uint8_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y, int nb) {
   const int row = blockIdx.x;
   const int lane = threadIdx.x;
-  float acc = warp_row::lane_row(GlobalLoads{}, row_bytes_of(w, row, nb), x, nb, lane);
+  float acc = warp_row::lane_row(Q4KLoads{}, row_bytes_of(w, row, nb), x, nb, lane);
   acc = warp_sum(acc);
   if (lane == 0) y[row] = acc;
 }

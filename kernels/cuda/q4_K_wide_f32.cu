@@ -1,8 +1,8 @@
 // Q4_K x f32, 8 warps (256 threads) per row: warp w takes super-blocks w, w + 8, ...
 // byte per lane, and the eight warp sums meet in shared memory. More threads per
 // row than legacy, to keep more loads in flight. Per-lane arithmetic: wide::lane_row
-// (q4_K_lane_math.h).
-#include "kernels/cuda/q4_K_cuda.cuh"
+// (q4_K_lanes.h).
+#include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
 namespace {
@@ -14,7 +14,7 @@ __global__ void __launch_bounds__(wide::kThreads)
   __shared__ float warp_sums[wide::kWarps];
   const int row = blockIdx.x;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float acc = wide::lane_row(GlobalLoads{}, row_bytes_of(w, row, nb), x, nb, warp, lane);
+  float acc = wide::lane_row(Q4KLoads{}, row_bytes_of(w, row, nb), x, nb, warp, lane);
   acc = block_sum_to_thread_0<wide::kWarps>(acc, warp_sums);
   if (threadIdx.x == 0) y[row] = acc;
 }

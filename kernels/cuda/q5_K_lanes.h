@@ -13,7 +13,7 @@
 // all weight loads here are 32-bit (or bytes, in the warp_row variant).
 #pragma once
 
-#include "kernels/cuda/q5_K_q6_K_common.h"
+#include "kernels/cuda/q5_K_q6_K_lanes.h"
 
 namespace qmv::cuda::q5q6 {
 
@@ -113,7 +113,7 @@ QMV_HD int q5k_full_warp_x_offset(int lane) { return 64 * (lane >> 3) + 4 * (lan
 
 // xa, xb: the lane's four activations of sub-blocks 2g and 2g + 1.
 template <class Shfl>
-QMV_HD float q5k_full_warp_dot_f32(Shfl& shfl, const Q5KFullWarpLoads& in, const float xa[4], const float xb[4],
+QMV_HD float q5k_full_warp_dot_f32(Shfl& shfl, const Q5KFullWarpLoads& in, const F32x4& xa, const F32x4& xb,
                                    int lane) {
   const int g = lane >> 3;
   const std::uint32_t qh = shfl(in.side, lane & 7);
@@ -130,14 +130,14 @@ QMV_HD float q5k_full_warp_dot_f32(Shfl& shfl, const Q5KFullWarpLoads& in, const
   for (int e = 0; e < 2; ++e) {
     const int j = 2 * g + e;
     const std::uint32_t quad = ((in.qs >> (4 * e)) & 0x0F0F0F0Fu) | (((qh >> j) & 0x01010101u) << 4);
-    const float* xv = e == 0 ? xa : xb;
+    const F32x4& xv = e == 0 ? xa : xb;
     float dot = 0.0f, xsum = 0.0f;
     QMV_UNROLL
     for (int i = 0; i < 4; ++i) {
-      dot += byte_as_float(quad, i, 0.0f) * xv[i];
+      dot += byte_to_float(quad, i) * xv[i];
       xsum += xv[i];
     }
-    sum += d * byte_as_float(scales, e, 0.0f) * dot - dmin * byte_as_float(mins, e, 0.0f) * xsum;
+    sum += d * byte_to_float(scales, e) * dot - dmin * byte_to_float(mins, e) * xsum;
   }
   return sum;
 }
@@ -172,10 +172,9 @@ struct Q5KMwvRow {
       }
       QMV_UNROLL
       for (int u = 0; u < kUnroll; ++u) {
-        float xa[4], xb[4];
         const float* xl = x + at[u] * kSuperBlock + q5k_full_warp_x_offset(lane);
-        mem.act_f32x4_if(valid[u], xl, xa);
-        mem.act_f32x4_if(valid[u], xl + 32, xb);
+        const F32x4 xa = mem.act_f32x4_if(valid[u], xl);
+        const F32x4 xb = mem.act_f32x4_if(valid[u], xl + 32);
         const float s = q5k_full_warp_dot_f32(shfl, w[u], xa, xb, lane);  // every lane shuffles
         partial += valid[u] ? s : 0.0f;
       }

@@ -4,7 +4,7 @@
 // and two float4 activation loads; twelve lanes load the qh words and the header, which
 // shuffles broadcast. Warps meet in shared memory. N = 2, 3, 4.
 #include "kernels/cuda/q5_K_lanes.h"
-#include "kernels/cuda/q5_K_q6_K_launch.cuh"
+#include "kernels/cuda/q5_K_q6_K_kernels.cuh"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/q5_K_lanes.h"
-#include "kernels/cuda/q5_K_q6_K_launch.cuh"
+#include "kernels/cuda/q5_K_q6_K_kernels.cuh"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // (q - 32, re-biased inside the word) and takes two __dp4a against Q8_1 activation
 // words; the sub-block scale multiplies the integer dot, the activation block's d and
 // the super-block's d the float sum.
-#include "kernels/cuda/q5_K_q6_K_launch.cuh"
+#include "kernels/cuda/q5_K_q6_K_kernels.cuh"
 #include "kernels/cuda/q6_K_lanes.h"
 
 namespace {

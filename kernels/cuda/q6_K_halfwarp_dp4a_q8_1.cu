@@ -5,7 +5,7 @@
 // the device keeps resident at once, sized so every warp has the same number of rows.
 #include <cstdint>
 
-#include "kernels/cuda/q5_K_q6_K_launch.cuh"
+#include "kernels/cuda/q5_K_q6_K_kernels.cuh"
 #include "kernels/cuda/q6_K_lanes.h"
 
 namespace {

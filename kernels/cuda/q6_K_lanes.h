@@ -16,7 +16,8 @@
 
 #include <cstddef>
 
-#include "kernels/cuda/q5_K_q6_K_common.h"
+#include "kernels/cuda/q5_K_q6_K_lanes.h"
+#include "kernels/kernel.h"
 
 namespace qmv::cuda::q5q6 {
 
@@ -154,17 +155,17 @@ QMV_HD int q6k_full_warp_x_offset(int lane) {
 }
 
 // f32 activations: xa, xb the lane's four activations of k = p and of k = p + 2.
-QMV_HD float q6k_full_warp_dot_f32(const Q6KFullWarpBlock& blk, const float xa[4], const float xb[4],
+QMV_HD float q6k_full_warp_dot_f32(const Q6KFullWarpBlock& blk, const F32x4& xa, const F32x4& xb,
                                    int lane) {
   const Q6KFullWarpLane at(lane);
   float dot_a = 0.0f, dot_b = 0.0f;
   QMV_UNROLL
   for (int i = 0; i < 4; ++i) {
-    dot_a += byte_as_float(blk.quad_a, i, 32.0f) * xa[i];
-    dot_b += byte_as_float(blk.quad_b, i, 32.0f) * xb[i];
+    dot_a += byte_to_float(blk.quad_a, i, 32.0f) * xa[i];
+    dot_b += byte_to_float(blk.quad_b, i, 32.0f) * xb[i];
   }
-  const float sum = int8_byte_as_float(blk.scale_a, at.upper_scale()) * dot_a +
-                    int8_byte_as_float(blk.scale_b, at.upper_scale()) * dot_b;
+  const float sum = int8_byte_to_float(blk.scale_a, at.upper_scale()) * dot_a +
+                    int8_byte_to_float(blk.scale_b, at.upper_scale()) * dot_b;
   return half_bits_to_float(blk.d) * sum;
 }
 
@@ -195,7 +196,7 @@ QMV_HD Q6KFullWarpAct q6k_full_warp_load_q8_1(Mem& mem, const BlockQ8_1* xq, int
 // sub-block scale (|scale * dot| <= 128 * 4 * 32 * 128 = 2^21, exact as float).
 QMV_HD float q6k_scaled_quad_dot(std::uint32_t quad, std::uint32_t act, std::uint32_t scale_word, int byte) {
   const int dot = dp4a(static_cast<int>(q6k_quad_signed(quad)), static_cast<int>(act), 0);
-  return small_int_as_float(int8_byte(scale_word, byte) * dot);
+  return small_int_to_float(int8_byte(scale_word, byte) * dot);
 }
 
 QMV_HD float q6k_full_warp_dot_q8_1(const Q6KFullWarpBlock& blk, const Q6KFullWarpAct& x, int lane) {
@@ -235,10 +236,9 @@ struct Q6KMwvRow {
       for (int u = 0; u < kUnroll; ++u) {
         const int b = b0 + kWarps * u;
         const bool valid = b < blocks;
-        float xa[4], xb[4];
         const float* xl = x + (valid ? b : b0) * kSuperBlock + q6k_full_warp_x_offset(lane);
-        mem.act_f32x4_if(valid, xl, xa);
-        mem.act_f32x4_if(valid, xl + 64, xb);
+        const F32x4 xa = mem.act_f32x4_if(valid, xl);
+        const F32x4 xb = mem.act_f32x4_if(valid, xl + 64);
         const Q6KFullWarpBlock blk = q6k_full_warp_exchange(shfl, w[u], w[u].header, lane);
         const float s = q6k_full_warp_dot_f32(blk, xa, xb, lane);
         partial += valid ? s : 0.0f;
@@ -496,7 +496,7 @@ QMV_HD std::uint32_t q6k_quarter_warp_quants(const Q6KQuarterWarpLoads& w, int k
   return low | (high & 0x30303030u);
 }
 
-// |scale * dot| <= 128 * 8 * 32 * 128 = 2^22, which small_int_as_float takes exactly
+// |scale * dot| <= 128 * 8 * 32 * 128 = 2^22, which small_int_to_float takes exactly
 // (its lower end, -2^22, included).
 template <class Shfl>
 QMV_HD float q6k_quarter_warp_dot(Shfl& shfl, const Q6KQuarterWarpLoads& w, const Q6KQuarterWarpAct& x, int lane) {
@@ -513,7 +513,7 @@ QMV_HD float q6k_quarter_warp_dot(Shfl& shfl, const Q6KQuarterWarpLoads& w, cons
     dot = dp4a(static_cast<int>(q6k_quarter_warp_quants(w, k, 0)), x0, dot);
     dot = dp4a(static_cast<int>(q6k_quarter_warp_quants(w, k, 1)), x1, dot);
     const float dk = half_bits_to_float(static_cast<std::uint16_t>(scale >> 16));
-    sum += dk * small_int_as_float(int8_byte(scale, at.c >> 1) * dot);
+    sum += dk * small_int_to_float(int8_byte(scale, at.c >> 1) * dot);
   }
   return half_bits_to_float(w.d) * sum;
 }
@@ -584,8 +584,8 @@ struct Q6KQuarterWarpRow {
 };
 
 // ---------------------------------------------------------------------------------
-// tma_dp4a: the quarter-warp row code (both passes) on the chunks of a row that bulk
-// copies brought into shared memory (bulk_rows.h, bulk_rows_kernel.cuh); a chunk of at
+// tma_dp4a: the quarter-warp row code (both passes) on the chunks of a row that TMA
+// copies brought into shared memory (tma_schedule.h, tma_kernels.cuh); a chunk of at
 // most kChunkBlocks super-blocks is one quarter-warp step. Since 210 is not a multiple
 // of 16, each copy is widened to the 16-byte boundaries around its chunk, so the
 // matrix must be a multiple of 16 bytes long (rows * cols / 256 a multiple of 8: every

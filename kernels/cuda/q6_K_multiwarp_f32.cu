@@ -3,7 +3,7 @@
 // together. A lane takes 8 weights (one joined 32-bit word of low nibbles, half a qh
 // word swapped with its neighbour), two float4 activation loads; the scales and d are
 // nine 16-bit loads broadcast by shuffles. Warps meet in shared memory. N = 2, 3, 4.
-#include "kernels/cuda/q5_K_q6_K_launch.cuh"
+#include "kernels/cuda/q5_K_q6_K_kernels.cuh"
 #include "kernels/cuda/q6_K_lanes.h"
 
 namespace {

@@ -7,7 +7,7 @@
 // whose per-sub-block work is spread over four weights a thread.
 #include <cstdint>
 
-#include "kernels/cuda/q5_K_q6_K_launch.cuh"
+#include "kernels/cuda/q5_K_q6_K_kernels.cuh"
 #include "kernels/cuda/q6_K_lanes.h"
 
 namespace {

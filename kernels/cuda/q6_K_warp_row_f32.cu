@@ -1,7 +1,7 @@
 // Q6_K x f32 on the GPU, the plain layout: one warp per row walks the super-blocks one
 // at a time, each lane taking the 8 weights at its l (byte loads), the lanes' sums
 // meeting in a warp shuffle reduction. The baseline of the Q6_K GPU variants.
-#include "kernels/cuda/q5_K_q6_K_launch.cuh"
+#include "kernels/cuda/q5_K_q6_K_kernels.cuh"
 #include "kernels/cuda/q6_K_lanes.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // Q8_0 weights x f32 activations on the GPU, simple and correct: one warp per row, eight lanes per
-// block of 32 weights, d * sum(q * x) per lane's four weights (legacy_lane.h).
-#include "kernels/cuda/legacy_matvec.cuh"
+// block of 32 weights, d * sum(q * x) per lane's four weights (legacy_lanes.h).
+#include "kernels/cuda/legacy_kernels.cuh"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The GPU activation quantizer for the DP4A kernels: float activations in device
 // memory to Q8_1 blocks in device memory, byte for byte what quantize_row_q8_1 gives
-// on the host (its per-lane arithmetic is quantize_q8_1_lane.h, which a CPU test
+// on the host (its per-lane arithmetic is quantize_q8_1_lanes.h, which a CPU test
 // replays against the host quantizer). Plain C++ header so g++-compiled harness code
 // can call it.
 #pragma once

@@ -1,5 +1,5 @@
 // One Q8_1 block from one warp, a value per lane: the block maximum and the quant sum
-// are warp butterflies over the exact steps of quantize_q8_1_lane.h, so the bytes are
+// are warp butterflies over the exact steps of quantize_q8_1_lanes.h, so the bytes are
 // quantize_row_q8_1's. Shared by the standalone quantizer (quantize_q8_1.cu) and the
 // decode kernels that quantize the vector they have just written (RMSNorm, SwiGLU):
 // those save a launch and a read of the vector. Every lane of the warp must call it.
@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/quantize_q8_1_lane.h"
+#include "kernels/cuda/quantize_q8_1_lanes.h"
 #include "kernels/formats/formats.h"
 
 namespace qmv::cuda {

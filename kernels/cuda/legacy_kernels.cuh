@@ -1,19 +1,19 @@
 // The kernels and launches the legacy-quant and float-weight GPU matvecs share: one
-// warp per row, the lane arithmetic of legacy_lane.h (f32 activations) or
-// legacy_dp4a_lane.h (Q8_1), a warp sum, lane 0 writes. Each
+// warp per row, the lane arithmetic of legacy_lanes.h (f32 activations) or
+// legacy_dp4a_lanes.h (Q8_1), a warp sum, lane 0 writes. Each
 // variant file instantiates them for its type and registers itself.
 #pragma once
 
 #include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/legacy_dp4a_lane.h"
-#include "kernels/cuda/legacy_lane.h"
+#include "kernels/cuda/legacy_dp4a_lanes.h"
+#include "kernels/cuda/legacy_lanes.h"
 
 namespace qmv::cuda {
 namespace {
 
-// Act: float (legacy_lane.h) or BlockQ8_1 (legacy_dp4a_lane.h), the legacy_lane_sum
+// Act: float (legacy_lanes.h) or BlockQ8_1 (legacy_dp4a_lanes.h), the legacy_lane_sum
 // overload that reads it.
 template <class Block, class Act>
 __global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kLegacyWarpsPerCta* kWarp)
 
 // The run() of a block-type variant: args already validated by invoke(). Q8_1
 // activations are read in 32-bit words and the weights then in 16-bit halves
-// (legacy_dp4a_lane.h), which check_launch makes sure of first.
+// (legacy_dp4a_lanes.h), which check_launch makes sure of first.
 template <class Block, class Act = float>
 Status launch_legacy_matvec(const MatVecArgs& a, const char* name) {
   if constexpr (std::is_same_v<Act, BlockQ8_1>) {

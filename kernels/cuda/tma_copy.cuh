@@ -1,15 +1,16 @@
-// Bulk copies from global into shared memory (cp.async.bulk, sm_90 and newer) and the
-// transaction barriers (mbarrier) that say when one has landed. One thread issues a
-// copy of any multiple of 16 bytes with a single instruction, so a kernel can keep tens
-// of kilobytes per SM in flight without spending registers or load instructions on
-// them. Device code only; callers compile it under __CUDA_ARCH__ >= 900.
+// TMA copies from global into shared memory (cp.async.bulk, made by the Tensor Memory
+// Accelerator of sm_90 and newer) and the transaction barriers (mbarrier) that say when
+// one has landed. One thread issues a copy of any multiple of 16 bytes with a single
+// instruction, so a kernel can keep tens of kilobytes per SM in flight without spending
+// registers or load instructions on them. Device code only; callers compile it under
+// __CUDA_ARCH__ >= 900.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-namespace qmv::cuda::bulk {
+namespace qmv::cuda::tma {
 
 __device__ __forceinline__ std::uint32_t shared_address(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
@@ -66,4 +67,4 @@ __device__ __forceinline__ void barrier_wait(std::uint64_t* bar, std::uint32_t p
     if (clock64() - start > (1ll << 31)) __trap();
 }
 
-}  // namespace qmv::cuda::bulk
+}  // namespace qmv::cuda::tma

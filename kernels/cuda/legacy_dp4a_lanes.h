@@ -2,7 +2,7 @@
 // (q4_0/q4_1/q5_0/q5_1/q8_0 .cuda.warp_row_dp4a_q8_1): host+device functions, so a CPU
 // test replays every lane of the launch.
 //
-// Geometry: one warp per row, kLegacyWarpsPerCta rows per CTA (legacy_lane.h). A weight
+// Geometry: one warp per row, kLegacyWarpsPerCta rows per CTA (legacy_lanes.h). A weight
 // block of 32 pairs with the Q8_1 block of the same 32 columns. Four lanes share a block,
 // a warp works on 8 consecutive blocks at a time: lane `lane` takes part lane % 4 of
 // blocks lane / 4, lane / 4 + 8, ... (the loop of the lanes of a row may end at
@@ -21,7 +21,7 @@
 #include <cstring>
 
 #include "kernels/cuda/lane_math.h"
-#include "kernels/cuda/legacy_lane.h"
+#include "kernels/cuda/legacy_lanes.h"
 #include "kernels/formats/formats.h"
 
 namespace qmv::cuda {
@@ -116,7 +116,7 @@ QMV_HD float legacy_dp4a_part(const BlockQ8_0& b, const BlockQ8_1& x, int p) {
 }
 
 // Lane `lane`'s share of the dot of one row (n_blocks blocks) with the Q8_1 vector xq
-// (legacy_lane.h's legacy_lane_sum with Q8_1 activations).
+// (legacy_lanes.h's legacy_lane_sum with Q8_1 activations).
 // Four steps at a time, their loads independent of each other's sums, so the warp has
 // 32 blocks of loads in flight.
 inline constexpr int kLegacyDp4aUnroll = 4;

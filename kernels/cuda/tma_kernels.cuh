@@ -1,8 +1,8 @@
-// The matvec kernel fed by bulk copies (sm_90 and newer), for any weight type whose
+// The matvec kernel fed by TMA copies (sm_90 and newer), for any weight type whose
 // lane code can read a row's super-blocks from shared memory. Kernels that load into
 // registers keep a few super-blocks per warp in flight, too few bytes per SM to cover
 // HBM's latency (results/README.md, "nvidia-h100-80gb-hbm3"). Here lane 0 of each warp
-// streams the warp's rows (bulk_rows.h) chunk by chunk into a ring of Chunk::kStages
+// streams the warp's rows (tma_schedule.h) chunk by chunk into a ring of Chunk::kStages
 // shared-memory stages of its own with cp.async.bulk: tens of kilobytes per SM in
 // flight at no register cost. The warp computes each chunk from its stage; each lane
 // keeps its share of the row over the row's chunks, and the warp's sum after the last
@@ -25,11 +25,11 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/bulk_copy.cuh"
-#include "kernels/cuda/bulk_rows.h"
+#include "kernels/cuda/tma_copy.cuh"
+#include "kernels/cuda/tma_schedule.h"
 #include "kernels/cuda/cuda_common.cuh"
 
-namespace qmv::cuda::bulk_rows {
+namespace qmv::cuda::tma {
 
 inline constexpr int kThreads = kWarps * kWarp;
 
@@ -41,8 +41,8 @@ inline constexpr std::size_t kSharedBytes = std::size_t(kWarps) * Chunk::kStages
 
 template <class Chunk>
 __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
-    bulk_rows_kernel(const std::uint8_t* __restrict__ w, const typename Chunk::Act* __restrict__ x,
-                     float* __restrict__ y, Plan plan) {
+    tma_rows_kernel(const std::uint8_t* __restrict__ w, const typename Chunk::Act* __restrict__ x,
+                    float* __restrict__ y, Plan plan) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kBlockBytes = Chunk::kBlockBytes, kStages = Chunk::kStages, kStage = kStageBytes<Chunk>;
   extern __shared__ __align__(128) std::uint8_t shared_stages[];
@@ -64,13 +64,13 @@ __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
   auto issue = [&](int i) {
     const Copy c = item_copy<kBlockBytes>(plan, item(plan, rows, i));
     std::uint64_t* bar = &landed[i % kStages];
-    bulk::arrive_expect(bar, c.bytes);
-    bulk::copy_to_shared(stages + (i % kStages) * kStage, w + c.src_offset, c.bytes, bar);
+    tma::arrive_expect(bar, c.bytes);
+    tma::copy_to_shared(stages + (i % kStages) * kStage, w + c.src_offset, c.bytes, bar);
   };
 
   if (lane == 0) {
-    for (int s = 0; s < kStages; ++s) bulk::barrier_init(&landed[s]);
-    bulk::barrier_init_fence();
+    for (int s = 0; s < kStages; ++s) tma::barrier_init(&landed[s]);
+    tma::barrier_init_fence();
     for (int i = 0; i < n && i < kStages; ++i) issue(i);
   }
   __syncwarp();
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
   float acc = 0.0f;  // this lane's share of its row, over the row's chunks
   for (int i = 0; i < n; ++i) {
     const int s = i % kStages;
-    bulk::barrier_wait(&landed[s], static_cast<std::uint32_t>((i / kStages) & 1));
+    tma::barrier_wait(&landed[s], static_cast<std::uint32_t>((i / kStages) & 1));
     const Item it = item(plan, rows, i);
     const int data_offset = item_copy<kBlockBytes>(plan, it).data_offset;
     acc += Chunk::partial(stages + s * kStage + data_offset, x, it.block0, it.blocks, lane);
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
     }
     __syncwarp();  // every lane is done with stage s before it is refilled
     if (lane == 0 && i + kStages < n) {
-      bulk::fence_before_copy();
+      tma::fence_before_copy();
       issue(i + kStages);
     }
   }
@@ -105,19 +105,19 @@ __global__ void __launch_bounds__(kThreads, Chunk::kMinCtasPerSm)
 // carveout, or fewer CTAs fit (the activations, a few KiB, keep the L1 left).
 template <class Chunk>
 cudaError_t allow_stages() {
-  const cudaError_t err = cudaFuncSetAttribute(bulk_rows_kernel<Chunk>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const cudaError_t err = cudaFuncSetAttribute(tma_rows_kernel<Chunk>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(kSharedBytes<Chunk>));
   if (err != cudaSuccess) return err;
-  return cudaFuncSetAttribute(bulk_rows_kernel<Chunk>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  return cudaFuncSetAttribute(tma_rows_kernel<Chunk>, cudaFuncAttributePreferredSharedMemoryCarveout,
                               cudaSharedmemCarveoutMaxShared);
 }
 
 // The launch: one wave of CTAs (at most one per row). The caller has checked the shape.
 template <class Chunk>
-Status run_bulk_rows(const MatVecArgs& a, const char* name) {
+Status run_tma_rows(const MatVecArgs& a, const char* name) {
   if (Status s = check_launch(name, a, 16, 4); !s.ok()) return s;
   const std::int64_t resident =
-      resident_ctas<bulk_rows_kernel<Chunk>>(kThreads, kSharedBytes<Chunk>, allow_stages<Chunk>);
+      resident_ctas<tma_rows_kernel<Chunk>>(kThreads, kSharedBytes<Chunk>, allow_stages<Chunk>);
   if (resident <= 0)
     return Status::Error(std::string(name) + ": the device holds no CTA with " +
                          std::to_string(kSharedBytes<Chunk>) + " bytes of shared memory");
@@ -137,8 +137,8 @@ Status run_bulk_rows(const MatVecArgs& a, const char* name) {
       config.attrs = &overlap;
       config.numAttrs = 1;
     }
-    cudaLaunchKernelEx(&config, bulk_rows_kernel<Chunk>, w, x, a.y, plan);
+    cudaLaunchKernelEx(&config, tma_rows_kernel<Chunk>, w, x, a.y, plan);
   });
 }
 
-}  // namespace qmv::cuda::bulk_rows
+}  // namespace qmv::cuda::tma

@@ -1,5 +1,6 @@
 // Device side shared by the Q4_K CUDA variant files: the Loads policies the lane
-// functions of q4_K_lane_math.h read memory through, the cross-warp reduction of the
+// functions of q4_K_lanes.h read memory through (GlobalLoads, global_loads.h, with
+// Q4_K's cache hints and header broadcasts), the cross-warp reduction of the
 // multi-warp layouts, the host-side checks every run function makes before its
 // launch, and the resident-block count for grid-stride launches.
 #pragma once
@@ -11,82 +12,16 @@
 #include <string>
 
 #include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/q4_K_lane_math.h"
+#include "kernels/cuda/q4_K_lanes.h"
 
 namespace qmv::cuda::q4k {
 
-// Weights are streamed once: read-only loads that do not allocate in L1, so the
-// activations, which every row reads again, keep the L1. Activations: __ldg.
-// (The host halves of these functions exist only so the lane templates compile for
-// both sides; kernels never call them on the host.)
-struct GlobalLoads {
-  QMV_HD std::uint8_t w8(const std::uint8_t* p) const {
-#if defined(__CUDA_ARCH__)
-    return __ldg(p);
-#else
-    return *p;
-#endif
-  }
-  QMV_HD std::uint16_t w16(const std::uint16_t* p) const {
-#if defined(__CUDA_ARCH__)
-    return __ldg(p);
-#else
-    return *p;
-#endif
-  }
-  QMV_HD std::uint32_t w32(const std::uint32_t* p) const {
-#if defined(__CUDA_ARCH__)
-    std::uint32_t v;
-    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(__cvta_generic_to_global(p)));
-    return v;
-#else
-    return *p;
-#endif
-  }
-  QMV_HD U32x2 w32x2(const std::uint32_t* p) const {
-#if defined(__CUDA_ARCH__)
-    U32x2 v;
-    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
-        : "=r"(v.x), "=r"(v.y)
-        : "l"(__cvta_generic_to_global(p)));
-    return v;
-#else
-    return {p[0], p[1]};
-#endif
-  }
-  QMV_HD U32x4 w32x4(const std::uint32_t* p) const {
-#if defined(__CUDA_ARCH__)
-    U32x4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(__cvta_generic_to_global(p)));
-    return v;
-#else
-    return {p[0], p[1], p[2], p[3]};
-#endif
-  }
-  QMV_HD float act_f32(const float* p) const {
-#if defined(__CUDA_ARCH__)
-    return __ldg(p);
-#else
-    return *p;
-#endif
-  }
-  QMV_HD F32x4 act_f32x4(const float* p) const {
-#if defined(__CUDA_ARCH__)
-    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
-    return {v.x, v.y, v.z, v.w};
-#else
-    return {p[0], p[1], p[2], p[3]};
-#endif
-  }
-  QMV_HD std::uint32_t act_u32(const std::uint32_t* p) const {
-#if defined(__CUDA_ARCH__)
-    return __ldg(p);
-#else
-    return *p;
-#endif
-  }
+// Weights are streamed once: their words and vectors bypass L1, so the activations,
+// which every row reads again, keep it. The byte-per-lane variants' byte and 16-bit
+// weight loads take the default path. Activations: the default path.
+struct Q4KLoads : GlobalLoads<L1Hint::kNoAllocate> {
+  QMV_HD std::uint8_t weight_u8(const void* p) const { return load_nc<std::uint8_t>(p); }
+  QMV_HD std::uint16_t weight_u16(const void* p) const { return load_nc<std::uint16_t>(p); }
   // Lane 0 loads the header as four 32-bit words (d | dmin, then the 12 scale
   // bytes as three words); every lane receives them by shuffle.
   QMV_HD void header_from_lane_0(const std::uint32_t* block, int lane, std::uint32_t (&out)[kHeaderWords]) const {
@@ -94,7 +29,7 @@ struct GlobalLoads {
     std::uint32_t mine[kHeaderWords] = {0u, 0u, 0u, 0u};
     if (lane == 0) {
 #pragma unroll
-      for (int i = 0; i < kHeaderWords; ++i) mine[i] = w32(block + i);
+      for (int i = 0; i < kHeaderWords; ++i) mine[i] = weight_u32(block + i);
     }
 #pragma unroll
     for (int i = 0; i < kHeaderWords; ++i) out[i] = __shfl_sync(0xffffffffu, mine[i], 0);
@@ -107,7 +42,7 @@ struct GlobalLoads {
   // receives all four by shuffle.
   QMV_HD void header_from_lanes_0_to_3(const std::uint32_t* block, int lane, std::uint32_t (&out)[kHeaderWords]) const {
 #if defined(__CUDA_ARCH__)
-    const std::uint32_t mine = lane < kHeaderWords ? w32(block + lane) : 0u;
+    const std::uint32_t mine = lane < kHeaderWords ? weight_u32(block + lane) : 0u;
 #pragma unroll
     for (int i = 0; i < kHeaderWords; ++i) out[i] = __shfl_sync(0xffffffffu, mine, i);
 #else
@@ -117,8 +52,8 @@ struct GlobalLoads {
   }
 };
 
-// As GlobalLoads, with the activations in shared memory (tiled, chunked).
-struct SharedActLoads : GlobalLoads {
+// As Q4KLoads, with the activations in shared memory (tiled, chunked).
+struct SharedActLoads : Q4KLoads {
   QMV_HD float act_f32(const float* p) const { return *p; }
 };
 
@@ -149,7 +84,7 @@ __global__ void __launch_bounds__(halfwarp_dp4a::kThreads, 8)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const std::int64_t stride = halfwarp_dp4a::row_stride(gridDim.x);
   for (std::int64_t row = halfwarp_dp4a::first_row(blockIdx.x, warp); row < rows; row += stride) {
-    float acc = grouped_lane_row<kGroups, kUnroll, kWords>(GlobalLoads{}, row_words_of(w, row, nb), x, nb, lane);
+    float acc = grouped_lane_row<kGroups, kUnroll, kWords>(Q4KLoads{}, row_words_of(w, row, nb), x, nb, lane);
     acc = warp_sum(acc);
     if (lane == 0) y[row] = acc;
   }

@@ -12,7 +12,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/q5_K_q6_K_common.h"
+#include "kernels/cuda/q5_K_q6_K_lanes.h"
 
 namespace qmv::cuda::q5q6 {
 
@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * kLanes, 8)
                         float* __restrict__ y, std::int64_t rows, std::int64_t nb) {
   const int warp = static_cast<int>(threadIdx.x) / kLanes, lane = static_cast<int>(threadIdx.x) % kLanes;
   const std::int64_t row_bytes = nb * Row::kBlockBytes;
-  GlobalReads mem;
+  Q5KQ6KLoads mem;
   WarpShuffle shfl;
   for (std::int64_t row = warp_first_row(static_cast<int>(blockIdx.x), warp, kRowWarpsPerBlock); row < rows;
        row += warp_row_stride(static_cast<int>(gridDim.x), kRowWarpsPerBlock)) {
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(Row::kWarpsPerRow * kLanes, 1024 / (Row::kWarp
   __shared__ float warp_sums[Row::kWarpsPerRow];
   const int warp = static_cast<int>(threadIdx.x) / kLanes, lane = static_cast<int>(threadIdx.x) % kLanes;
   const std::int64_t row = blockIdx.x;
-  GlobalReads mem;
+  Q5KQ6KLoads mem;
   WarpShuffle shfl;
   const float sum = warp_sum(Row::partial(mem, shfl, w + row * nb * Row::kBlockBytes, x, nb, warp, lane));
   if (lane == 0) warp_sums[warp] = sum;

@@ -1,5 +1,5 @@
-// The work schedule of the matvecs fed by bulk copies (cp.async.bulk, the Hopper TMA
-// unit): which rows each warp owns and which bytes each of its pipeline stages brings
+// The work schedule of the matvecs fed by TMA copies (cp.async.bulk, made by the Hopper
+// Tensor Memory Accelerator): which rows each warp owns and which bytes each of its pipeline stages brings
 // into shared memory. Host+device, so the CPU tests replay it copy by copy.
 //
 // Each CTA of the grid owns a contiguous range of rows; the ranges differ by at most
@@ -7,7 +7,7 @@
 // grid-stride over row blocks would leave a last, partial wave). Warp w of a CTA takes
 // rows w, w + kWarps, ... of its range, each in column chunks of at most a given number
 // of super-blocks, left to right. One (row, chunk) is an item; the warp's items flow
-// through a ring of stages of its own, one bulk copy per item, so warps neither share
+// through a ring of stages of its own, one TMA copy per item, so warps neither share
 // stages nor wait for each other.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 #include "kernels/cuda/lane_math.h"
 
-namespace qmv::cuda::bulk_rows {
+namespace qmv::cuda::tma {
 
 inline constexpr int kWarps = 8;  // of a CTA
 
@@ -76,7 +76,7 @@ QMV_HD Item item(const Plan& p, const WarpRows& r, int i) {
   return it;
 }
 
-// Bulk copies move multiples of 16 bytes between 16-byte aligned addresses. Where a
+// TMA copies move multiples of 16 bytes between 16-byte aligned addresses. Where a
 // block is not a multiple of 16 bytes long (Q6_K's 210), an item's copy is widened to
 // the 16-byte boundaries around its chunk, and the chunk's first block lies
 // `data_offset` bytes into the copy. A widened copy reads at most 15 bytes past the
@@ -105,4 +105,4 @@ QMV_HD Copy item_copy(const Plan& p, const Item& it) {
   return c;
 }
 
-}  // namespace qmv::cuda::bulk_rows
+}  // namespace qmv::cuda::tma

@@ -4,10 +4,10 @@
 // and lane the kernel's launch would have, so the indexing is checked without a GPU.
 //
 // Memory reads go through a Loads policy (a template parameter): on the device it
-// issues the real loads (kernels/cuda/q4_K_cuda.cuh), in the test it also counts
-// which bytes each lane reads. A policy provides:
-//   w8, w16, w32, w32x2, w32x4   weight loads (1, 2, 4, 8, 16 bytes)
-//   act_f32, act_f32x4, act_u32  activation loads
+// issues the real loads (Q4KLoads, kernels/cuda/q4_K_kernels.cuh), in the test it also
+// counts which bytes each lane reads. A policy provides GlobalLoads' interface
+// (global_loads.h; these lanes use weight_u8, _u16, _u32, _u32x2, _u32x4 and act_f32,
+// _f32x4, _u32) and the two header broadcasts:
 //   header_from_lane_0(words, lane, out[4])       lane 0 loads, the warp receives
 //   header_from_lanes_0_to_3(words, lane, out[4]) lane i < 4 loads word i, the warp receives
 //
@@ -24,19 +24,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
-#include "kernels/cuda/bulk_rows.h"
+#include "kernels/cuda/global_loads.h"
 #include "kernels/cuda/lane_math.h"
+#include "kernels/cuda/tma_schedule.h"
 #include "kernels/formats/formats.h"
 #include "kernels/kernel.h"
-
-// Loop unrolling for nvcc; plain C++ compilers do not know the pragma.
-#if defined(__CUDACC__)
-#define QMV_Q4K_UNROLL _Pragma("unroll")
-#else
-#define QMV_Q4K_UNROLL
-#endif
 
 namespace qmv::cuda::q4k {
 
@@ -51,16 +44,6 @@ inline constexpr int kQ8_1WordsPerSuperBlock = 8 * kQ8_1Words;
 inline constexpr std::uint32_t kLowNibbles = 0x0F0F0F0Fu;
 static_assert(sizeof(BlockQ4K) == kBlockBytes && sizeof(BlockQ8_1) == kQ8_1Words * 4);
 
-struct U32x2 {
-  std::uint32_t x, y;
-};
-struct U32x4 {
-  std::uint32_t x, y, z, w;
-};
-struct F32x4 {
-  float x, y, z, w;
-};
-
 // A 16-byte store (shared memory staging): one vector store per lane, which a warp
 // completes in the minimum four wavefronts, where four scalar stores at a stride of
 // four words would meet 4-way bank conflicts.
@@ -74,49 +57,6 @@ QMV_HD void store_f32x4(float* p, const F32x4& v) {
   p[3] = v.w;
 #endif
 }
-
-// ---------------------------------------------------------------------------------
-// Small conversions
-
-QMV_HD float float_from_bits(std::uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(b);
-#else
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-#endif
-}
-
-// __byte_perm: result byte n is byte (s >> 4n) & 7 of the eight bytes y:x.
-QMV_HD std::uint32_t byte_perm(std::uint32_t x, std::uint32_t y, std::uint32_t s) {
-#if defined(__CUDA_ARCH__)
-  return __byte_perm(x, y, s);
-#else
-  const std::uint64_t bytes = (std::uint64_t(y) << 32) | x;
-  std::uint32_t r = 0;
-  for (int n = 0; n < 4; ++n)
-    r |= static_cast<std::uint32_t>((bytes >> (8 * ((s >> (4 * n)) & 7u))) & 0xFFu) << (8 * n);
-  return r;
-#endif
-}
-
-// Byte k of w as a float. 2^23 + v carries v (< 256) in its low mantissa bits, so a
-// byte permute and one add replace an int-to-float conversion, which runs at a
-// quarter of the float rate or less.
-QMV_HD float byte_to_float(std::uint32_t w, int k) {
-  return float_from_bits(byte_perm(w, 0x4B000000u, 0x7540u | static_cast<std::uint32_t>(k))) - 8388608.0f;
-}
-
-// v < 2^23 as a float, exactly: 2^23 + v carries v in its mantissa.
-QMV_HD float small_uint_to_float(std::uint32_t v) { return float_from_bits(0x4B000000u | v) - 8388608.0f; }
-
-// v with |v| < 2^22 as a float, exactly: 1.5 * 2^23 + v carries v in its mantissa.
-QMV_HD float small_int_to_float(int v) {
-  return float_from_bits(0x4B400000u + static_cast<std::uint32_t>(v)) - 12582912.0f;
-}
-
-QMV_HD std::uint32_t byte_of(std::uint32_t w, int k) { return (w >> (8 * k)) & 0xFFu; }
 
 // ---------------------------------------------------------------------------------
 // Scales and mins from the three packed scale words, four 6-bit values per word:
@@ -191,10 +131,10 @@ struct SubBlockFactors {
 // 12 scale bytes one by one (what a warp-per-row kernel does without any sharing).
 template <class Loads>
 QMV_HD SubBlockFactors factors_from_bytes(const Loads& ld, const std::uint8_t* block) {
-  const float d = half_bits_to_float(ld.w16(reinterpret_cast<const std::uint16_t*>(block)));
-  const float dmin = half_bits_to_float(ld.w16(reinterpret_cast<const std::uint16_t*>(block + 2)));
+  const float d = half_bits_to_float(ld.weight_u16(block));
+  const float dmin = half_bits_to_float(ld.weight_u16(block + 2));
   std::uint8_t packed[kKScaleBytes];
-  for (int i = 0; i < kKScaleBytes; ++i) packed[i] = ld.w8(block + 4 + i);
+  for (int i = 0; i < kKScaleBytes; ++i) packed[i] = ld.weight_u8(block + 4 + i);
   SubBlockFactors f;
   for (int j = 0; j < 8; ++j) {
     int sc, m;
@@ -227,9 +167,9 @@ template <class Loads>
 QMV_HD float byte_lane_dot(const Loads& ld, const SubBlockFactors& f, const std::uint8_t* block, const float* x_sb,
                            int lane) {
   float sum = 0.0f;
-  QMV_Q4K_UNROLL
+  QMV_UNROLL
   for (int g = 0; g < 4; ++g) {
-    const std::uint32_t q = ld.w8(block + kQsBytesOffset + 32 * g + lane);
+    const std::uint32_t q = ld.weight_u8(block + kQsBytesOffset + 32 * g + lane);
     const float x_lo = ld.act_f32(x_sb + 64 * g + lane);
     const float x_hi = ld.act_f32(x_sb + 64 * g + 32 + lane);
     sum += (f.d_sc[2 * g] * byte_to_float(q & 0xFu, 0) - f.dmin_m[2 * g]) * x_lo;
@@ -279,7 +219,7 @@ struct F32Slot {
 // the caller's: by lane, or by shuffle).
 template <class Loads>
 QMV_HD void load_f32_word(const Loads& ld, const F32Cursor& c, int sb, F32Slot& s) {
-  s.q = ld.w32(c.qs + kBlockWords * sb);
+  s.q = ld.weight_u32(c.qs + kBlockWords * sb);
   s.x_lo = ld.act_f32x4(c.x_lo + kSuperBlock * sb);
   s.x_hi = ld.act_f32x4(c.x_lo + kSuperBlock * sb + 32);
 }
@@ -353,13 +293,13 @@ QMV_HD void load_q8_1_words(const Loads& ld, const Q8Cursor& c, int sb, Q8Slot<k
   static_assert(kWords == 1 || kWords == 2 || kWords == 4, "one, two or four words per lane");
   const std::uint32_t* qs = c.qs + kBlockWords * sb;
   if constexpr (kWords == 1) {
-    s.q[0] = ld.w32(qs);
+    s.q[0] = ld.weight_u32(qs);
   } else if constexpr (kWords == 2) {
-    const U32x2 v = ld.w32x2(qs);
+    const U32x2 v = ld.weight_u32x2(qs);
     s.q[0] = v.x;
     s.q[1] = v.y;
   } else {
-    const U32x4 v = ld.w32x4(qs);
+    const U32x4 v = ld.weight_u32x4(qs);
     s.q[0] = v.x;
     s.q[1] = v.y;
     s.q[2] = v.z;
@@ -369,7 +309,7 @@ QMV_HD void load_q8_1_words(const Loads& ld, const Q8Cursor& c, int sb, Q8Slot<k
   const std::uint32_t* x_q = c.x_q + kQ8_1WordsPerSuperBlock * sb;
   s.ds_lo = ld.act_u32(x_lo);
   s.ds_hi = ld.act_u32(x_lo + kQ8_1Words);
-  QMV_Q4K_UNROLL
+  QMV_UNROLL
   for (int i = 0; i < kWords; ++i) {
     s.a_lo[i] = static_cast<int>(ld.act_u32(x_q + i));
     s.a_hi[i] = static_cast<int>(ld.act_u32(x_q + kQ8_1Words + i));
@@ -382,7 +322,7 @@ QMV_HD float q8_1_words_partial(const Q8Slot<kWords>& s, const Q8Lane& lane) {
   static_assert(kWords <= 8);
   const ScalePairs sp = scale_pairs(s.hdr, lane.sel);
   int sum_lo = 0, sum_hi = 0;
-  QMV_Q4K_UNROLL
+  QMV_UNROLL
   for (int i = 0; i < kWords; ++i) {
     sum_lo = dp4a(static_cast<int>(s.q[i] & kLowNibbles), s.a_lo[i], sum_lo);
     sum_hi = dp4a(static_cast<int>((s.q[i] >> 4) & kLowNibbles), s.a_hi[i], sum_hi);
@@ -399,7 +339,7 @@ QMV_HD float q8_1_words_partial(const Q8Slot<kWords>& s, const Q8Lane& lane) {
 // of the group asks for the same address: one transaction).
 template <class Loads>
 QMV_HD void header_by_lane(const Loads& ld, const std::uint32_t* hdr_words, std::uint32_t (&hdr)[kHeaderWords]) {
-  const U32x4 v = ld.w32x4(hdr_words);
+  const U32x4 v = ld.weight_u32x4(hdr_words);
   hdr[0] = v.x;
   hdr[1] = v.y;
   hdr[2] = v.z;
@@ -548,12 +488,12 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const flo
   int b = 0;
   for (; b + kUnroll <= nb; b += kUnroll, c = advance(c, kUnroll)) {
     F32Slot s[kUnroll];
-    QMV_Q4K_UNROLL
+    QMV_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
       header_by_lane(ld, c.hdr + kBlockWords * u, s[u].hdr);
       load_f32_word(ld, c, u, s[u]);
     }
-    QMV_Q4K_UNROLL
+    QMV_UNROLL
     for (int u = 0; u < kUnroll; ++u) acc += f32_word_partial(s[u], sel);
   }
   for (; b < nb; ++b, c = advance(c, 1)) {
@@ -581,12 +521,12 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const flo
   int b = warp;
   for (; b + kWarps * (kUnroll - 1) < nb; b += kWarps * kUnroll, c = advance(c, kWarps * kUnroll)) {
     F32Slot s[kUnroll];
-    QMV_Q4K_UNROLL
+    QMV_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
       ld.header_from_lanes_0_to_3(c.hdr + kBlockWords * kWarps * u, lane, s[u].hdr);
       load_f32_word(ld, c, kWarps * u, s[u]);
     }
-    QMV_Q4K_UNROLL
+    QMV_UNROLL
     for (int u = 0; u < kUnroll; ++u) acc += f32_word_partial(s[u], sel);
   }
   for (; b < nb; b += kWarps, c = advance(c, kWarps)) {
@@ -637,12 +577,12 @@ QMV_HD float grouped_lane_row(const Loads& ld, const std::uint32_t* row_words, c
   int b = group;
   for (; b + kGroups * (kUnroll - 1) < nb; b += kGroups * kUnroll, c = advance(c, kGroups * kUnroll)) {
     Q8Slot<kWords> s[kUnroll];
-    QMV_Q4K_UNROLL
+    QMV_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
       header_by_lane(ld, c.hdr + kBlockWords * kGroups * u, s[u].hdr);
       load_q8_1_words<kWords>(ld, c, kGroups * u, s[u]);
     }
-    QMV_Q4K_UNROLL
+    QMV_UNROLL
     for (int u = 0; u < kUnroll; ++u) acc += q8_1_words_partial<kWords>(s[u], q8);
   }
   for (; b < nb; b += kGroups, c = advance(c, kGroups)) {
@@ -685,14 +625,14 @@ inline constexpr int kWordsPerLane = 4;
 }  // namespace quarterwarp_dp4a
 
 // tma_dp4a: each warp's rows streamed chunk by chunk into a ring of kStages
-// shared-memory stages of its own by bulk copies (bulk_rows.h, bulk_rows_kernel.cuh);
+// shared-memory stages of its own by TMA copies (tma_schedule.h, tma_kernels.cuh);
 // the warp computes each chunk from its stage with quarterwarp_dp4a's lane layout, whose
 // 16-byte reads of a super-block's qs and header fall on 16-byte boundaries of the
 // stage. The activations come from global memory.
 namespace tma_dp4a {
 inline constexpr int kStages = 4;
 inline constexpr int kChunkBlocks = 16;
-inline constexpr int kStageBytes = bulk_rows::stage_bytes<kBlockBytes>(kChunkBlocks);
+inline constexpr int kStageBytes = tma::stage_bytes<kBlockBytes>(kChunkBlocks);
 inline constexpr int kGroups = 4;
 inline constexpr int kUnroll = 2;
 inline constexpr int kWordsPerLane = 4;
@@ -712,12 +652,12 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std
   int b = warp;
   for (; b + kWarps * (kUnroll - 1) < nb; b += kWarps * kUnroll, c = advance(c, kWarps * kUnroll)) {
     Q8Slot<1> s[kUnroll];
-    QMV_Q4K_UNROLL
+    QMV_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
       ld.header_from_lanes_0_to_3(c.hdr + kBlockWords * kWarps * u, lane, s[u].hdr);
       load_q8_1_words<1>(ld, c, kWarps * u, s[u]);
     }
-    QMV_Q4K_UNROLL
+    QMV_UNROLL
     for (int u = 0; u < kUnroll; ++u) acc += q8_1_words_partial<1>(s[u], q8);
   }
   for (; b < nb; b += kWarps, c = advance(c, kWarps)) {
