@@ -4,6 +4,8 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "harness/data.h"
@@ -149,6 +151,66 @@ std::pair<Eigen::MatrixXd, Eigen::MatrixXd> reference_products(WeightType type, 
 
 namespace {
 
+// A problem's weights and references in CheckConfig::problem_cache, raw, in one file
+// named by everything they depend on (the seed, the type, the shape, the number of
+// matrices, the activation views and outlier settings). A file of any other size
+// is not read: the problem is made again and the file replaced.
+class ProblemCacheFile {
+ public:
+  ProblemCacheFile(const CheckConfig& cfg, const Problem& p, int matrices) : matrices_(matrices) {
+    if (cfg.problem_cache.empty()) return;
+    std::string key = fmt::format("{} {} {} {}", cfg.outlier_channels, cfg.outlier_min_x, cfg.outlier_max_x, matrices);
+    for (const auto& v : p.views) key += " " + v;
+    path_ = fmt::format("{}/{:016x}-{}-{}x{}-{:016x}.bin", cfg.problem_cache, cfg.seed, to_string(p.type),
+                        p.shape.rows, p.shape.cols, std::hash<std::string>{}(key));
+    weight_bytes_ = row_bytes(p.type, p.shape.cols) * static_cast<std::size_t>(p.shape.rows);
+    reference_doubles_ = static_cast<std::size_t>(p.shape.rows) * p.cases.size() * (1 + p.views.size());
+  }
+
+  bool load(Problem& p) const {
+    std::ifstream in(path_, std::ios::binary | std::ios::ate);
+    if (path_.empty() || !in || static_cast<std::size_t>(in.tellg()) != file_bytes()) return false;
+    in.seekg(0);
+    const Eigen::Index rows = p.shape.rows, cols = static_cast<Eigen::Index>(reference_doubles_ / p.shape.rows);
+    for (int m = 0; m < matrices_; ++m) {
+      p.weights.emplace_back(weight_bytes_);
+      p.reference.emplace_back(rows, cols);
+      p.abs_reference.emplace_back(rows, cols);
+      in.read(reinterpret_cast<char*>(p.weights.back().data()), static_cast<std::streamsize>(weight_bytes_));
+      in.read(reinterpret_cast<char*>(p.reference.back().data()), reference_doubles_ * sizeof(double));
+      in.read(reinterpret_cast<char*>(p.abs_reference.back().data()), reference_doubles_ * sizeof(double));
+    }
+    if (in) return true;
+    p.weights.clear(), p.reference.clear(), p.abs_reference.clear();
+    return false;
+  }
+
+  // Written aside and renamed, so a reader never sees half a file; a failed write
+  // only costs the next run the making.
+  void save(const Problem& p) const {
+    if (path_.empty()) return;
+    const std::string aside = path_ + ".partial";
+    {
+      std::ofstream out(aside, std::ios::binary);
+      for (int m = 0; m < matrices_; ++m) {
+        out.write(reinterpret_cast<const char*>(p.weights[m].data()), static_cast<std::streamsize>(weight_bytes_));
+        out.write(reinterpret_cast<const char*>(p.reference[m].data()), reference_doubles_ * sizeof(double));
+        out.write(reinterpret_cast<const char*>(p.abs_reference[m].data()), reference_doubles_ * sizeof(double));
+      }
+      if (!out) return;
+    }
+    std::error_code ec;
+    std::filesystem::rename(aside, path_, ec);
+  }
+
+ private:
+  std::size_t file_bytes() const { return matrices_ * (weight_bytes_ + 2 * reference_doubles_ * sizeof(double)); }
+
+  int matrices_;
+  std::string path_;
+  std::size_t weight_bytes_ = 0, reference_doubles_ = 0;
+};
+
 Problem make_problem(WeightType type, Shape shape, int matrices, const std::vector<const KernelSpec*>& kernels,
                      const CheckConfig& cfg) {
   // One reference column per distinct view of the activation among the kernels.
@@ -163,11 +225,13 @@ Problem make_problem(WeightType type, Shape shape, int matrices, const std::vect
   // Seeds derived from the run seed and the problem, so every problem differs.
   const std::uint64_t base = cfg.seed ^ (std::uint64_t(shape.rows) << 40) ^
                              (std::uint64_t(shape.cols) << 8) ^ std::uint64_t(type);
-  for (int m = 0; m < matrices; ++m)
-    p.weights.push_back(random_quantized_matrix(type, shape, base + 7919u * (m + 1)));
   p.cases.push_back({"gaussian", gaussian_vector(shape.cols, base + 1)});
   p.cases.push_back({"outliers", activation_with_outliers(shape.cols, base + 2, cfg.outlier_channels,
                                                           cfg.outlier_min_x, cfg.outlier_max_x)});
+  const ProblemCacheFile cache(cfg, p, matrices);
+  if (cache.load(p)) return p;
+  for (int m = 0; m < matrices; ++m)
+    p.weights.push_back(random_quantized_matrix(type, shape, base + 7919u * (m + 1)));
   const int ncases = static_cast<int>(p.cases.size());
   Eigen::MatrixXd xs(shape.cols, ncases * (1 + static_cast<int>(views.size())));
   for (int c = 0; c < ncases; ++c)
@@ -193,6 +257,7 @@ Problem make_problem(WeightType type, Shape shape, int matrices, const std::vect
     p.reference.push_back(std::move(ref));
     p.abs_reference.push_back(std::move(abs_ref));
   }
+  cache.save(p);
   return p;
 }
 
@@ -263,6 +328,13 @@ CheckResult check_one(const KernelSpec& spec, const Problem& p, const CheckConfi
 
 }  // namespace
 
+std::string check_skip_reason(const KernelSpec& k, Shape shape) {
+  const Availability av = availability(k);
+  if (!av.available) return "unavailable: " + av.reason;
+  if (!k.supports(shape)) return "shape not supported (needs " + k.shape_rule + ")";
+  return {};
+}
+
 std::vector<CheckResult> run_check(const std::vector<const KernelSpec*>& kernels,
                                    const std::vector<Shape>& shapes, const CheckConfig& config,
                                    const std::function<void(const CheckResult&)>& on_result) {
@@ -279,14 +351,10 @@ std::vector<CheckResult> run_check(const std::vector<const KernelSpec*>& kernels
     for (Shape shape : shapes) {
       std::vector<const KernelSpec*> runnable;
       for (const KernelSpec* k : group) {
-        const Availability av = availability(*k);
-        if (!av.available) {
-          emit({k, shape, "unavailable: " + av.reason, {}, {}});
-        } else if (!k->supports(shape)) {
-          emit({k, shape, "shape not supported (needs " + k->shape_rule + ")", {}, {}});
-        } else {
+        if (std::string why = check_skip_reason(*k, shape); !why.empty())
+          emit({k, shape, std::move(why), {}, {}});
+        else
           runnable.push_back(k);
-        }
       }
       if (runnable.empty()) continue;
       int matrices = 1;

@@ -52,6 +52,10 @@ struct CheckConfig {
   int outlier_channels = 4;
   float outlier_min_x = 20.0f;  // outliers drawn in [min_x, max_x] times the rms
   float outlier_max_x = 50.0f;
+  // A folder where each weight type and shape's random weights and references are kept
+  // once made, and read back by a later run with the same seed: the child processes of
+  // an isolated check share them instead of each making its own. Empty: none.
+  std::string problem_cache;
 };
 
 struct CaseResult {
@@ -73,11 +77,30 @@ struct CheckResult {
   bool passed() const;
 };
 
+// Why `k` cannot be checked on `shape` here (unavailable, or a shape its rule excludes);
+// empty when it can.
+std::string check_skip_reason(const KernelSpec& k, Shape shape);
+
 // Checks every kernel on every shape. Kernels of one weight type share one random
 // matrix per shape and one reference pass. `on_result` is called as results arrive
 // (for progress output).
 std::vector<CheckResult> run_check(const std::vector<const KernelSpec*>& kernels,
                                    const std::vector<Shape>& shapes, const CheckConfig& config,
                                    const std::function<void(const CheckResult&)>& on_result = {});
+
+// run_check with each kernel in a child process of its own (`executable`, a qmvlab, runs
+// `check` on that kernel's shapes with the same seed): a crash, a CUDA fault, a process
+// still running after `kernel_timeout_s` or a failed exit is that kernel's failure, on
+// the shape it reached (and the shapes after it, not checked), and the other kernels are
+// still checked. The pairs it skips are skipped here, as run_check skips them.
+struct IsolateConfig {
+  std::string executable;
+  std::vector<std::string> child_options;  // added to each child's command line (CPU tiling)
+  double kernel_timeout_s = 600;
+};
+std::vector<CheckResult> run_check_isolated(const std::vector<const KernelSpec*>& kernels,
+                                            const std::vector<Shape>& shapes, const CheckConfig& config,
+                                            const IsolateConfig& isolate,
+                                            const std::function<void(const CheckResult&)>& on_result = {});
 
 }  // namespace qmv

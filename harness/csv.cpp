@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <tuple>
@@ -461,11 +462,16 @@ std::vector<CheckRow> read_check_csv(const std::string& path) {
     r.threads = f.number<int>("threads");
     r.activation = f["activation"];
     r.seed = f.number<std::uint64_t>("seed");
-    r.nmse_kernel = f.number<double>("nmse_kernel");
-    r.max_abs_kernel = f.number<double>("max_abs_kernel");
-    r.max_rel_kernel = f.number<double>("max_rel_kernel");
-    r.nmse_e2e = f.number<double>("nmse_e2e");
-    r.max_abs_e2e = f.number<double>("max_abs_e2e");
+    // The check writes an error as inf where the output held NaN or inf, or the kernel
+    // did not run to the end (compare() in check.h).
+    const auto error = [&](std::string_view column) {
+      return f[column] == "inf" ? std::numeric_limits<double>::infinity() : f.number<double>(column);
+    };
+    r.nmse_kernel = error("nmse_kernel");
+    r.max_abs_kernel = error("max_abs_kernel");
+    r.max_rel_kernel = error("max_rel_kernel");
+    r.nmse_e2e = error("nmse_e2e");
+    r.max_abs_e2e = error("max_abs_e2e");
     r.tol_nmse_kernel = f.number<double>("tol_nmse_kernel");
     r.tol_max_rel_kernel = f.number<double>("tol_max_rel_kernel");
     r.tol_nmse_e2e = f.number<double>("tol_nmse_e2e");

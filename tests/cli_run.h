@@ -18,8 +18,9 @@ struct CliRun {
   std::string output;  // stdout and stderr together
 };
 
-inline CliRun qmvlab(const std::string& args) {
-  const std::string cmd = std::string(QMVLAB_EXE) + " " + args + " 2>&1";
+// `program` (a path) with `args` through the shell.
+inline CliRun run_program(const std::string& program, const std::string& args) {
+  const std::string cmd = program + " " + args + " 2>&1";
   CliRun r{-1, {}};
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -29,6 +30,8 @@ inline CliRun qmvlab(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+inline CliRun qmvlab(const std::string& args) { return run_program(QMVLAB_EXE, args); }
 
 // A folder of this process's own: ctest runs every test as a separate process, in
 // parallel, and two of them writing one path (a model made with another seed) collide.

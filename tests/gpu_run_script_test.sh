@@ -3,7 +3,8 @@
 # skipping. Without nvidia-smi the probe stops in one line; with a stand-in nvidia-smi
 # (a GPU that CUDA cannot reach) the list and check steps run and fail as having
 # found no CUDA kernel to run, and an old driver is refused by the probe. With stand-ins
-# for qmvlab and qmv_tests acting out a kernel that faults, one fault costs one kernel;
+# for qmvlab and qmv_tests acting out a kernel that faults, the check is isolated, the
+# kernel left out after it, and a faulting test told from those after it;
 # the sanitize step fails without compute-sanitizer and on any error it reports; a call
 # given a budget ends inside it.
 #   tests/gpu_run_script_test.sh QMVLAB QMV_TESTS
@@ -67,25 +68,23 @@ code=$(FAKE_DRIVER=535.54 PATH=$work/fake:$PATH run list)
 [[ $code == 1 ]] || fail "old driver: exit $code, want 1"
 grep -q "needs driver >= 580, this machine has 535" "$work/log" || fail "old driver: no reason: $(cat "$work/log")"
 
-# 5. A kernel that faults: stand-ins for qmvlab and qmv_tests act out a lost CUDA
-#    context. The pairs check could not run are checked again in fresh processes, one
-#    per shape, with the same seed and appended rows; the faulting kernel is left out
-#    of the bench, with QMV_GPU_EXCLUDE's; each failed device test runs again alone.
+# 5. A kernel that faults: a stand-in for qmvlab acts out check --isolate's report of it
+#    (the kernel's failure, the others checked); the faulting kernel is left out of the
+#    bench, with QMV_GPU_EXCLUDE's; a stand-in qmv_tests has a test fault and another fail
+#    after it, and each failed device test runs again alone.
 mkdir -p "$work/faulty/bin"
 cat >"$work/faulty/bin/qmvlab" <<'FAKE'
 #!/usr/bin/env bash
 echo "$*" >>"$FAKE_CALLS"
 case "$*" in
-  "check --kernels *.cuda.* "*)
+  "check --isolate --kernels *.cuda.* "*)
     echo "checking 3 kernel(s) on 2 shape(s), 16 thread(s), seed 42 (rerun with --seed 42)"
     echo "PASS q4_K.cuda.a              8x256  gaussian: kernel 1e-9"
-    echo "FAIL q4_K.cuda.bad            8x256  gaussian: kernel nan <- failed on the device"
-    echo "NOT RUN q4_K.cuda.b              8x256  the CUDA context was lost after q4_K.cuda.bad's fault"
-    echo "NOT RUN q4_K.cuda.a             16x256  the CUDA context was lost after q4_K.cuda.bad's fault"
-    echo "NOT RUN q4_K.cuda.b             16x256  the CUDA context was lost after q4_K.cuda.bad's fault"
-    echo "check: 1 passed, 1 failed, 0 skipped"
+    echo "FAIL q4_K.cuda.bad            8x256  process: kernel inf e2e inf <- its process was killed by signal 11 (SIGSEGV)"
+    echo "FAIL q4_K.cuda.bad           16x256  process: kernel inf e2e inf <- not checked: its process was killed by signal 11 (SIGSEGV) at 8x256"
+    echo "PASS q4_K.cuda.b              8x256  gaussian: kernel 1e-9"
+    echo "check: 2 passed, 2 failed, 0 skipped"
     exit 1 ;;
-  check*) echo "PASS ${3%%,*} ${5}"; echo "check: 1 passed, 0 failed, 0 skipped" ;;
   bench*) echo "1.0 GB/s" ;;
 esac
 FAKE
@@ -108,22 +107,21 @@ cp "$work/bundle/requires" "$work/faulty/"
 export FAKE_CALLS=$work/calls
 code=$(QMV_GPU_BUNDLE=$work/faulty QMV_GPU_EXCLUDE='q6_K.cuda.slow*' PATH=$work/fake:$PATH run check bench tests)
 [[ $code == 1 ]] || fail "faulting kernel: exit $code, want 1: $(cat "$work/log")"
-grep -qx 'check --kernels q4_K.cuda.b --shapes 8x256 --seed 42 --out .*/check.csv --append' "$FAKE_CALLS" ||
-  fail "faulting kernel: 8x256 not checked again: $(cat "$FAKE_CALLS")"
-grep -qx 'check --kernels q4_K.cuda.a,q4_K.cuda.b --shapes 16x256 --seed 42 --out .*/check.csv --append' "$FAKE_CALLS" ||
-  fail "faulting kernel: 16x256 not checked again: $(cat "$FAKE_CALLS")"
+grep -qx 'check --isolate --kernels \*\.cuda\.\* --shapes default,128256x4096 --out .*/check.csv' "$FAKE_CALLS" ||
+  fail "faulting kernel: check not isolated: $(cat "$FAKE_CALLS")"
 grep -q '^bench --kernels \*\.cuda\.\*,!q6_K\.cuda\.slow\*,!q4_K\.cuda\.bad --shapes' "$FAKE_CALLS" ||
   fail "faulting kernel: bench did not leave it out: $(grep bench "$FAKE_CALLS")"
 grep -q "fails alone: Cuda.Culprit" "$work/log" || fail "tests: culprit not named: $(cat "$work/log")"
 grep -q "passes alone: Cuda.Victim" "$work/log" || fail "tests: victim not told apart: $(cat "$work/log")"
+grep -q "fails alone: Cuda.Culprit" "$work/results/tests-alone.log" || fail "tests: no tests-alone.log"
 grep -q "FAILED: check (exit 1) tests (exit 1)" "$work/log" || fail "faulting kernel: failures not named: $(tail -3 "$work/log")"
-grep -q "check (no CUDA kernel passed" "$work/log" && fail "faulting kernel: passes in reruns were not counted"
-[[ $(wc -l <"$FAKE_CALLS") == 4 ]] || fail "faulting kernel: want 3 checks and 1 bench: $(cat "$FAKE_CALLS")"
+grep -q "check (no CUDA kernel passed" "$work/log" && fail "faulting kernel: its passes were not counted"
+[[ $(wc -l <"$FAKE_CALLS") == 2 ]] || fail "faulting kernel: want 1 check and 1 bench: $(cat "$FAKE_CALLS")"
 # Everything failed: at most 30 tests run again alone.
 rm -f "$FAKE_CALLS.tests"
 code=$(FAKE_MANY=1 QMV_GPU_BUNDLE=$work/faulty PATH=$work/fake:$PATH run tests)
 [[ $code == 1 ]] || fail "many failures: exit $code, want 1"
-grep -q "more than 30 failed; the rest not run again alone" "$work/log" || fail "many failures: no cap: $(tail -3 "$work/log")"
+grep -q "more than 30 failed or the budget is spent; the rest not run again alone" "$work/log" || fail "many failures: no cap: $(tail -3 "$work/log")"
 [[ $(grep -c '^--gtest_filter=Cuda.Many[0-9]*$' "$FAKE_CALLS.tests") == 30 ]] ||
   fail "many failures: want 30 runs alone: $(cat "$FAKE_CALLS.tests")"
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "harness/check.h"
+#include "harness/child_process.h"
 #include "harness/cli/command.h"
 #include "harness/cli/options.h"
 #include "harness/csv.h"
@@ -69,6 +70,16 @@ class CheckCommand : public Command {
     add_tiling_options(cmd_, tiling_);
     cmd_->add_option("--out", out_, "Write a CSV of results ({machine} expands to this machine's name)");
     cmd_->add_flag("--append", append_, "Append to --out instead of replacing it");
+    auto* isolate = cmd_->add_flag(
+        "--isolate", isolate_,
+        "Check each kernel in a child process of its own: a crash, a CUDA fault, a hang past "
+        "--isolate-timeout or a failed exit is that kernel's failure (on the shape it reached; the shapes "
+        "after it not checked), and the other kernels are still checked");
+    cmd_->add_option("--isolate-timeout", isolate_timeout_s_,
+                     "Seconds one kernel's process may run (all its shapes) before it is killed and failed")
+        ->check(CLI::PositiveNumber)->needs(isolate)->capture_default_str();
+    // What the parent of an isolated check gives its children: where the shared problems are kept.
+    cmd_->add_option("--problem-cache", problem_cache_)->group("");
   }
 
   bool chosen() const override { return cmd_->parsed(); }
@@ -81,6 +92,7 @@ class CheckCommand : public Command {
     CheckConfig cfg;
     cfg.threads = threads_;
     cfg.seed = seed_ ? seed_ : std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
+    cfg.problem_cache = problem_cache_;
     const RunContext ctx = current_context(command_line);
     std::unique_ptr<CsvWriter> csv;
     if (!out_.empty()) csv = std::make_unique<CsvWriter>(expand_machine(out_), check_header(), append_);
@@ -89,7 +101,7 @@ class CheckCommand : public Command {
     std::fflush(stdout);
     int passed = 0, failed = 0, skipped = 0, not_run = 0;
     std::string lost;
-    run_check(kernels, shapes, cfg, [&](const CheckResult& r) {
+    const auto on_result = [&](const CheckResult& r) {
       if (!r.not_run.empty()) {
         // No row: the pair was not checked, and a rerun in a fresh process appends it.
         ++not_run;
@@ -111,7 +123,17 @@ class CheckCommand : public Command {
           for (const auto& row : to_rows(r, cfg)) csv->write(check_fields(ctx, row));
       }
       std::fflush(stdout);
-    });
+    };
+    if (isolate_) {
+      IsolateConfig iso;
+      iso.executable = self_executable();
+      iso.child_options = {"--tile-rows", std::to_string(tiling_.tile_rows), "--min-parallel-rows",
+                           std::to_string(tiling_.min_parallel_rows)};
+      iso.kernel_timeout_s = isolate_timeout_s_;
+      run_check_isolated(kernels, shapes, cfg, iso, on_result);
+    } else {
+      run_check(kernels, shapes, cfg, on_result);
+    }
     if (csv) fmt::print("wrote {}\n", csv->path());
     fmt::print("check: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
     if (not_run) {
@@ -137,7 +159,9 @@ class CheckCommand : public Command {
   std::string kernels_ = "*", shapes_ = "default", out_;
   int threads_ = machine_info().cores;
   std::uint64_t seed_ = 0;
-  bool append_ = false;
+  bool append_ = false, isolate_ = false;
+  double isolate_timeout_s_ = 600;
+  std::string problem_cache_;
   CpuTiling tiling_ = cpu_tiling();
 };
 
