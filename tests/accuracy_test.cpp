@@ -15,6 +15,7 @@
 
 #include "kernels/registry.h"
 #include "tests/cli_run.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -24,11 +25,7 @@ using testing::expect_error;
 using testing::qmvlab;
 using testing::tmp;
 
-std::uint64_t fresh_seed() {
-  const std::uint64_t s = std::random_device{}() % 1000000 + 1;
-  std::printf("accuracy test seed %llu\n", static_cast<unsigned long long>(s));
-  return s;
-}
+using testing::fresh_seed;
 
 TEST(Accuracy, OutliersCostInt8ActivationsAndRoutingRecoversTheF32Figure) {
   // The integer reference kernels, so the test runs on any x86 CPU.

@@ -31,11 +31,12 @@
 #include "kernels/cuda/q4_K_lanes.h"
 #include "kernels/cuda/tma_schedule.h"
 #include "kernels/registry.h"
+#include "tests/test_seed.h"
 
 namespace qmv::cuda::q4k {
 namespace {
 
-std::uint64_t fresh_seed() { return std::random_device{}(); }
+using qmv::testing::fresh_seed;
 
 // ---------------------------------------------------------------------------------
 // A Loads policy that reads like the device and counts every byte it reads, per

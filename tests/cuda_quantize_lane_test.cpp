@@ -15,17 +15,14 @@
 #include "kernels/cuda/quantize_q8_1_lanes.h"
 #include "kernels/formats/formats.h"
 #include "tests/q8_1_cases.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
 
 constexpr int kLanes = 32;
 
-std::uint64_t fresh_seed(const char* what) {
-  const std::uint64_t seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-  std::printf("[ seed     ] %s: %llu\n", what, static_cast<unsigned long long>(seed));
-  return seed;
-}
+using qmv::testing::fresh_seed;
 
 // __shfl_xor_sync butterflies: at each offset every lane combines its value with lane
 // (lane ^ offset)'s value from before the step.

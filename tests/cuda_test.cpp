@@ -9,14 +9,20 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "harness/check.h"
+#include "harness/csv.h"
 #include "harness/data.h"
 #include "harness/execute.h"
+#include "kernels/availability.h"
 #include "kernels/registry.h"
+#include "tests/cli_run.h"
+#include "tests/test_seed.h"
 #ifdef QMV_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -26,11 +32,10 @@
 namespace qmv {
 namespace {
 
-std::uint64_t fresh_seed(const char* what) {
-  const std::uint64_t seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-  std::printf("[ seed     ] %s: %llu\n", what, static_cast<unsigned long long>(seed));
-  return seed;
-}
+using testing::fresh_seed;
+
+// What the device check selects (TheDeviceCheckSelectsEveryCudaKernel: every CUDA kernel).
+constexpr const char* kEveryCudaKernel = "*.cuda.*";
 
 KernelSpec cuda_spec(const char* name, Status (*run)(const MatVecArgs&)) {
   KernelSpec k;
@@ -206,13 +211,15 @@ TEST(Cuda, CheckRunsCudaKernelsAndCatchesUnwrittenRows) {
 // (halfwarp_dp4a caps its grid at a few waves of resident blocks), so their row loops wrap,
 // and tma_dp4a's CTAs refill each stage of their ring many times over.
 TEST(Cuda, GridStrideKernelsPassOnAVocabularySizedMatrix) {
-  SKIP_WITHOUT_DEVICE();
   std::vector<const KernelSpec*> kernels;
   for (const char* name : {"q4_K.cuda.halfwarp_dp4a_q8_1", "q4_K.cuda.quarterwarp_dp4a_q8_1", "q4_K.cuda.tma_dp4a_q8_1",
                            "q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K.cuda.quarterwarp_dp4a_q8_1", "q6_K.cuda.tma_dp4a_q8_1",
-                           "q6_K.cuda.dp4a_q8_1", "q4_K.cuda.multiwarp_f32.w3"})
-    if (const KernelSpec* k = global_registry().find(name)) kernels.push_back(k);
-  ASSERT_FALSE(kernels.empty());
+                           "q6_K.cuda.dp4a_q8_1", "q4_K.cuda.multiwarp_f32.w3"}) {
+    // A renamed or removed kernel fails here, device or not, rather than dropping out.
+    kernels.push_back(global_registry().find(name));
+    ASSERT_NE(kernels.back(), nullptr) << name << ": no such kernel";
+  }
+  SKIP_WITHOUT_DEVICE();
   CheckConfig cfg;
   cfg.seed = fresh_seed("grid stride");
   int passed = 0;
@@ -333,11 +340,58 @@ TEST(CudaDeathTest, AsynchronousFaultIsNamedAfterTheKernel) {
   EXPECT_EXIT(fault_then_call_again(), ::testing::ExitedWithCode(0), "");
 }
 
+// The check, as `qmvlab check` runs it, over every CUDA kernel on its default shapes:
+// each one checked (a shape it does not take aside) and passed. Kernels this device
+// cannot run are named in the skip.
+TEST(CudaDevice, CheckPassesForEveryCudaKernel) {
+  SKIP_WITHOUT_DEVICE();
+  const auto kernels = global_registry().select(kEveryCudaKernel);
+  ASSERT_FALSE(kernels.empty());
+  const std::string out = testing::tmp("cuda-check-every-kernel.csv");
+  const testing::CliRun r = testing::qmvlab(std::string("check --kernels '") + kEveryCudaKernel + "' --out " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::map<std::string, int> passed_cases;
+  for (const CheckRow& row : read_check_csv(out)) {
+    if (row.activation == "skipped") {
+      // A shape the kernel does not take; or a kernel this device cannot run, named below.
+      const KernelSpec* k = global_registry().find(row.kernel);
+      const bool unavailable = k != nullptr && !availability(*k).available;
+      EXPECT_TRUE(unavailable || row.failure.find("shape not supported") != std::string::npos)
+          << row.kernel << ": " << row.failure;
+      continue;
+    }
+    EXPECT_TRUE(row.passed) << row.kernel << " " << row.rows << "x" << row.cols << " " << row.activation << ": "
+                            << row.failure;
+    passed_cases[row.kernel] += row.passed;
+  }
+  std::string not_run;
+  for (const KernelSpec* k : kernels) {
+    if (const Availability av = availability(*k); !av.available) {
+      not_run += (not_run.empty() ? "" : ", ") + k->name + " (" + av.reason + ")";
+      continue;
+    }
+    EXPECT_GT(passed_cases[k->name], 0) << k->name << ": no case of it passed the check";
+  }
+  if (!not_run.empty()) GTEST_SKIP() << "not checked on this device: " << not_run;
+}
+
 #else
 
 TEST(Cuda, PoisonFillsDeviceMemoryWithNan) { GTEST_SKIP() << "no CUDA device: built with QMV_CUDA=OFF"; }
+TEST(CudaDevice, CheckPassesForEveryCudaKernel) { GTEST_SKIP() << "no CUDA device: built with QMV_CUDA=OFF"; }
 
 #endif
+
+// The device check above selects every registered CUDA kernel, and nothing else: a new
+// kernel cannot go unchecked on a device for a name the selection misses.
+TEST(Cuda, TheDeviceCheckSelectsEveryCudaKernel) {
+  std::set<std::string> registered, selected;
+  for (const KernelSpec& k : global_registry().all())
+    if (k.backend == Backend::CUDA) registered.insert(k.name);
+  for (const KernelSpec* k : global_registry().select(kEveryCudaKernel)) selected.insert(k->name);
+  EXPECT_EQ(selected, registered);
+  if (registered.empty()) GTEST_SKIP() << "built without CUDA: no CUDA kernel registered to compare";
+}
 
 }  // namespace
 }  // namespace qmv

@@ -1,11 +1,13 @@
 """scripts/decode_ab.py on the CPU with a fresh toy model: every round runs A B B A, each
 run appends its decode row, the per-round ratios are printed; a --ratio naming an op
 the CSV lacks, an op a run did not time, and a failing variant each stop it with a
-message and exit 1."""
+message and exit 1. The printed medians are recomputed from the rows."""
 import argparse
 import csv
 import os
 import random
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -17,7 +19,8 @@ args = ap.parse_args()
 
 work = tempfile.mkdtemp(prefix="decode-ab-test-")
 model = os.path.join(work, "toy.gguf")
-seed = random.randrange(1, 2**31)
+seed = int(os.environ.get("QMV_TEST_SEED") or random.randrange(1, 2**31))
+print(f"toy model seed {seed} (replay: QMV_TEST_SEED={seed})", flush=True)
 subprocess.run([args.qmvlab, "make-model", "--preset", "toy", "--mix", "q8_0", "--seed", str(seed), "--out", model],
                check=True, stdout=subprocess.DEVNULL)
 out = os.path.join(work, "ab.csv")
@@ -40,8 +43,29 @@ a_plan, b_plan = plans[0], plans[1]
 assert a_plan != b_plan, plans
 assert plans == [a_plan, b_plan, b_plan, a_plan] * 2, plans  # A B B A, twice
 assert all(r["op_timed_tokens"] == "3" for r in rows), [r["op_timed_tokens"] for r in rows]
-for line in ("tok/s: median", "ffn_gate+ffn_up/ffn_down time: median", "attn_q/lm_head time: median"):
-    assert line in res.stdout, res.stdout
+
+
+def printed_median(label):
+    m = re.search(re.escape(label) + r": median (\d+\.\d+) ", res.stdout)
+    assert m, f"no '{label}: median' line:\n{res.stdout}"
+    return float(m.group(1))
+
+
+def op_ms(row, ops):
+    return sum(float(row[f"{op}_ms_per_token"]) for op in ops.split("+"))
+
+
+# Each round's ratios from its rows (A B B A), B's over A's; the medians as printed.
+rounds = [{"A": [rows[i], rows[i + 3]], "B": [rows[i + 1], rows[i + 2]]} for i in (0, 4)]
+expected = {"tok/s": [statistics.mean(float(r["decode_tok_s"]) for r in rd["B"]) /
+                      statistics.mean(float(r["decode_tok_s"]) for r in rd["A"]) for rd in rounds]}
+for text in ("ffn_gate+ffn_up/ffn_down", "attn_q/lm_head"):
+    num, den = text.split("/")
+    share = [{s: statistics.mean(op_ms(r, num) / op_ms(r, den) for r in rd[s]) for s in rd} for rd in rounds]
+    expected[f"{text} time"] = [sh["B"] / sh["A"] for sh in share]
+for label, values in expected.items():
+    got, want = printed_median(label), statistics.median(values)
+    assert abs(got - want) <= 0.0011, f"{label}: printed median {got}, the rows give {want:.4f}\n{res.stdout}"
 
 res = run("--a", apart, "--b", apart, "--rounds", "1", "--ratio", "ffn_sideways/ffn_down")
 assert res.returncode == 1 and "no column ffn_sideways_ms_per_token" in res.stdout, res.stdout

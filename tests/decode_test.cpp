@@ -29,6 +29,7 @@
 #include "model/plan.h"
 #include "tests/cli_run.h"
 #include "tests/scoped_env.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -38,7 +39,7 @@ using testing::expect_error;
 using testing::qmvlab;
 using testing::tmp;
 
-std::uint64_t fresh_seed() { return std::random_device{}() % 1000000 + 1; }
+using testing::fresh_seed;
 
 // A toy model of `arch` and `mix`, made once per (arch, mix) in this process.
 std::string toy_model(const std::string& arch, const std::string& mix) {
@@ -46,7 +47,7 @@ std::string toy_model(const std::string& arch, const std::string& mix) {
   const std::string key = arch + "-" + mix;
   if (auto it = made.find(key); it != made.end()) return it->second;
   const std::string path = tmp("toy-" + key + ".gguf");
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = fresh_seed(("toy model " + key).c_str());
   const CliRun r = qmvlab(fmt::format("make-model --preset toy --arch {} --mix {} --seed {} --out {}", arch, mix,
                                       seed, path));
   EXPECT_EQ(r.code, 0) << r.output;
@@ -497,7 +498,7 @@ TEST(DecodeCli, LogitsWritesOneRowPerToken) {
 // and one too long for a command line (a megabyte) is read whole.
 TEST(DecodeCli, PromptFilesGiveTheSamePromptAsTheCommandLine) {
   const std::string model = toy_model("llama", "q4_K_m");
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(fresh_seed("prompt text"));
   std::string text;
   for (int i = 0; i < 12; ++i) text += std::string(1, static_cast<char>('a' + rng() % 26)) + (i % 3 ? "" : " ");
   const std::string file = tmp("prompt.txt");

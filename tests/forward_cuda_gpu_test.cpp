@@ -43,18 +43,20 @@ using testing::nmse;
     if (!dev.present) GTEST_SKIP() << dev.why_absent;                  \
   } while (0)
 
-// The first kernel that can run a plan entry here with activations `act`: the simple
-// legacy kernel of the type where one exists and act is f32, else any registered CUDA
-// kernel of the type, op kind and activation format (by name).
+// The kernel that runs a plan entry here with activations `act`, by a fixed rule: the
+// simple legacy kernel of the type where one exists and act is f32, else the first in
+// name order of the CUDA kernels of the type, op kind and activation format that take
+// the shape and run here. (EveryCudaKernelDecodes runs each of the others.)
 const KernelSpec* cuda_kernel_for(const PlannedMatvec& p, ActFormat act) {
   const OpKind kind = p.op == Op::FfnUpGate ? OpKind::FusedUpGate : OpKind::MatVec;
   if (act == ActFormat::F32 && kind == OpKind::MatVec)
     if (const KernelSpec* k = testing::legacy_cuda_kernel(p.weight)) return k;
+  const KernelSpec* first = nullptr;
   for (const KernelSpec& k : global_registry().all())
     if (k.backend == Backend::CUDA && k.weight == p.weight && k.act == act && k.op == kind && k.supports(p.shape) &&
-        availability(k).available)
-      return &k;
-  return nullptr;
+        availability(k).available && (first == nullptr || k.name < first->name))
+      first = &k;
+  return first;
 }
 
 // A GPU plan for the CPU plan's entries, or an empty one (with `missing` saying which
@@ -95,7 +97,9 @@ bool same_logits(GpuForward& a, GpuForward& b) {
 }
 
 const char* const kArchs[] = {"llama", "qwen2", "qwen3"};
-const char* const kMixes[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "f16", "bf16", "f32", "q4_K_m"};
+const char* const kMixes[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "f16", "bf16", "f32", "q4_K_m", "q4_K", "q5_K", "q6_K"};
+// The mixes whose types have int8-activation (Q8_1) CUDA kernels.
+const char* const kQ8_1Mixes[] = {"q4_K_m", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"};
 
 TEST(GpuForwardDevice, DequantizerIsDequantizeRowBitForBit) {
   REQUIRE_GPU();
@@ -140,7 +144,7 @@ TEST(GpuForwardDevice, F32PlansGiveTheCpuLogits) {
       std::string missing;
       const auto plan = gpu_plan_for(cpu_plan, ActFormat::F32, missing);
       if (plan.empty()) {
-        std::printf("%s %s: no CUDA f32 kernel for %s, not compared\n", arch, mix, missing.c_str());
+        ADD_FAILURE() << arch << " " << mix << ": no CUDA f32 kernel for " << missing << ", not compared";
         continue;
       }
       const auto tokens = random_tokens(10, m.config.vocab_size, rng);
@@ -158,7 +162,7 @@ TEST(GpuForwardDevice, F32PlansGiveTheCpuLogits) {
       ++compared;
     }
   }
-  EXPECT_GT(compared, 0);
+  EXPECT_EQ(compared, static_cast<int>(std::size(kArchs) * std::size(kMixes)));
 }
 
 TEST(GpuForwardDevice, Q8_1PlansAgreeOnTheTopTokenWithinInt8Loss) {
@@ -166,15 +170,74 @@ TEST(GpuForwardDevice, Q8_1PlansAgreeOnTheTopTokenWithinInt8Loss) {
   std::mt19937 rng(fresh_seed());
   int compared = 0;
   for (const char* arch : kArchs) {
-    const LoadedModel m(testing::synthetic_model(arch, "q4_K_m"));
-    const auto cpu_plan = testing::cpu_f32_plan(m.weights);
-    std::string missing;
-    const auto plan = gpu_plan_for(cpu_plan, ActFormat::Q8_1, missing);
-    if (plan.empty()) {
-      std::printf("%s q4_K_m: no CUDA kernel for %s, not compared\n", arch, missing.c_str());
+    for (const char* mix : kQ8_1Mixes) {
+      const LoadedModel m(testing::synthetic_model(arch, mix));
+      const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+      std::string missing;
+      const auto plan = gpu_plan_for(cpu_plan, ActFormat::Q8_1, missing);
+      if (plan.empty()) {
+        ADD_FAILURE() << arch << " " << mix << ": no CUDA kernel for " << missing << ", not compared";
+        continue;
+      }
+      const auto tokens = random_tokens(12, m.config.vocab_size, rng);
+      CpuForward cpu(m.config, m.weights, cpu_plan, 1, static_cast<int>(tokens.size()));
+      GpuForward gpu(m.config, m.weights, plan, options(static_cast<int>(tokens.size())));
+      double worst = 0;
+      int agree = 0;
+      for (int t : tokens) {
+        const auto ref = cpu.step(t);
+        const int top = gpu.step(t);
+        const auto got = gpu.logits();
+        worst = std::max(worst, nmse({got.begin(), got.end()}, {ref.begin(), ref.end()}));
+        agree += top == testing::argmax(ref.data(), m.config.vocab_size);
+      }
+      std::printf("%s %s, Q8_1 plan: top-1 agreement %d/%zu, worst NMSE %.3g\n", arch, mix, agree, tokens.size(),
+                  worst);
+      EXPECT_LT(worst, 1e-2) << arch << " " << mix;
+      EXPECT_GE(agree, static_cast<int>(tokens.size()) - 2) << arch << " " << mix;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, static_cast<int>(std::size(kArchs) * std::size(kQ8_1Mixes)));
+}
+
+// Every registered CUDA kernel runs a decode: on a model of its weight type it takes
+// every matrix of that type it can (the rest run cuda_kernel_for's f32 kernel), against
+// the CPU: f32-activation kernels to float rounding, int8 ones within int8 loss. The
+// kernels this device cannot run, or that take no matrix of the model, are named in a skip.
+TEST(GpuForwardDevice, EveryCudaKernelDecodes) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  std::vector<const KernelSpec*> kernels;
+  for (const KernelSpec& k : global_registry().all())
+    if (k.backend == Backend::CUDA) kernels.push_back(&k);
+  std::sort(kernels.begin(), kernels.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
+  std::string not_decoded;
+  int decoded = 0;
+  for (const KernelSpec* k : kernels) {
+    if (const Availability av = availability(*k); !av.available) {
+      not_decoded += (not_decoded.empty() ? "" : ", ") + k->name + " (" + av.reason + ")";
       continue;
     }
-    const auto tokens = random_tokens(12, m.config.vocab_size, rng);
+    const LoadedModel m(testing::synthetic_model("llama", std::string(to_string(k->weight))));
+    const auto cpu_plan = testing::cpu_f32_plan(m.weights);
+    int uses = 0;
+    std::string missing;
+    const auto plan = testing::gpu_plan(cpu_plan, [&](const PlannedMatvec& p) -> const KernelSpec* {
+      if (p.weight == k->weight && k->op == OpKind::MatVec && k->supports(p.shape)) {
+        ++uses;
+        return k;
+      }
+      const KernelSpec* other = cuda_kernel_for(p, ActFormat::F32);
+      if (other == nullptr) missing = std::string(to_string(p.weight)) + " (" + p.op + ")";
+      return other;
+    });
+    ASSERT_TRUE(missing.empty()) << k->name << ": no CUDA f32 kernel for " << missing;
+    if (uses == 0) {
+      not_decoded += (not_decoded.empty() ? "" : ", ") + k->name + " (takes no matrix of the toy model)";
+      continue;
+    }
+    const auto tokens = random_tokens(8, m.config.vocab_size, rng);
     CpuForward cpu(m.config, m.weights, cpu_plan, 1, static_cast<int>(tokens.size()));
     GpuForward gpu(m.config, m.weights, plan, options(static_cast<int>(tokens.size())));
     double worst = 0;
@@ -186,12 +249,18 @@ TEST(GpuForwardDevice, Q8_1PlansAgreeOnTheTopTokenWithinInt8Loss) {
       worst = std::max(worst, nmse({got.begin(), got.end()}, {ref.begin(), ref.end()}));
       agree += top == testing::argmax(ref.data(), m.config.vocab_size);
     }
-    std::printf("%s q4_K_m, Q8_1 plan: top-1 agreement %d/%zu, worst NMSE %.3g\n", arch, agree, tokens.size(), worst);
-    EXPECT_LT(worst, 1e-2) << arch;
-    EXPECT_GE(agree, static_cast<int>(tokens.size()) - 2) << arch;
-    ++compared;
+    std::printf("%s: %d matvecs, top-1 agreement %d/%zu, worst NMSE %.3g\n", k->name.c_str(), uses, agree,
+                tokens.size(), worst);
+    if (k->act == ActFormat::F32) {
+      EXPECT_LT(worst, 1e-8) << k->name;
+    } else {
+      EXPECT_LT(worst, 1e-2) << k->name;
+      EXPECT_GE(agree, static_cast<int>(tokens.size()) - 2) << k->name;
+    }
+    ++decoded;
   }
-  if (!compared) GTEST_SKIP() << "no CUDA Q8_1 kernels for the K-quants registered yet";
+  EXPECT_GT(decoded, 0);
+  if (!not_decoded.empty()) GTEST_SKIP() << "not decoded on this device: " << not_decoded;
 }
 
 TEST(GpuForwardDevice, GreedyGenerationIsTheCpus) {

@@ -16,10 +16,9 @@
 #include "model/plan.h"
 #include "model/synthetic.h"
 #include "tests/cli_run.h"
+#include "tests/test_seed.h"
 
 namespace qmv::testing {
-
-inline std::uint64_t fresh_seed() { return std::random_device{}() % 1000000 + 1; }
 
 // A synthetic model (fresh seed), made once per (preset, arch, mix) in this process.
 inline std::string synthetic_model(const std::string& arch, const std::string& mix, const std::string& preset = "toy") {
@@ -30,7 +29,7 @@ inline std::string synthetic_model(const std::string& arch, const std::string& m
   spec.preset = preset;
   spec.arch = arch;
   spec.mix = mix;
-  spec.seed = fresh_seed();
+  spec.seed = fresh_seed(("synthetic model " + key).c_str());
   const std::string path = tmp("gpu-fwd-" + key + ".gguf");
   make_model(spec, path);
   return made[key] = path;

@@ -18,15 +18,12 @@
 #include "model/plan.h"
 #include "model/synthetic.h"
 #include "tests/cli_run.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
 
-std::uint64_t fresh_seed() {
-  const std::uint64_t s = std::random_device{}() % 1000000 + 1;
-  std::printf("routing test seed %llu\n", static_cast<unsigned long long>(s));
-  return s;
-}
+using testing::fresh_seed;
 
 // A toy model (width 256, FFN 512, vocab 512) of `mix` with `layers` layers.
 std::string toy_model(const std::string& mix, int layers) {

@@ -11,15 +11,12 @@
 #include <vector>
 
 #include "harness/data.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
 
-std::uint64_t fresh_seed() {
-  const std::uint64_t s = std::random_device{}();
-  std::printf("outliers test seed %llu\n", static_cast<unsigned long long>(s));
-  return s;
-}
+using testing::fresh_seed;
 
 // Every way of asking: the public decision, the reference, and each fast pass when it
 // decides. All must agree with `expected`.

@@ -134,17 +134,23 @@ TEST(KernelPlan, MostSpecificRuleWins) {
   EXPECT_EQ(KernelPlan{}.lookup(Op::LmHead, WeightType::Q8_0), "auto");
 
   const TinyQ4K m;
+  int ffn_down = 0, ffn_up = 0;
   for (const auto& p : resolve_plan(plan, m.weights, 1)) {
     if (p.op == Op::FfnDown) {
+      ++ffn_down;
       EXPECT_EQ(p.kernel->name, "q4_K.cpu.scalar_f32");
     }
     if (p.op == Op::FfnUp) {
+      ++ffn_up;
       EXPECT_EQ(p.kernel->name, "q4_K.cpu.avx2_q8k");
     }
     if (p.op != Op::AttnQ) {
       EXPECT_EQ(p.why, "plan");
     }
   }
+  // Both ops are in the plan, so the two checks above ran.
+  EXPECT_EQ(ffn_down, 1);
+  EXPECT_EQ(ffn_up, 1);
 }
 
 TEST(KernelPlan, AutoPicksTheFastestAtTheNearestBenchShape) {

@@ -15,6 +15,7 @@
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
 #include "tests/int8_activations.h"
+#include "tests/skips.h"
 #include "tests/tiling_guard.h"
 
 namespace qmv {
@@ -51,9 +52,8 @@ void reference(const std::vector<BlockQ4K>& w, const std::vector<float>& x, std:
 using test::TilingGuard;
 
 TEST(Q4KKernels, AdversarialBlocksMatchTheReference) {
-  std::vector<const KernelSpec*> kernels;
-  for (const KernelSpec* k : global_registry().select("q4_K.cpu.*"))
-    if (missing_cpu_features(k->cpu_features) == 0) kernels.push_back(k);
+  std::string not_run;
+  const auto kernels = testing::runnable_here(global_registry().select("q4_K.cpu.*"), not_run);
   ASSERT_FALSE(kernels.empty());
   std::mt19937 rng(1234);
   const std::int64_t row_counts[] = {1, 2, 3, 4, 5, 7, 9, 67, 130};
@@ -122,6 +122,7 @@ TEST(Q4KKernels, AdversarialBlocksMatchTheReference) {
       }
     }
   }
+  if (!not_run.empty()) GTEST_SKIP() << not_run;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "model/sampler.h"
+#include "tests/test_seed.h"
 
 #include <gtest/gtest.h>
 
@@ -18,11 +19,7 @@ std::vector<float> random_logits(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
-std::uint64_t fresh_seed() {
-  const std::uint64_t s = std::random_device{}();
-  std::printf("sampler test seed %llu\n", static_cast<unsigned long long>(s));
-  return s;
-}
+using testing::fresh_seed;
 
 int argmax(const std::vector<float>& v) {
   return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
