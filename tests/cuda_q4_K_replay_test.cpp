@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "harness/data.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/cuda/bulk_rows.h"
 #include "kernels/cuda/q4_K_lane_math.h"
 #include "kernels/registry.h"
