@@ -16,6 +16,7 @@
 #include "harness/execute.h"
 #include "harness/machine.h"
 #include "harness/reference.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/availability.h"
 #include "model/plan.h"
 

@@ -20,6 +20,7 @@
 #include "harness/data.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/weight_memory.h"
 

@@ -12,6 +12,7 @@
 #ifdef QMV_HAVE_CUDA
 #include "harness/data.h"
 #include "harness/peak.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/quantize_q8_1.h"
 #endif

@@ -12,6 +12,7 @@
 #include "harness/execute.h"
 #include "harness/machine.h"
 #include "harness/reference.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/availability.h"
 
 namespace qmv {

@@ -21,6 +21,7 @@
 #include "harness/fccp.h"
 #include "harness/machine.h"
 #include "harness/shapes.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/registry.h"
 
 extern char** environ;

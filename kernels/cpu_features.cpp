@@ -8,6 +8,7 @@
 
 #include "formats/formats.h"
 #include "kernel.h"
+#include "kernels/activation_quantizers.h"
 
 namespace qmv {
 namespace {

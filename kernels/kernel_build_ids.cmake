@@ -1,12 +1,16 @@
 # Writes OUT, a C++ table naming the build of every kernel source file under
 # ROOT/kernels: a hash of the toolchain that compiles it (TOOLCHAIN: the C++ compiler
 # and build type; CUDA_TOOLCHAIN for .cu files: that and nvcc with its architectures,
-# so a CPU kernel's build is the same with CUDA or without) and of the text of the
-# file and of every project file it includes,
-# directly or not, with the .cpp/.cu beside each included header (the code the header
-# declares). A measurement of a kernel holds for its build only (the tuning store,
-# harness/tuning_store.h): editing any of that code, or changing compiler, makes a new
-# build, while editing an unrelated kernel does not.
+# so a CPU kernel's build is the same with CUDA or without) and of the code of the file
+# and of every project file it includes, directly or not, with the .cpp/.cu beside each
+# included header (the code the header declares). A measurement of a kernel holds for
+# its build only (the tuning store, harness/tuning_store.h): editing any of that code,
+# or changing compiler, makes a new build, while editing an unrelated kernel does not.
+#
+# The hash is of contents alone: each file's text without its `#include "..."` lines,
+# taken in the order of those digests, with no path. The project files an include
+# names are hashed themselves, so moving or renaming files, which changes only paths
+# and include lines, leaves every build as it was.
 #
 #   cmake -DROOT=<dir> -DOUT=<file.cpp> -DTOOLCHAIN=<text> -DCUDA_TOOLCHAIN=<text> -P kernel_build_ids.cmake
 
@@ -56,9 +60,21 @@ function(code_closure source out)
   set(${out} "${seen}" PARENT_SCOPE)
 endfunction()
 
+# The SHA-256 of `file`'s code: its text with each project include line taken out
+# (a path, which moves with the file; the included file is hashed on its own).
+function(code_digest file out)
+  get_property(digest GLOBAL PROPERTY "code_digest:${file}")
+  if(NOT digest)
+    file(READ "${ROOT}/${file}" text)
+    string(REGEX REPLACE "(^|\n)[ \t]*#[ \t]*include[ \t]*\"[^\n]*" "" text "${text}")
+    string(SHA256 digest "${text}")
+    set_property(GLOBAL PROPERTY "code_digest:${file}" "${digest}")
+  endif()
+  set(${out} "${digest}" PARENT_SCOPE)
+endfunction()
+
 file(GLOB_RECURSE sources RELATIVE "${ROOT}" "${ROOT}/kernels/*.cpp" "${ROOT}/kernels/*.cu")
 list(SORT sources)
-set(file_hashes "")
 set(entries "")
 foreach(source IN LISTS sources)
   code_closure("${source}" closure)
@@ -67,9 +83,14 @@ foreach(source IN LISTS sources)
   else()
     set(text "${TOOLCHAIN}\n")
   endif()
+  set(digests "")
   foreach(file IN LISTS closure)
-    file(SHA256 "${ROOT}/${file}" digest)
-    string(APPEND text "${file} ${digest}\n")
+    code_digest("${file}" digest)
+    list(APPEND digests "${digest}")
+  endforeach()
+  list(SORT digests)
+  foreach(digest IN LISTS digests)
+    string(APPEND text "${digest}\n")
   endforeach()
   string(SHA256 build "${text}")
   string(SUBSTRING "${build}" 0 12 build)

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "kernels/activation_quantizers.h"
 #include "kernels/availability.h"
 #include "kernels/cpu_features.h"
 #include "kernels/formats/formats.h"

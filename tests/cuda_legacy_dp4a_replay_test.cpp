@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/data.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/cuda/dequantize_value.h"
 #include "kernels/cuda/legacy_dp4a_lanes.h"
 #include "kernels/registry.h"

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "harness/data.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/cuda/q4_K_lanes.h"
 #include "kernels/cuda/tma_schedule.h"
 #include "kernels/registry.h"

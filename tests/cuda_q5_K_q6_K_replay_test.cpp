@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "harness/data.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/cuda/q5_K_lanes.h"
 #include "kernels/cuda/q6_K_lanes.h"
 #include "kernels/cuda/tma_schedule.h"

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/activation_quantizers.h"
 #include "kernels/cuda/quantize_q8_1_lanes.h"
 #include "kernels/formats/formats.h"
 #include "tests/q8_1_cases.h"

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "formats/formats.h"
+#include "kernels/activation_quantizers.h"
 #include "tests/skips.h"
 #include "tests/test_seed.h"
 

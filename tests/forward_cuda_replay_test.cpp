@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "harness/data.h"
+#include "kernels/activation_quantizers.h"
 #include "kernels/outliers.h"
 #include "harness/cli/decode_cuda.h"
 #include "kernels/cuda/dequantize_value.h"

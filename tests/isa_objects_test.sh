@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Kernel files compiled with ISA flags (-mavx2, -mavx512*) must define no weak or
+# Kernel files compiled with ISA flags (those of the instruction-set folders
+# kernels/cpu/<arch>/<isa>/, e.g. -mavx2, -mavx512*) must define no weak or
 # unique symbols (inline library code such as std::string or std::vector members):
 # the linker keeps one copy of each for the whole program, and if it keeps one built
 # for AVX-512, qmvlab dies with SIGILL on CPUs without it. See KernelRecord.
@@ -8,23 +9,25 @@
 set -euo pipefail
 checked=0 bad=0
 for obj in "$@"; do
-  case "$(basename "$obj")" in *avx2*|*avx512*) ;; *) continue ;; esac
+  # The object's path below the target's folder: its source's, one name in several folders.
+  name=${obj#*/CMakeFiles/*.dir/}
+  case "$name" in kernels/cpu/*/*/*) ;; *) continue ;; esac
   checked=$((checked + 1))
   leaks=$(nm -C --defined-only "$obj" | awk '$2 ~ /^[WVuiw]$/' | grep -v 'DW.ref.__gxx_personality_v0' || true)
-  case "$(basename "$obj")" in
-    *avx512*)
+  case "$name" in
+    kernels/cpu/x86/avx512*/*)
       evex=$(objdump -d "$obj" | awk '/^[0-9a-f]+ <_GLOBAL__sub_I/ {on = 1; next} /^[0-9a-f]+ </ {on = 0} on' |
         awk -F'\t' 'NF >= 3 && $2 ~ /^62 /' || true)
       if [ -n "$evex" ]; then
         bad=$((bad + 1))
-        echo "FAIL $(basename "$obj") runs AVX-512 instructions at start-up (make its records constexpr):"
+        echo "FAIL $name runs AVX-512 instructions at start-up (make its records constexpr):"
         echo "$evex" | sed 's/^/    /'
       fi
       ;;
   esac
   if [ -n "$leaks" ]; then
     bad=$((bad + 1))
-    echo "FAIL $(basename "$obj") defines shared inline code compiled with its ISA flags:"
+    echo "FAIL $name defines shared inline code compiled with its ISA flags:"
     echo "$leaks" | sed 's/^/    /'
   fi
 done

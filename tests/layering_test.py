@@ -2,9 +2,11 @@
 
 Every project #include in a layer's sources must name a file of the same layer or one
 below, and every layer's CMake library may link only libraries of the layers below it.
-Before checking the tree, the checker is run on a small planted tree with one upward
-include and one upward link, which it must report (so a checker that finds nothing
-cannot pass).
+The formats layer holds no instruction-set code (intrinsics, target attributes): that
+lives in the instruction-set folders of kernels/cpu/, whose folder picks the compiler
+flags. Before checking the tree, the checker is run on a small planted tree with one
+fault of each kind, which it must report (so a checker that finds nothing cannot
+pass).
 
     python3 tests/layering_test.py --root .
 """
@@ -102,21 +104,40 @@ def misplaced_sources(root):
     return found
 
 
+ISA_CODE = re.compile(r"#\s*include\s*<(immintrin|x86intrin|arm_neon)\.h>|__attribute__\s*\(\(\s*target\s*\(")
+
+
+def isa_code_in_formats(root):
+    """Files of the formats layer that hold instruction-set code."""
+    found = []
+    for dirpath, _, files in os.walk(os.path.join(root, "kernels", "formats")):
+        for name in sorted(files):
+            if name.endswith(SOURCE_EXT):
+                full = os.path.join(dirpath, name)
+                with open(full, errors="replace") as f:
+                    if ISA_CODE.search(f.read()):
+                        found.append(os.path.relpath(full, root).replace(os.sep, "/"))
+    return found
+
+
 def problems(root):
     out = [f"{f} ({a}) includes {t} ({b})" for f, t, a, b in upward_includes(root)]
     out += [f"CMake: {lib} ({LAYERS[LIBRARY_LAYER[lib]]}) links {dep} ({LAYERS[LIBRARY_LAYER[dep]]})"
             for lib, dep in upward_links(root)]
     out += [f"CMake: {lib} ({LAYERS[LIBRARY_LAYER[lib]]}) compiles {src} ({LAYERS[layer_of(src)]})"
             for lib, src in misplaced_sources(root)]
+    out += [f"{f} (formats) holds instruction-set code: it belongs in kernels/cpu/<arch>/<isa>/"
+            for f in isa_code_in_formats(root)]
     return out
 
 
 def self_test():
-    """A planted tree with one of each fault: the checker must name all three."""
+    """A planted tree with one of each fault: the checker must name all four."""
     with tempfile.TemporaryDirectory() as d:
         for rel, text in {
             "kernels/kernel.h": '#include "kernels/formats/formats.h"\n',
             "kernels/formats/formats.h": "\n",
+            "kernels/formats/quantize.cpp": "#include <immintrin.h>\n",
             "model/plan.h": '#include "kernels/kernel.h"\n#include "harness/csv.h"\n',
             "harness/csv.h": '#include "model/plan.h"\n',
             "harness/cli/run.cpp": '#include "harness/csv.h"\n',
@@ -129,7 +150,8 @@ def self_test():
         found = problems(d)
         want = ["model/plan.h (model) includes harness/csv.h (harness)",
                 "CMake: qmv_model (model) links qmv_harness (harness)",
-                "CMake: qmv_model (model) compiles harness/csv.cpp (harness)"]
+                "CMake: qmv_model (model) compiles harness/csv.cpp (harness)",
+                "kernels/formats/quantize.cpp (formats) holds instruction-set code: it belongs in kernels/cpu/<arch>/<isa>/"]
         if found != want:
             print("layering self-test FAILED: the planted faults were", want, "but the checker found", found)
             return False

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/activation_quantizers.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"

@@ -414,20 +414,6 @@ void dequantize_row_q8_1(const BlockQ8_1* x, float* y, std::int64_t n) {
   }
 }
 
-void quantize_activation(ActFormat f, const float* x, void* out, std::int64_t n) {
-  switch (f) {
-    case ActFormat::F32:
-      std::memcpy(out, x, static_cast<std::size_t>(n) * sizeof(float));
-      return;
-    case ActFormat::Q8_K:
-      quantize_row_q8_K(x, static_cast<BlockQ8K*>(out), n);
-      return;
-    case ActFormat::Q8_1:
-      quantize_row_q8_1(x, static_cast<BlockQ8_1*>(out), n);
-      return;
-  }
-}
-
 void dequantize_activation(ActFormat f, const void* in, float* y, std::int64_t n) {
   switch (f) {
     case ActFormat::F32:

@@ -156,6 +156,7 @@ std::size_t row_bytes(ActFormat f, std::int64_t cols);
 
 float fp16_to_fp32(fp16_bits h);
 fp16_bits fp32_to_fp16(float f);  // round to nearest even, saturating to inf like a cast
+inline constexpr float kLargestFp16 = 65504.0f;  // the largest finite fp16
 float bf16_to_fp32(bf16_bits h);  // exact: the bits move up by 16
 bf16_bits fp32_to_bf16(float f);  // round to nearest even; NaN stays a (quiet) NaN
 
@@ -207,30 +208,16 @@ void quantize_row_bf16(const float* x, bf16_bits* y, std::int64_t n);
 // Any weight type; n a multiple of block_values(t).
 void quantize_row(WeightType t, const float* x, void* blocks, std::int64_t n);
 
-// Activation quantizers. Q8_K: n a multiple of 256; Q8_1: n a multiple of 32.
-void quantize_row_q8_K(const float* x, BlockQ8K* y, std::int64_t n);
-void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::int64_t n);
-// The plain definitions of the two above. The public functions run the widest
-// vectorized version the CPU has and the limit below allows (decode quantizes every
-// activation vector); every version gives the same bytes, which a test checks.
+// The activation formats' definitions (Q8_K: n a multiple of 256; Q8_1: n a multiple
+// of 32), plain C++. Callers run kernels/activation_quantizers.h, whose vectorized
+// versions write these bytes.
 void quantize_row_q8_K_scalar(const float* x, BlockQ8K* y, std::int64_t n);
 void quantize_row_q8_1_scalar(const float* x, BlockQ8_1* y, std::int64_t n);
-// The activation quantizers' instruction sets, narrowest first (AVX512: F, BW and VL).
-enum class QuantizerIsa { Scalar, AVX2, AVX512 };
-// The widest the public quantizers may use (default: all); the kernels' ISA mask sets
-// it, so a masked run quantizes as a CPU with only those features would.
-void set_quantizer_isa_limit(QuantizerIsa widest);
-QuantizerIsa active_quantizer_isa();
-const char* to_string(QuantizerIsa isa);
-// One version by name, for tests; false, writing nothing, where the CPU lacks it.
-bool quantize_row_q8_K_with(QuantizerIsa isa, const float* x, BlockQ8K* y, std::int64_t n);
-bool quantize_row_q8_1_with(QuantizerIsa isa, const float* x, BlockQ8_1* y, std::int64_t n);
 void dequantize_row_q8_K(const BlockQ8K* x, float* y, std::int64_t n);
 void dequantize_row_q8_1(const BlockQ8_1* x, float* y, std::int64_t n);
 
-// Prepare an activation vector in format f (a plain copy for F32); `out` must hold
-// row_bytes(f, n) bytes. `dequantize_activation` gives back the values a kernel sees.
-void quantize_activation(ActFormat f, const float* x, void* out, std::int64_t n);
+// The values a kernel sees of an activation vector prepared in format f (a plain copy
+// for F32; quantize_activation in kernels/activation_quantizers.h prepares it).
 void dequantize_activation(ActFormat f, const void* in, float* y, std::int64_t n);
 
 }  // namespace qmv

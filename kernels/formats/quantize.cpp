@@ -1,5 +1,6 @@
-// Our own quantizers for the GGUF K-quants and the activation formats, and simple
-// range-based ones for the legacy quants and the float types (for test data).
+// Our own quantizers for the GGUF K-quants, the definitions of the activation formats'
+// (their vectorized versions: kernels/activation_quantizers.h), and simple range-based
+// ones for the legacy quants and the float types (for test data).
 //
 // Weight quantization runs in three stages for each 256-weight super-block:
 //   1. Per sub-block, fit the scale (and for Q4_K/Q5_K the offset) that minimises the
@@ -19,11 +20,8 @@
 // The error minimised is the plain (unweighted) squared error. The code is portable
 // and deterministic (no intrinsics, no threads); the search loops are written so that
 // the compiler can vectorize them, which keeps the cost near 50 ns per weight.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <bit>
 #include <cassert>
 #include <cmath>
@@ -53,7 +51,6 @@ inline float safe_inverse(float scale) {
   return std::isfinite(inv) ? inv : 0.0f;
 }
 
-constexpr float kLargestFp16 = 65504.0f;
 constexpr float kSmallestFp16 = 0x1p-24f;  // smallest subnormal
 
 // The fp16 value a super-block scale will be stored as. A positive scale too small for
@@ -613,237 +610,6 @@ void quantize_row_q8_1_scalar(const float* x, BlockQ8_1* y, std::int64_t n) {
     }
     block.s = fp32_to_fp16(d * static_cast<float>(sum));
   }
-}
-
-// GCC 12's AVX-512 headers set off -Wmaybe-uninitialized on their own placeholder
-// registers (_mm512_undefined_*) in the reductions below.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-// The same two quantizers in AVX-512, 16 values per register. Exactness: vmaxps
-// keeps the running maximum when a value is NaN (as std::max does); trunc(v) plus one
-// step where the exact remainder v - trunc(v) reaches a half is std::round(v); NaN
-// quantizes to 0. Only intrinsics inside: nothing here instantiates library code.
-namespace {
-
-// A block whose scale is not positive (all zeros, or a NaN in it) takes zero quants,
-// as the scalar definition gives it; true when it did, and the caller moves on.
-inline bool zero_if_unscaled(BlockQ8K& block, float d) {
-  if (d > 0.0f) return false;
-  std::memset(block.qs, 0, sizeof(block.qs));
-  std::memset(block.bsums, 0, sizeof(block.bsums));
-  return true;
-}
-inline bool zero_if_unscaled(BlockQ8_1& block, float d) {
-  if (d > 0.0f) return false;
-  std::memset(block.qs, 0, sizeof(block.qs));
-  block.s = fp32_to_fp16(0.0f);
-  return true;
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline float abs_max16(const float* x, int n) {
-  __m512 m = _mm512_setzero_ps();
-  for (int i = 0; i < n; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m);
-  return _mm512_reduce_max_ps(m);
-}
-
-// round(x / d) clamped to [-127, 127] as int32 lanes; d > 0.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i quant16(const float* x, __m512 d) {
-  const __m512 v = _mm512_div_ps(_mm512_loadu_ps(x), d);
-  __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 frac = _mm512_sub_ps(v, r);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  r = _mm512_mask_add_ps(r, _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ), r, one);
-  r = _mm512_mask_sub_ps(r, _mm512_cmp_ps_mask(frac, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), r, one);
-  r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
-  return _mm512_maskz_cvttps_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), r);
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_q8_K_avx512(const float* x, BlockQ8K* y,
-                                                                                     std::int64_t n) {
-  for (std::int64_t b = 0; b < n / kSuperBlock; ++b) {
-    const float* xb = x + b * kSuperBlock;
-    BlockQ8K& block = y[b];
-    const float d = abs_max16(xb, kSuperBlock) / 127.0f;
-    block.d = d;
-    if (zero_if_unscaled(block, d)) continue;
-    const __m512 vd = _mm512_set1_ps(d);
-    for (int g = 0; g < kSuperBlock / 16; ++g) {
-      const __m512i q = quant16(xb + 16 * g, vd);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(block.qs + 16 * g), _mm512_cvtsepi32_epi8(q));
-      block.bsums[g] = static_cast<std::int16_t>(_mm512_reduce_add_epi32(q));
-    }
-  }
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_q8_1_avx512(const float* x, BlockQ8_1* y,
-                                                                                     std::int64_t n) {
-  for (std::int64_t b = 0; b < n / kQ8_1Block; ++b) {
-    const float* xb = x + b * kQ8_1Block;
-    BlockQ8_1& block = y[b];
-    block.d = fp32_to_fp16(std::min(abs_max16(xb, kQ8_1Block) / 127.0f, kLargestFp16));
-    const float d = fp16_to_fp32(block.d);
-    if (zero_if_unscaled(block, d)) continue;
-    const __m512 vd = _mm512_set1_ps(d);
-    const __m512i lo = quant16(xb, vd), hi = quant16(xb + 16, vd);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(block.qs), _mm512_cvtsepi32_epi8(lo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(block.qs + 16), _mm512_cvtsepi32_epi8(hi));
-    block.s = fp32_to_fp16(d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi))));
-  }
-}
-
-#pragma GCC diagnostic pop
-
-// The same two in AVX2, 8 values per register, with the same exactness argument; NaN
-// lanes are zeroed before the clamp, which would otherwise keep them.
-__attribute__((target("avx2"))) inline float abs_max8(const float* x, int n) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 m = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_movehdup_ps(h));
-  return _mm_cvtss_f32(h);
-}
-
-// round(x / d) clamped to [-127, 127] as int32 lanes; d > 0.
-__attribute__((target("avx2"))) inline __m256i quant8(const float* x, __m256 d) {
-  const __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), d);
-  __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = _mm256_sub_ps(v, r);
-  const __m256 one = _mm256_set1_ps(1.0f);
-  r = _mm256_add_ps(r, _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one));
-  r = _mm256_sub_ps(r, _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one));
-  r = _mm256_and_ps(r, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
-  r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
-  return _mm256_cvttps_epi32(r);
-}
-
-// 32 int32 lanes in [-127, 127] (a, b, c, d: 8 each, in order) as 32 int8 at `out`.
-__attribute__((target("avx2"))) inline void store_int8x32(std::int8_t* out, __m256i a, __m256i b, __m256i c,
-                                                            __m256i d) {
-  // The packs work within 128-bit lanes: the result's dwords come out as a0 b0 c0 d0
-  // a1 b1 c1 d1 (4 values each) and are put back in order.
-  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
-                      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-}
-
-__attribute__((target("avx2"))) inline int sum_int32x8(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
-
-__attribute__((target("avx2"))) void quantize_row_q8_K_avx2(const float* x, BlockQ8K* y, std::int64_t n) {
-  for (std::int64_t b = 0; b < n / kSuperBlock; ++b) {
-    const float* xb = x + b * kSuperBlock;
-    BlockQ8K& block = y[b];
-    const float d = abs_max8(xb, kSuperBlock) / 127.0f;
-    block.d = d;
-    if (zero_if_unscaled(block, d)) continue;
-    const __m256 vd = _mm256_set1_ps(d);
-    for (int i = 0; i < kSuperBlock; i += 32) {
-      const __m256i q0 = quant8(xb + i, vd), q1 = quant8(xb + i + 8, vd);
-      const __m256i q2 = quant8(xb + i + 16, vd), q3 = quant8(xb + i + 24, vd);
-      store_int8x32(block.qs + i, q0, q1, q2, q3);
-      block.bsums[i / 16] = static_cast<std::int16_t>(sum_int32x8(_mm256_add_epi32(q0, q1)));
-      block.bsums[i / 16 + 1] = static_cast<std::int16_t>(sum_int32x8(_mm256_add_epi32(q2, q3)));
-    }
-  }
-}
-
-__attribute__((target("avx2"))) void quantize_row_q8_1_avx2(const float* x, BlockQ8_1* y, std::int64_t n) {
-  for (std::int64_t b = 0; b < n / kQ8_1Block; ++b) {
-    const float* xb = x + b * kQ8_1Block;
-    BlockQ8_1& block = y[b];
-    block.d = fp32_to_fp16(std::min(abs_max8(xb, kQ8_1Block) / 127.0f, kLargestFp16));
-    const float d = fp16_to_fp32(block.d);
-    if (zero_if_unscaled(block, d)) continue;
-    const __m256 vd = _mm256_set1_ps(d);
-    const __m256i q0 = quant8(xb, vd), q1 = quant8(xb + 8, vd), q2 = quant8(xb + 16, vd), q3 = quant8(xb + 24, vd);
-    store_int8x32(block.qs, q0, q1, q2, q3);
-    const int sum = sum_int32x8(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
-    block.s = fp32_to_fp16(d * static_cast<float>(sum));
-  }
-}
-
-bool cpu_has(QuantizerIsa isa) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                             __builtin_cpu_supports("avx512vl");
-  switch (isa) {
-    case QuantizerIsa::Scalar:
-      return true;
-    case QuantizerIsa::AVX2:
-      return avx2;
-    case QuantizerIsa::AVX512:
-      return avx512;
-  }
-  return false;
-}
-
-std::atomic<QuantizerIsa> g_isa_limit{QuantizerIsa::AVX512};
-
-}  // namespace
-
-void set_quantizer_isa_limit(QuantizerIsa widest) { g_isa_limit.store(widest); }
-
-QuantizerIsa active_quantizer_isa() {
-  for (QuantizerIsa isa : {QuantizerIsa::AVX512, QuantizerIsa::AVX2})
-    if (isa <= g_isa_limit.load() && cpu_has(isa)) return isa;
-  return QuantizerIsa::Scalar;
-}
-
-const char* to_string(QuantizerIsa isa) {
-  switch (isa) {
-    case QuantizerIsa::Scalar:
-      return "scalar";
-    case QuantizerIsa::AVX2:
-      return "avx2";
-    case QuantizerIsa::AVX512:
-      return "avx512";
-  }
-  return "?";
-}
-
-namespace {
-
-// One activation format's quantizer at each instruction-set level.
-template <class Block>
-struct QuantizerVersions {
-  using Fn = void (*)(const float*, Block*, std::int64_t);
-  Fn scalar, avx2, avx512;
-  bool run(QuantizerIsa isa, const float* x, Block* y, std::int64_t n) const {
-    if (!cpu_has(isa)) return false;
-    (isa == QuantizerIsa::AVX512 ? avx512 : isa == QuantizerIsa::AVX2 ? avx2 : scalar)(x, y, n);
-    return true;
-  }
-};
-
-constexpr QuantizerVersions<BlockQ8K> kQ8K{quantize_row_q8_K_scalar, quantize_row_q8_K_avx2, quantize_row_q8_K_avx512};
-constexpr QuantizerVersions<BlockQ8_1> kQ8_1{quantize_row_q8_1_scalar, quantize_row_q8_1_avx2,
-                                             quantize_row_q8_1_avx512};
-
-}  // namespace
-
-bool quantize_row_q8_K_with(QuantizerIsa isa, const float* x, BlockQ8K* y, std::int64_t n) {
-  assert(n % kSuperBlock == 0);
-  return kQ8K.run(isa, x, y, n);
-}
-
-bool quantize_row_q8_1_with(QuantizerIsa isa, const float* x, BlockQ8_1* y, std::int64_t n) {
-  assert(n % kQ8_1Block == 0);
-  return kQ8_1.run(isa, x, y, n);
-}
-
-void quantize_row_q8_K(const float* x, BlockQ8K* y, std::int64_t n) {
-  quantize_row_q8_K_with(active_quantizer_isa(), x, y, n);
-}
-
-void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::int64_t n) {
-  quantize_row_q8_1_with(active_quantizer_isa(), x, y, n);
 }
 
 // ---------------------------------------------------------------------------------

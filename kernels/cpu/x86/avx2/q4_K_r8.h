@@ -1,0 +1,107 @@
+// The loop of the AVX2 kernels of Q4_K weights in the row-interleaved layout
+// (row_interleaved.h) x Q8_K activations (q4_K_r8*_q8k.cpp, a file per stream count and
+// fused form): eight rows per step, one 32-bit lane per row. Per pair of sub-blocks, eight
+// 32-byte loads hold four weights of each of the eight rows per lane: low nibbles
+// (sub-block 2g) meet a broadcast of the four matching activation quants in
+// vpmaddubsw, high nibbles (sub-block 2g+1) the four quants 32 further on. Each
+// sub-block's eight int16 pair sums add up in int16, and one vpmaddwd against the
+// eight rows' 6-bit scales, each repeated in both int16 halves of its lane by one
+// vpshufb, gives the scaled sub-block dots in int32. The min term takes one vpmaddwd
+// per two sub-blocks: the rows' mins, stored in pairs by the repack and widened to
+// int16, against the two sub-blocks' activation sums (made once per call from the
+// Q8_K block sums). The rows' d and dmin convert in one vcvtph2ps each.
+//
+// Bounds: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in size and eight of them
+// at most 30720 < 2^15; a sub-block dot (<= 61440) times a scale (<= 63), over eight
+// sub-blocks, is far inside int32; a sub-block's activation sum is at most
+// 32 * 128 = 4096 in size (int16), times a min (<= 63) over eight sub-blocks likewise.
+// The float conversion loses nothing that matters next to the Q8_K rounding.
+#pragma once
+
+#include "kquant_r8.h"
+
+namespace {
+
+using qmv::interleave::BlockQ4_Kx8;
+using qmv::interleave::XMinSums;
+
+// How far ahead of the super-block being read each weight stream is prefetched, in
+// bytes (the hardware prefetcher alone leaves a single stream short of the peak):
+// 2048 beat 1024 and 4096 (results/intel-xeon-2c/r8-prefetch-chunked-pages.csv).
+constexpr int kPrefetchBytes = 2048;
+// Each quarter of the 1184-byte super-block prefetches five lines kPrefetchBytes
+// ahead, one after each of its first five chunks: the block's lines spread through
+// it rather than one burst of misses (see prefetch_line_after).
+constexpr int kLinesPerQuarter = 5;
+
+// NG groups of eight rows against the activation, into out[i][0..7]: each group a
+// weight stream of its own, each activation quad broadcast once for all of them.
+// The chunks are unrolled and the int16 sums pinned in registers (keep_in_register);
+// the min term is taken once per block. Written as plain loops, the compiler spilled
+// the chunk products to the stack, and with the weights in cache the kernels computed
+// 1.1-2x slower (results/amd-zen3-2c/q4_K-r8-inner-loop.csv). The quarters stay a
+// loop: unrolled, with cached weights two streams computed 1.14x and four 1.23x slower
+// (results/amd-zen3-2c/kquant-r8-compute.csv). Two unrolled streams spilled their sums;
+// four touch the stack about as often either way, so the likely cause there is the
+// unrolled loop's size (about 3x the rolled one's), not measured. Every stream
+// prefetches, four as well as one or two: four streams left to the hardware prefetcher
+// read short of the peak in huge pages (results/intel-xeon-2c/r8x4-prefetch.csv).
+template <int NG>
+void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
+                float* const out[NG]) {
+  using qmv::interleave::broadcast_quad;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i pick = qmv::interleave::scale_pair_control();
+  __m256 acc[NG];
+  for (int i = 0; i < NG; ++i) acc[i] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const qmv::BlockQ8K& xb = x[b];
+    const BlockQ4_Kx8* wb[NG];
+    std::uintptr_t ahead[NG];
+    __m256i isum[NG];
+    for (int i = 0; i < NG; ++i) {
+      wb[i] = &w[i][b];
+      ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kPrefetchBytes;
+      isum[i] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 1
+    for (int g = 0; g < 4; ++g) {
+      __m256i lo16[NG], hi16[NG];
+      for (int i = 0; i < NG; ++i) lo16[i] = hi16[i] = _mm256_setzero_si256();
+      const std::int8_t* xq = xb.qs + 64 * g;
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m256i x_lo = broadcast_quad(xq + 4 * c), x_hi = broadcast_quad(xq + 32 + 4 * c);
+        for (int i = 0; i < NG; ++i) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[i]->qs[g][c]));
+          lo16[i] = _mm256_add_epi16(lo16[i], _mm256_maddubs_epi16(_mm256_and_si256(v, m4), x_lo));
+          hi16[i] =
+              _mm256_add_epi16(hi16[i], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), x_hi));
+          qmv::x86::keep_in_register(lo16[i]);
+          qmv::x86::keep_in_register(hi16[i]);
+          if (c < kLinesPerQuarter)
+            qmv::x86::prefetch_line_after(ahead[i] + 64 * (kLinesPerQuarter * g + c), lo16[i]);
+        }
+      }
+      for (int i = 0; i < NG; ++i)
+        isum[i] = _mm256_add_epi32(isum[i], qmv::interleave::scaled_pair(lo16[i], hi16[i], wb[i]->scales[2 * g],
+                                                                         wb[i]->scales[2 * g + 1], pick));
+    }
+    const __m256 dx = _mm256_set1_ps(xb.d);
+    for (int i = 0; i < NG; ++i) acc[i] = qmv::interleave::add_block_with_mins(acc[i], isum[i], *wb[i], xm[b], dx);
+  }
+  for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
+}
+
+// The family's entry for the runs and records of kquant_r8.h.
+struct Q4K {
+  using Layout = BlockQ4_Kx8;
+  static constexpr qmv::WeightType kType = qmv::WeightType::Q4_K;
+  template <int NG>
+  static void dot_groups(const Layout* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
+                         float* const out[NG]) {
+    ::dot_groups<NG>(w, x, xm, nb, out);
+  }
+};
+
+}  // namespace
