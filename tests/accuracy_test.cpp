@@ -36,7 +36,9 @@ TEST(Accuracy, OutliersCostInt8ActivationsAndRoutingRecoversTheF32Figure) {
   AccuracyConfig cfg;
   cfg.channels = {2};
   cfg.multipliers = {50};
-  cfg.trials = 3;
+  // Nine trials: the median of three drew outlier vectors that cost no more than
+  // Gaussian ones about once in a hundred seeds.
+  cfg.trials = 9;
   cfg.threads = 2;
   cfg.seed = fresh_seed();
   const AccuracyOutcome out = run_accuracy(kernels, {{64, 2048}}, cfg);
@@ -48,7 +50,7 @@ TEST(Accuracy, OutliersCostInt8ActivationsAndRoutingRecoversTheF32Figure) {
   const AccuracyResult& int8_o = *by.at("q4_K.cpu.scalar_q8k 2ch@50x");
   const AccuracyResult& f32_g = *by.at("q4_K.cpu.scalar_f32 gaussian");
   const AccuracyResult& f32_o = *by.at("q4_K.cpu.scalar_f32 2ch@50x");
-  ASSERT_EQ(int8_o.nmse.size(), 3u);
+  ASSERT_EQ(int8_o.nmse.size(), 9u);
 
   // Int8: ~5e-5 on Gaussian vectors (the check's figure), several times that with two
   // channels at 50x the rms (their blocks' step grows 50/4 = 12x).
@@ -65,7 +67,7 @@ TEST(Accuracy, OutliersCostInt8ActivationsAndRoutingRecoversTheF32Figure) {
   ASSERT_NE(int8_o.sibling, nullptr);
   EXPECT_EQ(int8_o.sibling->act, ActFormat::F32);
   EXPECT_EQ(f32_o.sibling, nullptr);
-  for (int t = 0; t < 3; ++t) {
+  for (int t = 0; t < 9; ++t) {
     EXPECT_TRUE(int8_o.tripped[t]);
     EXPECT_GT(int8_o.peak_to_rms[t], 8.0);
     EXPECT_LT(int8_o.routed_nmse[t], 1e-10);
