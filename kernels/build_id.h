@@ -9,9 +9,9 @@
 
 namespace qmv {
 
-// A kernel source file (relative to the source tree, e.g. "kernels/cpu/q4_K_avx2_q8k.cpp")
-// and its build: a hash of the toolchain and of the text of the file and of every
-// project file it includes (kernels/kernel_build_ids.cmake writes the table at build time).
+// A kernel source file (relative to the source tree, e.g. "kernels/cpu/x86/avx2/q4_K_q8k.cpp")
+// and its build: a hash of the toolchain and of the code of the file and of every
+// project file it includes (include lines and paths left out, so a move keeps the build) (kernels/kernel_build_ids.cmake writes the table at build time).
 struct KernelSourceBuild {
   const char* source;
   const char* build;

@@ -57,7 +57,7 @@ std::uint32_t masked_cpu_features(std::uint32_t required) {
 
 void set_cpu_feature_mask(std::uint32_t allowed) {
   g_mask.store(allowed);
-  // The activation quantizers live below the kernels and follow the mask from here.
+  // The activation quantizers (kernels/activation_quantizers.h) follow the mask from here.
   const auto has = [&](std::uint32_t bits) { return (allowed & bits) == bits; };
   set_quantizer_isa_limit(has(CpuFeature::AVX512F | CpuFeature::AVX512BW | CpuFeature::AVX512VL) ? QuantizerIsa::AVX512
                           : has(static_cast<std::uint32_t>(CpuFeature::AVX2))                   ? QuantizerIsa::AVX2
