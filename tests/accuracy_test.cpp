@@ -36,8 +36,8 @@ TEST(Accuracy, OutliersCostInt8ActivationsAndRoutingRecoversTheF32Figure) {
   AccuracyConfig cfg;
   cfg.channels = {2};
   cfg.multipliers = {50};
-  // Nine trials: the median of three drew outlier vectors that cost no more than
-  // Gaussian ones about once in a hundred seeds.
+  // Nine trials: with three, about one seed in a hundred draws outlier vectors whose
+  // median costs no more than the Gaussian ones'.
   cfg.trials = 9;
   cfg.threads = 2;
   cfg.seed = fresh_seed();
