@@ -229,7 +229,7 @@ TEST(GpuForwardDevice, EveryCudaKernelDecodes) {
         return k;
       }
       const KernelSpec* other = cuda_kernel_for(p, ActFormat::F32);
-      if (other == nullptr) missing = std::string(to_string(p.weight)) + " (" + p.op + ")";
+      if (other == nullptr) missing = std::string(to_string(p.weight)) + " (" + std::string(to_string(p.op)) + ")";
       return other;
     });
     ASSERT_TRUE(missing.empty()) << k->name << ": no CUDA f32 kernel for " << missing;
