@@ -46,18 +46,23 @@ std::string ChildEnd::describe() const {
   return {};
 }
 
-ChildEnd run_child(const std::vector<std::string>& argv, double limit_s) {
+ChildEnd run_child(const std::vector<std::string>& argv, double limit_s, const std::string& log) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  if (log.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  }
   // What this process printed must come before what the child prints to the shared stderr.
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t pid = 0;
-  const int err = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int err = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (err != 0) throw std::runtime_error(fmt::format("cannot start {}: {}", argv[0], std::strerror(err)));
 
@@ -69,7 +74,7 @@ ChildEnd run_child(const std::vector<std::string>& argv, double limit_s) {
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
     if (done < 0 && errno != EINTR) throw std::runtime_error(fmt::format("waiting for {}: {}", argv[0], std::strerror(errno)));
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (limit_s > 0 && std::chrono::steady_clock::now() >= deadline) {
       // A hung GPU kernel does not answer a polite signal.
       kill(pid, SIGKILL);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}

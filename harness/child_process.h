@@ -18,10 +18,11 @@ struct ChildEnd {
   std::string describe() const;
 };
 
-// Runs argv[0] (a path) with argv, its standard output discarded and its standard error
-// this process's; kills it (SIGKILL) once it has run limit_s seconds. Throws
+// Runs argv[0] (a path, or a name looked up in PATH) with argv: its standard output
+// discarded and its standard error this process's, or, with `log`, both written to that
+// file; kills it (SIGKILL) once it has run limit_s seconds (0: no limit). Throws
 // std::runtime_error when it cannot be started.
-ChildEnd run_child(const std::vector<std::string>& argv, double limit_s);
+ChildEnd run_child(const std::vector<std::string>& argv, double limit_s, const std::string& log = {});
 
 // The path of this process's own executable (/proc/self/exe).
 std::string self_executable();

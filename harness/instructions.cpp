@@ -1,10 +1,7 @@
 #include "harness/instructions.h"
 
 #include <fmt/format.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <unistd.h>
-#include <sys/wait.h>
 #include <valgrind/callgrind.h>
 #include <valgrind/valgrind.h>
 
@@ -16,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "harness/child_process.h"
 #include "harness/csv.h"
 #include "harness/data.h"
 #include "harness/fccp.h"
@@ -23,8 +21,6 @@
 #include "harness/shapes.h"
 #include "kernels/activation_quantizers.h"
 #include "kernels/registry.h"
-
-extern char** environ;
 
 namespace qmv {
 
@@ -43,21 +39,11 @@ std::string tail_of_file(const fs::path& path, std::size_t max_bytes = 2000) {
 }
 
 // Runs argv with stdout and stderr to `log`; returns the exit status (-1: not started).
-int run_logged(const std::vector<std::string>& argv, const fs::path& log) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  const int err = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+int run_logged(const std::vector<std::string>& argv, const fs::path& log) try {
+  const ChildEnd end = run_child(argv, 0, log.string());
+  return end.how == ChildEnd::How::Signalled ? 128 + end.code : end.code;
+} catch (const std::runtime_error&) {
+  return -1;
 }
 
 double weight_bytes_of(const KernelSpec& k, Shape s) {
