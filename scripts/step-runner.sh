@@ -10,8 +10,8 @@
 # start: each step's limit is cut to what is left, keeping budget_reserve_s for the last
 # packing; a step with less than min_step_s left is not started but named. A runner that
 # kills the call at its own limit loses the step it cuts and the summary; a budget a little
-# under that limit does not.
-budget_reserve_s=15
+# under that limit does not. QMV_GPU_BUDGET_RESERVE sets that reserve (default 15 s).
+budget_reserve_s=${QMV_GPU_BUDGET_RESERVE:-15}
 min_step_s=10
 
 check_step_limits() {
@@ -22,6 +22,10 @@ check_step_limits() {
       exit 2
     fi
   done
+  if [[ ! $budget_reserve_s =~ ^[0-9]+$ ]]; then
+    echo "gpu-run.sh: QMV_GPU_BUDGET_RESERVE must be a whole number of seconds, not '$budget_reserve_s'" >&2
+    exit 2
+  fi
 }
 
 # Packs $results into $OUT, written under another name and renamed; a failed packing is

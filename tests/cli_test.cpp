@@ -348,7 +348,7 @@ TEST(Cli, GpuPeakWithoutADeviceFails) {
 TEST(Cli, BenchAndPeakWriteCsvsWithShareOfPeak) {
   const std::string out = tmp("bench.csv");
   const CliRun r = qmvlab("bench --kernels q4_K.cpu.scalar_f32,q6_K.cpu.scalar_q8k --shapes 8x512 --threads 1 "
-                       "--warm --reps 2 --min-time 0.01 --peak-reps 1 --out " + out);
+                       "--warm --reps 2 --min-time 0.01 --peak-reps 1 --peak-buffer-mib 64 --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("% of peak"), std::string::npos) << r.output;
   qmv::RunContext ctx;
@@ -374,11 +374,12 @@ TEST(Cli, BenchAndPeakWriteCsvsWithShareOfPeak) {
   EXPECT_FALSE(ctx.machine.empty());
 
   const std::string pout = tmp("peak.csv");
-  const CliRun p = qmvlab("peak --threads 1 --reps 1 --out " + pout);
+  const CliRun p = qmvlab("peak --threads 1 --reps 1 --buffer-mib 64 --out " + pout);
   ASSERT_EQ(p.code, 0) << p.output;
   const auto peaks = qmv::read_peak_csv(pout);
   ASSERT_EQ(peaks.size(), 1u);
   EXPECT_GT(peaks[0].gbps_best, 0);
+  EXPECT_EQ(peaks[0].buffer_bytes, std::int64_t{64} << 20);
 }
 
 // A kernel with a weight transform gets its prepare time and prepared size in the CSV
@@ -394,7 +395,7 @@ TEST(Cli, BenchRecordsTheWeightTransformApartFromTheMatvec) {
   const std::int64_t rows = 37, cols = 256;  // 37 rows: the last group of eight is padded
   const std::string out = tmp("bench-prepared.csv");
   const CliRun r = qmvlab(std::string("bench --kernels ") + prepared + "," + plain + " --shapes 37x256 --threads 1,2 "
-                          "--warm --reps 1 --min-time 0.001 --peak-reps 1 --out " + out);
+                          "--warm --reps 1 --min-time 0.001 --peak-reps 1 --peak-buffer-mib 64 --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find(std::string("prepared weights: ") + prepared + " 37x256: "), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find(std::string("prepared weights: ") + plain), std::string::npos) << r.output;

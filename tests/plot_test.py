@@ -103,7 +103,7 @@ with tempfile.TemporaryDirectory() as tmp:
         bench = tmp / "qmvlab" / "bench.csv"
         subprocess.run([args.qmvlab, "bench", "--kernels", "q4_K.cpu.scalar*", "--shapes", "4x256,8x512",
                         "--threads", "1", "--warm", "--reps", "1", "--min-time", "0.01", "--peak-reps", "1",
-                        "--out", str(bench)], check=True, stdout=subprocess.DEVNULL)
+                        "--peak-buffer-mib", "64", "--out", str(bench)], check=True, stdout=subprocess.DEVNULL)
         for kind in ("bench", "leaderboard", "roofline"):
             r = run(bench, "--kind", kind)
             assert r.returncode == 0, r.stderr

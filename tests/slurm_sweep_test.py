@@ -211,6 +211,9 @@ JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
+# Scheduling passes every second, not Slurm's 30-60 s: jobs held on a dependency
+# (the merge after its array) start as soon as it is met.
+SchedulerParameters=bf_interval=1,sched_interval=1
 MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
@@ -313,7 +316,7 @@ def run_cluster_test(a, cluster, started):
     exp = "slurm-tiny"
     base = [sys.executable, a.script, a.experiment, "--qmvlab", a.qmvlab, "--results", str(results),
             "--partition", "alpha", "--partition", "beta"]
-    submit = base + ["--tasks", "2", "--shared", "--", "--peak-reps", "1"]
+    submit = base + ["--tasks", "2", "--shared", "--", "--peak-reps", "1", "--peak-buffer-mib", "64"]
     deadline = started + DEADLINE_S
 
     def script(*extra):

@@ -44,7 +44,7 @@ std::set<std::string> keys_of(const qmv::CsvTable& t) {
 TEST(SweepCli, TinySweepWritesACsvReportReads) {
   const std::string exp = write_experiment("tiny.toml");
   const std::string out = tmp("tiny.csv");
-  const CliRun r = qmvlab("sweep " + exp + " --out " + out + " --peak-reps 1");
+  const CliRun r = qmvlab("sweep " + exp + " --out " + out + " --peak-reps 1 --peak-buffer-mib 64");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(qmv::detect_csv_kind(out), qmv::CsvKind::Sweep);
   const qmv::CsvTable t = qmv::read_sweep_csv(out);
@@ -86,7 +86,7 @@ TEST(SweepCli, TinySweepWritesACsvReportReads) {
 TEST(SweepCli, ResumeRunsExactlyTheMissingPoints) {
   const std::string exp = write_experiment("resume.toml", "check = false\n");
   const std::string full = tmp("resume-full.csv"), part = tmp("resume.csv");
-  ASSERT_EQ(qmvlab("sweep " + exp + " --out " + full + " --peak-reps 1").code, 0);
+  ASSERT_EQ(qmvlab("sweep " + exp + " --out " + full + " --peak-reps 1 --peak-buffer-mib 64").code, 0);
   const qmv::CsvTable all = qmv::read_sweep_csv(full);
   // An interrupted sweep: the header, three rows, and half of the fourth.
   std::ifstream in(full);
@@ -100,7 +100,7 @@ TEST(SweepCli, ResumeRunsExactlyTheMissingPoints) {
   int missing_runnable = 0;
   for (std::size_t i = 3; i < all.rows.size(); ++i) missing_runnable += all.rows[i][all.column("status")] != "skipped";
 
-  const CliRun r = qmvlab("sweep " + exp + " --out " + part + " --resume --peak-reps 1");
+  const CliRun r = qmvlab("sweep " + exp + " --out " + part + " --resume --peak-reps 1 --peak-buffer-mib 64");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("3 already in the CSV"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("dropping a cut-short last line"), std::string::npos) << r.output;
@@ -114,7 +114,7 @@ TEST(SweepCli, ResumeRunsExactlyTheMissingPoints) {
   EXPECT_EQ(after.rows.size(), all.rows.size());
   EXPECT_EQ(keys_of(after), keys_of(all));
   // Nothing left: a second resume runs nothing.
-  const CliRun again = qmvlab("sweep " + exp + " --out " + part + " --resume --peak-reps 1");
+  const CliRun again = qmvlab("sweep " + exp + " --out " + part + " --resume --peak-reps 1 --peak-buffer-mib 64");
   ASSERT_EQ(again.code, 0) << again.output;
   EXPECT_NE(again.output.find("0 point(s) run"), std::string::npos) << again.output;
   // Another experiment's file is refused.
@@ -130,7 +130,7 @@ TEST(SweepCli, ShardsMergeIntoTheWholeSweep) {
   std::string shards;
   for (int i = 1; i <= 3; ++i) {
     const std::string out = tmp("shard-" + std::to_string(i) + ".csv");
-    const CliRun r = qmvlab("sweep " + exp + " --shard " + std::to_string(i) + "/3 --out " + out + " --peak-reps 1");
+    const CliRun r = qmvlab("sweep " + exp + " --shard " + std::to_string(i) + "/3 --out " + out + " --peak-reps 1 --peak-buffer-mib 64");
     ASSERT_EQ(r.code, 0) << r.output;
     shards += " " + out;
   }
@@ -162,7 +162,7 @@ TEST(SweepCli, OlderFilesResumeAndRowsNameTheSlurmJob) {
   const std::string full = tmp("slurm-full.csv"), part = tmp("slurm-part.csv");
   {
     const qmv::testing::ScopedEnv env(qmv::testing::no_slurm_job());
-    const CliRun r = qmvlab("sweep " + exp + " --out " + full + " --peak-reps 1");
+    const CliRun r = qmvlab("sweep " + exp + " --out " + full + " --peak-reps 1 --peak-buffer-mib 64");
     ASSERT_EQ(r.code, 0) << r.output;
   }
   const qmv::CsvTable all = qmv::read_sweep_csv(full);
@@ -184,7 +184,7 @@ TEST(SweepCli, OlderFilesResumeAndRowsNameTheSlurmJob) {
   {
     const qmv::testing::ScopedEnv env({{"SLURM_JOB_ID", "557"}, {"SLURM_ARRAY_JOB_ID", "555"},
                                        {"SLURM_ARRAY_TASK_ID", "2"}, {"SLURMD_NODENAME", "node-a100-1"}});
-    const CliRun r = qmvlab("sweep " + exp + " --out " + part + " --resume --peak-reps 1");
+    const CliRun r = qmvlab("sweep " + exp + " --out " + part + " --resume --peak-reps 1 --peak-buffer-mib 64");
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("rewriting its rows with the current columns"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(std::to_string(kept) + " already in the CSV"), std::string::npos) << r.output;

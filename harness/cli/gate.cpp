@@ -95,6 +95,12 @@ int gate_instructions(const std::vector<const KernelSpec*>& kernels, const std::
   }
   const std::vector<Shape> shapes = parse_shapes(shape_text);
   if (shapes.size() != 1) throw std::runtime_error("--instructions-shape takes one shape");
+  // Without a baseline there is nothing to compare with: the counts are not taken.
+  const std::string path = expand_machine(baseline_spec);
+  if (!update && !std::filesystem::is_regular_file(path)) {
+    fmt::print("no instruction baseline at {}: not gated (record one with --update-baseline)\n", path);
+    return 0;
+  }
   // Valgrind cannot decode 512-bit AVX instructions: those kernels are left to the timed
   // half. A peer's kernels are not counted either: the gate guards qmvlab's own code,
   // and a peer's native build differs from machine to machine.
@@ -110,15 +116,10 @@ int gate_instructions(const std::vector<const KernelSpec*>& kernels, const std::
   const auto measured = count_instructions({std::filesystem::read_symlink("/proc/self/exe").string(), "gate-callgrind-child", "--points", format_points(points)},
                                            points, work);
   std::filesystem::remove_all(work);
-  const std::string path = expand_machine(baseline_spec);
   if (update) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     write_instruction_baseline(path, measured, valgrind);
     fmt::print("wrote the instruction baseline of {} kernel(s) to {}\n", measured.size(), path);
-    return 0;
-  }
-  if (!std::filesystem::is_regular_file(path)) {
-    fmt::print("no instruction baseline at {}: not gated (record one with --update-baseline)\n", path);
     return 0;
   }
   const auto baseline = read_instruction_baseline(path);
@@ -176,24 +177,26 @@ int GateCommand::run(const std::string&) {
                                 o.update);
   if (o.no_speed) return failed ? 1 : 0;
 
-  // Speed against the scalar reference, interleaved.
+  // Speed against the scalar reference, interleaved; without a baseline there is
+  // nothing to compare with, and the kernels are not timed.
+  const std::string path = expand_machine(o.baseline);
+  if (!o.update && !std::filesystem::exists(path)) {
+    fmt::print("no baseline at {}: speed not gated (record one with --update-baseline)\n", path);
+    return failed ? 1 : 0;
+  }
+  if (!o.update)
+    if (const std::string problem = input_file_problem(path); !problem.empty())
+      throw std::invalid_argument(fmt::format("--baseline {}: {}", path, problem));
   fmt::print("timing {} kernel(s) against their scalar references, warm, {} interleaved repetitions\n",
              kernels.size(), o.config.repetitions);
   std::fflush(stdout);
   auto measured = measure_gate_ratios(kernels, shapes, o.config);
-  const std::string path = expand_machine(o.baseline);
   if (o.update) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     write_gate_baseline(path, measured);
     fmt::print("wrote the baseline of {} ratio(s) to {}\n", measured.size(), path);
     return failed ? 1 : 0;
   }
-  if (!std::filesystem::exists(path)) {
-    fmt::print("no baseline at {}: speed not gated (record one with --update-baseline)\n", path);
-    return failed ? 1 : 0;
-  }
-  if (const std::string problem = input_file_problem(path); !problem.empty())
-    throw std::invalid_argument(fmt::format("--baseline {}: {}", path, problem));
   const auto baseline = read_gate_baseline(path);
   std::vector<std::string> missing;
   auto regressions = gate_regressions(measured, baseline, o.tolerance, &missing);
