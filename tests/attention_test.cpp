@@ -14,6 +14,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernel.h"
 #include "model/attention.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -88,7 +89,7 @@ void expect_matches_reference(const Case& c, Attend attend) {
 }
 
 TEST(CpuAttention, PortableVersionMatchesTheDoublePrecisionSoftmax) {
-  std::mt19937 g(std::random_device{}());
+  std::mt19937 g(qmv::testing::fresh_seed());
   for (int positions : {1, 2, 7, 9, 130, 517})
     for (int head_dim : {8, 20, 64, 80, 128}) expect_matches_reference(random_case(g, positions, head_dim), attend_head);
 }
@@ -150,7 +151,7 @@ TEST(CpuAttention, GroupedAvx2VersionMatchesTheDoublePrecisionSoftmaxOverAnyRang
   if (missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2) |
                            static_cast<std::uint32_t>(CpuFeature::FMA)) != 0)
     GTEST_SKIP() << "this CPU (or the ISA mask) lacks AVX2/FMA: the forward runs the portable version";
-  std::mt19937 g(std::random_device{}());
+  std::mt19937 g(qmv::testing::fresh_seed());
   for (int heads = 1; heads <= kGroupHeads; ++heads)
     for (int head_dim : {8, 24, 40, 64, 80, 128, 256})
       for (auto [positions, ranges] : {std::pair{1, 1}, {2, 2}, {9, 1}, {9, 4}, {130, 3}, {517, 8}})

@@ -18,6 +18,7 @@
 #include "harness/csv.h"
 #include "kernels/former_names.h"
 #include "tests/cli_run.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -26,8 +27,15 @@ using testing::expect_error;
 using testing::qmvlab;
 using testing::tmp;
 
+// One engine per test, seeded from the test's seed (tests/test_seed.h) when the test
+// starts drawing: a failing test's inputs replay with QMV_TEST_SEED.
 std::mt19937_64& rng() {
-  static std::mt19937_64 g{std::random_device{}()};
+  static std::mt19937_64 g;
+  static const ::testing::TestInfo* seeded_for = nullptr;
+  if (const ::testing::TestInfo* now = ::testing::UnitTest::GetInstance()->current_test_info(); now != seeded_for) {
+    g.seed(qmv::testing::fresh_seed());
+    seeded_for = now;
+  }
   return g;
 }
 double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng()); }

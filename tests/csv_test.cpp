@@ -13,6 +13,7 @@
 #include "harness/csv.h"
 #include "harness/experiment.h"
 #include "tests/scoped_env.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -59,7 +60,7 @@ TEST(Csv, EscapesCommasQuotesAndNewlines) {
 }
 
 TEST(Csv, BenchRowsRoundTripExactly) {
-  std::mt19937_64 g(std::random_device{}());
+  std::mt19937_64 g(qmv::testing::fresh_seed());
   const RunContext ctx{"intel-xeon-2c", "Intel(R) Xeon(R), 2 cores", "none", "gcc 12 Release",
                        "abc123+dirty", "qmvlab bench --kernels 'q4_K.*,q6_K.*' --shapes 1x256,\"x\""};
   const std::string path = temp_path("bench.csv");
@@ -105,7 +106,7 @@ TEST(Csv, TheWeightTransformColumnsAreAlwaysThereAndEmptyWithoutOne) {
     ASSERT_LT(at + 2, h.end());
     EXPECT_EQ(at[1], "prepare_us");
     EXPECT_EQ(at[2], "prepared_bytes");
-    std::mt19937_64 g(std::random_device{}());
+    std::mt19937_64 g(qmv::testing::fresh_seed());
     BenchRow r = random_bench_row(g, 0);
     r.prepare_us = 0, r.prepared_bytes = 0;
     const auto f = bench_fields(RunContext{}, r, gpu);
@@ -119,7 +120,7 @@ TEST(Csv, TheWeightTransformColumnsAreAlwaysThereAndEmptyWithoutOne) {
 // are bench files still, read with the columns they lack as 0; the sweep's bench columns
 // stay those of the files before the weight transform's, so existing sweeps resume.
 TEST(Csv, OlderBenchFilesStillRead) {
-  std::mt19937_64 g(std::random_device{}());
+  std::mt19937_64 g(qmv::testing::fresh_seed());
   const RunContext ctx{"m", "cpu", "none", "gcc", "abc", "qmvlab bench"};
   for (bool gpu : {false, true}) {
     const auto headers = legacy_bench_headers(gpu);
@@ -281,7 +282,7 @@ std::string file_text(const std::string& path) {
 TEST(Csv, WideningRewritesAnOlderHeaderAndKeepsEveryRow) {
   const std::vector<std::string> older = {"a", "b", "command"};
   const std::vector<std::string> wider = {"a", "b", "x_ms", "y_ms", "command"};
-  std::mt19937_64 g(std::random_device{}());
+  std::mt19937_64 g(qmv::testing::fresh_seed());
   const std::string a1 = std::to_string(g()), b2 = std::to_string(g());
   const std::string path = temp_path("widen.csv");
   {
@@ -428,7 +429,7 @@ std::string error_of(Fn fn) {
 // A fault on a random row of a random bench CSV: the error names the file, the line it
 // is on (the header is line 1) and, for a bad number, the column and its text.
 TEST(Csv, ReadErrorsNameFileLineAndColumn) {
-  std::mt19937_64 g(std::random_device{}());
+  std::mt19937_64 g(qmv::testing::fresh_seed());
   const RunContext ctx{"m", "cpu", "none", "gcc", "abc", "cmd"};
   const std::string path = temp_path("broken.csv");
   const int n = 3 + static_cast<int>(g() % 20);

@@ -20,6 +20,7 @@
 #include "kernels/cuda/legacy_dp4a_lanes.h"
 #include "kernels/registry.h"
 #include "tests/legacy_blocks.h"
+#include "tests/test_seed.h"
 
 namespace qmv::cuda {
 namespace {
@@ -93,7 +94,7 @@ void check_type(WeightType type, Shape shape, bool raw, std::uint64_t seed) {
 }
 
 TEST(CudaLegacyDp4aReplay, EveryTypeMatchesTheReferenceOnEveryShape) {
-  const std::uint64_t seed = std::random_device{}();
+  const std::uint64_t seed = qmv::testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::uint64_t k = seed;
   // Columns: one block (most lanes idle), fewer blocks than a step, an odd count, a
@@ -107,7 +108,7 @@ TEST(CudaLegacyDp4aReplay, EveryTypeMatchesTheReferenceOnEveryShape) {
 // The kernels' answer differs from the plain dot only by rounding and the offset term:
 // a lane that took another part, or a block twice, must not pass.
 TEST(CudaLegacyDp4aReplay, AWrongPartIsCaught) {
-  const std::uint64_t seed = std::random_device{}();
+  const std::uint64_t seed = qmv::testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Shape shape{1, 256};
   const auto w = random_quantized_matrix(WeightType::Q4_0, shape, seed);
@@ -126,7 +127,7 @@ TEST(CudaLegacyDp4aReplay, AWrongPartIsCaught) {
 }
 
 TEST(CudaLegacyDp4aReplay, FifthBitsLandOnBitFourOfTheirBytes) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   for (int trial = 0; trial < 2000; ++trial) {
     std::uint8_t qh[4];
     for (auto& b : qh) b = static_cast<std::uint8_t>(rng());

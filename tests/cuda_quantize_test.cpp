@@ -12,6 +12,7 @@
 
 #include "kernels/formats/formats.h"
 #include "tests/q8_1_cases.h"
+#include "tests/test_seed.h"
 #ifdef QMV_HAVE_CUDA
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/quantize_q8_1.h"
@@ -25,8 +26,7 @@ namespace {
 TEST(CudaQuantize, BytesEqualTheHostQuantizer) {
   const cuda::DeviceInfo& dev = cuda::current_device();
   if (!dev.present) GTEST_SKIP() << dev.why_absent;
-  const std::uint64_t seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-  std::printf("[ seed     ] q8_1 on the GPU: %llu\n", static_cast<unsigned long long>(seed));
+  const std::uint64_t seed = qmv::testing::fresh_seed("q8_1 on the GPU");
   std::mt19937_64 rng(seed);
   cuda::Stream stream;
   ASSERT_TRUE(stream.status().ok()) << stream.status().error;

@@ -343,7 +343,7 @@ TEST(DecodeCli, JsonAndCsvRecordTheRun) {
   std::filesystem::remove(csv);
   for (int i = 0; i < 2; ++i) {
     const CliRun r = qmvlab("decode --model " + model + " --prompt-tokens 256,50 -n 3 --ignore-eos --quiet "
-                            "--peak-gbps 10 --out " + csv);
+                            "--peak-gbps 10 --no-tune --out " + csv);
     ASSERT_EQ(r.code, 0) << r.output;
   }
   std::ifstream in(csv);
@@ -389,7 +389,7 @@ std::map<std::string, std::string> decode_row(const std::string& path, int row) 
 TEST(DecodeCli, CsvRowsHoldEachOpsTimeAndAnOlderFileIsWidened) {
   const std::string model = toy_model("llama", "q8_0");
   const std::string run = "decode --model " + model + " --prompt-tokens 256,50 -n 6 --ignore-eos --quiet "
-                          "--peak-gbps 10 --threads 1 ";
+                          "--peak-gbps 10 --threads 1 --no-tune ";
   // A file in the columns decode wrote before the op times: today's header without them.
   const std::string fresh = tmp("decode-fresh.csv"), csv = tmp("decode-older.csv");
   std::filesystem::remove(fresh);
@@ -405,7 +405,7 @@ TEST(DecodeCli, CsvRowsHoldEachOpsTimeAndAnOlderFileIsWidened) {
   }
   ASSERT_EQ(older.find("op_timed_tokens"), std::string::npos);
   ASSERT_EQ(older.find("attn_q_ms_per_token"), std::string::npos);
-  std::mt19937_64 g(std::random_device{}());
+  std::mt19937_64 g(qmv::testing::fresh_seed());
   const std::string marker = "older-model-" + std::to_string(g());
   {
     std::ofstream out(csv, std::ios::trunc);
@@ -478,7 +478,7 @@ TEST(DecodeCli, GreedyIsDeterministicAndSamplingFollowsTheSeed) {
 TEST(DecodeCli, LogitsWritesOneRowPerToken) {
   const std::string model = toy_model("qwen2", "q4_K_m");
   const std::string out = tmp("logits.npy");
-  const CliRun r = qmvlab("logits --model " + model + " --tokens 256,1,2,3,4 --out " + out);
+  const CliRun r = qmvlab("logits --model " + model + " --tokens 256,1,2,3,4 --no-tune --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream in(out, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), {});
@@ -506,7 +506,7 @@ TEST(DecodeCli, PromptFilesGiveTheSamePromptAsTheCommandLine) {
   auto prompt_of = [&](const std::string& how) {
     const std::string json = tmp("prompt.json");
     std::filesystem::remove(json);
-    const CliRun r = qmvlab("decode --model " + model + " " + how + " -n 2 --ignore-eos --plan static --quiet --json " +
+    const CliRun r = qmvlab("decode --model " + model + " " + how + " -n 2 --ignore-eos --plan static --no-peak --quiet --json " +
                             json);
     EXPECT_EQ(r.code, 0) << how << "\n" << r.output;
     std::stringstream s;

@@ -8,6 +8,7 @@
 
 #include "harness/experiment.h"
 #include "harness/machine.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -187,7 +188,7 @@ TEST(Experiment, ExpansionKeepsUnrunnablePointsWithTheirReason) {
 }
 
 TEST(Experiment, ShardsCoverEveryPointOnceWhateverElseIsThere) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   std::vector<std::string> keys;
   for (int i = 0; i < 300; ++i)
     keys.push_back(point_key("k" + std::to_string(rng() % 50), 1 + rng() % 5000, 256 * (1 + rng() % 60),
@@ -367,7 +368,7 @@ TEST(Experiment, SweepCsvErrorsNameFileAndLine) {
     for (std::string l; std::getline(in, l);) good.push_back(l);
   }
   ASSERT_EQ(good.size(), points.size() + 1);
-  std::mt19937_64 g(std::random_device{}());
+  std::mt19937_64 g(qmv::testing::fresh_seed());
   const std::size_t row = 1 + g() % points.size();
   const auto error_with = [&](std::size_t index, const std::string& text) {
     std::vector<std::string> lines = good;

@@ -988,7 +988,7 @@ TEST(ActivationQuantizer, EveryVectorizedVersionWritesTheSameBytesAsTheDefinitio
     if (quantize_row_q8_K_with(isa, probe, &block, 256)) versions.push_back(isa);
   }
   if (versions.empty()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX512: only the scalar quantizers run";
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   std::normal_distribution<float> normal;
   const int n = 256 * 12;
   std::vector<float> x(n);

@@ -14,6 +14,7 @@
 #include "kernels/availability.h"
 #include "kernels/registry.h"
 #include "tests/cli_run.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 GateRatio ratio(const std::string& kernel, double r) { return {kernel, "q4_K.cpu.scalar_f32", {64, 4096}, 1, r}; }
 
 TEST(Gate, RegressionsBeyondTheToleranceAreNamed) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   const double base = std::uniform_real_distribution<double>(2.0, 20.0)(rng);
   const std::vector<GateRatio> baseline = {ratio("a", base), ratio("b", base), ratio("c", base)};
   // a: a little slower, within 30%; b: 40% slower; c: faster; d: no baseline.
@@ -38,7 +39,7 @@ TEST(Gate, RegressionsBeyondTheToleranceAreNamed) {
 TEST(Gate, BaselineRoundTrips) {
   const std::string path = std::string(QMV_TEST_TMP) + "/gate/baseline.csv";
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   std::vector<GateRatio> ratios;
   for (int i = 0; i < 5; ++i)
     ratios.push_back({"k" + std::to_string(i), "ref", {1 + i, 256 * (i + 1)}, 1 + i % 2,

@@ -10,6 +10,8 @@
 #include <map>
 #include <random>
 
+#include "tests/test_seed.h"
+
 namespace qmv::gguf {
 namespace {
 
@@ -115,7 +117,7 @@ TEST(Gguf, EveryMalformedCorpusFileIsRefusedWithItsReason) {
 TEST(Gguf, ALoadedFileIsACopyInWeightMemory) {
   auto bytes = read_bytes(kCorpus + "/valid.gguf");
   ASSERT_FALSE(bytes.empty());
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(qmv::testing::fresh_seed());
   const std::size_t padding = (std::size_t{5} << 20) + std::uniform_int_distribution<std::size_t>(0, 4095)(gen);
   for (std::size_t i = 0; i < padding; ++i) bytes.push_back(static_cast<std::uint8_t>(gen()));  // after the data
   const std::string path = (std::filesystem::temp_directory_path() / "qmv-gguf-loaded-test.gguf").string();
@@ -154,8 +156,7 @@ TEST(Gguf, RandomByteMutationsParseOrFailCleanly) {
   // Not a fuzzer (tests/fuzz_gguf.cpp is), but every run tries fresh mutations: any
   // exception other than GgufError, or a crash, fails.
   const auto valid = read_bytes(kCorpus + "/valid.gguf");
-  const auto seed = std::random_device{}();
-  std::printf("mutation seed %u\n", seed);
+  const auto seed = qmv::testing::fresh_seed("mutations");
   std::mt19937 gen(seed);
   std::uniform_int_distribution<std::size_t> pos(0, valid.size() - 1);
   std::uniform_int_distribution<int> byte(0, 255), count(1, 4);

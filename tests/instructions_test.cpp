@@ -13,6 +13,7 @@
 #include "kernels/registry.h"
 #include "tests/cli_run.h"
 #include "tests/skips.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -22,7 +23,7 @@ InstructionCount count(const std::string& kernel, double per_byte) {
 }
 
 TEST(InstructionGate, GrowthBeyondTheToleranceIsNamed) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   const double base = std::uniform_real_distribution<double>(0.3, 30.0)(rng);
   const std::vector<InstructionCount> baseline = {count("a", base), count("b", base), count("c", base)};
   // a: 2% more, within 3%; b: 5% more; c: fewer; d: no baseline.
@@ -39,7 +40,7 @@ TEST(InstructionGate, GrowthBeyondTheToleranceIsNamed) {
 TEST(InstructionGate, BaselineRoundTrips) {
   const std::string path = std::string(QMV_TEST_TMP) + "/instructions/baseline.csv";
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   std::vector<InstructionCount> counts;
   for (int i = 0; i < 5; ++i)
     counts.push_back({"k" + std::to_string(i), {1 + i, 256 * (i + 1)},

@@ -17,6 +17,7 @@
 
 #include "harness/machine.h"
 #include "tests/scoped_env.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -32,7 +33,7 @@ bool is_tree_commit(const std::string& c) {
 }
 
 TEST(SourceCommit, TheBundlesCommitWinsOverTheTreesWhereSet) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
   const std::string built = "b" + std::to_string(rng()) + "+dirty";
   const testing::ScopedEnv env({{"QMV_GIT_COMMIT", built}});
   EXPECT_EQ(source_commit(), built);

@@ -14,6 +14,7 @@
 
 #include "cli_run.h"
 #include "harness/csv.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -30,7 +31,7 @@ std::string read(const std::string& path) {
 
 // A good file's fresh random contents.
 std::string good_file(const std::string& path) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
   const std::string text = "a,b\n" + std::to_string(rng()) + "," + std::to_string(rng()) + "\n";
   std::ofstream(path, std::ios::binary) << text;
   return text;

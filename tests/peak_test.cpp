@@ -22,6 +22,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -269,7 +270,7 @@ BenchConfig quick_cold_bench() {
   b.threads = {1, 2};
   b.repetitions = 3;
   b.min_time_s = 0.002;
-  b.seed = std::random_device{}();
+  b.seed = qmv::testing::fresh_seed();
   b.peak_buffer_bytes = std::size_t{16} << 20;
   return b;
 }
@@ -277,7 +278,7 @@ BenchConfig quick_cold_bench() {
 // A read loop picked at random from those this machine runs.
 std::string some_usable_loop() {
   const auto loops = usable_read_loops();
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   return loops[std::uniform_int_distribution<std::size_t>(0, loops.size() - 1)(rng)].name;
 }
 

@@ -19,6 +19,7 @@
 #include "tests/cli_run.h"
 #include "tests/prepared_kernel.h"
 #include "tests/skips.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -29,7 +30,7 @@ using testing::prepared_copies_made;
 
 CheckConfig fresh_check() {
   CheckConfig c;
-  c.seed = std::random_device{}();
+  c.seed = qmv::testing::fresh_seed();
   c.threads = 2;
   std::printf("check seed %llu\n", static_cast<unsigned long long>(c.seed));
   return c;
@@ -41,7 +42,7 @@ BenchConfig quick_bench(bool warm) {
   b.warm = warm;
   b.repetitions = 2;
   b.min_time_s = 0.002;
-  b.seed = std::random_device{}();
+  b.seed = qmv::testing::fresh_seed();
   return b;
 }
 
@@ -63,8 +64,8 @@ TEST(PreparedWeights, CheckHandsTheKernelItsCopyOfEachMatrixAndFreesIt) {
 TEST(PreparedWeights, AKernelWithoutItsPreparedCopyIsRefusedClearly) {
   const KernelSpec& k = find(kPreparedKernel);
   const Shape s{8, 256};
-  const auto w = random_quantized_matrix(WeightType::Q4_K, s, std::random_device{}());
-  const auto x = gaussian_vector(s.cols, std::random_device{}());
+  const auto w = random_quantized_matrix(WeightType::Q4_K, s, qmv::testing::fresh_seed());
+  const auto x = gaussian_vector(s.cols, qmv::testing::fresh_seed());
   std::vector<float> y(8);
   MatVecArgs a = matvec_args(s, w.data(), w.size(), x.data(), x.size() * sizeof(float), y.data());
   const Status st = invoke(k, a);
@@ -109,10 +110,10 @@ TEST(PreparedWeights, AnInterleavedBenchPreparesEachRotationOnce) {
 TEST(PreparedWeights, TheModelRunnerPreparesEachMatrixOnce) {
   const std::string path = testing::tmp("prepared-toy.gguf");
   const testing::CliRun made = testing::qmvlab(fmt::format(
-      "make-model --preset toy --arch llama --mix q4_K_m --seed {} --out {}", std::random_device{}() % 100000 + 1, path));
+      "make-model --preset toy --arch llama --mix q4_K_m --seed {} --out {}", qmv::testing::fresh_seed() % 100000 + 1, path));
   ASSERT_EQ(made.code, 0) << made.output;
   const LoadedModel m(path);
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   std::vector<int> tokens(5);
   for (int& t : tokens) t = std::uniform_int_distribution<int>(0, m.config.vocab_size - 1)(rng);
   auto logits = [&](const std::string& plan) {
@@ -194,8 +195,8 @@ TEST(Peers, TheRepackedKernelNeedsItsRepackAndRefusesWhatGgmlWouldNotRepack) {
   const KernelSpec& k = find("q4_K.ggml.cpu_repack");
   EXPECT_FALSE(k.supports({12, 256}));  // not whole groups of 8 rows
   const Shape s{16, 512};
-  const auto w = random_quantized_matrix(WeightType::Q4_K, s, std::random_device{}());
-  const auto x = gaussian_vector(s.cols, std::random_device{}());
+  const auto w = random_quantized_matrix(WeightType::Q4_K, s, qmv::testing::fresh_seed());
+  const auto x = gaussian_vector(s.cols, qmv::testing::fresh_seed());
   std::vector<float> y(16);
   const MatVecArgs a = matvec_args(s, w.data(), w.size(), x.data(), x.size() * sizeof(float), y.data());
   EXPECT_FALSE(invoke(k, a).ok());
@@ -221,7 +222,7 @@ TEST(Peers, BenchRowsSayWhoQuantizesTheActivation) {
 TEST(Peers, AutoPlansNeverPickAPeerEvenWhenItIsFastest) {
   const std::string path = testing::tmp("peer-auto-toy.gguf");
   const testing::CliRun made = testing::qmvlab(fmt::format(
-      "make-model --preset toy --arch llama --mix q4_K_m --seed {} --out {}", std::random_device{}() % 100000 + 1, path));
+      "make-model --preset toy --arch llama --mix q4_K_m --seed {} --out {}", qmv::testing::fresh_seed() % 100000 + 1, path));
   ASSERT_EQ(made.code, 0) << made.output;
   const LoadedModel m(path);
   // Bench rows in which ggml is ten times faster than anything else, at every shape.

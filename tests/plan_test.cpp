@@ -13,6 +13,7 @@
 #include "harness/machine.h"
 #include "kernels/registry.h"
 #include "tests/tiny_model.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -224,7 +225,7 @@ TEST(KernelPlan, TomlFile) {
 // follow it: a key at the top level must come before any table); the error names the
 // file, the fault and its line.
 TEST(KernelPlan, TomlErrorsNameFileAndLine) {
-  std::mt19937 g(std::random_device{}());
+  std::mt19937 g(qmv::testing::fresh_seed());
   const char* good_ops[] = {"attn_k", "attn_v", "attn_out"};
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"[default]\nq4_K = 5", "default.q4_K must be a kernel name string"},

@@ -21,6 +21,7 @@
 #include "model/tokenizer.h"
 #include "tests/cli_run.h"
 #include "tests/gguf_writer.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -64,7 +65,7 @@ struct RandomTensor {
 };
 
 TEST(GgufWriter, EveryValueKindAndTensorReadsBackBitExact) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
   for (std::uint32_t alignment : {32u, 64u}) {
     const std::string path = tmp("roundtrip.gguf");
     fs::remove(path);
@@ -468,7 +469,7 @@ void mean_std(const std::vector<float>& v, double& mean, double& std) {
 TEST(SyntheticModel, ValuesFollowTheDeclaredDistributions) {
   SyntheticSpec spec = spec_of("toy", "f32", "qwen2", 2);
   spec.tied = false;
-  spec.seed = std::random_device{}();
+  spec.seed = qmv::testing::fresh_seed();
   const std::string path = tmp("values.gguf");
   make_model(spec, path);
   const gguf::File f = gguf::File::open(path);
@@ -499,7 +500,7 @@ TEST(SyntheticModel, ValuesFollowTheDeclaredDistributions) {
 
 TEST(SyntheticModel, SeedsAreDeterministicAndIndependentOfThreads) {
   SyntheticSpec spec = spec_of("toy", "q4_K_m", "qwen3");
-  spec.seed = std::random_device{}();
+  spec.seed = qmv::testing::fresh_seed();
   const std::string a = tmp("seed-a.gguf"), b = tmp("seed-b.gguf"), c = tmp("seed-c.gguf");
   make_model(spec, a);
   const int threads = omp_get_max_threads();
@@ -552,7 +553,7 @@ Tokenizer tokenizer_of(const SyntheticVocab& v, std::vector<std::uint8_t>& stora
 }
 
 TEST(SyntheticVocab, EveryTokenIsReachableAndTextRoundTrips) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
   for (int size : {258, 512, 5000 + static_cast<int>(rng() % 20000)}) {
     const SyntheticVocab v = synthetic_vocab(size);
     ASSERT_EQ(v.tokens.size(), static_cast<std::size_t>(size));

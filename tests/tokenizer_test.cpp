@@ -9,6 +9,7 @@
 #include <random>
 
 #include "tests/gguf_writer.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -95,7 +96,7 @@ TEST(Tokenizer, RandomWordsMergeAsTheNaiveEncoderAndLongWordsRoundTrip) {
   const TinyBpe m;
   const Tokenizer t = Tokenizer::from_gguf(m.file);
   const std::vector<std::string> merges = {"l l", "h e", "he ll", "\xC4\xA0 h", "\xC4\xA0 hell"};
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = qmv::testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const std::string letters = "hellllo";
@@ -381,7 +382,7 @@ std::vector<int> naive_spm(const SpmVocab& v, const std::string& text) {
 TEST(SpmTokenizer, RandomTextMatchesANaiveEncoderAndRoundTrips) {
   const SpmVocab v = SpmVocab::standard();
   const Tokenizer t = SpmFile(spm_gguf(v)).tokenizer();
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = qmv::testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   // Mostly characters that merge (with many equal-score pairs), some that need bytes.

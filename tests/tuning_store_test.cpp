@@ -19,6 +19,7 @@
 #include "kernels/registry.h"
 #include "tests/scoped_env.h"
 #include "tests/tiny_model.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -233,7 +234,7 @@ TEST(TuningStore, ADamagedStoreIsIgnoredWithOneLineAndRewrittenAside) {
       {"truncated mid-row", [](std::string& t) { t.resize(t.size() - 25); }},
       {"garbled bytes",
        [](std::string& t) {
-         std::mt19937 rng(std::random_device{}());
+         std::mt19937 rng(qmv::testing::fresh_seed());
          for (std::size_t i = t.size() / 2; i < t.size(); i += 7) t[i] = static_cast<char>(rng() % 256);
        }},
       {"not a number", [](std::string& t) { set_first_row_field(t, "rows", "twelve"); }},

@@ -14,6 +14,7 @@
 
 #include "kernels/weight_memory.h"
 #include "tests/cli_run.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -32,7 +33,6 @@ void expect_holds_random_words(void* p, std::size_t bytes, std::uint64_t seed) {
 }
 
 TEST(WeightMemory, LargeBuffersStartOnAHugePageAndHoldEveryByte) {
-  std::random_device rd;
   for (std::size_t bytes : {kLargestCarvedBytes + 64, kLargestCarvedBytes + 3 * kHugePageBytes + 4160,
                             std::size_t{40} << 20}) {
     SCOPED_TRACE(bytes);
@@ -41,7 +41,7 @@ TEST(WeightMemory, LargeBuffersStartOnAHugePageAndHoldEveryByte) {
 #if defined(__linux__)
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % kHugePageBytes, 0u);
 #endif
-    expect_holds_random_words(p, bytes, rd());
+    expect_holds_random_words(p, bytes, qmv::testing::fresh_seed());
     const double share = huge_page_share(p, bytes);
     // Whether the OS grants huge pages is its choice; the share must still be one.
     if (share >= 0) {
@@ -54,8 +54,7 @@ TEST(WeightMemory, LargeBuffersStartOnAHugePageAndHoldEveryByte) {
 // Buffers carved out of the same chunks must not overlap: each is filled while all
 // are held, and each must still hold its own words after the others were written.
 TEST(WeightMemory, SmallBuffersAreCacheLineAlignedAndApart) {
-  std::random_device rd;
-  std::mt19937_64 rng(rd());
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
   struct Held {
     void* p;
     std::size_t bytes;
@@ -97,7 +96,7 @@ TEST(WeightMemory, OwnerMovesAndFreesOnce) {
   WeightMemory c(kHugePageBytes / 2);
   c = std::move(b);  // frees c's own buffer, takes b's
   EXPECT_EQ(c.data(), p);
-  expect_holds_random_words(c.data(), c.bytes(), std::random_device{}());
+  expect_holds_random_words(c.data(), c.bytes(), qmv::testing::fresh_seed());
 }
 
 // QMV_HUGE_PAGES takes on or off; anything else is refused before a command runs.

@@ -26,6 +26,7 @@
 #include "model/plan.h"
 #include "model/step.h"
 #include "tests/cli_run.h"
+#include "tests/test_seed.h"
 
 namespace qmv {
 namespace {
@@ -40,7 +41,7 @@ const std::string& untied_toy() {
   static const std::string path = [] {
     const std::string p = tmp("toy-untied-q4_K_m.gguf");
     const CliRun r = qmvlab(fmt::format("make-model --preset toy --mix q4_K_m --untied --seed {} --out {}",
-                                        std::random_device{}() % 1000000 + 1, p));
+                                        qmv::testing::fresh_seed() % 1000000 + 1, p));
     EXPECT_EQ(r.code, 0) << r.output;
     return p;
   }();
@@ -116,7 +117,7 @@ std::string plan_rules(const ModelWeights& w, bool repack, bool route) {
 }
 
 std::vector<int> random_tokens(int n, int vocab) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(qmv::testing::fresh_seed());
   std::vector<int> t(n);
   for (int& x : t) x = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
   return t;
