@@ -5,6 +5,8 @@
 # (what a user building llama.cpp here gets) plus llama-bench and llama-quantize, into
 # the ignored folder .peers/llama.cpp-<version>/; .peers/llama.cpp points at it.
 # A no-op when that build is there and was made on a CPU with the same features.
+# ggml and libllama build as Release (-O3); llama.cpp's `common` library, which nothing
+# llama-bench times, at -O1 (scripts/llamacpp-untimed-O1.cmake), to build quicker.
 #
 # AMX is compiled out: ggml's AMX matmul crashes (SIGSEGV in
 # ggml_backend_amx_mul_mat) on CPUs that have it.
@@ -127,7 +129,9 @@ else
     echo "peers: building ggml (CPU backend, $isa), llama-bench and llama-quantize" \
       "(about 3 minutes on 2 cores)" >&2
   fi
+  # scripts/llamacpp-untimed-O1.cmake: what llama-bench does not time builds at -O1.
   cmake -S "$prefix/src" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+    "-DCMAKE_PROJECT_INCLUDE=$PWD/scripts/llamacpp-untimed-O1.cmake" \
     -DGGML_OPENMP=ON -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
     "${flags[@]}" >"$prefix/configure.log" 2>&1 ||
