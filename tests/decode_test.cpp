@@ -568,6 +568,12 @@ TEST(TuneCli, WritesAPlanWithinTheBudgetThatDecodeTakes) {
   const std::string model = toy_model("qwen2", "q4_K_m");
   const std::string plan = tmp("tuned.toml");
   std::filesystem::remove(plan);
+  // A store of its own with the machine's roofline in it: tune reads it instead of
+  // taking the ten seconds a read peak takes (TheRooflineComesFromTheStoreOnceMeasured).
+  const std::string store = tmp("tuning-tune-plan.csv");
+  std::filesystem::remove(store);
+  const testing::ScopedEnv env({{"QMV_TUNING_STORE", store}});
+  ASSERT_EQ(TuningStore(store).add({peak_tuning_row(1, 12.5, "avx2.s4", 7, "peak")}), "");
   // A budget only float activations meet: every chosen kernel must read f32.
   const CliRun r = qmvlab("tune --model " + model + " --threads 1 --budget-nmse 1e-9 --reps 2 --min-time 0.002 "
                           "--decode-tokens 4 --rounds 1 --out " + plan);
