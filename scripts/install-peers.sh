@@ -2,8 +2,9 @@
 # Builds the peers qmvlab is measured against: ggml and llama.cpp from the sources
 # inside one pinned PyPI sdist (llama-cpp-python vendors llama.cpp, ggml included),
 # so the only network it needs is PyPI. Builds the CPU backend native to this machine
-# (what a user building llama.cpp here gets) plus llama-bench and llama-quantize, into
-# the ignored folder .peers/llama.cpp-<version>/; .peers/llama.cpp points at it.
+# (what a user building llama.cpp here gets) plus llama-bench, llama-batched-bench and
+# llama-quantize, into the ignored folder .peers/llama.cpp-<version>/; .peers/llama.cpp
+# points at it.
 # A no-op when that build is there and was made on a CPU with the same features.
 # ggml and libllama build as Release (-O3); llama.cpp's `common` library, which nothing
 # llama-bench times, at -O1 (scripts/llamacpp-untimed-O1.cmake), to build quicker.
@@ -77,7 +78,8 @@ case "$isa" in
     ;;
   *) echo "install-peers.sh: unknown --isa '$isa' (native, avx2 or cuda)" >&2; exit 2 ;;
 esac
-bins=(llama-bench llama-quantize)
+# llama-batched-bench: the peer of `qmvlab decode --batch` (scripts/compare_llamacpp.py --batch).
+bins=(llama-bench llama-quantize llama-batched-bench)
 [ "$isa" = cuda ] && bins=(llama-bench)
 backend_libs=(ggml ggml-base ggml-cpu llama)
 [ "$isa" = cuda ] && backend_libs+=(ggml-cuda)
@@ -88,6 +90,17 @@ built() {
   for l in "${backend_libs[@]}"; do [ -e "$prefix/build/bin/lib$l.so" ] || return 1; done
 }
 
+# A build of this stamp that lacks only some of the tools (one added since it was made):
+# those are built in it, not the whole peer again.
+missing=()
+if [ -f "$prefix/stamp" ] && [ "$(cat "$prefix/stamp")" = "$stamp" ] && [ -f "$prefix/build/CMakeCache.txt" ]; then
+  for b in "${bins[@]}"; do [ -x "$prefix/build/bin/$b" ] || missing+=("$b"); done
+fi
+if ((${#missing[@]})) && [ ${#missing[@]} -lt ${#bins[@]} ]; then
+  echo "peers: building ${missing[*]} in $prefix" >&2
+  cmake --build "$prefix/build" -j"$(nproc)" --target "${missing[@]}" >>"$prefix/build.log" 2>&1 ||
+    { tail -30 "$prefix/build.log" >&2; echo "peers: build failed ($prefix/build.log)" >&2; exit 1; }
+fi
 if built; then
   echo "peers: $prefix is built ($(cat "$prefix/commit" 2>/dev/null || echo '?'))"
 else
