@@ -51,13 +51,14 @@ BenchRow make_row(const Point& pt, std::vector<double> t, const BenchConfig& cfg
   r.time_min_us = t.front() * 1e6;
   r.time_median_us = t[t.size() / 2] * 1e6;
   r.time_max_us = t.back() * 1e6;
-  r.bytes_per_call = static_cast<std::int64_t>(bytes_moved(spec, pt.shape));
+  r.n = pt.n;
+  r.bytes_per_call = static_cast<std::int64_t>(bytes_moved(spec, pt.shape, pt.n));
   r.gbps_median = static_cast<double>(r.bytes_per_call) / (r.time_median_us * 1e3);
   r.gbps_best = static_cast<double>(r.bytes_per_call) / (r.time_min_us * 1e3);
   const auto peak = peak_gbps.find(pt.threads);
   r.peak_gbps = peak == peak_gbps.end() ? 0.0 : peak->second;
   r.peak_pct = r.peak_gbps > 0 ? 100.0 * r.gbps_median / r.peak_gbps : 0.0;
-  r.gflops = flops(spec, pt.shape) / (r.time_median_us * 1e3);
+  r.gflops = flops(spec, pt.shape, pt.n) / (r.time_median_us * 1e3);
   r.act_quant = act_quant_kind(spec);
   return r;
 }
@@ -83,10 +84,21 @@ BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std:
         gpu_points.push_back({k, s, gpu_threads,
                               fmt::format("{}/{}/{}", k->name, to_string(s), cfg.warm ? "warm" : "cold")});
       } else {
-        for (int t : cfg.threads)
-          cpu_points.push_back({k, s, t,
-                                fmt::format("{}/{}/threads:{}/{}", k->name, to_string(s), t,
-                                            cfg.warm ? "warm" : "cold")});
+        // A batch kernel for each count it takes; any other with one vector.
+        const bool batch = k->op == OpKind::MatVecBatch;
+        std::vector<int> counts;
+        for (int n : cfg.vectors)
+          if (n == 1 || (batch && n <= k->max_n)) counts.push_back(n);
+        if (counts.empty())
+          out.skipped.push_back({k->name, s,
+                                 batch ? fmt::format("takes at most {} vectors per call", k->max_n)
+                                       : std::string("takes one vector per call (--n without 1)")});
+        for (int n : counts)
+          for (int t : cfg.threads)
+            cpu_points.push_back({k, s, t,
+                                  fmt::format("{}/{}/threads:{}/{}{}", k->name, to_string(s), t,
+                                              cfg.warm ? "warm" : "cold", batch ? fmt::format("/n:{}", n) : ""),
+                                  n});
       }
     }
   }

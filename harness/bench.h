@@ -20,6 +20,9 @@ namespace qmv {
 
 struct BenchConfig {
   std::vector<int> threads{1};
+  // Activation vectors per call (`--n`): a batch kernel (OpKind::MatVecBatch) is timed
+  // with each count up to its max_n, every other kernel only where the list holds 1.
+  std::vector<int> vectors{1};
   // CUDA kernels are timed once, with the first thread count (host threads do not
   // change a GPU kernel), so their rows' threads column is that count.
   bool warm = false;       // cold (default): rotate weight copies well past the LLC / GPU L2
@@ -55,6 +58,7 @@ struct BenchSkip {
   std::string kernel;
   Shape shape;
   std::string reason;
+  int n = 0;  // the point's count of vectors; 0: the kernel and shape whatever the count
 };
 
 struct BenchOutcome {

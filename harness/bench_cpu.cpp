@@ -207,7 +207,9 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   if (const std::size_t ram = machine_info().ram_bytes; ram > 0)
     cold_bytes = std::min(cold_bytes, ram / 2 / arena_need.size());
   std::int64_t max_rows = 0;
+  int max_n = 1;
   for (const Point& pt : points) {
+    max_n = std::max(max_n, pt.n);
     auto& need = arena_need[pt.spec->weight];
     need = std::max(need, cfg.warm ? matrix_bytes(pt) : std::max(cold_bytes, 2 * matrix_bytes(pt)));
     max_rows = std::max(max_rows, pt.shape.rows);
@@ -219,14 +221,20 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   for (const Point& pt : points) {
     auto& x = activations[{pt.spec->act, pt.shape.cols}];
     if (!x.empty()) continue;
+    // As many vectors as the largest batch takes, back to back, each its own draw.
+    const std::size_t one = row_bytes(pt.spec->act, pt.shape.cols);
+    x.resize(one * static_cast<std::size_t>(max_n));
+    for (int v = 1; v < max_n; ++v)
+      quantize_activation(pt.spec->act, gaussian_vector(pt.shape.cols, cfg.seed + 1 + v).data(), x.data() + one * v,
+                          pt.shape.cols);
     const auto xf = gaussian_vector(pt.shape.cols, cfg.seed + 1);
-    x.resize(row_bytes(pt.spec->act, pt.shape.cols));
     quantize_activation(pt.spec->act, xf.data(), x.data(), pt.shape.cols);
     if (pt.spec->act != ActFormat::F32) quant_us[{pt.spec->act, pt.shape.cols}] = act_quant_median_us(pt.spec->act, xf);
   }
   auto prepared = std::make_shared<PreparedStore>();
   prepared->budget_bytes = PreparedStore::budget();
-  std::vector<float> y(static_cast<std::size_t>(max_rows)), y2(static_cast<std::size_t>(max_rows));
+  std::vector<float> y(static_cast<std::size_t>(max_rows) * static_cast<std::size_t>(max_n)),
+      y2(static_cast<std::size_t>(max_rows));
 
   std::map<std::string, std::size_t> index_of;
   benchmark::ClearRegisteredBenchmarks();
@@ -251,10 +259,11 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     args.w_bytes = args.w2_bytes = fused ? stride / 2 : stride;
     args.x = x.data();
     args.x_bytes = x.size();
+    args.n = pt.n;
     args.y = y.data();
-    args.y_len = static_cast<std::size_t>(pt.shape.rows);
+    args.y_len = static_cast<std::size_t>(pt.shape.rows) * static_cast<std::size_t>(pt.n);
     args.y2 = fused ? y2.data() : nullptr;
-    args.y2_len = fused ? args.y_len : 0;
+    args.y2_len = fused ? static_cast<std::size_t>(pt.shape.rows) : 0;
     args.threads = pt.threads;
     if (pt.spec->prepare) prepare_jobs.push_back({pt.spec, args, arena.data(), stride, slots});
     benchmark::RegisterBenchmark(

@@ -17,6 +17,7 @@ struct Point {
   Shape shape;
   int threads;
   std::string name;  // unique benchmark name
+  int n = 1;         // activation vectors per call (batch kernels)
 };
 
 // Progress over the CPU and the GPU points of one run_bench call.
@@ -37,7 +38,7 @@ struct Progress {
   void point_failed(BenchOutcome& out, const Point& pt, const std::string& reason, int runs_left) {
     ++points_done;
     runs_done += runs_left;
-    out.skipped.push_back({pt.spec->name, pt.shape, reason});
+    out.skipped.push_back({pt.spec->name, pt.shape, reason, pt.n});
   }
 };
 

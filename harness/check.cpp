@@ -4,6 +4,7 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -82,6 +83,17 @@ Tolerance tolerance_for(const KernelSpec& k) {
   return t;
 }
 
+std::string case_label(const CaseResult& c) {
+  return c.n > 0 ? fmt::format("{} n={}", c.activation, c.n) : c.activation;
+}
+
+void parse_case_label(const std::string& label, CaseResult& c) {
+  const auto at = label.rfind(" n=");
+  c.activation = label.substr(0, at);
+  c.n = 0;
+  if (at != std::string::npos) c.n = std::atoi(label.c_str() + at + 3);
+}
+
 bool CheckResult::passed() const {
   if (!skipped.empty() || !not_run.empty() || cases.empty()) return false;
   for (const auto& c : cases)
@@ -101,7 +113,9 @@ using RowMajorD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::R
 
 struct ActivationCase {
   std::string name;
-  std::vector<float> x;
+  // Vector 0 is the one every kernel sees; a batch kernel's call of n vectors takes
+  // vectors 0..n-1, each drawn afresh, so a column mixed up with another fails.
+  std::vector<std::vector<float>> x;
 };
 
 // One weight type and shape: the random matrices, and the references each case needs.
@@ -110,16 +124,17 @@ struct Problem {
   Shape shape;
   std::vector<std::vector<std::uint8_t>> weights;  // 1, or 2 for fused kernels
   std::vector<ActivationCase> cases;
-  // [matrix] -> column per (case e2e, then each format x case), rows values each:
-  // W x, and |W| |x| for the error floor (see compare()).
+  // [matrix] -> column per (case e2e, then each format x case) and vector of the case,
+  // rows values each: W x, and |W| |x| for the error floor (see compare()).
   std::vector<Eigen::MatrixXd> reference;
   std::vector<Eigen::MatrixXd> abs_reference;
   std::vector<std::string> views;  // activation_view() of each kernel to check
+  int vectors = 1;                 // per case: the largest max_n among the kernels
 
-  int column_e2e(int c) const { return c; }
-  int column_seen(const KernelSpec& k, int c) const {
-    const auto v = static_cast<int>(std::find(views.begin(), views.end(), activation_view(k)) - views.begin());
-    return static_cast<int>(cases.size()) * (1 + v) + c;
+  int column_e2e(int c, int v = 0) const { return c * vectors + v; }
+  int column_seen(const KernelSpec& k, int c, int v = 0) const {
+    const auto view = static_cast<int>(std::find(views.begin(), views.end(), activation_view(k)) - views.begin());
+    return static_cast<int>(cases.size()) * vectors * (1 + view) + c * vectors + v;
   }
 };
 
@@ -161,11 +176,13 @@ class ProblemCacheFile {
   ProblemCacheFile(const CheckConfig& cfg, const Problem& p, int matrices) : matrices_(matrices) {
     if (cfg.problem_cache.empty()) return;
     std::string key = fmt::format("{} {} {} {}", cfg.outlier_channels, cfg.outlier_min_x, cfg.outlier_max_x, matrices);
+    if (p.vectors > 1) key += fmt::format(" vectors {}", p.vectors);
     for (const auto& v : p.views) key += " " + v;
     path_ = fmt::format("{}/{:016x}-{}-{}x{}-{:016x}.bin", cfg.problem_cache, cfg.seed, to_string(p.type),
                         p.shape.rows, p.shape.cols, std::hash<std::string>{}(key));
     weight_bytes_ = row_bytes(p.type, p.shape.cols) * static_cast<std::size_t>(p.shape.rows);
-    reference_doubles_ = static_cast<std::size_t>(p.shape.rows) * p.cases.size() * (1 + p.views.size());
+    reference_doubles_ =
+        static_cast<std::size_t>(p.shape.rows) * p.cases.size() * static_cast<std::size_t>(p.vectors) * (1 + p.views.size());
   }
 
   bool load(Problem& p) const {
@@ -223,35 +240,45 @@ Problem make_problem(WeightType type, Shape shape, int matrices, const std::vect
       view_of.push_back(k);
     }
   Problem p{type, shape, {}, {}, {}, {}, views};
+  for (const KernelSpec* k : kernels)
+    if (k->op == OpKind::MatVecBatch) p.vectors = std::max(p.vectors, k->max_n);
   // Seeds derived from the run seed and the problem, so every problem differs.
   const std::uint64_t base = cfg.seed ^ (std::uint64_t(shape.rows) << 40) ^
                              (std::uint64_t(shape.cols) << 8) ^ std::uint64_t(type);
-  p.cases.push_back({"gaussian", gaussian_vector(shape.cols, base + 1)});
-  p.cases.push_back({"outliers", activation_with_outliers(shape.cols, base + 2, cfg.outlier_channels,
-                                                          cfg.outlier_min_x, cfg.outlier_max_x)});
+  p.cases.push_back({"gaussian", {}});
+  p.cases.push_back({"outliers", {}});
+  for (int v = 0; v < p.vectors; ++v) {
+    // Vector 0 keeps the seeds a single-vector check always drew.
+    const std::uint64_t vs = base + 1000003u * static_cast<std::uint64_t>(v);
+    p.cases[0].x.push_back(gaussian_vector(shape.cols, vs + 1));
+    p.cases[1].x.push_back(
+        activation_with_outliers(shape.cols, vs + 2, cfg.outlier_channels, cfg.outlier_min_x, cfg.outlier_max_x));
+  }
   const ProblemCacheFile cache(cfg, p, matrices);
   if (cache.load(p)) return p;
   for (int m = 0; m < matrices; ++m)
     p.weights.push_back(random_quantized_matrix(type, shape, base + 7919u * (m + 1)));
   const int ncases = static_cast<int>(p.cases.size());
-  Eigen::MatrixXd xs(shape.cols, ncases * (1 + static_cast<int>(views.size())));
+  Eigen::MatrixXd xs(shape.cols, ncases * p.vectors * (1 + static_cast<int>(views.size())));
   for (int c = 0; c < ncases; ++c)
-    for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_e2e(c)) = p.cases[c].x[j];
+    for (int v = 0; v < p.vectors; ++v)
+      for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_e2e(c, v)) = p.cases[c].x[v][j];
   // The activation values each kernel sees: quantized, then dequantized (by the
   // harness's quantizer, or by the kernel's own conversion for one that converts).
   std::vector<std::uint8_t> prepared;
   std::vector<float> seen(static_cast<std::size_t>(shape.cols));
   for (const KernelSpec* k : view_of) {
     prepared.resize(row_bytes(k->act, shape.cols));
-    for (int c = 0; c < ncases; ++c) {
-      if (k->act_round_trip) {
-        k->act_round_trip(p.cases[c].x.data(), seen.data(), shape.cols);
-      } else {
-        quantize_activation(k->act, p.cases[c].x.data(), prepared.data(), shape.cols);
-        dequantize_activation(k->act, prepared.data(), seen.data(), shape.cols);
+    for (int c = 0; c < ncases; ++c)
+      for (int v = 0; v < p.vectors; ++v) {
+        if (k->act_round_trip) {
+          k->act_round_trip(p.cases[c].x[v].data(), seen.data(), shape.cols);
+        } else {
+          quantize_activation(k->act, p.cases[c].x[v].data(), prepared.data(), shape.cols);
+          dequantize_activation(k->act, prepared.data(), seen.data(), shape.cols);
+        }
+        for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_seen(*k, c, v)) = seen[j];
       }
-      for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_seen(*k, c)) = seen[j];
-    }
   }
   for (const auto& w : p.weights) {
     auto [ref, abs_ref] = reference_products(type, shape, w, xs);
@@ -266,64 +293,85 @@ CheckResult check_one(const KernelSpec& spec, const Problem& p, const CheckConfi
   CheckResult res{&spec, p.shape, {}, {}, {}};
   const Tolerance tol = tolerance_for(spec);
   const int matrices = spec.op == OpKind::FusedUpGate ? 2 : 1;
-  std::vector<std::uint8_t> x(row_bytes(spec.act, p.shape.cols));
+  // A batch kernel is checked with every count of vectors it takes, each call on
+  // outputs poisoned in all its columns.
+  const int max_n = spec.op == OpKind::MatVecBatch ? std::min(spec.max_n, p.vectors) : 1;
+  const std::size_t rows = static_cast<std::size_t>(p.shape.rows);
+  const std::size_t x_one = row_bytes(spec.act, p.shape.cols);
+  std::vector<std::uint8_t> x;
   std::vector<std::vector<float>> y(static_cast<std::size_t>(matrices));
-  for (std::size_t c = 0; c < p.cases.size(); ++c) {
-    CaseResult cr;
-    cr.activation = p.cases[c].name;
-    quantize_activation(spec.act, p.cases[c].x.data(), x.data(), p.shape.cols);
-    for (auto& out : y) {
-      out.assign(static_cast<std::size_t>(p.shape.rows), 0.0f);
-      poison(out);
-    }
-    HostCall call;
-    call.shape = p.shape;
-    call.w = p.weights[0].data();
-    call.w_bytes = p.weights[0].size();
-    call.x = x.data();
-    call.x_bytes = x.size();
-    call.y = y[0].data();
-    if (matrices == 2) {
-      call.w2 = p.weights[1].data();
-      call.w2_bytes = p.weights[1].size();
-      call.y2 = y[1].data();
-    }
-    call.threads = cfg.threads;
-    const Status st = run_on_host_buffers(spec, call);
-    if (!st.ok()) {
-      cr.kernel = cr.end_to_end = {std::numeric_limits<double>::infinity(),
-                                   std::numeric_limits<double>::infinity()};
-      cr.failure = "kernel returned an error: " + st.error;
+  for (int n = 1; n <= max_n; ++n)
+    for (std::size_t c = 0; c < p.cases.size(); ++c) {
+      CaseResult cr;
+      cr.activation = p.cases[c].name;
+      cr.n = spec.op == OpKind::MatVecBatch ? n : 0;
+      x.assign(x_one * static_cast<std::size_t>(n), 0);
+      for (int v = 0; v < n; ++v)
+        quantize_activation(spec.act, p.cases[c].x[v].data(), x.data() + x_one * v, p.shape.cols);
+      for (auto& out : y) {
+        out.assign(rows * static_cast<std::size_t>(n), 0.0f);
+        poison(out);
+      }
+      HostCall call;
+      call.shape = p.shape;
+      call.w = p.weights[0].data();
+      call.w_bytes = p.weights[0].size();
+      call.x = x.data();
+      call.x_bytes = x.size();
+      call.y = y[0].data();
+      call.n = n;
+      if (matrices == 2) {
+        call.w2 = p.weights[1].data();
+        call.w2_bytes = p.weights[1].size();
+        call.y2 = y[1].data();
+      }
+      call.threads = cfg.threads;
+      const Status st = run_on_host_buffers(spec, call);
+      if (!st.ok()) {
+        cr.kernel = cr.end_to_end = {std::numeric_limits<double>::infinity(),
+                                     std::numeric_limits<double>::infinity()};
+        cr.failure = "kernel returned an error: " + st.error;
+        res.cases.push_back(cr);
+        continue;
+      }
+      // The case is as good as its worst output: of either matrix of a fused kernel,
+      // of any vector of a batch.
+      bool first = true;
+      int worst_vector = 0;
+      for (int m = 0; m < matrices; ++m)
+        for (int v = 0; v < n; ++v) {
+          const int col_seen = p.column_seen(spec, static_cast<int>(c), v);
+          const int col_e2e = p.column_e2e(static_cast<int>(c), v);
+          const Eigen::VectorXd r_seen = p.reference[m].col(col_seen);
+          const Eigen::VectorXd r_e2e = p.reference[m].col(col_e2e);
+          const Eigen::VectorXd a_seen = p.abs_reference[m].col(col_seen);
+          const Eigen::VectorXd a_e2e = p.abs_reference[m].col(col_e2e);
+          const float* out = y[m].data() + rows * static_cast<std::size_t>(v);
+          const ErrorStats k = compare(out, r_seen.data(), p.shape.rows, a_seen.data(), p.shape.cols);
+          const ErrorStats e = compare(out, r_e2e.data(), p.shape.rows, a_e2e.data(), p.shape.cols);
+          const double max_rel = first ? k.max_rel : std::max(cr.kernel.max_rel, k.max_rel);
+          if (first || !(k.nmse <= cr.kernel.nmse)) {
+            cr.kernel = k;
+            worst_vector = v;
+          }
+          cr.kernel.max_rel = max_rel;
+          if (first || !(e.nmse <= cr.end_to_end.nmse)) cr.end_to_end = e;
+          first = false;
+        }
+      const std::string where = n > 1 ? fmt::format(" (vector {} of {})", worst_vector, n) : "";
+      if (!std::isfinite(cr.kernel.nmse))
+        cr.failure = "output has NaN/inf (an element left unwritten or an overflow)" + where;
+      else if (cr.kernel.nmse > tol.kernel_nmse)
+        cr.failure = fmt::format("kernel NMSE {:.3g} > {:.3g}{}", cr.kernel.nmse, tol.kernel_nmse, where);
+      else if (cr.kernel.max_rel > tol.kernel_max_rel)
+        cr.failure = fmt::format("kernel worst-row relative error {:.3g} > {:.3g}", cr.kernel.max_rel,
+                                 tol.kernel_max_rel);
+      else if (const double e2e_tol = p.cases[c].name == "gaussian" ? tol.end_to_end_nmse_gaussian : tol.end_to_end_nmse_outliers;
+               cr.end_to_end.nmse > e2e_tol)
+        cr.failure = fmt::format("end-to-end NMSE {:.3g} > {:.3g}", cr.end_to_end.nmse, e2e_tol);
+      cr.passed = cr.failure.empty();
       res.cases.push_back(cr);
-      continue;
     }
-    const int col_seen = p.column_seen(spec, static_cast<int>(c));
-    const int col_e2e = p.column_e2e(static_cast<int>(c));
-    for (int m = 0; m < matrices; ++m) {
-      const Eigen::VectorXd r_seen = p.reference[m].col(col_seen);
-      const Eigen::VectorXd r_e2e = p.reference[m].col(col_e2e);
-      const Eigen::VectorXd a_seen = p.abs_reference[m].col(col_seen);
-      const Eigen::VectorXd a_e2e = p.abs_reference[m].col(col_e2e);
-      const ErrorStats k = compare(y[m].data(), r_seen.data(), p.shape.rows, a_seen.data(), p.shape.cols);
-      const ErrorStats e = compare(y[m].data(), r_e2e.data(), p.shape.rows, a_e2e.data(), p.shape.cols);
-      // A fused kernel is as good as its worse output.
-      if (m == 0 || k.nmse > cr.kernel.nmse) cr.kernel = k;
-      if (k.max_rel > cr.kernel.max_rel) cr.kernel.max_rel = k.max_rel;
-      if (m == 0 || e.nmse > cr.end_to_end.nmse) cr.end_to_end = e;
-    }
-    if (!std::isfinite(cr.kernel.nmse))
-      cr.failure = "output has NaN/inf (an element left unwritten or an overflow)";
-    else if (cr.kernel.nmse > tol.kernel_nmse)
-      cr.failure = fmt::format("kernel NMSE {:.3g} > {:.3g}", cr.kernel.nmse, tol.kernel_nmse);
-    else if (cr.kernel.max_rel > tol.kernel_max_rel)
-      cr.failure = fmt::format("kernel worst-row relative error {:.3g} > {:.3g}", cr.kernel.max_rel,
-                               tol.kernel_max_rel);
-    else if (const double e2e_tol = p.cases[c].name == "gaussian" ? tol.end_to_end_nmse_gaussian : tol.end_to_end_nmse_outliers;
-             cr.end_to_end.nmse > e2e_tol)
-      cr.failure = fmt::format("end-to-end NMSE {:.3g} > {:.3g}", cr.end_to_end.nmse, e2e_tol);
-    cr.passed = cr.failure.empty();
-    res.cases.push_back(cr);
-  }
   return res;
 }
 

@@ -60,11 +60,20 @@ struct CheckConfig {
 
 struct CaseResult {
   std::string activation;  // "gaussian" or "outliers"
+  // A batch kernel's case: the number of vectors of the call (each its own draw of
+  // the activation kind), judged by its worst vector; 0 for the other kernels.
+  int n = 0;
   ErrorStats kernel;
   ErrorStats end_to_end;
   bool passed = false;
   std::string failure;  // why it failed, empty when passed
 };
+
+// A case as results files and the check's lines name it: its activation, and for a
+// batch kernel's case the vectors of the call ("gaussian n=3"); parse_case_label
+// reads it back into c.activation and c.n.
+std::string case_label(const CaseResult& c);
+void parse_case_label(const std::string& label, CaseResult& c);
 
 struct CheckResult {
   const KernelSpec* spec = nullptr;

@@ -64,7 +64,7 @@ CheckResult from_rows(const KernelSpec& k, Shape shape, const std::vector<const 
       continue;
     }
     CaseResult c;
-    c.activation = row->activation;
+    parse_case_label(row->activation, c);
     c.kernel = {row->nmse_kernel, row->max_abs_kernel, row->max_rel_kernel};
     c.end_to_end = {row->nmse_e2e, row->max_abs_e2e, 0};
     c.passed = row->passed;

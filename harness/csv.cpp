@@ -199,13 +199,14 @@ std::vector<std::string> bench_header(bool gpu_columns) {
       kContextColumns, {"kernel", "op", "weight_type", "act_format", "backend", "rows", "cols", "threads", "cache",
                         "tile_rows", "min_parallel_rows", "repetitions", "time_min_us", "time_median_us",
                         "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps", "peak_pct",
-                        "gflops", "act_quant", "act_quant_median_us", "prepare_us", "prepared_bytes", "command"});
+                        "gflops", "act_quant", "act_quant_median_us", "prepare_us", "prepared_bytes", "n", "command"});
   return gpu_columns ? before_command(std::move(h), kGpuBenchColumns) : h;
 }
 
 std::vector<std::vector<std::string>> legacy_bench_headers(bool gpu_columns) {
-  const std::vector<std::string> before_prepare = without(bench_header(gpu_columns), "prepare_us", "prepared_bytes");
-  return {before_prepare, without(before_prepare, "act_quant", "act_quant_median_us")};
+  const std::vector<std::string> before_n = without(bench_header(gpu_columns), "n", "n");
+  const std::vector<std::string> before_prepare = without(before_n, "prepare_us", "prepared_bytes");
+  return {before_n, before_prepare, without(before_prepare, "act_quant", "act_quant_median_us")};
 }
 
 std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, bool gpu_columns) {
@@ -218,7 +219,7 @@ std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, 
        std::to_string(r.bytes_per_call), num(r.gbps_median), num(r.gbps_best), num(r.peak_gbps), num(r.peak_pct),
        num(r.gflops), r.act_quant, r.act_quant_median_us > 0 ? num(r.act_quant_median_us) : std::string(),
        prepared ? num(r.prepare_us) : std::string(), prepared ? std::to_string(r.prepared_bytes) : std::string(),
-       ctx.command});
+       std::to_string(r.n), ctx.command});
   return gpu_columns ? before_command(std::move(f), gpu_bench_fields(r)) : f;
 }
 
@@ -265,9 +266,9 @@ std::vector<std::string> sweep_header() {
 }
 
 std::vector<std::vector<std::string>> legacy_sweep_headers() {
-  std::vector<std::string> before_slurm = sweep_bench_header();
+  std::vector<std::string> before_slurm = without(sweep_bench_header(), "n", "n");
   before_slurm.insert(before_slurm.end(), kSweepColumns.begin(), kSweepColumns.end());
-  return {before_slurm, without(before_slurm, "act_quant", "act_quant_median_us")};
+  return {without(sweep_header(), "n", "n"), before_slurm, without(before_slurm, "act_quant", "act_quant_median_us")};
 }
 
 std::vector<std::string> sweep_bench_fields(const RunContext& ctx, const BenchRow& r) {
@@ -386,15 +387,15 @@ CsvKind detect_csv_kind(const std::string& path) {
 
 std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
   // The CPU columns older files have too, then the optional ones: the GPU's (as
-  // kGpuBenchColumns), the activation quantization's, the weight transform's.
-  static constexpr std::array<const char*, 44> kNames = {
+  // kGpuBenchColumns), the activation quantization's, the weight transform's, n.
+  static constexpr std::array<const char*, 45> kNames = {
       "machine", "cpu_model", "gpu", "compiler", "git_commit", "kernel", "op", "weight_type", "act_format",
       "backend", "rows", "cols", "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions",
       "time_min_us", "time_median_us", "time_max_us", "bytes_per_call", "gbps_median", "gbps_best", "peak_gbps",
       "peak_pct", "gflops", "command",
       "launches_per_rep", "quant_median_us", "time_with_quant_median_us", "datasheet_gbps", "datasheet_pct",
       "rotation_bytes", "gpu_name", "gpu_sm_count", "gpu_driver", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz",
-      "gpu_bus_bits", "gpu_l2_bytes", "act_quant", "act_quant_median_us", "prepare_us", "prepared_bytes"};
+      "gpu_bus_bits", "gpu_l2_bytes", "act_quant", "act_quant_median_us", "prepare_us", "prepared_bytes", "n"};
   std::vector<BenchRow> rows;
   require_input_file(path);
   csv_columns::read(path, "bench", kNames, 27, [&](const Fields& f) {
@@ -439,6 +440,7 @@ std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
     r.act_quant_median_us = f.number<double>("act_quant_median_us");
     r.prepare_us = f.number<double>("prepare_us");
     r.prepared_bytes = f.number<std::int64_t>("prepared_bytes");
+    r.n = f.number_or<int>("n", 1);
     rows.push_back(std::move(r));
   });
   return rows;

@@ -51,6 +51,10 @@ struct BenchRow {
   // rotation; prepared_bytes: the bytes of one prepared copy (both matrices of a fused pair).
   double prepare_us = 0;
   std::int64_t prepared_bytes = 0;
+  // Activation vectors per call: a batch kernel's (OpKind::MatVecBatch) count, 1 for
+  // every other kernel and in files from before the column. bytes_per_call and gflops
+  // count the weights once and the vectors n times.
+  int n = 1;
   // CUDA rows only (the GPU columns, empty for CPU rows; see bench_header). Times per
   // call: the on-GPU Q8_1 activation quantization alone, and quantization followed by
   // the matvec (0: not measured, for kernels that take no Q8_1).
@@ -135,7 +139,8 @@ bool widen_csv_header(const std::string& path, const std::vector<std::string>& h
 // selects CUDA kernels writes them; CPU rows leave them empty). Without, the CPU
 // columns alone, as CPU-only benches write. Files written before the act_quant
 // columns, or before prepare_us and prepared_bytes (legacy_bench_headers), are still
-// read, the columns they lack empty.
+// read, the columns they lack empty; as are files before the `n` column (after
+// prepared_bytes), read as n = 1.
 std::vector<std::string> bench_header(bool gpu_columns = false);
 std::vector<std::vector<std::string>> legacy_bench_headers(bool gpu_columns = false);
 std::vector<std::string> bench_fields(const RunContext& ctx, const BenchRow& r, bool gpu_columns = false);
@@ -149,9 +154,9 @@ std::vector<std::vector<std::string>> legacy_peak_headers(bool gpu_columns = fal
 // A sweep row: the CPU bench columns but prepare_us and prepared_bytes, then
 // experiment, model_op, status, reason, the check results and the Slurm job
 // (slurm_job_id, slurm_array_task_id, slurm_node; harness/experiment.h writes and
-// reads them). Files written before the Slurm columns, or also before the act_quant
-// ones (legacy_sweep_headers, newest first), still read and resume, the columns they
-// lack empty. sweep_bench_fields: the bench part of a sweep row.
+// reads them). Files written before the `n` column, also before the Slurm columns, or
+// also before the act_quant ones (legacy_sweep_headers, newest first), still read and
+// resume, the columns they lack empty (n read as 1). sweep_bench_fields: the bench part of a sweep row.
 std::vector<std::string> sweep_header();
 std::vector<std::vector<std::string>> legacy_sweep_headers();
 std::vector<std::string> sweep_bench_fields(const RunContext& ctx, const BenchRow& r);

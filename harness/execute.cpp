@@ -24,7 +24,8 @@ MatVecArgs args_for(const HostCall& c) {
   a.x = c.x;
   a.x_bytes = c.x_bytes;
   a.y = c.y;
-  a.y_len = c.y ? static_cast<std::size_t>(c.shape.rows) : 0;
+  a.n = c.n;
+  a.y_len = c.y ? static_cast<std::size_t>(c.shape.rows) * static_cast<std::size_t>(std::max(c.n, 1)) : 0;
   if (c.w2) {
     a.w2 = c.w2;
     a.w2_bytes = c.w2_bytes;
@@ -219,6 +220,7 @@ Status run_on_host_buffers(const KernelSpec& spec, const HostCall& call) {
     host_args.prepared = prepared.handle();
   }
   if (spec.backend == Backend::CPU) return spec.run(host_args);
+  if (call.n != 1) return Status::Error(spec.name + ": a GPU call takes one activation vector");
   const Availability av = availability(spec);
   if (!av.available) return Status::Error(spec.name + ": " + av.reason);
 #ifdef QMV_HAVE_CUDA

@@ -9,7 +9,8 @@
 namespace qmv {
 
 // Weights and the prepared activation in host memory; y (and y2 for a fused op)
-// host outputs of shape.rows floats, which the call overwrites.
+// host outputs of shape.rows floats (n * shape.rows for a batch op), which the call
+// overwrites.
 struct HostCall {
   Shape shape;
   const void* w = nullptr;
@@ -21,6 +22,8 @@ struct HostCall {
   float* y = nullptr;
   float* y2 = nullptr;  // fused ops only
   int threads = 1;      // CPU kernels
+  // Batch ops: x holds n prepared vectors and y n outputs of shape.rows, back to back.
+  int n = 1;
 };
 
 // A CPU kernel runs through invoke() on the buffers themselves. A CUDA kernel gets

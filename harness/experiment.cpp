@@ -22,8 +22,8 @@
 namespace qmv {
 namespace {
 
-const std::vector<std::string> kKeys = {"name",    "description", "kernels",  "shapes", "threads",
-                                        "cache",   "repetitions", "min_time", "check"};
+const std::vector<std::string> kKeys = {"name",  "description", "kernels",  "shapes", "threads",
+                                        "cache", "repetitions", "min_time", "check",  "n"};
 
 class Reader {
  public:
@@ -196,6 +196,16 @@ Experiment parse_experiment(std::string_view text, const std::string& source, co
     e.caches = {"cold"};
   }
 
+  if (r.get("n", false)) {
+    e.vectors.clear();
+    r.array("n", false, "vector counts from 1 to 64", [&](const toml::node& n) {
+      if (!n.is_integer() || *n.value<std::int64_t>() < 1 || *n.value<std::int64_t>() > 64)
+        r.fail("n", n.source(), "expected a count of activation vectors from 1 to 64");
+      const int v = static_cast<int>(*n.value<std::int64_t>());
+      if (std::find(e.vectors.begin(), e.vectors.end(), v) == e.vectors.end()) e.vectors.push_back(v);
+    });
+  }
+
   if (const toml::node* n = r.get("repetitions", false)) {
     if (!n->is_integer() || *n->value<std::int64_t>() < 1 || *n->value<std::int64_t>() > 1000)
       r.fail("repetitions", "expected an integer from 1 to 1000");
@@ -226,17 +236,17 @@ Experiment load_experiment(const std::string& path, const Registry& registry) {
 }
 
 std::string point_key(const std::string& kernel, std::int64_t rows, std::int64_t cols, int threads,
-                      const std::string& cache) {
-  return fmt::format("{}|{}x{}|{}|{}", kernel, rows, cols, threads, cache);
+                      const std::string& cache, int n) {
+  return fmt::format("{}|{}x{}|{}|{}{}", kernel, rows, cols, threads, cache, n != 1 ? fmt::format("|n{}", n) : "");
 }
 
 std::string point_key(const SweepPoint& p) {
-  return point_key(p.kernel->name, p.shape.shape.rows, p.shape.shape.cols, p.threads, p.cache);
+  return point_key(p.kernel->name, p.shape.shape.rows, p.shape.shape.cols, p.threads, p.cache, p.n);
 }
 
 bool point_less(const SweepPoint& a, const SweepPoint& b) {
-  return std::tie(a.kernel->name, a.shape.shape.rows, a.shape.shape.cols, a.threads, a.cache) <
-         std::tie(b.kernel->name, b.shape.shape.rows, b.shape.shape.cols, b.threads, b.cache);
+  return std::tie(a.kernel->name, a.shape.shape.rows, a.shape.shape.cols, a.threads, a.cache, a.n) <
+         std::tie(b.kernel->name, b.shape.shape.rows, b.shape.shape.cols, b.threads, b.cache, b.n);
 }
 
 std::vector<SweepPoint> expand_points(const Experiment& e, const Registry& registry) {
@@ -254,8 +264,13 @@ std::vector<SweepPoint> expand_points(const Experiment& e, const Registry& regis
       // A GPU kernel has no thread count: one point per shape and cache state.
       const std::vector<int> threads =
           k->backend == Backend::CPU ? e.threads : std::vector<int>{e.threads.front()};
+      // A batch kernel for each count it takes, any other kernel with one vector.
+      std::vector<int> counts;
+      for (int n : e.vectors)
+        if (n == 1 || (k->op == OpKind::MatVecBatch && n <= k->max_n)) counts.push_back(n);
       for (int t : threads)
-        for (const std::string& c : e.caches) out.push_back({k, s, t, c, reason});
+        for (const std::string& c : e.caches)
+          for (int n : counts) out.push_back({k, s, t, c, reason, n});
     }
   }
   return out;
@@ -301,6 +316,7 @@ std::vector<std::string> sweep_fields(const RunContext& ctx, const std::string& 
   id.cols = p.shape.shape.cols;
   id.threads = p.threads;
   id.cache = p.cache;
+  id.n = p.n;
   std::vector<std::string> f = sweep_bench_fields(ctx, bench ? *bench : id);
   if (!bench) {
     // Nothing was timed: the measurement columns stay empty rather than read as zeros.
@@ -325,13 +341,14 @@ std::size_t CsvTable::column(const std::string& name) const {
 
 std::string CsvTable::key(std::size_t row) const {
   const auto& r = rows.at(row);
+  const std::string& n = r[column("n")];  // empty in files from before the n axis
   return point_key(r[column("kernel")], std::stoll(r[column("rows")]), std::stoll(r[column("cols")]),
-                   std::stoi(r[column("threads")]), r[column("cache")]);
+                   std::stoi(r[column("threads")]), r[column("cache")], n.empty() ? 1 : std::stoi(n));
 }
 
 namespace {
 
-constexpr std::size_t kSweepColumns = 40;
+constexpr std::size_t kSweepColumns = 41;
 
 template <class In, std::size_t... I>
 bool read_row_into(In& in, std::array<std::string, kSweepColumns>& a, std::index_sequence<I...>) {
@@ -353,6 +370,9 @@ void check_sweep_row(const CsvTable& t, const std::array<std::string, kSweepColu
   const auto field = [&](const char* column) -> const std::string& { return a[t.column(column)]; };
   for (const char* c : {"rows", "cols"}) (void)csv_number<std::int64_t>(field(c), path, line, c);
   (void)csv_number<int>(field("threads"), path, line, "threads");
+  if (!field("n").empty() && csv_number<int>(field("n"), path, line, "n") < 1)
+    throw std::runtime_error(fmt::format("{}: line {}: column n: '{}' is not a count of vectors", path, line,
+                                         one_line(field("n"))));
   for (const char* c : {"tile_rows", "min_parallel_rows", "repetitions", "bytes_per_call"})
     if (!field(c).empty()) (void)csv_number<std::int64_t>(field(c), path, line, c);
   for (const char* c : {"time_min_us", "time_median_us", "time_max_us", "gbps_median", "gbps_best", "peak_gbps",
@@ -429,7 +449,8 @@ CsvTable merge_sweeps(const std::vector<std::string>& paths, std::vector<std::st
   CsvTable out;
   out.header = sweep_header();
   std::map<std::string, std::size_t> seen;
-  std::vector<std::pair<std::tuple<std::string, long long, long long, int, std::string>, std::vector<std::string>>> rows;
+  std::vector<std::pair<std::tuple<std::string, long long, long long, int, std::string, int>, std::vector<std::string>>>
+      rows;
   for (const auto& path : paths) {
     bool partial = false;
     const CsvTable t = read_sweep_csv(path, &partial);
@@ -441,8 +462,9 @@ CsvTable merge_sweeps(const std::vector<std::string>& paths, std::vector<std::st
         continue;
       }
       const auto& r = t.rows[i];
+      const std::string& n = r[t.column("n")];
       rows.push_back({{r[t.column("kernel")], std::stoll(r[t.column("rows")]), std::stoll(r[t.column("cols")]),
-                       std::stoi(r[t.column("threads")]), r[t.column("cache")]},
+                       std::stoi(r[t.column("threads")]), r[t.column("cache")], n.empty() ? 1 : std::stoi(n)},
                       r});
     }
   }

@@ -34,6 +34,10 @@ struct Experiment {
   std::vector<TaggedShape> shapes;
   std::vector<int> threads;         // "all" resolved to this machine's cores
   std::vector<std::string> caches;  // "cold", "warm"
+  // Activation vectors per call (`n = [1, 2, 4, 8]`): a batch kernel (op matvec_batch)
+  // is swept with each count up to its max_n, every other kernel with 1 where the list
+  // holds it.
+  std::vector<int> vectors{1};
   int repetitions = 5;
   double min_time_s = 0.1;
   bool check = true;
@@ -52,16 +56,19 @@ struct SweepPoint {
   int threads = 1;
   std::string cache;
   std::string skip_reason;  // set when the point cannot run here (and why)
+  int n = 1;                // activation vectors per call
 };
 
-// Identifies a point across runs and machines: "kernel|ROWSxCOLS|threads|cache".
+// Identifies a point across runs and machines: "kernel|ROWSxCOLS|threads|cache", and
+// "|n<n>" after it for a batch point of n > 1 vectors (so the keys of single-vector
+// points are those of files from before the n axis).
 std::string point_key(const std::string& kernel, std::int64_t rows, std::int64_t cols, int threads,
-                      const std::string& cache);
+                      const std::string& cache, int n = 1);
 std::string point_key(const SweepPoint& p);
-// Sort order of points in merged files: kernel, rows, cols, threads, cache.
+// Sort order of points in merged files: kernel, rows, cols, threads, cache, n.
 bool point_less(const SweepPoint& a, const SweepPoint& b);
 
-// kernels x shapes x threads x cache, in that nesting, kernels in name order. Points a
+// kernels x shapes x threads x cache x n, in that nesting, kernels in name order. Points a
 // kernel cannot run (shape rule, missing CPU features or device, GPU not timed here)
 // are kept with their skip_reason.
 std::vector<SweepPoint> expand_points(const Experiment& e, const Registry& registry = global_registry());

@@ -299,6 +299,7 @@ void record_in_store(const std::vector<BenchRow>& rows, const std::string& sourc
   const StoreScope scope = StoreScope::here();
   for (const BenchRow& b : rows) {
     if (!(b.time_median_us > 0 && b.gbps_median > 0)) continue;  // a failed point has no time
+    if (b.n != 1) continue;  // the store's times are of one vector per call, as decode's
     // What decode would meet: CPU rows under the row tiling decode runs with; CUDA rows
     // of weights streamed from memory, on this process's device.
     if (b.backend == "cpu" && b.tile_rows == usual.tile_rows && b.min_parallel_rows == usual.min_parallel_rows)

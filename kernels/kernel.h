@@ -15,7 +15,10 @@ namespace qmv {
 
 enum class Backend { CPU, CUDA };
 // MatVec: y = W x. FusedUpGate: y = W x and y2 = W2 x from one read of x (FFN up+gate).
-enum class OpKind { MatVec, FusedUpGate };
+// MatVecBatch: Y = W X for n activation vectors at once (MatVecArgs::n, 1..max_n of the
+// kernel), the weights read once for all of them: x holds the n prepared vectors back
+// to back, y the n output vectors back to back.
+enum class OpKind { MatVec, FusedUpGate, MatVecBatch };
 
 std::string_view to_string(Backend b);
 std::string_view to_string(OpKind k);
@@ -64,6 +67,10 @@ struct MatVecArgs {
   std::size_t x_bytes = 0;
   float* y = nullptr;
   std::size_t y_len = 0;  // in floats
+  // OpKind::MatVecBatch: the number of activation vectors in x and of output vectors in
+  // y, each of its single-vector size (x_bytes >= n * row_bytes(act, cols), y_len >=
+  // n * rows); vector j's output is y[j * rows .. (j + 1) * rows). 1 for the other ops.
+  int n = 1;
   // Second matrix and output of a fused pair (OpKind::FusedUpGate), same shape.
   const void* w2 = nullptr;
   std::size_t w2_bytes = 0;
@@ -122,6 +129,9 @@ struct KernelSpec {
   Status (*run)(const MatVecArgs&) = nullptr;
   // Bytes that must move per call; nullptr means weights + activation + output.
   std::size_t (*bytes_moved)(Shape) = nullptr;
+  // OpKind::MatVecBatch: the kernel takes every n in 1..max_n vectors per call; 1 for
+  // the other ops.
+  int max_n = 1;
   std::string description;  // one line, shown by `qmvlab list`
   // Optional weight transform, done once per matrix and never inside a timed call:
   // prepare() makes the kernel's own copy of args.w (args.shape; a fused kernel's
@@ -164,12 +174,14 @@ class PreparedMatrix {
   void (*release_)(PreparedWeights) = nullptr;
 };
 
-// Weights + prepared activation + output(s) of one call of `spec` on `s`.
-std::size_t bytes_moved(const KernelSpec& spec, Shape s);
-// Multiply-adds counted as two flops, per output matrix.
-double flops(const KernelSpec& spec, Shape s);
+// Weights + prepared activation + output(s) of one call of `spec` on `s` with n
+// activation vectors (a batch kernel reads the weights once, the activations and
+// outputs n times; n is 1 for the other ops).
+std::size_t bytes_moved(const KernelSpec& spec, Shape s, int n = 1);
+// Multiply-adds counted as two flops, per output matrix and activation vector.
+double flops(const KernelSpec& spec, Shape s, int n = 1);
 // Validates the buffers in `a` against spec and shape (null pointers, sizes, rows,
-// cols, supports(), the second matrix of a fused op).
+// cols, supports(), the second matrix of a fused op, a batch's n against max_n).
 Status check_args(const KernelSpec& spec, const MatVecArgs& a);
 // The one way to call a kernel: check_args, then spec.run. Kernels may therefore
 // assume their arguments are valid and keep their inner loops free of checks.
@@ -204,6 +216,7 @@ struct KernelRecord {
   bool (*supports)(Shape) = nullptr;
   Status (*run)(const MatVecArgs&) = nullptr;
   std::size_t (*bytes_moved)(Shape) = nullptr;
+  int max_n = 1;
   const char* description = nullptr;
   Status (*prepare)(const MatVecArgs&, PreparedWeights*) = nullptr;
   void (*release)(PreparedWeights) = nullptr;
@@ -246,6 +259,17 @@ constexpr KernelRecord cpu_matvec_kernel(const char* name, WeightType weight, Ac
   }
   r.run = run;
   r.description = description;
+  return r;
+}
+
+// The usual record of a CPU batch matvec (OpKind::MatVecBatch): as cpu_matvec_kernel,
+// taking every n in 1..max_n activation vectors per call.
+constexpr KernelRecord cpu_batch_kernel(const char* name, WeightType weight, ActFormat act,
+                                        Status (*run)(const MatVecArgs&), int max_n, const char* description,
+                                        std::uint32_t cpu_features = 0) {
+  KernelRecord r = cpu_matvec_kernel(name, weight, act, run, description, cpu_features);
+  r.op = OpKind::MatVecBatch;
+  r.max_n = max_n;
   return r;
 }
 

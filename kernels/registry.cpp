@@ -14,7 +14,12 @@ namespace qmv {
 
 std::string_view to_string(Backend b) { return b == Backend::CPU ? "cpu" : "cuda"; }
 std::string_view to_string(OpKind k) {
-  return k == OpKind::MatVec ? "matvec" : "fused_up_gate";
+  switch (k) {
+    case OpKind::MatVec: return "matvec";
+    case OpKind::FusedUpGate: return "fused_up_gate";
+    case OpKind::MatVecBatch: return "matvec_batch";
+  }
+  return "?";
 }
 std::string to_string(Shape s) { return fmt::format("{}x{}", s.rows, s.cols); }
 
@@ -42,15 +47,21 @@ static int output_matrices(const KernelSpec& spec) {
   return spec.op == OpKind::FusedUpGate ? 2 : 1;
 }
 
-std::size_t bytes_moved(const KernelSpec& spec, Shape s) {
-  if (spec.bytes_moved) return spec.bytes_moved(s);
-  const std::size_t per_matrix = static_cast<std::size_t>(s.rows) * row_bytes(spec.weight, s.cols) +
-                                 static_cast<std::size_t>(s.rows) * sizeof(float);
-  return output_matrices(spec) * per_matrix + row_bytes(spec.act, s.cols);
+std::size_t bytes_moved(const KernelSpec& spec, Shape s, int n) {
+  const auto vectors = static_cast<std::size_t>(std::max(n, 1));
+  if (spec.bytes_moved) {
+    // A kernel's own count is for one vector: the extra vectors add their activation
+    // and output, the weights being read once.
+    return spec.bytes_moved(s) +
+           (vectors - 1) * (row_bytes(spec.act, s.cols) + static_cast<std::size_t>(s.rows) * sizeof(float));
+  }
+  const std::size_t weights = static_cast<std::size_t>(s.rows) * row_bytes(spec.weight, s.cols);
+  const std::size_t output = static_cast<std::size_t>(s.rows) * sizeof(float);
+  return output_matrices(spec) * (weights + vectors * output) + vectors * row_bytes(spec.act, s.cols);
 }
 
-double flops(const KernelSpec& spec, Shape s) {
-  return 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) * output_matrices(spec);
+double flops(const KernelSpec& spec, Shape s, int n) {
+  return 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) * output_matrices(spec) * std::max(n, 1);
 }
 
 Status check_args(const KernelSpec& spec, const MatVecArgs& a) {
@@ -60,9 +71,16 @@ Status check_args(const KernelSpec& spec, const MatVecArgs& a) {
   if (!spec.supports(s))
     return Status::Error(fmt::format("{}: shape {} not supported (needs {})", spec.name,
                                      to_string(s), spec.shape_rule));
+  // A batch kernel takes 1..max_n vectors; every other kernel exactly one.
+  const int max_n = spec.op == OpKind::MatVecBatch ? std::max(spec.max_n, 1) : 1;
+  if (a.n < 1 || a.n > max_n)
+    return Status::Error(max_n == 1 ? fmt::format("{}: takes one activation vector per call, got n = {}", spec.name, a.n)
+                                    : fmt::format("{}: takes 1 to {} activation vectors per call, got n = {}",
+                                                  spec.name, max_n, a.n));
+  const auto vectors = static_cast<std::size_t>(a.n);
   const std::size_t need_w = static_cast<std::size_t>(s.rows) * row_bytes(spec.weight, s.cols);
-  const std::size_t need_x = row_bytes(spec.act, s.cols);
-  const std::size_t need_y = static_cast<std::size_t>(s.rows);
+  const std::size_t need_x = vectors * row_bytes(spec.act, s.cols);
+  const std::size_t need_y = vectors * static_cast<std::size_t>(s.rows);
   auto check_matrix = [&](const void* w, std::size_t w_bytes, const float* y, std::size_t y_len,
                           const char* which) -> Status {
     if (!w || !y)
@@ -71,8 +89,11 @@ Status check_args(const KernelSpec& spec, const MatVecArgs& a) {
       return Status::Error(fmt::format("{}: {} weights hold {} bytes, shape {} needs {}",
                                        spec.name, which, w_bytes, to_string(s), need_w));
     if (y_len < need_y)
-      return Status::Error(fmt::format("{}: {} output holds {} floats, shape {} needs {}",
-                                       spec.name, which, y_len, to_string(s), need_y));
+      return Status::Error(vectors == 1 ? fmt::format("{}: {} output holds {} floats, shape {} needs {}", spec.name,
+                                                      which, y_len, to_string(s), need_y)
+                                        : fmt::format("{}: {} output holds {} floats, shape {} with n = {} vectors "
+                                                      "needs {}",
+                                                      spec.name, which, y_len, to_string(s), vectors, need_y));
     return Status::Ok();
   };
   if (auto st = check_matrix(a.w, a.w_bytes, a.y, a.y_len, "first"); !st.ok()) return st;
@@ -81,8 +102,11 @@ Status check_args(const KernelSpec& spec, const MatVecArgs& a) {
   }
   if (!a.x) return Status::Error(fmt::format("{}: null activation pointer", spec.name));
   if (a.x_bytes < need_x)
-    return Status::Error(fmt::format("{}: activation holds {} bytes, {} x {} cols needs {}",
-                                     spec.name, a.x_bytes, to_string(spec.act), s.cols, need_x));
+    return Status::Error(vectors == 1 ? fmt::format("{}: activation holds {} bytes, {} x {} cols needs {}", spec.name,
+                                                    a.x_bytes, to_string(spec.act), s.cols, need_x)
+                                      : fmt::format("{}: activation holds {} bytes, {} vectors of {} x {} cols need {}",
+                                                    spec.name, a.x_bytes, vectors, to_string(spec.act), s.cols,
+                                                    need_x));
   if (spec.backend == Backend::CPU && a.threads < 1)
     return Status::Error(fmt::format("{}: threads must be >= 1, got {}", spec.name, a.threads));
   if (spec.prepare && !a.prepared)
@@ -104,6 +128,10 @@ Status Registry::add(KernelSpec spec) {
   if (!spec.act_converted_to.empty() && (!spec.act_round_trip || spec.act != ActFormat::F32))
     return Status::Error(fmt::format("kernel {}: converting its activation needs f32 input and act_round_trip",
                                      spec.name));
+  if ((spec.op == OpKind::MatVecBatch) != (spec.max_n > 1) || spec.max_n < 1)
+    return Status::Error(fmt::format("kernel {}: a batch kernel (op matvec_batch) takes max_n > 1 vectors, any "
+                                     "other kernel max_n = 1 (got {})",
+                                     spec.name, spec.max_n));
   if (find(spec.name))
     return Status::Error(fmt::format("kernel name registered twice: {}", spec.name));
   auto pos = std::lower_bound(specs_.begin(), specs_.end(), spec.name,
@@ -257,6 +285,7 @@ bool register_kernel(const KernelRecord& r, const char* source_file) {
   spec.supports = r.supports;
   spec.run = r.run;
   spec.bytes_moved = r.bytes_moved;
+  spec.max_n = r.max_n;
   spec.description = r.description ? r.description : "";
   spec.prepare = r.prepare;
   spec.release = r.release;

@@ -51,7 +51,8 @@ TEST(Compare, NanNeverPasses) {
 }
 
 TEST(Check, ReferenceKernelsPassOnAwkwardShapes) {
-  const auto kernels = global_registry().select("q*_K.cpu.scalar*");
+  // The single-vector references (batch_test.cpp checks the batch ones).
+  const auto kernels = global_registry().select("q*_K.cpu.scalar*,!*batch*");
   ASSERT_EQ(kernels.size(), 6u);
   const auto results = run_check(kernels, parse_shapes("small"), fresh_config());
   ASSERT_EQ(results.size(), kernels.size() * parse_shapes("small").size());
@@ -68,7 +69,8 @@ TEST(Check, ReferenceKernelsPassOnAwkwardShapes) {
 }
 
 TEST(Check, LegacyAndFloatKernelsPassOnOddCols) {
-  const auto kernels = global_registry().select("q?_0.cpu.*,q?_1.cpu.*,f16.cpu.*,bf16.cpu.*,f32.cpu.*");
+  const auto kernels =
+      global_registry().select("q?_0.cpu.*,q?_1.cpu.*,f16.cpu.*,bf16.cpu.*,f32.cpu.*,!*batch*");
   // Five legacy types x {scalar_f32, avx2_f32, avx2_q8_1, avx2_4row_q8_1,
   // avx512vnni_q8_1, avx512vnni_4row_q8_1}, eight row-interleaved kernels per type
   // (AVX2: one, two and four streams, fused up+gate with two and four; VNNI: two and

@@ -113,7 +113,7 @@ TEST(CpuFeatureMask, CheckSkipsWhatTheMaskLeavesOutAndRunsTheRest) {
   if (has_avx512) {
     EXPECT_EQ(count_lines(r.output, "masked out by --cpu-features"), avx512_kernels) << r.output;
   }
-  EXPECT_EQ(count_lines(r.output, "PASS q4_K.cpu.scalar"), 2) << r.output;
+  EXPECT_EQ(count_lines(r.output, "PASS q4_K.cpu.scalar"), 3) << r.output;  // f32, q8k, batch_f32
   const int avx2_kernels = static_cast<int>(global_registry().select("q4_K.cpu.avx2*").size());
   ASSERT_GE(avx2_kernels, 2);
   EXPECT_EQ(count_lines(r.output, "PASS q4_K.cpu.avx2"), has_avx2 ? avx2_kernels : 0) << r.output;

@@ -50,6 +50,7 @@ BenchRow random_bench_row(std::mt19937_64& g, int i) {
     r.prepare_us = u(g);
     r.prepared_bytes = 1 + static_cast<std::int64_t>(g() % (1ull << 36));
   }
+  r.n = 1 + static_cast<int>(g() % 8);
   return r;
 }
 
@@ -94,6 +95,7 @@ TEST(Csv, BenchRowsRoundTripExactly) {
     EXPECT_EQ(back[i].gflops, rows[i].gflops);
     EXPECT_EQ(back[i].prepare_us, rows[i].prepare_us);
     EXPECT_EQ(back[i].prepared_bytes, rows[i].prepared_bytes);
+    EXPECT_EQ(back[i].n, rows[i].n);
   }
 }
 
@@ -123,12 +125,14 @@ TEST(Csv, OlderBenchFilesStillRead) {
   std::mt19937_64 g(qmv::testing::fresh_seed());
   const RunContext ctx{"m", "cpu", "none", "gcc", "abc", "qmvlab bench"};
   for (bool gpu : {false, true}) {
+    // Newest first: before n, before the weight transform's, before act_quant.
     const auto headers = legacy_bench_headers(gpu);
-    ASSERT_EQ(headers.size(), 2u);
+    ASSERT_EQ(headers.size(), 3u);
     for (std::size_t v = 0; v < headers.size(); ++v) {
       const auto& old = headers[v];
-      EXPECT_EQ(std::count(old.begin(), old.end(), "prepare_us"), 0);
-      EXPECT_EQ(std::count(old.begin(), old.end(), "act_quant"), v == 0 ? 1 : 0);
+      EXPECT_EQ(std::count(old.begin(), old.end(), "n"), 0);
+      EXPECT_EQ(std::count(old.begin(), old.end(), "prepare_us"), v == 0 ? 1 : 0);
+      EXPECT_EQ(std::count(old.begin(), old.end(), "act_quant"), v <= 1 ? 1 : 0);
       const std::string path = temp_path(fmt::format("old-{}-{}.csv", gpu, v));
       std::vector<BenchRow> rows;
       {
@@ -138,6 +142,7 @@ TEST(Csv, OlderBenchFilesStillRead) {
           rows.push_back(random_bench_row(g, i));
           rows.back().act_quant = "before";
           rows.back().act_quant_median_us = 1.5;
+          rows.back().n = 4;
           const auto all = bench_fields(ctx, rows.back(), gpu);
           std::vector<std::string> f;
           for (const auto& c : old)
@@ -150,14 +155,18 @@ TEST(Csv, OlderBenchFilesStillRead) {
       ASSERT_EQ(back.size(), rows.size());
       for (std::size_t i = 0; i < rows.size(); ++i) {
         EXPECT_EQ(back[i].time_median_us, rows[i].time_median_us);
-        EXPECT_EQ(back[i].prepare_us, 0);
-        EXPECT_EQ(back[i].prepared_bytes, 0);
-        EXPECT_EQ(back[i].act_quant_median_us, v == 0 ? 1.5 : 0);
+        EXPECT_EQ(back[i].prepare_us, v == 0 ? rows[i].prepare_us : 0);
+        EXPECT_EQ(back[i].prepared_bytes, v == 0 ? rows[i].prepared_bytes : 0);
+        EXPECT_EQ(back[i].act_quant_median_us, v <= 1 ? 1.5 : 0);
+        EXPECT_EQ(back[i].n, 1);  // a file without the column: one vector per call
       }
     }
   }
   const auto sweep = sweep_header();
-  const auto bench_part = legacy_bench_headers().front();
+  // The bench columns but the weight transform's.
+  std::vector<std::string> bench_part = bench_header();
+  std::erase(bench_part, "prepare_us");
+  std::erase(bench_part, "prepared_bytes");
   ASSERT_GT(sweep.size(), bench_part.size());
   EXPECT_TRUE(std::equal(bench_part.begin(), bench_part.end(), sweep.begin()));
   EXPECT_EQ(sweep_bench_fields(ctx, random_bench_row(g, 0)).size(), bench_part.size());

@@ -78,6 +78,7 @@ TEST(Experiment, DefaultsForOptionalKeys) {
   const Experiment e = parse_experiment("name = \"d\"\nkernels = [\"*\"]\nshapes = [\"1x256\"]\n", "d.toml", reg);
   EXPECT_EQ(e.threads, std::vector<int>{1});
   EXPECT_EQ(e.caches, std::vector<std::string>{"cold"});
+  EXPECT_EQ(e.vectors, std::vector<int>{1});
   EXPECT_TRUE(e.check);
   EXPECT_GE(e.repetitions, 1);
   EXPECT_GT(e.min_time_s, 0);
@@ -300,9 +301,13 @@ TEST(Experiment, SweepRowsNameTheSlurmJobAndOlderFilesStillRead) {
     EXPECT_EQ(t.rows[i][t.column("act_quant")], "before");
   }
 
+  // Newest first: before the n column, also before the Slurm ones, also before act_quant.
   const auto legacy = legacy_sweep_headers();
-  ASSERT_EQ(legacy.size(), 2u);
-  EXPECT_EQ(legacy[0], std::vector<std::string>(header.begin(), header.end() - 3));
+  ASSERT_EQ(legacy.size(), 3u);
+  std::vector<std::string> without_n = header;
+  std::erase(without_n, "n");
+  EXPECT_EQ(legacy[0], without_n);
+  EXPECT_EQ(legacy[1], std::vector<std::string>(without_n.begin(), without_n.end() - 3));
   for (std::size_t v = 0; v < legacy.size(); ++v) {
     const std::string old = tmp_path("slurm-older-" + std::to_string(v) + ".csv");
     {
@@ -324,9 +329,10 @@ TEST(Experiment, SweepRowsNameTheSlurmJobAndOlderFilesStillRead) {
       EXPECT_EQ(o.key(i), point_key(points[i]));
       EXPECT_EQ(o.rows[i][o.column("time_median_us")], "3.5");
       EXPECT_EQ(o.rows[i][o.column("status")], "ok");
-      EXPECT_EQ(o.rows[i][o.column("slurm_job_id")], "");
-      EXPECT_EQ(o.rows[i][o.column("slurm_node")], "");
-      EXPECT_EQ(o.rows[i][o.column("act_quant")], v == 0 ? "before" : "");
+      EXPECT_EQ(o.rows[i][o.column("slurm_job_id")], v == 0 ? "4242" : "");
+      EXPECT_EQ(o.rows[i][o.column("slurm_node")], v == 0 ? "node-7" : "");
+      EXPECT_EQ(o.rows[i][o.column("act_quant")], v <= 1 ? "before" : "");
+      EXPECT_EQ(o.rows[i][o.column("n")], "");
     }
     // An older shard merges with a current one, into the current columns.
     std::vector<std::string> dups;
@@ -335,6 +341,55 @@ TEST(Experiment, SweepRowsNameTheSlurmJobAndOlderFilesStillRead) {
     EXPECT_EQ(m.rows.size(), points.size());
     EXPECT_EQ(dups.size(), points.size());
   }
+}
+
+// The n axis: a batch kernel gets a point per count up to its max_n, every other kernel
+// the n = 1 point; the keys of n = 1 points are those from before the axis, the others'
+// end in |n<n>, and the rows' n column reads back into the key.
+TEST(Experiment, VectorCountsExpandBatchKernelsOnly) {
+  Registry reg = test_registry();
+  KernelSpec batch;
+  batch.name = "q4_K.cpu.fake_batch";
+  batch.op = OpKind::MatVecBatch;
+  batch.max_n = 4;
+  batch.shape_rule = kSuperBlockColsRule;
+  batch.supports = supports_superblock_cols;
+  batch.run = ok_run;
+  ASSERT_TRUE(reg.add(batch).ok());
+  const Experiment e = parse_experiment(
+      "name = \"v\"\nkernels = [\"q4_K.cpu.*\"]\nshapes = [\"1x256\"]\nn = [1, 2, 8, 2]\ncheck = false\n", "v.toml", reg);
+  EXPECT_EQ(e.vectors, (std::vector<int>{1, 2, 8}));
+  const auto points = expand_points(e, reg);
+  std::vector<std::string> keys;
+  for (const auto& p : points) keys.push_back(point_key(p));
+  EXPECT_EQ(keys, (std::vector<std::string>{"q4_K.cpu.fake|1x256|1|cold", "q4_K.cpu.fake_batch|1x256|1|cold",
+                                            "q4_K.cpu.fake_batch|1x256|1|cold|n2"}));
+  const std::string path = tmp_path("vectors.csv");
+  {
+    CsvWriter w(path, sweep_header(), false);
+    for (const auto& p : points) {
+      BenchRow b;
+      b.kernel = p.kernel->name;
+      b.rows = p.shape.shape.rows;
+      b.cols = p.shape.shape.cols;
+      b.threads = p.threads;
+      b.cache = p.cache;
+      b.n = p.n;
+      b.time_median_us = 2.0;
+      w.write(sweep_fields(context_outside_slurm(), "v", p, &b, {}, "ok", ""));
+    }
+  }
+  const CsvTable t = read_sweep_csv(path);
+  ASSERT_EQ(t.rows.size(), points.size());
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    EXPECT_EQ(t.key(i), keys[i]);
+    EXPECT_EQ(t.rows[i][t.column("n")], std::to_string(points[i].n));
+  }
+  for (const char* bad : {"n = [0]", "n = [65]", "n = [\"all\"]"})
+    EXPECT_THROW(parse_experiment(std::string("name = \"v\"\nkernels = [\"*\"]\nshapes = [\"1x256\"]\n") + bad + "\n",
+                                  "bad.toml", reg),
+                 ExperimentError)
+        << bad;
 }
 
 TEST(Experiment, CutShortLastLineIsDroppedNotRefused) {

@@ -89,7 +89,7 @@ struct SweepLine {
 
 // A sweep CSV as the sweep writes it (sweep_fields): the bench columns, emptied for a
 // point not timed, then the sweep's own and the (empty) Slurm ones. `legacy` drops the
-// act_quant and Slurm columns, as files written before them lack them.
+// act_quant, n and Slurm columns, as files written before them lack them.
 void write_sweep(const std::string& path, const std::vector<SweepLine>& lines, bool legacy = false) {
   const std::vector<std::string> header = sweep_header();
   auto index = [&](const char* c) { return static_cast<std::size_t>(std::find(header.begin(), header.end(), c) - header.begin()); };
@@ -104,6 +104,7 @@ void write_sweep(const std::string& path, const std::vector<SweepLine>& lines, b
     if (!legacy) {
       f.insert(f.end(), {"", "", ""});
     } else {
+      f.erase(f.begin() + static_cast<std::ptrdiff_t>(index("n")));
       f.erase(f.begin() + static_cast<std::ptrdiff_t>(index("act_quant_median_us")));
       f.erase(f.begin() + static_cast<std::ptrdiff_t>(index("act_quant")));
     }

@@ -54,8 +54,36 @@ qmv::Status run_slowed(const qmv::MatVecArgs& a) {
   return qmv::Status::Ok();
 }
 
+qmv::Status run_batch_reference(const qmv::MatVecArgs& a) {
+  const qmv::KernelSpec* ref = qmv::global_registry().find("q4_K.cpu.scalar_batch_f32");
+  return ref ? ref->run(a) : qmv::Status::Error("q4_K.cpu.scalar_batch_f32 not registered");
+}
+
+// A batch kernel that ignores its last vector: column n-1 gets column 0's result (a
+// loop over vectors that never advances its pointer).
+qmv::Status run_batch_wrong_column(const qmv::MatVecArgs& a) {
+  if (auto st = run_batch_reference(a); !st.ok()) return st;
+  const std::int64_t rows = a.shape.rows;
+  for (std::int64_t r = 0; r < rows; ++r) a.y[(a.n - 1) * rows + r] = a.y[r];
+  return qmv::Status::Ok();
+}
+
+// A batch kernel that never writes its last vector's outputs (a count off by one).
+qmv::Status run_batch_unwritten_column(const qmv::MatVecArgs& a) {
+  qmv::MatVecArgs fewer = a;
+  fewer.n = a.n - 1;
+  return fewer.n > 0 ? run_batch_reference(fewer) : qmv::Status::Ok();
+}
+
+qmv::KernelRecord wrong_batch(const char* name, qmv::Status (*run)(const qmv::MatVecArgs&)) {
+  return qmv::cpu_batch_kernel(name, qmv::WeightType::Q4_K, qmv::ActFormat::F32, run, 4,
+                               "test-only deliberately wrong batch kernel");
+}
+
 }  // namespace
 
+QMV_REGISTER_KERNEL(wrong_batch("test.q4_K.batch_wrong_column", run_batch_wrong_column));
+QMV_REGISTER_KERNEL(wrong_batch("test.q4_K.batch_unwritten_column", run_batch_unwritten_column));
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel("test.q4_K.slowed", qmv::WeightType::Q4_K, qmv::ActFormat::F32,
                                            run_slowed, "test-only deliberately slow kernel (q4_K.cpu.avx2_f32 x8)",
                                            qmv::CpuFeature::AVX2 | qmv::CpuFeature::FMA | qmv::CpuFeature::F16C));

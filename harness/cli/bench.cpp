@@ -31,6 +31,12 @@ class BenchCommand : public Command {
     cmd_->add_option("--kernels", kernels_, "Comma-separated globs of kernel names")->capture_default_str();
     cmd_->add_option("--shapes", shapes_, "ROWSxCOLS list or preset")->capture_default_str();
     cmd_->add_option("--threads", threads_, "Thread counts, e.g. 1,2 or all")->capture_default_str();
+    cmd_->add_option("--n", config_.vectors,
+                     "Activation vectors per call, e.g. 1,2,4,8: batch kernels (op matvec_batch) are timed with "
+                     "each count up to their max_n, every other kernel only with 1")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
     cmd_->add_flag("--warm", config_.warm,
                    "Reuse one weight copy (warm caches) instead of rotating copies past the LLC / GPU L2");
     cmd_->add_flag("--gpu-graph", config_.gpu_graph,
@@ -138,8 +144,10 @@ class BenchCommand : public Command {
  private:
   static void print_progress(const BenchRow& r, int done, int total) {
     if (r.gpu_name.empty()) {
-      fmt::print("[{}/{}] {} {}x{} threads={}: median {:.1f} us, {:.2f} GB/s = {:.1f}% of {:.2f} GB/s peak\n", done,
-                 total, r.kernel, r.rows, r.cols, r.threads, r.time_median_us, r.gbps_median, r.peak_pct, r.peak_gbps);
+      fmt::print("[{}/{}] {} {}x{} threads={}{}: median {:.1f} us, {:.2f} GB/s = {:.1f}% of {:.2f} GB/s peak, "
+                 "{:.2f} GFLOP/s\n",
+                 done, total, r.kernel, r.rows, r.cols, r.threads, r.n > 1 ? fmt::format(" n={}", r.n) : "",
+                 r.time_median_us, r.gbps_median, r.peak_pct, r.peak_gbps, r.gflops);
     } else {
       fmt::print("[{}/{}] {} {}x{} on {}: median {:.2f} us ({} launches per rep), {:.1f} GB/s = {:.1f}% of the "
                  "{:.1f} GB/s read peak, {:.1f}% of the {:.1f} GB/s datasheet{}\n",

@@ -42,7 +42,7 @@ std::vector<CheckRow> to_rows(const CheckResult& r, const CheckConfig& cfg) {
   for (const auto& c : r.cases) {
     CheckRow row = base;
     row.tol_nmse_e2e = c.activation == "gaussian" ? tol.end_to_end_nmse_gaussian : tol.end_to_end_nmse_outliers;
-    row.activation = c.activation;
+    row.activation = case_label(c);
     row.nmse_kernel = c.kernel.nmse;
     row.max_abs_kernel = c.kernel.max_abs;
     row.max_rel_kernel = c.kernel.max_rel;
@@ -53,6 +53,35 @@ std::vector<CheckRow> to_rows(const CheckResult& r, const CheckConfig& cfg) {
     out.push_back(row);
   }
   return out;
+}
+
+// The cases of a result on one line: each case, or for a batch kernel each activation
+// kind over all its counts of vectors (the worst errors, and the failing counts).
+std::string case_details(const CheckResult& r) {
+  std::string detail;
+  std::vector<std::string> kinds;
+  for (const auto& c : r.cases) {
+    if (c.n == 0) {
+      detail += fmt::format("  {}: kernel {:.1e} e2e {:.1e}{}", c.activation, c.kernel.nmse, c.end_to_end.nmse,
+                            c.passed ? "" : " <- " + c.failure);
+    } else if (std::find(kinds.begin(), kinds.end(), c.activation) == kinds.end()) {
+      kinds.push_back(c.activation);
+    }
+  }
+  for (const std::string& kind : kinds) {
+    double kernel = 0, e2e = 0;
+    int max_n = 0;
+    std::string failures;
+    for (const auto& c : r.cases) {
+      if (c.activation != kind || c.n == 0) continue;
+      kernel = std::max(kernel, c.kernel.nmse);
+      e2e = std::max(e2e, c.end_to_end.nmse);
+      max_n = std::max(max_n, c.n);
+      if (!c.passed) failures += fmt::format("{}n={}: {}", failures.empty() ? " <- " : "; ", c.n, c.failure);
+    }
+    detail += fmt::format("  {} n=1..{}: kernel {:.1e} e2e {:.1e}{}", kind, max_n, kernel, e2e, failures);
+  }
+  return detail;
 }
 
 class CheckCommand : public Command {
@@ -114,10 +143,7 @@ class CheckCommand : public Command {
           for (const auto& row : to_rows(r, cfg)) csv->write(check_fields(ctx, row));
       } else {
         r.passed() ? ++passed : ++failed;
-        std::string detail;
-        for (const auto& c : r.cases)
-          detail += fmt::format("  {}: kernel {:.1e} e2e {:.1e}{}", c.activation, c.kernel.nmse,
-                                c.end_to_end.nmse, c.passed ? "" : " <- " + c.failure);
+        const std::string detail = case_details(r);
         fmt::print("{} {:<24} {:>11}{}\n", r.passed() ? "PASS" : "FAIL", r.spec->name, to_string(r.shape), detail);
         if (csv)
           for (const auto& row : to_rows(r, cfg)) csv->write(check_fields(ctx, row));

@@ -267,13 +267,18 @@ int SweepCommand::run(const std::string& command_line) {
     const bool cpu = group.front()->kernel->backend == Backend::CPU;
     std::vector<const KernelSpec*> kernels;
     std::vector<Shape> shapes;
-    std::map<std::string, const SweepPoint*> wanted;  // by kernel|ROWSxCOLS
-    auto key_of = [](const std::string& kernel, Shape s) { return kernel + "|" + to_string(s); };
+    std::vector<int> vectors;                          // the counts of the group's points
+    std::map<std::string, const SweepPoint*> wanted;  // by kernel|ROWSxCOLS|n
+    auto key_of = [](const std::string& kernel, Shape s, int n) {
+      return fmt::format("{}|{}|{}", kernel, to_string(s), n);
+    };
     for (const SweepPoint* p : group) {
       if (std::find(kernels.begin(), kernels.end(), p->kernel) == kernels.end()) kernels.push_back(p->kernel);
       if (std::find(shapes.begin(), shapes.end(), p->shape.shape) == shapes.end()) shapes.push_back(p->shape.shape);
-      wanted[key_of(p->kernel->name, p->shape.shape)] = p;
+      if (std::find(vectors.begin(), vectors.end(), p->n) == vectors.end()) vectors.push_back(p->n);
+      wanted[key_of(p->kernel->name, p->shape.shape, p->n)] = p;
     }
+    std::sort(vectors.begin(), vectors.end());
     auto check_key = [&](const std::string& kernel, Shape s) {
       return fmt::format("{}|{}|{}", kernel, to_string(s), threads);
     };
@@ -285,8 +290,9 @@ int SweepCommand::run(const std::string& command_line) {
     auto progress = [&](const SweepPoint& p, const std::string& result) {
       ++done;
       const double s = std::chrono::duration<double>(Clock::now() - started).count();
-      fmt::print("[{}/{}] {} {} {} {}: {} | {}, ETA {}\n", done, to_run, p.kernel->name, to_string(p.shape.shape),
-                 p.threads, p.cache, result, duration(s), duration(s / done * static_cast<double>(to_run - done)));
+      fmt::print("[{}/{}] {} {} {} {}{}: {} | {}, ETA {}\n", done, to_run, p.kernel->name, to_string(p.shape.shape),
+                 p.threads, p.cache, p.n != 1 ? fmt::format(" n={}", p.n) : "", result, duration(s),
+                 duration(s / done * static_cast<double>(to_run - done)));
       std::fflush(stdout);
     };
     try {
@@ -305,6 +311,7 @@ int SweepCommand::run(const std::string& command_line) {
 
       BenchConfig bc;
       bc.threads = {threads};
+      bc.vectors = vectors;
       bc.warm = std::get<2>(g) == "warm";
       bc.repetitions = exp.repetitions;
       bc.min_time_s = exp.min_time_s;
@@ -325,7 +332,7 @@ int SweepCommand::run(const std::string& command_line) {
       // kernel's rule excludes, a point already in the CSV) is timed or refused there and
       // dropped here.
       const BenchOutcome res = run_bench(kernels, shapes, bc, peaks, [&](const BenchRow& row, int, int) {
-        const auto w = wanted.find(key_of(row.kernel, {row.rows, row.cols}));
+        const auto w = wanted.find(key_of(row.kernel, {row.rows, row.cols}, row.n));
         if (w == wanted.end()) return;
         const SweepPoint& p = *w->second;
         const SweepCheck c = exp.check ? checks.at(check_key(row.kernel, p.shape.shape)) : SweepCheck{};
@@ -338,16 +345,19 @@ int SweepCommand::run(const std::string& command_line) {
         progress(p, fmt::format("{:.2f} GB/s, {:.1f}% of peak, check {}", row.gbps_median, row.peak_pct,
                                 !exp.check ? "off" : fmt::format("{} NMSE {:.1e}", c.passed ? "pass" : "FAIL", c.nmse_kernel)));
       });
-      for (const BenchSkip& sk : res.skipped) {
-        const auto w = wanted.find(key_of(sk.kernel, sk.shape));
-        if (w == wanted.end()) continue;
-        const SweepPoint& p = *w->second;
-        const SweepCheck c = exp.check ? checks.at(check_key(sk.kernel, p.shape.shape)) : SweepCheck{};
-        ++failed;
-        csv.write(sweep_fields(ctx, exp.name, p, nullptr, c, "failed", sk.reason));
-        written.insert(&p);
-        progress(p, "FAILED: " + sk.reason);
-      }
+      // A skip names a kernel and shape: it fails that pair's points of every count.
+      for (const BenchSkip& sk : res.skipped)
+        for (int n : vectors) {
+          if (sk.n != 0 && sk.n != n) continue;
+          const auto w = wanted.find(key_of(sk.kernel, sk.shape, n));
+          if (w == wanted.end() || written.count(w->second)) continue;
+          const SweepPoint& p = *w->second;
+          const SweepCheck c = exp.check ? checks.at(check_key(sk.kernel, p.shape.shape)) : SweepCheck{};
+          ++failed;
+          csv.write(sweep_fields(ctx, exp.name, p, nullptr, c, "failed", sk.reason));
+          written.insert(&p);
+          progress(p, "FAILED: " + sk.reason);
+        }
 
       print_interleaved_peaks(res);
     } catch (const std::exception& e) {

@@ -17,11 +17,11 @@ std::string sci(double v) { return fmt::format("{:.2e}", v); }
 
 void print_bench_table(std::vector<BenchRow> rows) {
   std::sort(rows.begin(), rows.end(), [](const BenchRow& a, const BenchRow& b) {
-    return std::tie(a.kernel, a.rows, a.cols, a.threads) < std::tie(b.kernel, b.rows, b.cols, b.threads);
+    return std::tie(a.kernel, a.rows, a.cols, a.n, a.threads) < std::tie(b.kernel, b.rows, b.cols, b.n, b.threads);
   });
   std::vector<std::vector<std::string>> t;
   for (const auto& r : rows)
-    t.push_back({r.kernel, fmt::format("{}x{}", r.rows, r.cols), std::to_string(r.threads), r.cache,
+    t.push_back({r.n > 1 ? fmt::format("{} n={}", r.kernel, r.n) : r.kernel, fmt::format("{}x{}", r.rows, r.cols), std::to_string(r.threads), r.cache,
                  fmt::format("{:.1f}", r.time_median_us),
                  fmt::format("{:.1f}..{:.1f}", r.time_min_us, r.time_max_us),
                  fmt::format("{:.2f}", r.gbps_median), fmt::format("{:.1f}%", r.peak_pct),

@@ -233,6 +233,10 @@ QMV_ROW_INTERLEAVED_LAYOUT(BlockQ5_Kx8)
 QMV_ROW_INTERLEAVED_LAYOUT(BlockQ6_Kx8)
 #undef QMV_ROW_INTERLEAVED_LAYOUT
 
+Status batch_count_refused(int n) {
+  return Status::Error(fmt::format("a row-interleaved batch kernel takes 1 to {} vectors, got {}", kMaxBatchVectors, n));
+}
+
 Status not_prepared_for(Shape shape) {
   return Status::Error("no row-interleaved copy of this " + to_string(shape) +
                        " matrix was prepared (the kernel reads only that copy)");

@@ -212,6 +212,10 @@ Status prepare_row_pair(const MatVecArgs& a, PreparedWeights* out);
 template <class Layout>
 void release_row_pair(PreparedWeights p);
 
+// The error of a batch kernel called with a count of vectors it has no loop for
+// (check_args refuses it first; a plain function, as not_prepared_for).
+Status batch_count_refused(int n);
+
 namespace {
 
 // What the AVX2 row-interleaved kernels need, and what their AVX-512 VNNI forms need.
@@ -333,6 +337,51 @@ void for_each_group_pair(const RowGroupPair<Layout>& p, float* y, float* y2, int
         store_group(tmp[1], y2, g, rows);
       });
 }
+
+// The outputs of a batch call (OpKind::MatVecBatch) of N vectors on a row-interleaved
+// matrix m, vector j's outputs at y + j * rows: each thread a contiguous run of groups,
+// one group (one weight stream) per step, read once for all N vectors; the padded last
+// group through scratch outputs. dot(w, out) computes the group at w against every
+// vector, into out[j][0..7].
+template <int N, class Layout, class Dot>
+void for_each_group_batch(const RowGroups<Layout>& m, float* y, int threads, Dot&& dot) {
+  const std::int64_t nb = m.blocks, rows = m.shape.rows;
+  parallel_groups(m.groups, rows, threads, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g) {
+      const Layout* w = m.data + g * nb;
+      float* out[N];
+      if ((g + 1) * kGroupRows <= rows) {
+        for (int j = 0; j < N; ++j) out[j] = y + j * rows + g * kGroupRows;
+        dot(w, out);
+        continue;
+      }
+      alignas(32) float tmp[N][kGroupRows];
+      for (int j = 0; j < N; ++j) out[j] = tmp[j];
+      dot(w, out);
+      for (int j = 0; j < N; ++j) store_group(tmp[j], y + j * rows, g, rows);
+    }
+  });
+}
+
+// Calls run(std::integral_constant<int, n>) for a batch call's n in 1..8, the count of
+// vectors as a template argument so each count's loop keeps its sums in registers.
+template <class Run>
+Status with_vector_count(int n, Run&& run) {
+  switch (n) {
+    case 1: return run(std::integral_constant<int, 1>{});
+    case 2: return run(std::integral_constant<int, 2>{});
+    case 3: return run(std::integral_constant<int, 3>{});
+    case 4: return run(std::integral_constant<int, 4>{});
+    case 5: return run(std::integral_constant<int, 5>{});
+    case 6: return run(std::integral_constant<int, 6>{});
+    case 7: return run(std::integral_constant<int, 7>{});
+    case 8: return run(std::integral_constant<int, 8>{});
+  }
+  return batch_count_refused(n);
+}
+
+// The most vectors the row-interleaved batch kernels take per call.
+inline constexpr int kMaxBatchVectors = 8;
 
 }  // namespace
 

@@ -48,6 +48,20 @@ inline const XMinSums* min_sums(const BlockQ8K* x, std::int64_t nb) {
   return xm;
 }
 
+// The XMinSums of n activations back to back (vector j's at j * nb), in one per-thread
+// scratch: a batch call's.
+inline const XMinSums* min_sums_batch(const BlockQ8K* x, std::int64_t nb, int n) {
+  const std::int64_t total = nb * n;
+  auto* xm = static_cast<XMinSums*>(thread_scratch(static_cast<std::size_t>(total) * sizeof(XMinSums)));
+  for (std::int64_t b = 0; b < total; ++b)
+    for (int p = 0; p < 4; ++p) {
+      const int lo = x[b].bsums[4 * p] + x[b].bsums[4 * p + 1], hi = x[b].bsums[4 * p + 2] + x[b].bsums[4 * p + 3];
+      xm[b].pair[p] = static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint16_t>(lo)) |
+                                                (static_cast<std::uint32_t>(static_cast<std::uint16_t>(hi)) << 16));
+    }
+  return xm;
+}
+
 // The min term of one pair of sub-blocks of eight rows: the rows' two mins (widened
 // to int16) against the activation's two sub-block sums, in int32 lane r.
 inline __m256i min_term(const std::uint8_t* min_pairs16, std::int32_t x_pair) {
@@ -108,6 +122,31 @@ Status run_kquant_row_pair(const MatVecArgs& a) {
   return Status::Ok();
 }
 
+// The batch op of a family K with K::dot_batch<N>(w, x, xm, nb, out): one group of
+// eight rows against the N vectors (x[j], xm[j]) into out[j][0..7], each weight loaded
+// once for all of them; the activations' min sums made once per call.
+template <class K>
+Status run_kquant_batch(const MatVecArgs& a) {
+  using Layout = typename K::Layout;
+  const auto* m = static_cast<const RowGroups<Layout>*>(a.prepared);
+  if (!m || !(m->shape == a.shape)) return not_prepared_for(a.shape);
+  const std::int64_t nb = m->blocks;
+  const auto* x = static_cast<const BlockQ8K*>(a.x);
+  const XMinSums* xm = Layout::kMinPairs ? min_sums_batch(x, nb, a.n) : nullptr;
+  return with_vector_count(a.n, [&](auto count) {
+    constexpr int N = decltype(count)::value;
+    const BlockQ8K* xs[N];
+    const XMinSums* xms[N];
+    for (int j = 0; j < N; ++j) {
+      xs[j] = x + j * nb;
+      xms[j] = xm ? xm + j * nb : nullptr;
+    }
+    for_each_group_batch<N>(*m, a.y, a.threads,
+                            [&](const Layout* w, float* const* out) { K::template dot_batch<N>(w, xs, xms, nb, out); });
+    return Status::Ok();
+  });
+}
+
 // The registry records of family K: a matvec with NG streams per thread (needing
 // `features`: the AVX2 loops' or, for K's AVX-512 VNNI loops, theirs), or the fused
 // up+gate kernel on a repacked pair reading NP groups of each matrix per step.
@@ -116,6 +155,16 @@ constexpr KernelRecord kquant_r8_record(const char* name, const char* descriptio
                                         std::uint32_t features = kAvx2Features) {
   return interleaved_record<typename K::Layout>(OpKind::MatVec, name, K::kType, ActFormat::Q8_K,
                                                 run_kquant_rows<K, NG>, description, features);
+}
+
+// The batch kernel of family K: 1 to kMaxBatchVectors vectors per call.
+template <class K>
+constexpr KernelRecord kquant_r8_batch_record(const char* name, const char* description,
+                                              std::uint32_t features = kAvx2Features) {
+  KernelRecord r = interleaved_record<typename K::Layout>(OpKind::MatVecBatch, name, K::kType, ActFormat::Q8_K,
+                                                          run_kquant_batch<K>, description, features);
+  r.max_n = kMaxBatchVectors;
+  return r;
 }
 
 template <class K, int NP>

@@ -223,12 +223,103 @@ Status run_up_gate(const MatVecArgs& a) {
   return Status::Ok();
 }
 
+// The XBlockInfo of n activations back to back (vector j's at j * nb), in one
+// per-thread scratch: a batch call's.
+inline const XBlockInfo* activation_info_batch(const BlockQ8_1* x, std::int64_t nb, int n, int zero) {
+  const std::int64_t total = nb * n;
+  auto* xi = static_cast<XBlockInfo*>(thread_scratch(static_cast<std::size_t>(total) * sizeof(XBlockInfo)));
+  for (std::int64_t b = 0; b < total; ++b) {
+    std::int32_t sum = 0;
+    for (int i = 0; i < kQ8_1Block; ++i) sum += x[b].qs[i];
+    const float d = _cvtsh_ss(x[b].d);
+    xi[b] = {d, -zero * sum, d * static_cast<float>(sum)};
+  }
+  return xi;
+}
+
+// One group of eight rows against N activations (the batch op), into out[j][0..7]:
+// each chunk loaded and unpacked once (Q5's top bits once per block), then met by every
+// vector's broadcast quads; the rows' scales converted once per block for all vectors.
+// Q4's pair sums stay int16 over the block (at most 30720), Q5's are widened every
+// chunk, as the chunk-major loop does.
+template <class Layout, int N>
+void dot_batch(const Layout* w, const BlockQ8_1* const x[N], const XBlockInfo* const xi[N], std::int64_t nb,
+               float* const out[N]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const Layout& wb = w[b];
+    const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(w + b + kPrefetchBlocks);
+    for (std::uintptr_t line = 0; line < sizeof(Layout); line += 64) x86::prefetch_line(ahead + line);
+    __m256i sum[N];  // int16 pair sums (Q4), int32 (Q5)
+    for (int j = 0; j < N; ++j) sum[j] = _mm256_setzero_si256();
+    __m256i top = _mm256_setzero_si256();
+    if constexpr (Layout::kFifthBits) top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.top));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo, hi;
+      chunk_quants(wb, c, top, lo, hi);
+      for (int j = 0; j < N; ++j) {
+        const std::int8_t* xq = x[j][b].qs;
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast_quad(xq + 4 * c)),
+                                               _mm256_maddubs_epi16(hi, broadcast_quad(xq + 16 + 4 * c)));
+        sum[j] = Layout::kFifthBits ? _mm256_add_epi32(sum[j], _mm256_madd_epi16(pairs, ones))
+                                    : _mm256_add_epi16(sum[j], pairs);
+        x86::keep_in_register(sum[j]);
+      }
+    }
+    const __m256 d = fp16x8(wb.d);
+    [[maybe_unused]] __m256 m = _mm256_setzero_ps();
+    if constexpr (Layout::kHasMin) m = fp16x8(wb.m);
+    for (int j = 0; j < N; ++j) {
+      const XBlockInfo& info = xi[j][b];
+      const __m256i dot = _mm256_add_epi32(Layout::kFifthBits ? sum[j] : _mm256_madd_epi16(sum[j], ones),
+                                           _mm256_set1_epi32(info.offset));
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(info.d)), acc[j]);
+      if constexpr (Layout::kHasMin) acc[j] = _mm256_fmadd_ps(m, _mm256_set1_ps(info.d_sum), acc[j]);
+    }
+  }
+  for (int j = 0; j < N; ++j) _mm256_storeu_ps(out[j], acc[j]);
+}
+
+// The batch op of a legacy layout: one weight stream per thread, 1 to
+// kMaxBatchVectors vectors per call.
+template <class Layout>
+Status run_batch(const MatVecArgs& a) {
+  const auto* m = static_cast<const RowGroups<Layout>*>(a.prepared);
+  if (!m || !(m->shape == a.shape)) return not_prepared_for(a.shape);
+  const std::int64_t nb = m->blocks;
+  const auto* x = static_cast<const BlockQ8_1*>(a.x);
+  const XBlockInfo* xi = activation_info_batch(x, nb, a.n, Layout::kZero);
+  return with_vector_count(a.n, [&](auto count) {
+    constexpr int N = decltype(count)::value;
+    const BlockQ8_1* xs[N];
+    const XBlockInfo* xis[N];
+    for (int j = 0; j < N; ++j) {
+      xs[j] = x + j * nb;
+      xis[j] = xi + j * nb;
+    }
+    for_each_group_batch<N>(*m, a.y, a.threads,
+                            [&](const Layout* w, float* const* out) { dot_batch<Layout, N>(w, xs, xis, nb, out); });
+    return Status::Ok();
+  });
+}
+
 // The registry records of a layout's kernels: NG weight streams per thread (1: avx2_r8,
 // 2: avx2_r8x2, 4: avx2_r8x4, chunk-major), and the fused up+gate ones (NP groups of
 // each matrix per step).
 template <class Layout, int NG>
 KernelRecord r8_record(WeightType type, const char* name, const char* description) {
   return interleaved_record<Layout>(OpKind::MatVec, name, type, ActFormat::Q8_1, run<Layout, NG>, description);
+}
+
+template <class Layout>
+constexpr KernelRecord r8_batch_record(WeightType type, const char* name, const char* description) {
+  KernelRecord r = interleaved_record<Layout>(OpKind::MatVecBatch, name, type, ActFormat::Q8_1, run_batch<Layout>,
+                                              description);
+  r.max_n = kMaxBatchVectors;
+  return r;
 }
 
 template <class Layout, int NP>

@@ -93,6 +93,78 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
+// One group of eight rows against N activations (the batch op), into out[j][0..7]:
+// each 32-byte chunk is loaded and its nibbles unpacked once, then met by every
+// vector's broadcast quads, so the weights cost what they cost one vector and each more
+// vector two vpmaddubsw and two adds per chunk. Up to four vectors take both halves of
+// a quarter in one pass (2N int16 sums, the unpacked chunk and the mask fit the 16
+// registers); more take the low nibbles, then the high ones from the chunks again, now
+// in L1, holding N sums. Each sub-block's scales are widened once for all vectors.
+template <int N>
+void dot_batch(const BlockQ4_Kx8* w, const qmv::BlockQ8K* const x[N], const XMinSums* const xm[N], std::int64_t nb,
+               float* const out[N]) {
+  using qmv::interleave::broadcast_quad;
+  constexpr bool kBothHalves = N <= 4;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i pick = qmv::interleave::scale_pair_control();
+  __m256 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const BlockQ4_Kx8& wb = w[b];
+    const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kPrefetchBytes;
+    __m256i isum[N];
+    for (int j = 0; j < N; ++j) isum[j] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int g = 0; g < 4; ++g) {
+      const __m256i scale_lo = qmv::interleave::scale_pairs(wb.scales[2 * g], pick);
+      const __m256i scale_hi = qmv::interleave::scale_pairs(wb.scales[2 * g + 1], pick);
+      if constexpr (kBothHalves) {
+        __m256i lo16[N], hi16[N];
+        for (int j = 0; j < N; ++j) lo16[j] = hi16[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[g][c]));
+          const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          for (int j = 0; j < N; ++j) {
+            const std::int8_t* xq = x[j][b].qs + 64 * g + 4 * c;
+            lo16[j] = _mm256_add_epi16(lo16[j], _mm256_maddubs_epi16(lo, broadcast_quad(xq)));
+            hi16[j] = _mm256_add_epi16(hi16[j], _mm256_maddubs_epi16(hi, broadcast_quad(xq + 32)));
+            qmv::x86::keep_in_register(lo16[j]);
+            qmv::x86::keep_in_register(hi16[j]);
+          }
+          if (c < kLinesPerQuarter) qmv::x86::prefetch_line_after(ahead + 64 * (kLinesPerQuarter * g + c), lo16[0]);
+        }
+        for (int j = 0; j < N; ++j)
+          isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(_mm256_madd_epi16(lo16[j], scale_lo),
+                                                               _mm256_madd_epi16(hi16[j], scale_hi)));
+      } else {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          __m256i sum16[N];
+          for (int j = 0; j < N; ++j) sum16[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int c = 0; c < 8; ++c) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[g][c]));
+            const __m256i q = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, m4);
+            for (int j = 0; j < N; ++j) {
+              sum16[j] = _mm256_add_epi16(
+                  sum16[j], _mm256_maddubs_epi16(q, broadcast_quad(x[j][b].qs + 64 * g + 32 * h + 4 * c)));
+              qmv::x86::keep_in_register(sum16[j]);
+            }
+            if (h == 0 && c < kLinesPerQuarter)
+              qmv::x86::prefetch_line_after(ahead + 64 * (kLinesPerQuarter * g + c), sum16[0]);
+          }
+          const __m256i scale = h ? scale_hi : scale_lo;
+          for (int j = 0; j < N; ++j) isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(sum16[j], scale));
+        }
+      }
+    }
+    for (int j = 0; j < N; ++j)
+      acc[j] = qmv::interleave::add_block_with_mins(acc[j], isum[j], wb, xm[j][b], _mm256_set1_ps(x[j][b].d));
+  }
+  for (int j = 0; j < N; ++j) _mm256_storeu_ps(out[j], acc[j]);
+}
+
 // The family's entry for the runs and records of kquant_r8.h.
 struct Q4K {
   using Layout = BlockQ4_Kx8;
@@ -101,6 +173,11 @@ struct Q4K {
   static void dot_groups(const Layout* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                          float* const out[NG]) {
     ::dot_groups<NG>(w, x, xm, nb, out);
+  }
+  template <int N>
+  static void dot_batch(const Layout* w, const qmv::BlockQ8K* const x[N], const XMinSums* const xm[N],
+                        std::int64_t nb, float* const out[N]) {
+    ::dot_batch<N>(w, x, xm, nb, out);
   }
 };
 

@@ -271,8 +271,77 @@ void kquant_dot_groups(const Layout* const w[NG], const BlockQ8K* x, const XMinS
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(out[i], acc[i]);
 }
 
-// A K-quant family for run_kquant_rows (x86/avx2/kquant_r8.h): the loop above, every stream
-// prefetched, four as well as two (results/intel-xeon-2c/r8x4-prefetch.csv).
+// Quarter g of super-block wb against M activations (their block b) of the batch op,
+// added into isum[j]: each chunk pair loaded and unpacked once, then one vpermd (its
+// activation quarter read from memory) and one vpdpbusd per half and vector, each
+// sub-block's scale applied in int32.
+template <class Layout, int M>
+inline void kquant_quarter_batch(const Layout& wb, int g, const BlockQ8K* const x[M], std::int64_t b,
+                                 std::uintptr_t ahead, bool prefetch, __m512i isum[M]) {
+  constexpr bool kFive = std::is_same_v<Layout, BlockQ5_Kx8>;
+  constexpr int kLines = kLinesPerQuarter<Layout>;
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512i lo[M], hi[M];
+  for (int j = 0; j < M; ++j) lo[j] = hi[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    if (prefetch)
+      for (int l = 2 * p; l < 2 * p + 2 && l < kLines; ++l) x86::prefetch_line(ahead + 64 * (kLines * g + l));
+    __m512i low, high;
+    if constexpr (kFive) {
+      const auto& quarter = wb.quarter[g];
+      const __m512i top2 =
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quarter.top[p / 2])));
+      five_bit_quant_pair(_mm512_loadu_si512(quarter.qs[2 * p]), top2, p % 2, low, high);
+    } else {
+      const __m512i v = _mm512_loadu_si512(wb.qs[g][2 * p]);
+      low = _mm512_and_si512(v, m4);
+      high = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    for (int j = 0; j < M; ++j) {
+      const __m512i xv = _mm512_loadu_si512(x[j][b].qs + 64 * g);
+      lo[j] = dpbusd(lo[j], low, _mm512_permutexvar_epi32(pair_index(p), xv));
+      hi[j] = dpbusd(hi[j], high, _mm512_permutexvar_epi32(pair_index(4 + p), xv));
+    }
+  }
+  const __m512i scale_lo = scales_twice(wb.scales[2 * g]), scale_hi = scales_twice(wb.scales[2 * g + 1]);
+  for (int j = 0; j < M; ++j) {
+    isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(lo[j], scale_lo));
+    isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(hi[j], scale_hi));
+  }
+}
+
+// One group of eight rows of a Q4_K or Q5_K layout against N activations (the batch
+// op), into out[j][0..7], a quarter at a time (kquant_quarter_batch). Up to four
+// vectors' 2N sums share the 32 registers with the unpacked pair and the super-block's
+// sums; five to eight take each quarter in two passes of at most four, the second
+// reading its chunks again from L1 (in one pass, eight vectors spilled and took more
+// than twice four's time).
+template <class Layout, int N>
+void kquant_dot_batch(const Layout* w, const BlockQ8K* const x[N], const XMinSums* const xm[N], std::int64_t nb,
+                      float* const out[N]) {
+  constexpr int kFirst = N < 4 ? N : 4;
+  __m256 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const Layout& wb = w[b];
+    const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kKQuantPrefetchBytes;
+    __m512i isum[N];
+    for (int j = 0; j < N; ++j) isum[j] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int g = 0; g < 4; ++g) {
+      kquant_quarter_batch<Layout, kFirst>(wb, g, x, b, ahead, true, isum);
+      if constexpr (N > 4) kquant_quarter_batch<Layout, N - 4>(wb, g, x + 4, b, ahead, false, isum + 4);
+    }
+    for (int j = 0; j < N; ++j)
+      acc[j] = add_block_with_mins(acc[j], fold_halves(isum[j]), wb, xm[j][b], _mm256_set1_ps(x[j][b].d));
+  }
+  for (int j = 0; j < N; ++j) _mm256_storeu_ps(out[j], acc[j]);
+}
+
+// A K-quant family for run_kquant_rows and run_kquant_batch (x86/avx2/kquant_r8.h): the
+// loops above, every stream prefetched, four as well as two
+// (results/intel-xeon-2c/r8x4-prefetch.csv).
 template <class L, WeightType Type>
 struct KQuant {
   using Layout = L;
@@ -281,6 +350,11 @@ struct KQuant {
   static void dot_groups(const Layout* const w[NG], const BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                          float* const out[NG]) {
     kquant_dot_groups<Layout, NG>(w, x, xm, nb, out);
+  }
+  template <int N>
+  static void dot_batch(const Layout* w, const BlockQ8K* const x[N], const XMinSums* const xm[N], std::int64_t nb,
+                        float* const out[N]) {
+    kquant_dot_batch<Layout, N>(w, x, xm, nb, out);
   }
 };
 

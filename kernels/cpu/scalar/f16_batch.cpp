@@ -1,0 +1,7 @@
+// F16 weights x 1 to 8 f32 activation vectors per call, the scalar reference of the
+// batch op (batch.h): each row dequantized once, then a float dot per vector.
+#include "batch.h"
+
+QMV_REGISTER_KERNEL(qmv::scalar_batch::record(
+    "f16.cpu.scalar_batch", qmv::WeightType::F16, qmv::scalar_batch::run<qmv::WeightType::F16>,
+    "F16 x 1-8 f32 vectors (batch), scalar reference: each row dequantized once, a float dot per vector"));
