@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,10 +10,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/outliers.h"
 #include "model/attention.h"
-
-// glibc's vector math library (libmvec): expf on 8 lanes, the AVX2 variant of the
-// x86-64 vector function ABI, within 4 ulp of expf.
-extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256 x);
+#include "model/vector_ops.h"
 
 namespace qmv {
 
@@ -28,27 +23,6 @@ double StepTimes::total() const {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// y = x / rms(x) * weight, accumulated in double: the sum of squares of a few
-// thousand values is where float loses digits.
-void rms_norm(const float* x, const float* weight, float* y, int n, float eps) {
-  double ss = 0;
-  for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
-  const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
-  for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
-}
-
-// gate[i] = silu(gate[i]) * up[i].
-__attribute__((target("avx2"))) void swiglu_avx2(float* gate, const float* up, int n) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_setzero_ps(), g));
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
-  }
-  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
 
 }  // namespace
 
@@ -469,8 +443,7 @@ void CpuForward::attention(const LayerOps& l) {
 
 void CpuForward::swiglu(float* gate, const float* up, int n) {
   timed(Op::Swiglu, [&] {
-    if (avx2_exp_) return swiglu_avx2(gate, up, n);
-    for (int i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    qmv::swiglu(gate, up, n, avx2_exp_);
   });
 }
 

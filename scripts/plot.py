@@ -15,6 +15,14 @@ One results CSV, --kind picks the plot (PNGs go beside the CSV unless -o is give
                shape; needs check columns in the CSV (a sweep's nmse_e2e_gaussian/outliers, or check_nmse_e2e) or --check
                results/<machine>/check.csv (joined on kernel, rows, cols; the worst
                NMSE over its activations)                                 -> <csv>-accuracy.png
+  batch        batch kernels (a bench with --n): time per call against the number of
+               activation vectors n, one panel per weight type and shape, each kernel
+               with its compute line (n times its cost per vector, from its two largest
+               n) and the memory roof (the weights read once at the measured peak); the
+               crossover n, where the two lines meet, marked per kernel; --crossover CSV
+               also writes them, with each n's time over the one-vector time and the
+               first n more than 1.3 times slower than one vector
+                                                                          -> <csv>-batch.png
   all          every one of the above that the data allows
 
 A decode plan sweep (scripts/plan_sweep.py's CSV), --plans: tokens/s per plan (with
@@ -43,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machines import canonical_machine  # noqa: E402
 
 BENCH_COLUMNS = {"kernel", "rows", "cols", "threads", "gbps_median", "peak_gbps", "cache"}
-KINDS = ("bench", "leaderboard", "roofline", "accuracy")
+KINDS = ("bench", "leaderboard", "roofline", "accuracy", "batch")
 
 
 def fail(message):
@@ -76,6 +84,8 @@ def load(path, need=BENCH_COLUMNS):
             continue
         for c in ("rows", "cols", "threads"):
             r[c] = int(number(r, c, path, line))
+        # Files from before batch kernels have no n: one vector.
+        r["n"] = int(number(r, "n", path, line)) if r.get("n") not in (None, "") else 1
         for c in ("gbps_median", "peak_gbps", "peak_pct", "bytes_per_call", "check_nmse_e2e", "nmse_e2e_gaussian",
                   "nmse_e2e_outliers"):
             if r.get(c) not in (None, ""):
@@ -369,6 +379,102 @@ def plot_plans(path, out):
     save(fig, out)
 
 
+# A batch call counts as slower than one vector's from 30% more time on.
+SLOWER_THAN_ONE = 1.3
+
+
+def batch_crossovers(rows):
+    """Per (kernel, weight type, shape, threads) of kernels timed at several n: the time
+    per call at each n, the memory roof (the weight bytes at the measured peak), the
+    cost per vector (the slope between the two largest n, both past the roof) and the
+    crossover n where n times that cost reaches the roof (inf when the time does not
+    grow with n; when the second largest n is still under the roof the slope, and the
+    crossover, read low). Beside the model, measured: each n's time over the one-vector
+    time, and the first n more than SLOWER_THAN_ONE times slower."""
+    groups = defaultdict(dict)
+    for r in rows:
+        if "time_median_us" not in r or r["time_median_us"] in (None, ""):
+            fail("batch needs the time_median_us column")
+        key = (r["kernel"], r.get("weight_type", r["kernel"].split(".")[0]), shape(r), r["threads"])
+        groups[key][r["n"]] = r
+    out = []
+    for (kernel, wtype, s, t), by_n in sorted(groups.items()):
+        ns = sorted(by_n)
+        if len(ns) < 2:
+            continue
+        times = {n: float(by_n[n]["time_median_us"]) for n in ns}
+        a, b = ns[-2], ns[-1]
+        if any(by_n[n].get("bytes_per_call") in (None, "") for n in (a, b)):
+            fail("batch needs the bytes_per_call column")
+        # bytes(n) = weights + n * (activation + output): the weights are what n = 0 would move.
+        bytes_a, bytes_b = float(by_n[a]["bytes_per_call"]), float(by_n[b]["bytes_per_call"])
+        weight_bytes = bytes_a - a * (bytes_b - bytes_a) / (b - a)
+        peak = float(by_n[ns[0]]["peak_gbps"])
+        memory_us = weight_bytes / peak / 1e3 if peak > 0 else float("nan")
+        per_vector_us = (times[b] - times[a]) / (b - a)
+        crossover = memory_us / per_vector_us if per_vector_us > 0 else math.inf
+        base = times.get(1)
+        over_one = {n: times[n] / base for n in ns} if base else {}
+        # Measured, without the model: the first n whose call takes 30% more than one vector's.
+        slower = [n for n in ns if over_one.get(n, 0) > SLOWER_THAN_ONE]
+        out.append({"kernel": kernel, "weight_type": wtype, "rows": s[0], "cols": s[1], "threads": t, "ns": ns,
+                    "times_us": times, "memory_us": memory_us, "per_vector_us": per_vector_us,
+                    "crossover_n": crossover, "over_one": over_one, "first_slower_n": slower[0] if slower else None})
+    if not out:
+        fail("no kernel was timed at two or more n (qmvlab bench --n 1,2,4,8 times batch kernels at several)")
+    return out
+
+
+def write_crossovers(crossovers, path):
+    ns = sorted({n for c in crossovers for n in c["ns"]})
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["kernel", "weight_type", "rows", "cols", "threads", "memory_roof_us", "per_vector_us", "crossover_n",
+                    "first_n_over_1.3x"] + [f"time_n{n}_over_n1" for n in ns])
+        for c in crossovers:
+            w.writerow([c["kernel"], c["weight_type"], c["rows"], c["cols"], c["threads"], f"{c['memory_us']:.3f}",
+                        f"{c['per_vector_us']:.3f}", f"{c['crossover_n']:.2f}", c["first_slower_n"] or ""]
+                       + [f"{c['over_one'][n]:.3f}" if n in c["over_one"] else "" for n in ns])
+    print(f"wrote {path}")
+
+
+def plot_batch(rows, out, crossover_csv=None):
+    crossovers = batch_crossovers(rows)
+    if crossover_csv:
+        write_crossovers(crossovers, crossover_csv)
+    panels = sorted({(c["weight_type"], (c["rows"], c["cols"]), c["threads"]) for c in crossovers})
+    cols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.5 * cols + 2, 4.5 * nrows), squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    for ax, panel in zip(axes.flat, panels):
+        sub = [c for c in crossovers if (c["weight_type"], (c["rows"], c["cols"]), c["threads"]) == panel]
+        n_max = max(max(c["ns"]) for c in sub)
+        for i, c in enumerate(sub):
+            colour = cmap(i % 10)
+            ax.plot(c["ns"], [c["times_us"][n] for n in c["ns"]], marker="o", color=colour, label=c["kernel"])
+            line = [1, n_max]
+            ax.plot(line, [n * c["per_vector_us"] for n in line], linestyle=":", color=colour, linewidth=1)
+            if 1 <= c["crossover_n"] <= n_max:
+                ax.axvline(c["crossover_n"], color=colour, linestyle="--", linewidth=0.8)
+                ax.text(c["crossover_n"], c["memory_us"], f" n*={c['crossover_n']:.1f}", color=colour, fontsize=7,
+                        va="bottom")
+        roof = min(c["memory_us"] for c in sub)
+        ax.axhline(roof, color="black", linestyle="--", linewidth=1.2)
+        ax.text(0.01, roof, f"memory roof: the weights at the measured peak ({roof:.0f} us)",
+                transform=ax.get_yaxis_transform(), va="bottom", fontsize=7)
+        wtype, s, t = panel
+        ax.set_title(f"{wtype} {shape_text(s)}, {threads_text(rows, t)}, {where(rows)}", fontsize=9)
+        ax.set_xlabel("activation vectors per call (n)")
+        ax.set_ylabel("time per call (us, median)")
+        ax.set_xticks(sorted({n for c in sub for n in c["ns"]}))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    save(fig, out)
+
+
 def save(fig, out):
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -390,6 +496,7 @@ def main():
     ap.add_argument("--compare", action="store_true", help="several CSVs, one per machine: grouped bars")
     ap.add_argument("--plans", action="store_true", help="a decode plan sweep CSV (scripts/plan_sweep.py)")
     ap.add_argument("--metric", choices=("gbps", "peak_pct"), default="gbps", help="bar height for --compare")
+    ap.add_argument("--crossover", help="for --kind batch: also write each kernel's crossover n to this CSV")
     ap.add_argument("-o", "--out", help="PNG to write (default: beside the CSV); not with --kind all")
     args = ap.parse_args()
 
@@ -418,6 +525,11 @@ def main():
             plot_leaderboard(rows, out)
         elif kind == "roofline":
             plot_roofline(rows, out, windows)
+        elif kind == "batch":
+            if args.kind == "all" and len({r["n"] for r in rows}) < 2:
+                print("no kernel timed at several n: batch plot skipped")
+                continue
+            plot_batch(rows, out, args.crossover)
         elif kind == "accuracy":
             has_check = args.check or any(isinstance(r.get("check_nmse_e2e"), float) for r in rows)
             if args.kind == "all" and not has_check:

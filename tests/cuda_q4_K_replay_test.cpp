@@ -186,39 +186,14 @@ void random_q8_1(std::vector<BlockQ8_1>& blocks, std::mt19937_64& rng) {
   }
 }
 
-Problem make_problem(Shape shape, ActFormat act, Data data, std::uint64_t seed) {
-  Problem p;
-  p.shape = shape;
-  p.nb = static_cast<int>(shape.cols / kSuperBlock);
-  p.act = act;
-  p.w = Aligned(p.w_bytes());
-  p.x = Aligned(p.x_bytes());
-  std::mt19937_64 rng(seed);
-  if (data == Data::Realistic) {
-    const std::vector<std::uint8_t> w = random_quantized_matrix(WeightType::Q4_K, shape, seed);
-    std::memcpy(p.w.data, w.data(), w.size());
-    const std::vector<float> x = (seed & 1) ? activation_with_outliers(shape.cols, seed + 7, 4, 20.0f, 60.0f)
-                                            : gaussian_vector(shape.cols, seed + 7);
-    quantize_activation(act, x.data(), p.x.data, shape.cols);
-  } else {
-    std::vector<BlockQ4K> w(p.w_bytes() / sizeof(BlockQ4K));
-    random_blocks(w, rng);
-    std::memcpy(p.w.data, w.data(), p.w_bytes());
-    if (act == ActFormat::Q8_1) {
-      std::vector<BlockQ8_1> x(static_cast<std::size_t>(shape.cols / kQ8_1Block));
-      random_q8_1(x, rng);
-      std::memcpy(p.x.data, x.data(), p.x_bytes());
-    } else {
-      const std::vector<float> x = gaussian_vector(shape.cols, seed + 7);
-      std::memcpy(p.x.data, x.data(), p.x_bytes());
-    }
-  }
-
-  // Reference: double sums on the dequantized weights and the activations as the
-  // kernel sees them. Bound: float accumulation (64 units of 2^-24 of the sum of
-  // |w x|, far above the real error of a few hundred float adds and far below one
-  // misplaced weight), plus for Q8_1 the fp16 rounding of the block sums s that the
-  // kernels use for the min term where the reference sums the quants.
+// Reference: double sums on the dequantized weights and the activations as the
+// kernel sees them. Bound: float accumulation (64 units of 2^-24 of the sum of
+// |w x|, far above the real error of a few hundred float adds and far below one
+// misplaced weight), plus for Q8_1 the fp16 rounding of the block sums s that the
+// kernels use for the min term where the reference sums the quants.
+void compute_reference(Problem& p) {
+  const Shape shape = p.shape;
+  const ActFormat act = p.act;
   std::vector<float> xs(static_cast<std::size_t>(shape.cols)), row(static_cast<std::size_t>(shape.cols));
   dequantize_activation(act, p.x.data, xs.data(), shape.cols);
   const auto* blocks = reinterpret_cast<const BlockQ4K*>(p.w.data);
@@ -248,6 +223,37 @@ Problem make_problem(Shape shape, ActFormat act, Data data, std::uint64_t seed) 
     p.ref[r] = sum;
     p.bound[r] = slack;
   }
+}
+
+Problem make_problem(Shape shape, ActFormat act, Data data, std::uint64_t seed) {
+  Problem p;
+  p.shape = shape;
+  p.nb = static_cast<int>(shape.cols / kSuperBlock);
+  p.act = act;
+  p.w = Aligned(p.w_bytes());
+  p.x = Aligned(p.x_bytes());
+  std::mt19937_64 rng(seed);
+  if (data == Data::Realistic) {
+    const std::vector<std::uint8_t> w = random_quantized_matrix(WeightType::Q4_K, shape, seed);
+    std::memcpy(p.w.data, w.data(), w.size());
+    const std::vector<float> x = (seed & 1) ? activation_with_outliers(shape.cols, seed + 7, 4, 20.0f, 60.0f)
+                                            : gaussian_vector(shape.cols, seed + 7);
+    quantize_activation(act, x.data(), p.x.data, shape.cols);
+  } else {
+    std::vector<BlockQ4K> w(p.w_bytes() / sizeof(BlockQ4K));
+    random_blocks(w, rng);
+    std::memcpy(p.w.data, w.data(), p.w_bytes());
+    if (act == ActFormat::Q8_1) {
+      std::vector<BlockQ8_1> x(static_cast<std::size_t>(shape.cols / kQ8_1Block));
+      random_q8_1(x, rng);
+      std::memcpy(p.x.data, x.data(), p.x_bytes());
+    } else {
+      const std::vector<float> x = gaussian_vector(shape.cols, seed + 7);
+      std::memcpy(p.x.data, x.data(), p.x_bytes());
+    }
+  }
+
+  compute_reference(p);
   return p;
 }
 
@@ -619,6 +625,86 @@ TEST(CudaQ4KReplay, EveryVariantOnRealisticData) { run_all(Data::Realistic); }
 TEST(CudaQ4KReplay, EveryVariantOnAdversarialBlocks) { run_all(Data::Adversarial); }
 
 // ---------------------------------------------------------------------------------
+// The batch kernel (halfwarp_batch_dp4a): kN vectors on one matrix, back to back in x
+// and in y. Each vector's outputs must match its own reference, each weight byte must
+// be read as often as for one vector (once per call, not once per vector), and each
+// vector's activation bytes as often as the one-vector kernel reads them.
+
+template <int kN>
+void expect_batch_replay(Shape shape, Data data, std::int64_t cap, std::uint64_t seed) {
+  using namespace halfwarp_batch_dp4a;
+  SCOPED_TRACE(std::to_string(kN) + " vector(s) on " + to_string(shape) + ", cap " + std::to_string(cap));
+  std::vector<Problem> vectors;
+  for (int j = 0; j < kN; ++j) vectors.push_back(make_problem(shape, ActFormat::Q8_1, data, seed + 101 * j));
+  for (int j = 1; j < kN; ++j) {  // one matrix: the first problem's
+    std::memcpy(vectors[j].w.data, vectors[0].w.data, vectors[0].w_bytes());
+    compute_reference(vectors[j]);
+  }
+  const Problem& p = vectors[0];
+  const std::size_t x_bytes = p.x_bytes();
+  Aligned x(kN * x_bytes);
+  for (int j = 0; j < kN; ++j) std::memcpy(x.data + j * x_bytes, vectors[j].x.data, x_bytes);
+  CountingLoads loads;
+  const Buffer& w_reads = loads.add("weights", p.w.data, p.w_bytes());
+  const Buffer& x_reads = loads.add("activations", x.data, kN * x_bytes);
+  const std::int64_t rows = shape.rows;
+  std::vector<float> y(static_cast<std::size_t>(kN * rows), std::numeric_limits<float>::quiet_NaN());
+  std::vector<int> writes(y.size(), 0);
+  const std::int64_t vec_words = std::int64_t{p.nb} * kQ8_1WordsPerSuperBlock;
+  ASSERT_EQ(vec_words * 4, static_cast<std::int64_t>(x_bytes));
+  const std::int64_t grid = halfwarp_dp4a::grid(rows, cap);
+  for (std::int64_t block = 0; block < grid; ++block)
+    for (int warp = 0; warp < halfwarp_dp4a::kRowsPerBlock; ++warp)
+      for (std::int64_t row = halfwarp_dp4a::first_row(static_cast<int>(block), warp); row < rows;
+           row += halfwarp_dp4a::row_stride(static_cast<int>(grid))) {
+        std::vector<std::vector<float>> lanes(kN, std::vector<float>(kWarpLanes));
+        for (int lane = 0; lane < kWarpLanes; ++lane) {
+          float acc[kN];
+          grouped_lane_row_batch<kGroups, kUnroll, kWordsPerLane, kN>(
+              loads, row_words_of(p.w_u32(), row, p.nb), reinterpret_cast<const std::uint32_t*>(x.data), vec_words,
+              p.nb, lane, acc);
+          for (int j = 0; j < kN; ++j) lanes[j][lane] = acc[j];
+        }
+        for (int j = 0; j < kN; ++j) {
+          const auto i = static_cast<std::size_t>(j * rows + row);
+          y[i] = warp_total(lanes[j]);
+          ++writes[i];
+        }
+      }
+  for (int j = 0; j < kN; ++j)
+    for (std::int64_t row = 0; row < rows; ++row) {
+      const auto i = static_cast<std::size_t>(j * rows + row);
+      ASSERT_EQ(writes[i], 1) << "vector " << j << " row " << row;
+      ASSERT_NEAR(y[i], vectors[j].ref[row], vectors[j].bound[row]) << "vector " << j << " row " << row;
+    }
+  for (std::size_t i = 0; i < w_reads.reads.size(); ++i) {
+    const bool header = i % kBlockBytes < kQsBytesOffset;
+    ASSERT_EQ(w_reads.reads[i], header ? 16 : 1)
+        << (header ? "header" : "qs") << " byte " << i % kBlockBytes << " of block " << i / kBlockBytes;
+  }
+  for (std::size_t i = 0; i < x_reads.reads.size(); ++i) {
+    const int want = (i % x_bytes) % sizeof(BlockQ8_1) < 4 ? 4 * static_cast<int>(rows) : static_cast<int>(rows);
+    ASSERT_EQ(x_reads.reads[i], want) << "vector " << i / x_bytes << " activation byte " << i % x_bytes;
+  }
+}
+
+void run_batch(Data data) {
+  const std::uint64_t seed = fresh_seed("batch");
+  for (const Shape shape : {Shape{1, 256}, Shape{3, 512}, Shape{67, 256}, Shape{9, 2560}, Shape{130, 4096}}) {
+    for (const std::int64_t cap : {std::int64_t{INT32_MAX}, std::int64_t{3}}) {
+      expect_batch_replay<1>(shape, data, cap, seed);
+      expect_batch_replay<2>(shape, data, cap, seed + 1);
+      expect_batch_replay<3>(shape, data, cap, seed + 2);
+      expect_batch_replay<8>(shape, data, cap, seed + 3);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(CudaQ4KReplay, BatchKernelOnRealisticData) { run_batch(Data::Realistic); }
+TEST(CudaQ4KReplay, BatchKernelOnAdversarialBlocks) { run_batch(Data::Adversarial); }
+
+// ---------------------------------------------------------------------------------
 // The small pieces, exhaustively where they are small.
 
 TEST(CudaQ4KReplay, WordScalesMatchTheFormat) {
@@ -778,6 +864,7 @@ TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
       {"q4_K.cuda.halfwarp_dp4a_q8_1", ActFormat::Q8_1},     {"q4_K.cuda.multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1},
       {"q4_K.cuda.multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1}, {"q4_K.cuda.multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1},
       {"q4_K.cuda.quarterwarp_dp4a_q8_1", ActFormat::Q8_1}, {"q4_K.cuda.tma_dp4a_q8_1", ActFormat::Q8_1, 90},
+      {"q4_K.cuda.halfwarp_batch_dp4a_q8_1", ActFormat::Q8_1},
   };
   for (const auto& e : expected) {
     const KernelSpec* k = global_registry().find(e.name);
@@ -785,7 +872,9 @@ TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
     EXPECT_EQ(k->backend, Backend::CUDA) << e.name;
     EXPECT_EQ(k->weight, WeightType::Q4_K) << e.name;
     EXPECT_EQ(k->act, e.act) << e.name;
-    EXPECT_EQ(k->op, OpKind::MatVec) << e.name;
+    const bool batch = std::string(e.name).find("_batch_") != std::string::npos;
+    EXPECT_EQ(k->op, batch ? OpKind::MatVecBatch : OpKind::MatVec) << e.name;
+    EXPECT_EQ(k->max_n, batch ? halfwarp_batch_dp4a::kMaxN : 1) << e.name;
     EXPECT_EQ(k->min_sm, e.min_sm ? e.min_sm : e.act == ActFormat::Q8_1 ? 61 : 0) << e.name;
     EXPECT_FALSE(k->description.empty()) << e.name;
     EXPECT_TRUE(k->supports({1, 256})) << e.name;

@@ -437,27 +437,15 @@ struct Inputs {
   std::vector<double> ref, mag;  // double W x on the dequantized values, and sum |w x|
 };
 
-Inputs make_inputs(WeightType type, ActFormat act, Shape shape, bool raw, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Inputs in;
-  in.w = raw ? raw_random_blocks(type, shape, rng) : random_quantized_matrix(type, shape, seed);
-  std::vector<float> xf = activation_with_outliers(shape.cols, seed + 7, 3, 10.0f, 40.0f);
+// in.ref and in.mag for in.w and in.x.
+void compute_reference(Inputs& in, WeightType type, ActFormat act, Shape shape) {
   std::vector<float> seen(static_cast<std::size_t>(shape.cols));  // the activation values the kernel sees
-  if (act == ActFormat::Q8_1) {
-    std::vector<BlockQ8_1> xq(static_cast<std::size_t>(shape.cols / kQ8_1Block));
-    if (raw) {
-      xq = raw_random_q8_1(shape.cols, rng);
-    } else {
-      quantize_row_q8_1(xf.data(), xq.data(), shape.cols);
-    }
-    dequantize_row_q8_1(xq.data(), seen.data(), shape.cols);
-    in.x.resize(xq.size() * sizeof(BlockQ8_1));
-    std::memcpy(in.x.data(), xq.data(), in.x.size());
-  } else {
-    seen = xf;
-    in.x.resize(xf.size() * sizeof(float));
-    std::memcpy(in.x.data(), xf.data(), in.x.size());
-  }
+  if (act == ActFormat::Q8_1)
+    dequantize_row_q8_1(reinterpret_cast<const BlockQ8_1*>(in.x.data()), seen.data(), shape.cols);
+  else
+    std::memcpy(seen.data(), in.x.data(), seen.size() * sizeof(float));
+  in.ref.clear();
+  in.mag.clear();
   const std::size_t rb = row_bytes(type, shape.cols);
   std::vector<float> wrow(static_cast<std::size_t>(shape.cols));
   for (std::int64_t r = 0; r < shape.rows; ++r) {
@@ -470,6 +458,27 @@ Inputs make_inputs(WeightType type, ActFormat act, Shape shape, bool raw, std::u
     in.ref.push_back(sum);
     in.mag.push_back(mag);
   }
+}
+
+Inputs make_inputs(WeightType type, ActFormat act, Shape shape, bool raw, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Inputs in;
+  in.w = raw ? raw_random_blocks(type, shape, rng) : random_quantized_matrix(type, shape, seed);
+  std::vector<float> xf = activation_with_outliers(shape.cols, seed + 7, 3, 10.0f, 40.0f);
+  if (act == ActFormat::Q8_1) {
+    std::vector<BlockQ8_1> xq(static_cast<std::size_t>(shape.cols / kQ8_1Block));
+    if (raw) {
+      xq = raw_random_q8_1(shape.cols, rng);
+    } else {
+      quantize_row_q8_1(xf.data(), xq.data(), shape.cols);
+    }
+    in.x.resize(xq.size() * sizeof(BlockQ8_1));
+    std::memcpy(in.x.data(), xq.data(), in.x.size());
+  } else {
+    in.x.resize(xf.size() * sizeof(float));
+    std::memcpy(in.x.data(), xf.data(), in.x.size());
+  }
+  compute_reference(in, type, act, shape);
   return in;
 }
 
@@ -543,6 +552,95 @@ TEST_P(ReplayTest, ToleratesAMatrixAlignedOnlyToItsWidestLoad) {
   const std::uint64_t seed = test_seed();
   check_variant(v, {5, 768}, true, offset, seed);
   check_variant(v, {3, 4096}, false, offset, seed + 1);
+}
+
+// ---------------------------------------------------------------------------------
+// The batch kernel (q6_K.cuda.halfwarp_batch_dp4a_q8_1): kN vectors on one matrix, back
+// to back in x and in y. Each vector's rows must match its own reference, and each
+// weight byte be fetched by exactly one warp-wide load for all the vectors together.
+
+template <int kN>
+void check_batch(Shape shape, bool raw, int grid, std::uint64_t seed) {
+  using Row = q5q6::Q6KHalfWarpBatchRow;
+  SCOPED_TRACE(std::to_string(kN) + " vector(s) on " + to_string(shape) + (raw ? " raw blocks" : " quantized") +
+               ", grid " + std::to_string(grid) + ", seed " + std::to_string(seed));
+  std::vector<Inputs> in;
+  for (int j = 0; j < kN; ++j) in.push_back(make_inputs(WeightType::Q6_K, ActFormat::Q8_1, shape, raw, seed + 101 * j));
+  std::vector<std::uint8_t> xs;
+  for (int j = 0; j < kN; ++j) {
+    if (j > 0) {  // one matrix: the first vector's
+      in[j].w = in[0].w;
+      compute_reference(in[j], WeightType::Q6_K, ActFormat::Q8_1, shape);
+    }
+    xs.insert(xs.end(), in[j].x.begin(), in[j].x.end());
+  }
+  const DeviceLikeBuffer w(in[0].w.data(), in[0].w.size(), 0), x(xs.data(), xs.size(), 0);
+  const std::int64_t nb = shape.cols / kSuperBlock, row_bytes = nb * Row::kBlockBytes,
+                     vec_blocks = shape.cols / kQ8_1Block;
+  const auto* act = reinterpret_cast<const BlockQ8_1*>(x.data());
+  FetchCounter fetches(in[0].w.size());
+  Problems problems;
+  std::vector<float> y(static_cast<std::size_t>(kN * shape.rows), std::numeric_limits<float>::quiet_NaN());
+  std::vector<int> writes(y.size(), 0);
+  for (int block = 0; block < grid; ++block) {
+    for (int warp = 0; warp < kRowWarpsPerBlock; ++warp) {
+      for (std::int64_t row = q5q6::warp_first_row(block, warp, kRowWarpsPerBlock); row < shape.rows;
+           row += q5q6::warp_row_stride(grid, kRowWarpsPerBlock)) {
+        const std::uint8_t* row_w = w.data() + row * row_bytes;
+        // Each pass of the replay overwrites these; the settled pass's values remain.
+        std::array<std::array<float, kN>, kLanes> acc{};
+        replay_warp(
+            [&](ReplayReads& mem, ReplayShuffle& shfl, int lane) {
+              float a[kN];
+              Row::partial<kN>(mem, shfl, row_w, act, vec_blocks, nb, lane, a);
+              for (int j = 0; j < kN; ++j) acc[static_cast<std::size_t>(lane)][static_cast<std::size_t>(j)] = a[j];
+              return a[0];
+            },
+            w, x, fetches, problems);
+        for (int j = 0; j < kN; ++j) {
+          std::array<float, kLanes> lanes{};
+          for (int l = 0; l < kLanes; ++l) lanes[static_cast<std::size_t>(l)] = acc[static_cast<std::size_t>(l)][static_cast<std::size_t>(j)];
+          const auto i = static_cast<std::size_t>(j * shape.rows + row);
+          y[i] = butterfly_sum(lanes);
+          ++writes[i];
+        }
+      }
+    }
+  }
+  for (const std::string& p : problems.list) ADD_FAILURE() << p;
+  const std::int64_t bad = fetches.first_bad();
+  ASSERT_EQ(bad, -1) << "weight byte " << bad << " fetched " << (bad >= 0 ? fetches.count(static_cast<std::size_t>(bad)) : 0)
+                     << " times";
+  for (int j = 0; j < kN; ++j)
+    for (std::int64_t r = 0; r < shape.rows; ++r) {
+      const auto i = static_cast<std::size_t>(j * shape.rows + r);
+      ASSERT_EQ(writes[i], 1) << "vector " << j << " row " << r;
+      ASSERT_NEAR(y[i], in[static_cast<std::size_t>(j)].ref[static_cast<std::size_t>(r)],
+                  1e-5 * in[static_cast<std::size_t>(j)].mag[static_cast<std::size_t>(r)] + 1e-30)
+          << "vector " << j << " row " << r;
+    }
+}
+
+TEST(CudaQ6KBatchReplay, EachVectorMatchesItsReferenceAndTheWeightsAreFetchedOnce) {
+#if defined(QMV_HAVE_CUDA)
+  const KernelSpec* k = global_registry().find("q6_K.cuda.halfwarp_batch_dp4a_q8_1");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->op, OpKind::MatVecBatch);
+  EXPECT_EQ(k->max_n, q5q6::Q6KHalfWarpBatchRow::kMaxN);
+  EXPECT_EQ(k->act, ActFormat::Q8_1);
+#endif
+  std::uint64_t seed = test_seed();
+  for (const Shape shape : {Shape{1, 256}, Shape{3, 768}, Shape{67, 512}, Shape{9, 2816}, Shape{130, 4096}}) {
+    for (bool raw : {false, true}) {
+      for (int grid : {q5q6::warp_per_row_grid(shape.rows), q5q6::balanced_warp_per_row_grid(shape.rows, 3)}) {
+        check_batch<1>(shape, raw, grid, ++seed);
+        check_batch<2>(shape, raw, grid, ++seed);
+        check_batch<3>(shape, raw, grid, ++seed);
+        check_batch<8>(shape, raw, grid, ++seed);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(CudaQ5KQ6K, ReplayTest, ::testing::Range(0, static_cast<int>(std::size(kVariants))),

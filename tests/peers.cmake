@@ -21,6 +21,14 @@ add_test(NAME compare_llamacpp_script
           --llama-bench ${qmv_llama_bench} --script ${CMAKE_SOURCE_DIR}/scripts/compare_llamacpp.py)
 set_tests_properties(compare_llamacpp_script PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
+# scripts/compare_llamacpp_batch.py (llama-batched-bench against qmvlab decode --batch) on
+# a toy model: its rows hold what the two reported, and each error is one line.
+add_test(NAME compare_llamacpp_batch_script
+  COMMAND ${QMV_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/compare_llamacpp_batch_test.py --qmvlab $<TARGET_FILE:qmvlab>
+          --script ${CMAKE_SOURCE_DIR}/scripts/compare_llamacpp_batch.py
+          --batched-bench ${QMV_PEER_DIR}/build/bin/llama-batched-bench)
+set_tests_properties(compare_llamacpp_batch_script PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
 # The requant through the float64 reference: " Paris" and a language model's NLL.
 add_test(NAME reference_forward_real_model_q4_K_M
   COMMAND ${QMV_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reference_forward_test.py --real-model ${qmv_q4_K_M_model})

@@ -274,10 +274,48 @@ with tempfile.TemporaryDirectory() as tmp:
         assert plot.machine_of(random_rows("box-a"), "x.csv") == "box-a"
     check("a former machine name is shown as the current one", former_machine_names)
 
+    def batch_crossovers():
+        # Kernels whose time per call is max(memory, n * per-vector cost), with random
+        # figures: the crossover is memory / per-vector, each n's time over the
+        # one-vector time is read back, the plot is drawn; a file without several n refused.
+        header = BENCH_HEADER + ["n"]
+        rows, want = [], {}
+        peak = rng.uniform(20, 60)
+        for k in ("q4_K.cpu.avx2_r8_batch_q8k", "q4_K.ggml.cpu_batch"):
+            weights, per_vec_bytes = 4096 * 4096 * 9 // 16, 4096 + 4096 * 4
+            memory_us = weights / peak / 1e3
+            per_vector_us = memory_us / rng.uniform(1.2, 3.9)  # n = 4 and 8 past the roof
+            want[k] = (memory_us / per_vector_us, per_vector_us)
+            for n in (1, 2, 4, 8):
+                t = max(memory_us, n * per_vector_us)
+                b = weights + n * per_vec_bytes
+                rows.append(dict(random_rows("box-a", kernels=[k], shapes=[(4096, 4096)], threads=(2,))[0], n=n,
+                                 time_median_us=t, bytes_per_call=b, gbps_median=weights / t / 1e3, peak_gbps=peak))
+        path = write_csv(tmp / "batch.csv", rows, header)
+        got = {c["kernel"]: c for c in plot.batch_crossovers(plot.load(path))}
+        for k, (crossover, per_vector_us) in want.items():
+            c = got[k]
+            assert math.isclose(c["per_vector_us"], per_vector_us, rel_tol=1e-9), (k, c["per_vector_us"], per_vector_us)
+            assert math.isclose(c["crossover_n"], crossover, rel_tol=1e-6), (k, c["crossover_n"], crossover)
+            t = {r["n"]: r["time_median_us"] for r in rows if r["kernel"] == k}
+            assert math.isclose(c["over_one"][4], t[4] / t[1], rel_tol=1e-9), (k, c["over_one"])
+            slower = [n for n in (1, 2, 4, 8) if t[n] / t[1] > 1.3]
+            assert c["first_slower_n"] == (slower[0] if slower else None), (k, c["first_slower_n"], slower)
+        r = run(path, "--kind", "batch", "--crossover", tmp / "crossover.csv")
+        assert r.returncode == 0, r.stderr
+        assert_png(tmp / "batch-batch.png")
+        with open(tmp / "crossover.csv", newline="") as f:
+            back = {x["kernel"]: x for x in csv.DictReader(f)}
+        for k, (crossover, _) in want.items():
+            assert abs(float(back[k]["crossover_n"]) - crossover) < 0.01, (k, back[k]["crossover_n"], crossover)
+        one_n = write_csv(tmp / "one-n.csv", [dict(r, n=1) for r in rows[:1]], header)
+        assert_refused(run(one_n, "--kind", "batch"), "no kernel was timed at two or more n")
+    check("batch: time per call against n, the crossover n per kernel", batch_crossovers)
+
     def help_documents_kinds():
         r = run("--help")
         assert r.returncode == 0
-        for word in ("leaderboard", "roofline", "accuracy", "--compare", "--check"):
+        for word in ("leaderboard", "roofline", "accuracy", "batch", "--compare", "--check", "--crossover"):
             assert word in r.stdout, word
     check("--help documents every plot", help_documents_kinds)
 

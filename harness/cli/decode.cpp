@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "harness/cli/command.h"
+#include "harness/cli/decode_batch.h"
 #include "harness/cli/decode_cuda.h"
 #include "harness/output_file.h"
 #include "harness/cli/options.h"
@@ -23,6 +24,7 @@
 #include "harness/table.h"
 #include "harness/tuning_store.h"
 #include "kernels/weight_memory.h"
+#include "model/batch_forward.h"
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/gguf.h"
@@ -50,6 +52,7 @@ class DecodeCommand : public Command {
     int n = 64;
     int threads = 0;
     int context = 0;
+    int batch = 1;
     SamplerConfig sampler;
     bool ignore_eos = false, quiet = false, no_peak = false, bos = false, no_bos = false;
     double peak_gbps = 0;
@@ -318,6 +321,10 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   add_auto_plan_options(d, o.auto_plan);
   d->add_option("--context", o.context, "KV cache positions (default: prompt + tokens)")
       ->check(CLI::PositiveNumber);
+  d->add_option("--batch", o.batch,
+                "Decode this many sequences together from the prompt, each sampled with its own seed (--seed + b): "
+                "each step one batch matvec per weight matrix, the weights read once for all (CPU)")
+      ->check(CLI::Range(1, 8))->capture_default_str();
   d->add_option("--temperature", o.sampler.temperature, "0: greedy")->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
   d->add_option("--top-k", o.sampler.top_k, "Keep the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber)
@@ -432,6 +439,11 @@ int DecodeCommand::run(const std::string& command_line) {
   }
 
   validate(o.sampler);
+  if (o.batch > 1) {
+    if (o.device != "cpu") throw std::invalid_argument("decode: --batch runs on the CPU, not --device " + o.device);
+    if (o.route->count() > 0) throw std::invalid_argument("decode: --batch does not route outliers (--route-outliers)");
+    if (!o.csv_out.empty()) throw std::invalid_argument("decode: --batch writes --json, not --out");
+  }
   if (o.prompt.empty() && o.prompt_tokens.empty())
     throw std::invalid_argument("decode: give --prompt TEXT, --prompt-file PATH or --prompt-tokens IDS");
   // The CPU's matvecs read one resident copy of each weight (model/forward.h,
@@ -476,6 +488,28 @@ int DecodeCommand::run(const std::string& command_line) {
   // The roofline's bandwidth, settled before the weights are made resident, so that a
   // measurement's buffer never sits beside them.
   const Roofline roofline = roofline_bandwidth(o.peak_gbps, o.no_peak, o.threads, backend);
+  if (o.batch > 1) {
+    // Gate and up apart: the batch kernels are plain matvecs.
+    KernelPlan apart = plan;
+    apart.set("ffn_up_gate", "*", "none");
+    BatchDecodeRequest b;
+    b.model = &m;
+    b.tokenizer = &tok;
+    b.prompt = r.prompt;
+    b.tokens = o.n;
+    b.batch = o.batch;
+    b.threads = o.threads;
+    b.context = o.context ? o.context : needed;
+    b.plan = batch_plan(resolve_plan(apart, m.weights, o.threads, speeds, backend), o.batch);
+    b.sampler = o.sampler;
+    b.ignore_eos = o.ignore_eos;
+    b.quiet = o.quiet;
+    b.roofline_gbps = roofline.gbps;
+    b.roofline_source = roofline.source;
+    b.json_out = o.json_out;
+    b.command = command_line;
+    return run_batch_decode(b);
+  }
   // The peak resident memory counts from here: the timings above held buffers of their
   // own, freed by now, and the mapped file is not resident until the load reads it.
   const bool peak_from_load = reset_peak_resident();

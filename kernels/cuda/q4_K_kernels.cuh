@@ -110,4 +110,56 @@ Status run_grouped_dp4a(const MatVecArgs& a, const char* name) {
   });
 }
 
+// The batch form of the grouped DP4A kernels: kN activation vectors per call, back to
+// back in x (vec_words words each) and y (rows floats each); each row's weights are
+// read once for all of them.
+template <int kGroups, int kUnroll, int kWords, int kN>
+__global__ void __launch_bounds__(halfwarp_dp4a::kThreads, 8)
+    grouped_dp4a_batch_kernel(const std::uint32_t* __restrict__ w, const std::uint32_t* __restrict__ x,
+                              float* __restrict__ y, int rows, int nb, std::int64_t vec_words) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const std::int64_t stride = halfwarp_dp4a::row_stride(gridDim.x);
+  for (std::int64_t row = halfwarp_dp4a::first_row(blockIdx.x, warp); row < rows; row += stride) {
+    float acc[kN];
+    grouped_lane_row_batch<kGroups, kUnroll, kWords, kN>(Q4KLoads{}, row_words_of(w, row, nb), x, vec_words, nb,
+                                                         lane, acc);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      const float sum = warp_sum(acc[j]);
+      if (lane == 0) y[std::int64_t(j) * rows + row] = sum;
+    }
+  }
+}
+
+template <int kGroups, int kUnroll, int kWords, int kN>
+Status launch_grouped_dp4a_batch(const MatVecArgs& a, const char* name) {
+  constexpr std::int64_t kMaxWaves = 8;
+  constexpr auto kernel = grouped_dp4a_batch_kernel<kGroups, kUnroll, kWords, kN>;
+  const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
+  const std::int64_t resident = resident_ctas<kernel>(halfwarp_dp4a::kThreads);
+  const std::int64_t cap = resident > 0 ? kMaxWaves * resident : halfwarp_dp4a::grid(a.shape.rows, INT_MAX);
+  return launch_checked(name, [&] {
+    kernel<<<static_cast<unsigned>(halfwarp_dp4a::grid(a.shape.rows, cap)), halfwarp_dp4a::kThreads, 0,
+             stream_of(a)>>>(static_cast<const std::uint32_t*>(a.w), static_cast<const std::uint32_t*>(a.x), a.y,
+                             static_cast<int>(a.shape.rows), nb, std::int64_t{nb} * kQ8_1WordsPerSuperBlock);
+  });
+}
+
+// One kernel per vector count, so each keeps its accumulators in registers.
+template <int kGroups, int kUnroll, int kWords>
+Status run_grouped_dp4a_batch(const MatVecArgs& a, const char* name) {
+  if (Status s = check_launch(name, a, 16, 4); !s.ok()) return s;
+  switch (a.n) {
+    case 1: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 1>(a, name);
+    case 2: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 2>(a, name);
+    case 3: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 3>(a, name);
+    case 4: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 4>(a, name);
+    case 5: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 5>(a, name);
+    case 6: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 6>(a, name);
+    case 7: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 7>(a, name);
+    case 8: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 8>(a, name);
+  }
+  return Status::Error(std::string(name) + ": takes 1 to 8 vectors, not " + std::to_string(a.n));
+}
+
 }  // namespace qmv::cuda::q4k

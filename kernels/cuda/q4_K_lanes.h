@@ -286,10 +286,10 @@ struct Q8Slot {
   std::uint32_t ds_lo, ds_hi;  // d | s << 16 of the two Q8_1 blocks
 };
 
-// The weights and activations of super-block `sb` past the cursor (the header is
-// the caller's: by lane, or by shuffle).
+// The weights of super-block `sb` past the cursor (the header is the caller's: by
+// lane, or by shuffle).
 template <int kWords, class Loads>
-QMV_HD void load_q8_1_words(const Loads& ld, const Q8Cursor& c, int sb, Q8Slot<kWords>& s) {
+QMV_HD void load_q4_words(const Loads& ld, const Q8Cursor& c, int sb, Q8Slot<kWords>& s) {
   static_assert(kWords == 1 || kWords == 2 || kWords == 4, "one, two or four words per lane");
   const std::uint32_t* qs = c.qs + kBlockWords * sb;
   if constexpr (kWords == 1) {
@@ -305,8 +305,15 @@ QMV_HD void load_q8_1_words(const Loads& ld, const Q8Cursor& c, int sb, Q8Slot<k
     s.q[2] = v.z;
     s.q[3] = v.w;
   }
-  const std::uint32_t* x_lo = c.x_lo + kQ8_1WordsPerSuperBlock * sb;
-  const std::uint32_t* x_q = c.x_q + kQ8_1WordsPerSuperBlock * sb;
+}
+
+// The activation words that pair with them, from the vector `vec_words` words past the
+// cursor's (a batch's vectors lie back to back; 0 for the first or only one).
+template <int kWords, class Loads>
+QMV_HD void load_q8_1_act_words(const Loads& ld, const Q8Cursor& c, int sb, std::int64_t vec_words,
+                                Q8Slot<kWords>& s) {
+  const std::uint32_t* x_lo = c.x_lo + kQ8_1WordsPerSuperBlock * sb + vec_words;
+  const std::uint32_t* x_q = c.x_q + kQ8_1WordsPerSuperBlock * sb + vec_words;
   s.ds_lo = ld.act_u32(x_lo);
   s.ds_hi = ld.act_u32(x_lo + kQ8_1Words);
   QMV_UNROLL
@@ -316,11 +323,19 @@ QMV_HD void load_q8_1_words(const Loads& ld, const Q8Cursor& c, int sb, Q8Slot<k
   }
 }
 
+// Both: the weights and activations of super-block `sb` past the cursor.
+template <int kWords, class Loads>
+QMV_HD void load_q8_1_words(const Loads& ld, const Q8Cursor& c, int sb, Q8Slot<kWords>& s) {
+  load_q4_words<kWords>(ld, c, sb, s);
+  load_q8_1_act_words<kWords>(ld, c, sb, 0, s);
+}
+
+// The lane's partial sum of one super-block, its scale and min pair `sp` already
+// decoded from the header (a batch decodes it once for all its vectors).
 template <int kWords>
-QMV_HD float q8_1_words_partial(const Q8Slot<kWords>& s, const Q8Lane& lane) {
+QMV_HD float q8_1_words_partial(const Q8Slot<kWords>& s, const Q8Lane& lane, const ScalePairs& sp) {
   // |sc * sum| <= 63 * kWords * 4 * 15 * 128 < 2^22: small_int_to_float is exact.
   static_assert(kWords <= 8);
-  const ScalePairs sp = scale_pairs(s.hdr, lane.sel);
   int sum_lo = 0, sum_hi = 0;
   QMV_UNROLL
   for (int i = 0; i < kWords; ++i) {
@@ -333,6 +348,11 @@ QMV_HD float q8_1_words_partial(const Q8Slot<kWords>& s, const Q8Lane& lane) {
   const std::uint32_t m = (sp.m >> lane.min_shift) & lane.min_mask;
   const float s_min = half_high(lane.min_shift ? s.ds_hi : s.ds_lo);
   return half_low(s.hdr[0]) * scaled - half_high(s.hdr[0]) * (small_uint_to_float(m) * s_min);
+}
+
+template <int kWords>
+QMV_HD float q8_1_words_partial(const Q8Slot<kWords>& s, const Q8Lane& lane) {
+  return q8_1_words_partial<kWords>(s, lane, scale_pairs(s.hdr, lane.sel));
 }
 
 // The header words of a block, loaded by this lane as one 16-byte load (every lane
@@ -594,6 +614,52 @@ QMV_HD float grouped_lane_row(const Loads& ld, const std::uint32_t* row_words, c
   return acc;
 }
 
+// grouped_lane_row for kN activation vectors at once, back to back in x_words
+// (`vec_words` words apart): each super-block's weights are loaded, and its scales
+// decoded, once for all the vectors; acc[j] gets vector j's partial sum.
+template <int kGroups, int kUnroll, int kWords, int kN, class Loads>
+QMV_HD void grouped_lane_row_batch(const Loads& ld, const std::uint32_t* row_words, const std::uint32_t* x_words,
+                                   std::int64_t vec_words, int nb, int lane, float (&acc)[kN]) {
+  constexpr int kLanesPerGroup = kWarpLanes / kGroups;
+  const int group = lane / kLanesPerGroup;
+  const int word = kWords * (lane % kLanesPerGroup);
+  const Q8Lane q8 = q8_lane(word, kWords);
+  Q8Cursor c = q8_cursor(row_words, x_words, group, word);
+  QMV_UNROLL
+  for (int j = 0; j < kN; ++j) acc[j] = 0.0f;
+  int b = group;
+  for (; b + kGroups * (kUnroll - 1) < nb; b += kGroups * kUnroll, c = advance(c, kGroups * kUnroll)) {
+    Q8Slot<kWords> s[kUnroll];
+    ScalePairs sp[kUnroll];
+    QMV_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      header_by_lane(ld, c.hdr + kBlockWords * kGroups * u, s[u].hdr);
+      load_q4_words<kWords>(ld, c, kGroups * u, s[u]);
+    }
+    QMV_UNROLL
+    for (int u = 0; u < kUnroll; ++u) sp[u] = scale_pairs(s[u].hdr, q8.sel);
+    QMV_UNROLL
+    for (int j = 0; j < kN; ++j) {
+      QMV_UNROLL
+      for (int u = 0; u < kUnroll; ++u) {
+        load_q8_1_act_words<kWords>(ld, c, kGroups * u, j * vec_words, s[u]);
+        acc[j] += q8_1_words_partial<kWords>(s[u], q8, sp[u]);
+      }
+    }
+  }
+  for (; b < nb; b += kGroups, c = advance(c, kGroups)) {
+    Q8Slot<kWords> s;
+    header_by_lane(ld, c.hdr, s.hdr);
+    load_q4_words<kWords>(ld, c, 0, s);
+    const ScalePairs sp = scale_pairs(s.hdr, q8.sel);
+    QMV_UNROLL
+    for (int j = 0; j < kN; ++j) {
+      load_q8_1_act_words<kWords>(ld, c, 0, j * vec_words, s);
+      acc[j] += q8_1_words_partial<kWords>(s, q8, sp);
+    }
+  }
+}
+
 // halfwarp_dp4a: a warp per row at a time, grid-stride over rows; its two half-warps take
 // alternate super-blocks (two in flight per warp, times kUnroll per half-warp).
 // Lane t of a half-warp reads qs words 2t, 2t + 1 as one 8-byte load and the header
@@ -618,6 +684,17 @@ QMV_HD std::int64_t row_stride(int grid_blocks) { return std::int64_t(grid_block
 // 4t..4t + 3 as one 16-byte load, so its two sub-blocks' scales, mins and activation
 // scales are handled once per 16 weights each (8 in halfwarp_dp4a); kUnroll super-blocks
 // per group in flight. Launched as halfwarp_dp4a is (run_grouped_dp4a).
+// halfwarp_batch_dp4a: halfwarp_dp4a's layout and launch for 1..kMaxN activation
+// vectors per call, each super-block's weights read once for all of them; two
+// super-blocks in flight per half-warp, not four, to leave registers for the vectors'
+// accumulators.
+namespace halfwarp_batch_dp4a {
+inline constexpr int kGroups = 2;
+inline constexpr int kUnroll = 2;
+inline constexpr int kWordsPerLane = 2;
+inline constexpr int kMaxN = 8;
+}  // namespace halfwarp_batch_dp4a
+
 namespace quarterwarp_dp4a {
 inline constexpr int kGroups = 4;
 inline constexpr int kUnroll = 3;

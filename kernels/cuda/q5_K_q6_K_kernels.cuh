@@ -96,4 +96,58 @@ Status run_resident_warp_per_row(const MatVecArgs& a, const char* name) {
   return launch_warp_per_row<Row>(a, balanced_warp_per_row_grid(a.shape.rows, resident), name);
 }
 
+// The batch form of the warp-per-row kernel: kN activation vectors back to back in x
+// (vec_blocks blocks each) and in y (rows floats each);
+// Row::partial<kN>(mem, shfl, row bytes, activations, vec_blocks, super-blocks per row,
+// lane, acc) fills a lane's share of the row for every vector.
+template <class Row, int kN>
+__global__ void __launch_bounds__(kRowWarpsPerBlock * kLanes, 8)
+    warp_per_row_batch_kernel(const std::uint8_t* __restrict__ w, const typename Row::Act* __restrict__ x,
+                              float* __restrict__ y, std::int64_t rows, std::int64_t nb, std::int64_t vec_blocks) {
+  const int warp = static_cast<int>(threadIdx.x) / kLanes, lane = static_cast<int>(threadIdx.x) % kLanes;
+  const std::int64_t row_bytes = nb * Row::kBlockBytes;
+  Q5KQ6KLoads mem;
+  WarpShuffle shfl;
+  for (std::int64_t row = warp_first_row(static_cast<int>(blockIdx.x), warp, kRowWarpsPerBlock); row < rows;
+       row += warp_row_stride(static_cast<int>(gridDim.x), kRowWarpsPerBlock)) {
+    float acc[kN];
+    Row::template partial<kN>(mem, shfl, w + row * row_bytes, x, vec_blocks, nb, lane, acc);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      const float sum = warp_sum(acc[j]);
+      if (lane == 0) y[j * rows + row] = sum;
+    }
+  }
+}
+
+template <class Row, int kN>
+Status launch_resident_warp_per_row_batch(const MatVecArgs& a, const char* name) {
+  constexpr auto kernel = warp_per_row_batch_kernel<Row, kN>;
+  const std::int64_t resident = resident_ctas<kernel>(kRowWarpsPerBlock * kLanes);
+  const int grid = balanced_warp_per_row_grid(a.shape.rows, resident);
+  return launch_checked(name, [&] {
+    kernel<<<grid, kRowWarpsPerBlock * kLanes, 0, stream_of(a)>>>(
+        static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y, a.shape.rows,
+        a.shape.cols / kSuperBlock, a.shape.cols / kQ8_1Block);
+  });
+}
+
+// A batch kernel's run: one kernel per vector count (1..8), so each keeps its
+// accumulators in registers, on run_resident_warp_per_row's grid.
+template <class Row>
+Status run_resident_warp_per_row_batch(const MatVecArgs& a, const char* name) {
+  if (Status s = check_launch(name, a, weight_alignment<Row>(), activation_alignment<Row>()); !s.ok()) return s;
+  switch (a.n) {
+    case 1: return launch_resident_warp_per_row_batch<Row, 1>(a, name);
+    case 2: return launch_resident_warp_per_row_batch<Row, 2>(a, name);
+    case 3: return launch_resident_warp_per_row_batch<Row, 3>(a, name);
+    case 4: return launch_resident_warp_per_row_batch<Row, 4>(a, name);
+    case 5: return launch_resident_warp_per_row_batch<Row, 5>(a, name);
+    case 6: return launch_resident_warp_per_row_batch<Row, 6>(a, name);
+    case 7: return launch_resident_warp_per_row_batch<Row, 7>(a, name);
+    case 8: return launch_resident_warp_per_row_batch<Row, 8>(a, name);
+  }
+  return Status::Error(std::string(name) + ": takes 1 to 8 vectors, not " + std::to_string(a.n));
+}
+
 }  // namespace qmv::cuda::q5q6

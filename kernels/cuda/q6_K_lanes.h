@@ -394,6 +394,62 @@ struct Q6KHalfWarpRowOf {
   }
 };
 
+// halfwarp_batch_dp4a: halfwarp_dp4a's layout for kN activation vectors at once, back to
+// back in xq (`vec_blocks` Q8_1 blocks apart). Each step's weights are loaded once and
+// multiplied with every vector, whose activation words are loaded as it comes; acc[j]
+// gets vector j's partial sum.
+template <int kPairs>
+struct Q6KHalfWarpBatchRowOf {
+  using Act = BlockQ8_1;
+  static constexpr int kBlockBytes = kQ6KBlockBytes;
+
+  template <int kN, class Mem, class Shfl>
+  QMV_HD static void partial(Mem& mem, Shfl& shfl, const std::uint8_t* row, const BlockQ8_1* xq,
+                             std::int64_t vec_blocks, std::int64_t nb, int lane, float (&acc)[kN]) {
+    constexpr int kQ8PerSuper = kSuperBlock / kQ8_1Block;
+    const int half = lane >> 4, blocks = static_cast<int>(nb);  // a row's super-blocks fit an int
+    QMV_UNROLL
+    for (int j = 0; j < kN; ++j) acc[j] = 0.0f;
+    for (int b0 = 0; b0 < blocks; b0 += 2 * kPairs) {
+      Q6KHalfWarpLoads w[kPairs];
+      bool valid[kPairs];
+      int at[kPairs];
+      QMV_UNROLL
+      for (int s = 0; s < kPairs; ++s) {
+        const int b = b0 + 2 * s + half;
+        valid[s] = b < blocks;
+        at[s] = valid[s] ? b : b0;  // keeps the addresses inside the row
+        w[s] = q6k_half_warp_load(mem, row + at[s] * kQ6KBlockBytes, lane, valid[s]);
+      }
+      QMV_UNROLL
+      for (int j = 0; j < kN; ++j) {
+        QMV_UNROLL
+        for (int s = 0; s < kPairs; ++s) {
+          const Q6KHalfWarpAct a = q6k_half_warp_load_q8_1(mem, xq + j * vec_blocks + at[s] * kQ8PerSuper, lane, valid[s]);
+          const float v = q6k_half_warp_dot(shfl, w[s], a, lane);  // every lane shuffles
+          acc[j] += valid[s] ? v : 0.0f;
+        }
+      }
+    }
+  }
+};
+
+// The kernel's row: two pairs per step (four super-blocks in flight per warp) for one
+// or two vectors, one pair for more, which 64 registers then hold without spilling.
+struct Q6KHalfWarpBatchRow {
+  using Act = BlockQ8_1;
+  static constexpr int kBlockBytes = kQ6KBlockBytes;
+  static constexpr int kMaxN = 8;
+  template <int kN>
+  static constexpr int kPairs = kN <= 2 ? 2 : 1;
+
+  template <int kN, class Mem, class Shfl>
+  QMV_HD static void partial(Mem& mem, Shfl& shfl, const std::uint8_t* row, const BlockQ8_1* xq,
+                             std::int64_t vec_blocks, std::int64_t nb, int lane, float (&acc)[kN]) {
+    Q6KHalfWarpBatchRowOf<kPairs<kN>>::template partial<kN>(mem, shfl, row, xq, vec_blocks, nb, lane, acc);
+  }
+};
+
 // The kernel's row: three pairs per step (six super-blocks, 1260 bytes of weights per
 // warp in flight) on sm_90, where 64 registers hold them without spilling; two on older
 // GPUs, whose ptxas spills with three. The choice is inside the function, so the

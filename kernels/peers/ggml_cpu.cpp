@@ -12,6 +12,11 @@
 // type (row-interleaved blocks), for the types ggml repacks on this CPU. The repack is
 // the kernel's weight transform (prepare), done once per matrix outside any timed call.
 //
+// <type>.ggml.cpu_batch, <type>.ggml.cpu_repack_batch: the same graphs with an
+// activation of 1 to 8 columns (OpKind::MatVecBatch), ggml's own path for a small batch
+// (its mul_mat over several columns; on repacked weights its GEMM tiles of 4 columns
+// and the matvec for the rest).
+//
 // The block layouts are the GGUF ones on both sides, so the weight buffer is handed to
 // ggml as it is; a mismatch in block size is caught when the kernels register.
 #include <ggml-backend.h>
@@ -111,7 +116,8 @@ Status mul_mat(WeightType weight, const MatVecArgs& a, const RepackedMatrix* rep
   if (!ctx) return Status::Error("ggml_init failed");
   ggml_tensor* w = repacked ? repacked->tensor : ggml_new_tensor_2d(ctx, ggml_type_of(weight), a.shape.cols, a.shape.rows);
   if (!repacked) w->data = const_cast<void*>(a.w);
-  ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, a.shape.cols, 1);
+  // n columns of cols floats, back to back: ggml's row-major 2-d tensor of n rows.
+  ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, a.shape.cols, a.n);
   x->data = const_cast<void*>(a.x);
   ggml_tensor* y = ggml_mul_mat(ctx, w, x);
   y->data = a.y;
@@ -258,6 +264,14 @@ KernelRecord repack_record(const char* name, const char* description) {
   return r;
 }
 
+// The batch forms: the same kernels for 1 to kMaxBatch activation vectors per call.
+constexpr int kMaxBatch = 8;
+KernelRecord batch_of(KernelRecord r) {
+  r.op = OpKind::MatVecBatch;
+  r.max_n = kMaxBatch;
+  return r;
+}
+
 // Registers only when ggml's block sizes agree with qmvlab's for the type and for the
 // activation formats both have.
 bool register_if_layouts_agree(WeightType w, const KernelRecord& r) {
@@ -275,9 +289,12 @@ bool register_if_layouts_agree(WeightType w, const KernelRecord& r) {
   return register_kernel(r, __FILE__);
 }
 
-#define QMV_GGML_PLAIN(T, type, conversion)                                                  \
-  [[maybe_unused]] const bool registered_##type = register_if_layouts_agree(                 \
-      WeightType::T, plain_record<WeightType::T>(#type ".ggml.cpu", "ggml's CPU mul_mat (the peer)" conversion))
+#define QMV_GGML_PLAIN(T, type, conversion)                                                               \
+  [[maybe_unused]] const bool registered_##type = register_if_layouts_agree(                              \
+      WeightType::T, plain_record<WeightType::T>(#type ".ggml.cpu", "ggml's CPU mul_mat (the peer)" conversion)); \
+  [[maybe_unused]] const bool registered_##type##_batch = register_if_layouts_agree(                      \
+      WeightType::T, batch_of(plain_record<WeightType::T>(                                                \
+                         #type ".ggml.cpu_batch", "ggml's CPU mul_mat (the peer), 1-8 columns" conversion)))
 
 QMV_GGML_PLAIN(Q4_0, q4_0, "; f32 in, q8_0 in the call");
 QMV_GGML_PLAIN(Q4_1, q4_1, "; f32 in, q8_1 in the call");
@@ -303,6 +320,14 @@ QMV_GGML_PLAIN(F32, f32, " on f32 activations");
 [[maybe_unused]] const bool registered_q4_K_repack = register_if_layouts_agree(
     WeightType::Q4_K, repack_record<WeightType::Q4_K>(
                           "q4_K.ggml.cpu_repack", "ggml's CPU mul_mat (the peer), its 8-row interleaved Q4_K; q8_K in the call"));
+[[maybe_unused]] const bool registered_q4_0_repack_batch = register_if_layouts_agree(
+    WeightType::Q4_0, batch_of(repack_record<WeightType::Q4_0>(
+                          "q4_0.ggml.cpu_repack_batch",
+                          "ggml's CPU mul_mat (the peer), its 8-row interleaved Q4_0, 1-8 columns; q8_0 in the call")));
+[[maybe_unused]] const bool registered_q4_K_repack_batch = register_if_layouts_agree(
+    WeightType::Q4_K, batch_of(repack_record<WeightType::Q4_K>(
+                          "q4_K.ggml.cpu_repack_batch",
+                          "ggml's CPU mul_mat (the peer), its 8-row interleaved Q4_K, 1-8 columns; q8_K in the call")));
 
 }  // namespace
 }  // namespace qmv

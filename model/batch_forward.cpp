@@ -1,0 +1,337 @@
+#include "model/batch_forward.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "kernels/activation_quantizers.h"
+#include "kernels/availability.h"
+#include "kernels/cpu_features.h"
+#include "kernels/registry.h"
+#include "model/attention.h"
+#include "model/vector_ops.h"
+
+namespace qmv {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool takes_batch(const KernelSpec& k, int batch) { return k.op == OpKind::MatVecBatch && k.max_n >= batch; }
+
+// The batch kernel for a matvec whose one-vector kernel is `one` (batch_plan's order).
+const KernelSpec* batch_kernel_for(const KernelSpec& one, Shape shape, int batch) {
+  if (takes_batch(one, batch)) return &one;
+  const KernelSpec* best = nullptr;
+  auto rank = [&](const KernelSpec& k) {
+    return std::make_tuple(k.act == one.act, std::popcount(k.cpu_features));
+  };
+  for (const KernelSpec& k : global_registry().all()) {
+    if (k.backend != Backend::CPU || k.weight != one.weight || !takes_batch(k, batch) || !k.peer.empty() ||
+        !k.supports(shape) || !availability(k).available)
+      continue;
+    // Ties go to the first by name: the registry's order is the order files registered in.
+    if (!best || rank(k) > rank(*best) || (rank(k) == rank(*best) && k.name < best->name)) best = &k;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<PlannedMatvec> batch_plan(const std::vector<PlannedMatvec>& plan, int batch) {
+  std::vector<PlannedMatvec> out = plan;
+  for (PlannedMatvec& p : out) {
+    if (p.op == Op::FfnUpGate)
+      throw PlanError("a batch decode runs gate and up apart: its plan has no fused ffn_up_gate entry");
+    if (!p.kernel) continue;
+    if (const KernelSpec* k = batch_kernel_for(*p.kernel, p.shape, batch)) {
+      if (k != p.kernel) {
+        p.why = fmt::format("batch of {}: static order (for {})", batch, p.kernel->name);
+        p.kernel = k;
+        p.gbps = 0;
+        p.source = "static order";
+        p.runner_up = nullptr;
+        p.runner_up_gbps = 0;
+      }
+    } else {
+      p.why = fmt::format("no batch kernel for {} {} here: called once per sequence", to_string(p.weight),
+                          to_string(p.shape));
+    }
+  }
+  return out;
+}
+
+BatchCpuForward::BatchCpuForward(const LoadedModel& model, const std::vector<PlannedMatvec>& plan, int batch,
+                                 int threads, int context)
+    : c_(model.config),
+      batch_(std::max(1, batch)),
+      threads_(std::max(1, threads)),
+      avx2_exp_(missing_cpu_features(static_cast<std::uint32_t>(CpuFeature::AVX2)) == 0) {
+  context_ = context > 0 ? std::min(context, c_.context_length) : c_.context_length;
+  bound_ = bind_plan(c_, model.weights, plan, Backend::CPU);
+  for (const BoundLayer& l : bound_.layers) {
+    if (l.fused) throw PlanError("a batch decode runs gate and up apart: the plan fuses them");
+    for (const BoundMatvec* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+      if (m->outlier_kernel) throw PlanError("a batch decode does not route outliers");
+  }
+  const auto b = static_cast<std::size_t>(batch_);
+  const int q_width = c_.n_head * c_.head_dim, kv_width = c_.n_head_kv * c_.head_dim;
+  pos_.assign(b, 0);
+  tokens_.assign(b, 0);
+  cache_floats_ = qmv::kv_cache_bytes(c_, context_) / sizeof(float);
+  kv_cache_.resize(b * cache_floats_);
+  x_.resize(b * c_.n_embd);
+  xn_.resize(b * c_.n_embd);
+  q_.resize(b * q_width);
+  k_.resize(b * kv_width);
+  v_.resize(b * kv_width);
+  att_.resize(b * q_width);
+  att_out_.resize(b * c_.n_embd);
+  gate_.resize(b * c_.n_ff);
+  up_.resize(b * c_.n_ff);
+  ffn_out_.resize(b * c_.n_embd);
+  logits_.resize(b * c_.vocab_size);
+  scores_.resize(b * c_.n_head * static_cast<std::size_t>(context_));
+  rope_cos_.resize(b * (c_.rope_dim / 2));
+  rope_sin_.resize(b * (c_.rope_dim / 2));
+  program_ = make_step_program(
+      c_, bound_, context_, [](const gguf::Tensor* t) -> const void* { return t->data; }, kv_cache_.data());
+  program_.x = x_.data();
+  program_.xn = xn_.data();
+  program_.q = q_.data();
+  program_.k = k_.data();
+  program_.v = v_.data();
+  program_.att = att_.data();
+  program_.att_out = att_out_.data();
+  program_.gate = gate_.data();
+  program_.up = up_.data();
+  program_.ffn_out = ffn_out_.data();
+  program_.logits = logits_.data();
+  program_.rope_cos = rope_cos_.data();
+  program_.rope_sin = rope_sin_.data();
+  // Every weight transform now, outside the steps' time.
+  const auto t0 = Clock::now();
+  auto prepare_op = [&](const MatvecOp& m) {
+    if (m.kernel && m.kernel->prepare && m.w) prepared_weights(*m.kernel, m.shape, m.w, m.w_bytes);
+  };
+  for (const LayerOps& l : program_.layers)
+    for (const MatvecOp* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) prepare_op(*m);
+  prepare_op(program_.lm_head);
+  repack_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (const auto& [key, copy] : prepared_weights_) {
+    ++repack_.matrices;
+    repack_.bytes += copy.bytes();
+  }
+}
+
+std::uint64_t BatchCpuForward::bytes_per_step() const {
+  const std::uint64_t kv_width = static_cast<std::uint64_t>(c_.n_head_kv) * c_.head_dim;
+  std::uint64_t bytes = bound_.weight_bytes;
+  for (int p : pos_) bytes += 2ull * c_.n_layers * static_cast<std::uint64_t>(p + 1) * kv_width * sizeof(float);
+  return bytes;
+}
+
+const void* BatchCpuForward::prepared_weights(const KernelSpec& kernel, Shape shape, const void* w,
+                                              std::size_t w_bytes) {
+  auto [it, made] = prepared_weights_.try_emplace({&kernel, w});
+  if (made) {
+    const Status st = it->second.prepare(kernel, matvec_args(shape, w, w_bytes, nullptr, 0, nullptr));
+    if (!st.ok()) {
+      prepared_weights_.erase(it);
+      throw std::runtime_error(fmt::format("{}: preparing its weights: {}", kernel.name, st.error));
+    }
+  }
+  return it->second.handle();
+}
+
+template <class Fn>
+void BatchCpuForward::timed(Op op, Fn&& fn) {
+  const auto t0 = Clock::now();
+  fn();
+  const int i = static_cast<int>(op);
+  times_.seconds[i] += std::chrono::duration<double>(Clock::now() - t0).count();
+  ++times_.calls[i];
+}
+
+void BatchCpuForward::prepare(const float* x, std::int64_t n) {
+  prepared_x_ = x;
+  prepared_n_ = n;
+  quantized_ready_ = {};
+}
+
+const void* BatchCpuForward::activation(ActFormat f, std::size_t& bytes_per_vector) {
+  bytes_per_vector = row_bytes(f, prepared_n_);
+  if (f == ActFormat::F32) return prepared_x_;
+  const int i = static_cast<int>(f);
+  auto& buf = quantized_[i];
+  if (!quantized_ready_[i]) {
+    const auto t0 = Clock::now();
+    buf.resize(batch_ * bytes_per_vector);
+    for (int b = 0; b < batch_; ++b)
+      quantize_activation(f, prepared_x_ + b * prepared_n_, buf.data() + b * bytes_per_vector, prepared_n_);
+    quantized_ready_[i] = true;
+    const int part = static_cast<int>(Op::ActQuant);
+    times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++times_.calls[part];
+  }
+  return buf.data();
+}
+
+void BatchCpuForward::matvec(const MatvecOp& m, float* y, float*) {
+  const KernelSpec& kernel = *m.kernel;
+  const int part = static_cast<int>(m.part);
+  std::size_t x_one = 0;
+  const auto* x = static_cast<const std::uint8_t*>(activation(kernel.act, x_one));  // quantized before the clock
+  const void* prepared = kernel.prepare ? prepared_weights(kernel, m.shape, m.w, m.w_bytes) : nullptr;
+  const auto rows = static_cast<std::size_t>(m.shape.rows);
+  const auto t0 = Clock::now();
+  auto call = [&](const std::uint8_t* xs, float* out, int n) {
+    MatVecArgs a = matvec_args(m.shape, m.w, m.w_bytes, xs, n * x_one, out);
+    a.n = n;
+    a.y_len = n * rows;
+    a.threads = threads_;
+    a.prepared = prepared;
+    const Status st = invoke(kernel, a);
+    if (!st.ok()) throw std::runtime_error(fmt::format("{} ({}): {}", to_string(m.part), kernel.name, st.error));
+  };
+  if (takes_batch(kernel, batch_)) {
+    call(x, y, batch_);
+  } else {
+    for (int b = 0; b < batch_; ++b) call(x + b * x_one, y + b * rows, 1);  // no batch kernel: once per sequence
+  }
+  times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
+  ++times_.calls[part];
+}
+
+void BatchCpuForward::embed() {
+  timed(Op::Embed, [&] {
+    const int half = c_.rope_dim / 2;
+    for (int b = 0; b < batch_; ++b) {
+      const auto* row = static_cast<const std::uint8_t*>(program_.token_embd) +
+                        static_cast<std::size_t>(tokens_[b]) * row_bytes(program_.embd_type, c_.n_embd);
+      dequantize_row(program_.embd_type, row, program_.x + static_cast<std::size_t>(b) * c_.n_embd, c_.n_embd);
+      for (int i = 0; i < half; ++i) {
+        // Angles in double: at long positions float loses the low bits of pos * freq.
+        const double theta = pos_[b] * std::pow(double(c_.rope_freq_base), -2.0 * i / c_.rope_dim);
+        rope_cos_[static_cast<std::size_t>(b) * half + i] = static_cast<float>(std::cos(theta));
+        rope_sin_[static_cast<std::size_t>(b) * half + i] = static_cast<float>(std::sin(theta));
+      }
+    }
+  });
+}
+
+void BatchCpuForward::rms_norm(float* x, const float* residual, const float* weight, float* y, int n) {
+  timed(Op::Norm, [&] {
+    for (int b = 0; b < batch_; ++b) {
+      float* xb = x + static_cast<std::size_t>(b) * n;
+      if (residual)
+        for (int i = 0; i < n; ++i) xb[i] += residual[static_cast<std::size_t>(b) * n + i];
+      qmv::rms_norm(xb, weight, y + static_cast<std::size_t>(b) * n, n, c_.rms_eps);
+    }
+  });
+}
+
+void BatchCpuForward::rope(float* v, int n_heads, int sequence) const {
+  const int hd = c_.head_dim, half = c_.rope_dim / 2;
+  const float* cos = rope_cos_.data() + static_cast<std::size_t>(sequence) * half;
+  const float* sin = rope_sin_.data() + static_cast<std::size_t>(sequence) * half;
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = v + h * hd;
+    for (int i = 0; i < half; ++i) {
+      // Interleaved rotates neighbours (2i, 2i+1); Halves rotates (i, i + rope_dim/2).
+      const int a = c_.rope == RopeStyle::Interleaved ? 2 * i : i;
+      const int b = c_.rope == RopeStyle::Interleaved ? 2 * i + 1 : i + half;
+      const float x0 = head[a], x1 = head[b];
+      head[a] = x0 * cos[i] - x1 * sin[i];
+      head[b] = x0 * sin[i] + x1 * cos[i];
+    }
+  }
+}
+
+void BatchCpuForward::head_step(const LayerOps& l) {
+  timed(Op::QkNormRope, [&] {
+    const int hd = c_.head_dim, q_width = c_.n_head * hd, kv_width = c_.n_head_kv * hd;
+    for (int s = 0; s < batch_; ++s) {
+      float* q = program_.q + static_cast<std::size_t>(s) * q_width;
+      float* k = program_.k + static_cast<std::size_t>(s) * kv_width;
+      float* v = program_.v + static_cast<std::size_t>(s) * kv_width;
+      if (l.bq) {
+        for (int i = 0; i < q_width; ++i) q[i] += l.bq[i];
+        for (int i = 0; i < kv_width; ++i) k[i] += l.bk[i];
+        for (int i = 0; i < kv_width; ++i) v[i] += l.bv[i];
+      }
+      if (l.q_norm) {
+        for (int h = 0; h < c_.n_head; ++h) qmv::rms_norm(&q[h * hd], l.q_norm, &q[h * hd], hd, c_.rms_eps);
+        for (int h = 0; h < c_.n_head_kv; ++h) qmv::rms_norm(&k[h * hd], l.k_norm, &k[h * hd], hd, c_.rms_eps);
+      }
+      rope(q, c_.n_head, s);
+      rope(k, c_.n_head_kv, s);
+      // Sequence s's cache lies cache_floats_ * s floats past the first one's.
+      const std::size_t cache = cache_floats_ * static_cast<std::size_t>(s);
+      for (int h = 0; h < c_.n_head_kv; ++h) {
+        const std::size_t at = cache + static_cast<std::size_t>(h) * context_ * hd + static_cast<std::size_t>(pos_[s]) * hd;
+        std::memcpy(l.k_cache + at, k + h * hd, hd * sizeof(float));
+        std::memcpy(l.v_cache + at, v + h * hd, hd * sizeof(float));
+      }
+    }
+  });
+}
+
+void BatchCpuForward::attention(const LayerOps& l) {
+  timed(Op::Attention, [&] {
+    const int hd = c_.head_dim, group = c_.n_head / c_.n_head_kv, heads = c_.n_head;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+#pragma omp parallel for num_threads(threads_) schedule(dynamic)
+    for (int item = 0; item < batch_ * heads; ++item) {
+      const int s = item / heads, h = item % heads;
+      const std::size_t cache = cache_floats_ * static_cast<std::size_t>(s) +
+                                static_cast<std::size_t>(h / group) * context_ * hd;
+      HeadAttention a;
+      a.q = program_.q + static_cast<std::size_t>(s) * heads * hd + static_cast<std::size_t>(h) * hd;
+      a.keys = l.k_cache + cache;
+      a.values = l.v_cache + cache;
+      a.stride = static_cast<std::size_t>(hd);
+      a.positions = pos_[s] + 1;
+      a.head_dim = hd;
+      a.scale = scale;
+      a.scores = scores_.data() + static_cast<std::size_t>(item) * context_;
+      a.out = program_.att + static_cast<std::size_t>(s) * heads * hd + static_cast<std::size_t>(h) * hd;
+      attend_head(a);
+    }
+  });
+}
+
+void BatchCpuForward::swiglu(float* gate, const float* up, int n) {
+  timed(Op::Swiglu, [&] {
+    for (int b = 0; b < batch_; ++b)
+      qmv::swiglu(gate + static_cast<std::size_t>(b) * n, up + static_cast<std::size_t>(b) * n, n, avx2_exp_);
+  });
+}
+
+std::span<const float> BatchCpuForward::step(std::span<const int> tokens) {
+  if (static_cast<int>(tokens.size()) != batch_)
+    throw std::invalid_argument(fmt::format("a batch step takes {} tokens, one per sequence, not {}", batch_,
+                                            tokens.size()));
+  for (int b = 0; b < batch_; ++b) {
+    const int token = tokens[static_cast<std::size_t>(b)];
+    if (token < 0 || token >= c_.vocab_size)
+      throw std::out_of_range(
+          fmt::format("token id {} is outside the vocabulary (0..{})", token, c_.vocab_size - 1));
+    if (pos_[b] >= context_)
+      throw ContextFull(fmt::format("context full: sequence {} at position {} needs a context longer than {} tokens",
+                                    b, pos_[b], context_));
+    tokens_[b] = token;
+  }
+  decode_step(*this, program_);
+  for (int& p : pos_) ++p;
+  return logits_;
+}
+
+}  // namespace qmv

@@ -1,0 +1,40 @@
+#include "model/vector_ops.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+
+// glibc's vector math library (libmvec): expf on 8 lanes, the AVX2 variant of the
+// x86-64 vector function ABI, within 4 ulp of expf.
+extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256 x);
+
+namespace qmv {
+
+void rms_norm(const float* x, const float* weight, float* y, int n, float eps) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+  for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+namespace {
+
+__attribute__((target("avx2"))) void swiglu_avx2(float* gate, const float* up, int n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+}  // namespace
+
+void swiglu(float* gate, const float* up, int n, bool avx2) {
+  if (avx2) return swiglu_avx2(gate, up, n);
+  for (int i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+}  // namespace qmv
