@@ -83,6 +83,8 @@ BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std:
       } else if (k->backend == Backend::CUDA) {
         gpu_points.push_back({k, s, gpu_threads,
                               fmt::format("{}/{}/{}", k->name, to_string(s), cfg.warm ? "warm" : "cold")});
+        if (k->op == OpKind::MatVecBatch && std::any_of(cfg.vectors.begin(), cfg.vectors.end(), [](int n) { return n > 1; }))
+          out.skipped.push_back({k->name, s, "n > 1 not timed: the GPU bench times one vector per call"});
       } else {
         // A batch kernel for each count it takes; any other with one vector.
         const bool batch = k->op == OpKind::MatVecBatch;

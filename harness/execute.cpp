@@ -143,7 +143,8 @@ Status run_on_device(const KernelSpec& spec, const HostCall& call) {
   if (!dev.stream.status().ok()) return Status::Error(spec.name + ": " + dev.stream.status().error);
   void* stream = dev.stream.get();
   const bool fused = spec.op == OpKind::FusedUpGate;
-  const std::size_t rows = static_cast<std::size_t>(call.shape.rows);
+  // A batch call's outputs: n vectors of rows floats, back to back.
+  const std::size_t rows = static_cast<std::size_t>(call.shape.rows) * static_cast<std::size_t>(call.n);
 
   WeightCache::Found w, w2;
   if (auto st = dev.weights.fetch(call.w, call.w_bytes, stream, spec.name, w); !st.ok()) return st;
@@ -178,6 +179,7 @@ Status run_on_device(const KernelSpec& spec, const HostCall& call) {
     a.y2_len = dev.y2.size() / sizeof(float);
   }
   a.threads = call.threads;
+  a.n = call.n;
   a.stream = stream;
   if (auto st = invoke(spec, a); !st.ok()) return st;
   if (auto st = cuda::synchronize(stream, spec.name); !st.ok()) {
@@ -220,7 +222,6 @@ Status run_on_host_buffers(const KernelSpec& spec, const HostCall& call) {
     host_args.prepared = prepared.handle();
   }
   if (spec.backend == Backend::CPU) return spec.run(host_args);
-  if (call.n != 1) return Status::Error(spec.name + ": a GPU call takes one activation vector");
   const Availability av = availability(spec);
   if (!av.available) return Status::Error(spec.name + ": " + av.reason);
 #ifdef QMV_HAVE_CUDA

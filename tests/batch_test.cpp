@@ -9,6 +9,7 @@
 
 #include "harness/check.h"
 #include "harness/shapes.h"
+#include "kernels/availability.h"
 #include "kernels/registry.h"
 #include "tests/skips.h"
 #include "tests/test_seed.h"
@@ -39,10 +40,15 @@ TEST_P(BatchKernel, PassesTheCheckForEveryCount) {
   ASSERT_GT(k->max_n, 1) << k->name;
   std::string not_run;
   if (testing::runnable_here({k}, not_run).empty()) GTEST_SKIP() << not_run;
+  if (const Availability av = availability(*k); !av.available)
+    GTEST_SKIP() << k->name << " not checked: " << av.reason;
   // The awkward shapes (one row, rows not a multiple of a group, short and long rows)
-  // and, for the legacy and float types, odd multiples of their blocks.
+  // and, for the legacy and float types, odd multiples of their blocks; and whole groups
+  // of eight rows, which ggml's repacked kernels need.
   std::vector<Shape> shapes = parse_shapes("small");
   for (Shape s : parse_shapes("odd-cols")) shapes.push_back(s);
+  shapes.push_back({16, 512});
+  shapes.push_back({64, 2560});
   const auto results = run_check({k}, shapes, fresh_config());
   int checked = 0;
   for (const CheckResult& r : results) {

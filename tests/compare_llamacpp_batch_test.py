@@ -37,7 +37,7 @@ def check(ok, what):
 FAKE = r'''#!{python}
 import json, random, sys
 args = sys.argv[1:]
-opt = dict(zip(args[::2], args[1::2]))
+opt = {{flag: args[i + 1] for i, flag in enumerate(args[:-1]) if flag.startswith("-")}}
 speed = random.uniform(10, 1000)
 with open({log!r}, "a") as f:
     f.write(json.dumps({{"args": args, "speed": speed}}) + "\n")
@@ -79,15 +79,18 @@ def main():
         check(r.returncode == 0, f"stand-in run: exit {r.returncode}: {r.stderr[-500:]}")
         calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
         check(len(calls) == 6, f"want 3 rounds x 2 batch sizes of the peer, got {len(calls)}")
+        def value(args, flag):
+            return args[args.index(flag) + 1] if flag in args[:-1] else None
+
         for c in calls:
-            opt = dict(zip(c["args"][::2], c["args"][1::2]))
-            check(opt.get("-npp") == "1" and opt.get("-ntg") == "4" and opt.get("-t") == "2" and "-pps" in c["args"],
-                  f"peer arguments {c['args']}")
+            args = c["args"]
+            check(value(args, "-npp") == "1" and value(args, "-ntg") == "4" and value(args, "-t") == "2"
+                  and "-pps" in args, f"peer arguments {args}")
         rows = list(csv.DictReader(open(out))) if out.exists() else []
         check([row["batch"] for row in rows] == ["1", "2"], f"want a row per batch size, got {rows}")
         for row in rows:
             b = int(row["batch"])
-            theirs = statistics.median(c["speed"] for c in calls if dict(zip(c["args"][::2], c["args"][1::2]))["-npl"] == str(b))
+            theirs = statistics.median(c["speed"] for c in calls if value(c["args"], "-npl") == str(b))
             check(abs(float(row["llamacpp_tok_s"]) - theirs) < 1e-3, f"batch {b}: llama.cpp {row['llamacpp_tok_s']}, "
                   f"the stand-in's median {theirs:.3f}")
             ours = float(row["qmvlab_tok_s"])
