@@ -113,7 +113,7 @@ void CpuForward::place_weights(const gguf::File* file, WeightResidence residence
           }
   };
   for (const BoundLayer& l : bound_.layers)
-    for (const BoundMatvec* b : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) readers(*b);
+    for (const Op op : kLayerMatvecOps) readers(matvec_slot(l, op));
   readers(bound_.lm_head);
 
   std::set<const gguf::Tensor*> repacked_only;
@@ -213,7 +213,7 @@ void CpuForward::prepare_all_weights(const gguf::File* file, const std::set<cons
                             });
   };
   for (const LayerOps& l : program_.layers)
-    for (const MatvecOp* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) prepare_op(*m);
+    for (const Op op : kLayerMatvecOps) prepare_op(matvec_slot(l, op));
   prepare_op(program_.lm_head);
   // Largest first: while a matrix is repacked the process holds its file pages beside
   // the copies made so far, and the later, smaller ones add least to that peak.

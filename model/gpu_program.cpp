@@ -41,7 +41,7 @@ BoundModel bind_gpu_plan(const ModelConfig& c, const ModelWeights& weights, cons
                                 b.kernel->name, to_string(b.kernel->act)));
   };
   for (const BoundLayer& l : m.layers)
-    for (const BoundMatvec* b : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) check_act(*b);
+    for (const Op op : kLayerMatvecOps) check_act(matvec_slot(l, op));
   check_act(m.lm_head);
   return m;
 }

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/kernel.h"
@@ -57,6 +59,24 @@ struct BoundModel {
   bool needs_q8_1 = false;                         // some kernel reads Q8_1 activations
   bool routes_outliers = false;                    // some matvec has an outlier sibling
 };
+
+// The matvec of planned op `op` in a layer: BoundLayer and LayerOps name their
+// matvecs alike. `op` is one of kLayerMatvecOps.
+template <class Layer>
+auto& matvec_slot(Layer& l, Op op) {
+  switch (op) {
+    case Op::AttnQ: return l.q;
+    case Op::AttnK: return l.k;
+    case Op::AttnV: return l.v;
+    case Op::AttnOut: return l.o;
+    case Op::FfnUpGate: return l.up_gate;
+    case Op::FfnGate: return l.gate;
+    case Op::FfnUp: return l.up;
+    case Op::FfnDown: return l.down;
+    default: break;
+  }
+  throw std::logic_error(std::string(to_string(op)) + " is not a matvec of a layer");
+}
 
 // Binds every matvec of the model to its planned kernel (the fused gate+up op where
 // the plan chose it for that layer's gate type and shape). Throws PlanError naming the
