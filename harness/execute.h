@@ -8,7 +8,7 @@
 
 namespace qmv {
 
-// Weights and the prepared activation in host memory; y (and y2 for a fused op)
+// Weights and the activation (in the kernel's format) in host memory; y (and y2 for a fused op)
 // host outputs of shape.rows floats, which the call overwrites.
 struct HostCall {
   Shape shape;
