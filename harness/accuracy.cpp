@@ -46,10 +46,10 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// One call of `spec` on host buffers: W (and W2 for a fused kernel) times x, prepared
-// in the kernel's activation format.
+// One call of `spec` on host buffers: W (and W2 for a fused kernel) times x in the
+// kernel's activation format (x_in_format).
 Status call_kernel(const KernelSpec& spec, Shape s, const std::vector<std::uint8_t>& w,
-                   const std::vector<std::uint8_t>* w2, const std::vector<std::uint8_t>& prepared, int threads,
+                   const std::vector<std::uint8_t>* w2, const std::vector<std::uint8_t>& x_in_format, int threads,
                    std::vector<float>& y, std::vector<float>& y2) {
   y.assign(static_cast<std::size_t>(s.rows), 0.0f);
   poison(y);
@@ -57,8 +57,8 @@ Status call_kernel(const KernelSpec& spec, Shape s, const std::vector<std::uint8
   call.shape = s;
   call.w = w.data();
   call.w_bytes = w.size();
-  call.x = prepared.data();
-  call.x_bytes = prepared.size();
+  call.x = x_in_format.data();
+  call.x_bytes = x_in_format.size();
   call.y = y.data();
   if (spec.op == OpKind::FusedUpGate) {
     y2.assign(static_cast<std::size_t>(s.rows), 0.0f);
@@ -149,13 +149,13 @@ AccuracyOutcome run_accuracy(const std::vector<const KernelSpec*>& kernels, cons
         std::vector<std::pair<Eigen::MatrixXd, Eigen::MatrixXd>> ref;
         for (const auto& wm : w) ref.push_back(reference_products(type, shape, wm, x_cols));
 
-        std::vector<std::uint8_t> prepared;
+        std::vector<std::uint8_t> x_in_format;
         std::vector<float> y, y2;
         for (const KernelSpec* k : to_run) {
           if (failed.count(k)) continue;
-          prepared.resize(row_bytes(k->act, shape.cols));
+          x_in_format.resize(row_bytes(k->act, shape.cols));
           for (int c = 0; c < ncases && !failed.count(k); ++c) {
-            quantize_activation(k->act, xs[c].data(), prepared.data(), shape.cols);
+            quantize_activation(k->act, xs[c].data(), x_in_format.data(), shape.cols);
             auto error_of = [&](const std::vector<float>& out, int m) {
               return compare(out.data(), ref[m].first.col(c).data(), shape.rows, ref[m].second.col(c).data(),
                              shape.cols)
@@ -163,13 +163,13 @@ AccuracyOutcome run_accuracy(const std::vector<const KernelSpec*>& kernels, cons
             };
             std::array<double, 2>& e = errors[k][c][t];
             e = {0, 0};
-            Status st = call_kernel(*k, shape, w[0], two_matrices ? &w[1] : nullptr, prepared, cfg.threads, y, y2);
+            Status st = call_kernel(*k, shape, w[0], two_matrices ? &w[1] : nullptr, x_in_format, cfg.threads, y, y2);
             if (st.ok()) {
               e[0] = error_of(y, 0);
               if (k->op == OpKind::FusedUpGate) {
                 e[1] = error_of(y2, 1);
               } else if (second_matrix.count(k)) {
-                st = call_kernel(*k, shape, w[1], nullptr, prepared, cfg.threads, y, y2);
+                st = call_kernel(*k, shape, w[1], nullptr, x_in_format, cfg.threads, y, y2);
                 if (st.ok()) e[1] = error_of(y, 1);
               }
             }
@@ -240,17 +240,17 @@ std::vector<RoutingCost> measure_routing_cost(const std::vector<const KernelSpec
       quantize_activation(k->act, x.data(), q.data(), shape.cols);
       quantize_activation(ActFormat::F32, x.data(), xf.data(), shape.cols);
       std::vector<float> y, y2;
-      auto run = [&](const KernelSpec& spec, const std::vector<std::uint8_t>& prepared, std::size_t copy) {
+      auto run = [&](const KernelSpec& spec, const std::vector<std::uint8_t>& x_in_format, std::size_t copy) {
         const auto* w2 = per_call == 2 ? &w[copy * 2 + 1] : nullptr;
         if (spec.op == OpKind::MatVec && per_call == 2) {
           // A fused kernel's plain sibling: once per matrix.
           for (int m = 0; m < 2; ++m) {
-            const Status st = call_kernel(spec, shape, w[copy * 2 + m], nullptr, prepared, cfg.threads, y, y2);
+            const Status st = call_kernel(spec, shape, w[copy * 2 + m], nullptr, x_in_format, cfg.threads, y, y2);
             if (!st.ok()) throw std::runtime_error(spec.name + ": " + st.error);
           }
           return;
         }
-        const Status st = call_kernel(spec, shape, w[copy * per_call], w2, prepared, cfg.threads, y, y2);
+        const Status st = call_kernel(spec, shape, w[copy * per_call], w2, x_in_format, cfg.threads, y, y2);
         if (!st.ok()) throw std::runtime_error(spec.name + ": " + st.error);
       };
       // The test and the quantization take microseconds: time batches, per call.

@@ -12,6 +12,7 @@
 #include "kernels/availability.h"
 #include "kernels/build_id.h"
 #include "kernels/registry.h"
+#include "model/ops.h"
 
 namespace qmv {
 
@@ -60,7 +61,7 @@ std::string model_cache_state(const ModelWeights& weights) {
   std::uint64_t bytes = 0;
   auto add = [&](const gguf::Tensor* t) { bytes += t ? t->bytes : 0; };
   for (const LayerWeights& l : weights.layers)
-    for (const gguf::Tensor* t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) add(t);
+    for (const WeightMatvec& m : kLayerMatvecs) add(l.*m.weight);
   add(weights.output);
   return bytes * 2 < machine_info().llc_bytes ? "warm" : "cold";
 }

@@ -12,7 +12,7 @@ namespace qmv {
 namespace bench_detail {
 namespace {
 
-// Who prepares the activation for this kernel (see BenchRow::act_quant).
+// Who quantizes the activation for this kernel (see BenchRow::act_quant).
 const char* act_quant_kind(const KernelSpec& k) {
   if (!k.act_converted_to.empty()) return "in_call";
   return k.act == ActFormat::F32 ? "none" : "before";

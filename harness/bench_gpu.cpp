@@ -63,10 +63,10 @@ Status launch_quantizer(GpuPoint& g) {
 
 Status launch_quantizer_and_matvec(GpuPoint& g) {
   if (auto st = launch_quantizer(g); !st.ok()) return st;
-  const void* prepared = g.args.x;
+  const void* given = g.args.x;
   g.args.x = g.x_quantized;
   const Status st = launch_matvec(g);
-  g.args.x = prepared;
+  g.args.x = given;
   return st;
 }
 

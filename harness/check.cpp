@@ -265,17 +265,17 @@ Problem make_problem(WeightType type, Shape shape, int matrices, const std::vect
       for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_e2e(c, v)) = p.cases[c].x[v][j];
   // The activation values each kernel sees: quantized, then dequantized (by the
   // harness's quantizer, or by the kernel's own conversion for one that converts).
-  std::vector<std::uint8_t> prepared;
+  std::vector<std::uint8_t> x_in_format;
   std::vector<float> seen(static_cast<std::size_t>(shape.cols));
   for (const KernelSpec* k : view_of) {
-    prepared.resize(row_bytes(k->act, shape.cols));
+    x_in_format.resize(row_bytes(k->act, shape.cols));
     for (int c = 0; c < ncases; ++c)
       for (int v = 0; v < p.vectors; ++v) {
         if (k->act_round_trip) {
           k->act_round_trip(p.cases[c].x[v].data(), seen.data(), shape.cols);
         } else {
-          quantize_activation(k->act, p.cases[c].x[v].data(), prepared.data(), shape.cols);
-          dequantize_activation(k->act, prepared.data(), seen.data(), shape.cols);
+          quantize_activation(k->act, p.cases[c].x[v].data(), x_in_format.data(), shape.cols);
+          dequantize_activation(k->act, x_in_format.data(), seen.data(), shape.cols);
         }
         for (std::int64_t j = 0; j < shape.cols; ++j) xs(j, p.column_seen(*k, c, v)) = seen[j];
       }

@@ -8,9 +8,9 @@
 
 namespace qmv {
 
-// Weights and the prepared activation in host memory; y (and y2 for a fused op)
-// host outputs of shape.rows floats (n * shape.rows for a batch op), which the call
-// overwrites.
+// Weights and the activation (in the kernel's format) in host memory; y (and y2 for a
+// fused op) host outputs of shape.rows floats (n * shape.rows for a batch op), which
+// the call overwrites.
 struct HostCall {
   Shape shape;
   const void* w = nullptr;

@@ -49,17 +49,9 @@ struct ModelDims {
 // One decoder layer's matvecs plus the output head, as rows x cols = output x input;
 // shapes shared by several ops are listed once with all their tags.
 std::vector<TaggedShape> model_shapes(const ModelDims& d) {
-  const std::int64_t q = d.heads * d.head_dim, kv = d.kv_heads * d.head_dim;
+  const ModelWidths widths{d.width, d.heads * d.head_dim, d.kv_heads * d.head_dim, d.ffn, d.vocab};
   std::vector<TaggedShape> out;
-  const auto tag = [&](Shape s, Op op) { add_tagged(out, s, std::string(to_string(op))); };
-  tag({q, d.width}, Op::AttnQ);
-  tag({kv, d.width}, Op::AttnK);
-  tag({kv, d.width}, Op::AttnV);
-  tag({d.width, q}, Op::AttnOut);
-  tag({d.ffn, d.width}, Op::FfnGate);
-  tag({d.ffn, d.width}, Op::FfnUp);
-  tag({d.width, d.ffn}, Op::FfnDown);
-  tag({d.vocab, d.width}, Op::LmHead);
+  for (const WeightMatvec& m : kWeightMatvecs) add_tagged(out, m.shape(widths), std::string(to_string(m.op)));
   return out;
 }
 

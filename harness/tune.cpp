@@ -42,14 +42,14 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
     for (const KernelSpec& k : global_registry().all())
       if (runs_here(k, OpKind::MatVec, m.weight, m.shape, config.kernels))
         cands.push_back({m.op, m.weight, m.shape, m.count, &k});
-    if (m.op != Op::FfnGate) continue;
-    const bool up_same = std::any_of(plain.begin(), plain.end(), [&](const PlannedMatvec& u) {
-      return u.op == Op::FfnUp && u.weight == m.weight && u.shape == m.shape;
+    if (m.op != kUpGate.first) continue;
+    const bool pair_same = std::any_of(plain.begin(), plain.end(), [&](const PlannedMatvec& u) {
+      return u.op == kUpGate.second && u.weight == m.weight && u.shape == m.shape;
     });
-    if (!up_same) continue;
+    if (!pair_same) continue;
     for (const KernelSpec& k : global_registry().all())
       if (runs_here(k, OpKind::FusedUpGate, m.weight, m.shape, config.kernels))
-        cands.push_back({Op::FfnUpGate, m.weight, m.shape, m.count, &k});
+        cands.push_back({kUpGate.fused, m.weight, m.shape, m.count, &k});
   }
   for (const PlannedMatvec& m : plain)
     if (std::none_of(cands.begin(), cands.end(), [&](const TuneCandidate& c) { return c.op == m.op; }))
@@ -146,10 +146,10 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
         b = &c;
   }
   for (auto& [key, c] : best) {
-    if (c->op != Op::FfnUpGate) continue;
-    const TuneCandidate* gate = best.at({Op::FfnGate, key.second});
-    const TuneCandidate* up = best.at({Op::FfnUp, key.second});
-    if (c->time_us >= gate->time_us + up->time_us) c = nullptr;
+    if (c->op != kUpGate.fused) continue;
+    const TuneCandidate* first = best.at({kUpGate.first, key.second});
+    const TuneCandidate* second = best.at({kUpGate.second, key.second});
+    if (c->time_us >= first->time_us + second->time_us) c = nullptr;
   }
 
   // Rules per (op, type); where one op has several shapes of a type, the shape with
@@ -163,7 +163,7 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
   // Gate/up types without a winning fused kernel stay apart.
   std::vector<WeightType> unfused;
   for (const PlannedMatvec& m : plain)
-    if (m.op == Op::FfnGate && !rule.count({Op::FfnUpGate, m.weight}) &&
+    if (m.op == kUpGate.first && !rule.count({kUpGate.fused, m.weight}) &&
         std::find(unfused.begin(), unfused.end(), m.weight) == unfused.end())
       unfused.push_back(m.weight);
   std::string toml = fmt::format(
@@ -183,7 +183,7 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
                            to_string(c->weight), c->kernel->name, to_string(c->shape), c->time_us, c->gbps,
                            c->peak_pct, c->nmse_gaussian, c->nmse_outliers);
     }
-    if (matvec == Op::FfnUpGate) {
+    if (matvec == kUpGate.fused) {
       for (WeightType w : unfused) {
         result.plan.set(op, std::string(to_string(w)), kNoKernel);
         lines += fmt::format("{} = \"{}\"  # no fused kernel beats gate + up\n", to_string(w), kNoKernel);

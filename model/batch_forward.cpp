@@ -78,8 +78,8 @@ BatchCpuForward::BatchCpuForward(const LoadedModel& model, const std::vector<Pla
   bound_ = bind_plan(c_, model.weights, plan, Backend::CPU);
   for (const BoundLayer& l : bound_.layers) {
     if (l.fused) throw PlanError("a batch decode runs gate and up apart: the plan fuses them");
-    for (const BoundMatvec* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
-      if (m->outlier_kernel) throw PlanError("a batch decode does not route outliers");
+    for (const Op op : kLayerMatvecOps)
+      if (matvec_slot(l, op).outlier_kernel) throw PlanError("a batch decode does not route outliers");
   }
   const auto b = static_cast<std::size_t>(batch_);
   const int q_width = c_.n_head * c_.head_dim, kv_width = c_.n_head_kv * c_.head_dim;
@@ -122,7 +122,7 @@ BatchCpuForward::BatchCpuForward(const LoadedModel& model, const std::vector<Pla
     if (m.kernel && m.kernel->prepare && m.w) prepared_weights(*m.kernel, m.shape, m.w, m.w_bytes);
   };
   for (const LayerOps& l : program_.layers)
-    for (const MatvecOp* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) prepare_op(*m);
+    for (const Op op : kLayerMatvecOps) prepare_op(matvec_slot(l, op));
   prepare_op(program_.lm_head);
   repack_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const auto& [key, copy] : prepared_weights_) {
@@ -160,22 +160,22 @@ void BatchCpuForward::timed(Op op, Fn&& fn) {
   ++times_.calls[i];
 }
 
-void BatchCpuForward::prepare(const float* x, std::int64_t n) {
-  prepared_x_ = x;
-  prepared_n_ = n;
+void BatchCpuForward::set_activation(const float* x, std::int64_t n) {
+  activation_x_ = x;
+  activation_n_ = n;
   quantized_ready_ = {};
 }
 
 const void* BatchCpuForward::activation(ActFormat f, std::size_t& bytes_per_vector) {
-  bytes_per_vector = row_bytes(f, prepared_n_);
-  if (f == ActFormat::F32) return prepared_x_;
+  bytes_per_vector = row_bytes(f, activation_n_);
+  if (f == ActFormat::F32) return activation_x_;
   const int i = static_cast<int>(f);
   auto& buf = quantized_[i];
   if (!quantized_ready_[i]) {
     const auto t0 = Clock::now();
     buf.resize(batch_ * bytes_per_vector);
     for (int b = 0; b < batch_; ++b)
-      quantize_activation(f, prepared_x_ + b * prepared_n_, buf.data() + b * bytes_per_vector, prepared_n_);
+      quantize_activation(f, activation_x_ + b * activation_n_, buf.data() + b * bytes_per_vector, activation_n_);
     quantized_ready_[i] = true;
     const int part = static_cast<int>(Op::ActQuant);
     times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();

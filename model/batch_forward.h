@@ -73,8 +73,8 @@ class BatchCpuForward {
   std::vector<float> rope_cos_, rope_sin_;  // [sequence][rope_dim / 2]
   StepProgram program_;
   // The vectors the next matvecs read, and their quantized copies (batch_ back to back).
-  const float* prepared_x_ = nullptr;
-  std::int64_t prepared_n_ = 0;
+  const float* activation_x_ = nullptr;
+  std::int64_t activation_n_ = 0;
   std::array<std::vector<std::uint8_t>, 3> quantized_;
   std::array<bool, 3> quantized_ready_{};
   std::map<std::pair<const KernelSpec*, const void*>, PreparedMatrix> prepared_weights_;
@@ -85,7 +85,7 @@ class BatchCpuForward {
   friend void decode_step(Exec& e, const StepProgram& p);
   void embed();
   void rms_norm(float* x, const float* residual, const float* weight, float* y, int n);
-  void prepare(const float* x, std::int64_t n);
+  void set_activation(const float* x, std::int64_t n);
   void matvec(const MatvecOp& m, float* y, float* y2 = nullptr);
   void head_step(const LayerOps& l);
   void attention(const LayerOps& l);

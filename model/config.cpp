@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "model/ops.h"
+
 namespace qmv {
 namespace {
 
@@ -93,22 +95,18 @@ ModelConfig read_config(const gguf::File& f) {
 
 ModelWeights bind_weights(const gguf::File& f, const ModelConfig& c) {
   using D = std::vector<std::uint64_t>;
-  const auto e = static_cast<std::uint64_t>(c.n_embd), ff = static_cast<std::uint64_t>(c.n_ff),
-             vocab = static_cast<std::uint64_t>(c.vocab_size);
-  const auto q_width = static_cast<std::uint64_t>(c.n_head * c.head_dim);
-  const auto kv_width = static_cast<std::uint64_t>(c.n_head_kv * c.head_dim);
+  const ModelWidths widths = model_widths(c);
+  const auto e = static_cast<std::uint64_t>(c.n_embd), vocab = static_cast<std::uint64_t>(c.vocab_size);
+  const auto q_width = static_cast<std::uint64_t>(widths.q), kv_width = static_cast<std::uint64_t>(widths.kv);
   ModelWeights w;
   w.token_embd = tensor(f, "token_embd.weight", D{e, vocab});
   w.output_norm = tensor(f, "output_norm.weight", D{e});
-  w.output = c.tied_embeddings ? w.token_embd : tensor(f, "output.weight", D{e, vocab});
+  w.output = c.tied_embeddings ? w.token_embd : tensor(f, kLmHead.tensor_name(-1), kLmHead.dims(widths));
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights l;
     l.attn_norm = tensor(f, p + "attn_norm.weight", D{e});
-    l.wq = tensor(f, p + "attn_q.weight", D{e, q_width});
-    l.wk = tensor(f, p + "attn_k.weight", D{e, kv_width});
-    l.wv = tensor(f, p + "attn_v.weight", D{e, kv_width});
-    l.wo = tensor(f, p + "attn_output.weight", D{q_width, e});
+    for (const WeightMatvec& m : kLayerMatvecs) l.*m.weight = tensor(f, m.tensor_name(i), m.dims(widths));
     if (c.qkv_bias) {
       l.bq = tensor(f, p + "attn_q.bias", D{q_width});
       l.bk = tensor(f, p + "attn_k.bias", D{kv_width});
@@ -119,9 +117,6 @@ ModelWeights bind_weights(const gguf::File& f, const ModelConfig& c) {
       l.k_norm = tensor(f, p + "attn_k_norm.weight", D{static_cast<std::uint64_t>(c.head_dim)});
     }
     l.ffn_norm = tensor(f, p + "ffn_norm.weight", D{e});
-    l.ffn_gate = tensor(f, p + "ffn_gate.weight", D{e, ff});
-    l.ffn_up = tensor(f, p + "ffn_up.weight", D{e, ff});
-    l.ffn_down = tensor(f, p + "ffn_down.weight", D{ff, e});
     for (const gguf::Tensor* norm : {l.attn_norm, l.ffn_norm, l.q_norm, l.k_norm, l.bq, l.bk, l.bv})
       if (norm && std::string(norm->type->name) != "F32")
         fail("tensor '", norm->name, "' is ", norm->type->name, "; norms and biases must be F32");

@@ -87,7 +87,7 @@ void CpuForward::place_weights(const gguf::File* file, WeightResidence residence
           }
   };
   for (const BoundLayer& l : bound_.layers)
-    for (const BoundMatvec* b : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) readers(*b);
+    for (const Op op : kLayerMatvecOps) readers(matvec_slot(l, op));
   readers(bound_.lm_head);
 
   std::set<const gguf::Tensor*> repacked_only;
@@ -187,7 +187,7 @@ void CpuForward::prepare_all_weights(const gguf::File* file, const std::set<cons
                             });
   };
   for (const LayerOps& l : program_.layers)
-    for (const MatvecOp* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) prepare_op(*m);
+    for (const Op op : kLayerMatvecOps) prepare_op(matvec_slot(l, op));
   prepare_op(program_.lm_head);
   // Largest first: while a matrix is repacked the process holds its file pages beside
   // the copies made so far, and the later, smaller ones add least to that peak.
@@ -225,36 +225,36 @@ std::uint64_t CpuForward::bytes_per_token(int pos) const {
   return bound_.weight_bytes + 2ull * c_.n_layers * static_cast<std::uint64_t>(pos + 1) * kv_width * sizeof(float);
 }
 
-void CpuForward::prepare(const float* x, std::int64_t n) {
-  prepared_.x = x;
-  prepared_.n = n;
-  prepared_.ready = {};
-  prepared_.outlier_tested = false;
+void CpuForward::set_activation(const float* x, std::int64_t n) {
+  current_.x = x;
+  current_.n = n;
+  current_.ready = {};
+  current_.outlier_tested = false;
 }
 
 bool CpuForward::has_outliers(double k) {
-  if (!prepared_.outlier_tested || prepared_.outlier_k != k) {
+  if (!current_.outlier_tested || current_.outlier_k != k) {
     const auto t0 = Clock::now();
-    prepared_.outlier = has_massive_activation(prepared_.x, prepared_.n, k);
-    prepared_.outlier_tested = true;
-    prepared_.outlier_k = k;
+    current_.outlier = has_massive_activation(current_.x, current_.n, k);
+    current_.outlier_tested = true;
+    current_.outlier_k = k;
     const int part = static_cast<int>(Op::OutlierTest);
     times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
     ++times_.calls[part];
   }
-  return prepared_.outlier;
+  return current_.outlier;
 }
 
 const void* CpuForward::activation(ActFormat f, std::size_t& bytes) {
-  bytes = row_bytes(f, prepared_.n);
-  if (f == ActFormat::F32) return prepared_.x;
+  bytes = row_bytes(f, current_.n);
+  if (f == ActFormat::F32) return current_.x;
   const int i = static_cast<int>(f);
-  auto& buf = prepared_.quantized[i];
-  if (!prepared_.ready[i]) {
+  auto& buf = current_.quantized[i];
+  if (!current_.ready[i]) {
     const auto t0 = Clock::now();
     buf.resize(bytes);
-    quantize_activation(f, prepared_.x, buf.data(), prepared_.n);
-    prepared_.ready[i] = true;
+    quantize_activation(f, current_.x, buf.data(), current_.n);
+    current_.ready[i] = true;
     const int part = static_cast<int>(Op::ActQuant);
     times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
     ++times_.calls[part];

@@ -2,7 +2,7 @@
 //
 // Every matvec runs the kernel the resolved plan chose for its op, weight type and
 // shape, through the same `invoke` the harness checks and times. An activation vector
-// is prepared once in each format its readers want (f32, Q8_K, Q8_1), so q, k and v
+// is quantized once into each format its readers want (f32, Q8_K, Q8_1), so q, k and v
 // share one quantization, and so do gate and up.
 //
 // With outlier routing in the plan, a matvec whose kernel reads int8 activations runs
@@ -135,8 +135,9 @@ class CpuForward {
   std::uint64_t page_in() const;
 
  private:
-  // One activation vector, prepared lazily in each format a reader asks for.
-  struct Prepared {
+  // The activation vector the next matvecs read (set_activation), quantized lazily
+  // into each format a reader asks for.
+  struct ActivationVector {
     const float* x = nullptr;
     std::int64_t n = 0;
     std::array<std::vector<std::uint8_t>, 3> quantized;  // by ActFormat; F32 unused
@@ -169,7 +170,7 @@ class CpuForward {
   std::vector<float> x_, xn_, q_, k_, v_, att_, att_out_, gate_, up_, ffn_out_, logits_, scores_;
   std::vector<float> rope_cos_, rope_sin_;
   StepProgram program_;
-  Prepared prepared_;
+  ActivationVector current_;
   StepTimes times_;
   // Kernels with a weight transform: their copy of each matrix they read, made at
   // construction (prepare_all_weights), outside every op's time.
@@ -195,7 +196,7 @@ class CpuForward {
   friend void decode_step(Exec& e, const StepProgram& p);
   void embed();
   void rms_norm(float* x, const float* residual, const float* weight, float* y, int n);
-  void prepare(const float* x, std::int64_t n);
+  void set_activation(const float* x, std::int64_t n);
   void matvec(const MatvecOp& m, float* y, float* y2 = nullptr);
   void head_step(const LayerOps& l);
   void attention(const LayerOps& l);
@@ -203,7 +204,7 @@ class CpuForward {
   void sample(const float*, int) {}  // the caller samples from step()'s logits
 
   const void* activation(ActFormat f, std::size_t& bytes);
-  // Whether the prepared vector trips the outlier test at k (tested once per k).
+  // Whether the current vector trips the outlier test at k (tested once per k).
   bool has_outliers(double k);
   void rope(float* v, int n_heads) const;
   template <class Fn>

@@ -74,7 +74,7 @@ struct GpuForward::Impl {
     const KernelSpec* kernel;
     MatvecOp m;
     float *y, *y2;
-    const float* x;  // the prepared vector (its Q8_1 form is in the buffer when the body runs)
+    const float* x;  // the activation vector (its Q8_1 form is in the buffer when the body runs)
     std::int64_t n;
   };
   std::vector<PendingBranch> pending_branches;
@@ -94,15 +94,15 @@ struct GpuForward::Impl {
   double sample_s = 0;
   int timed_steps = 0;
 
-  // The activation vector the next matvecs read (the executor's `prepare`).
-  struct Prepared {
+  // The activation vector the next matvecs read (the executor's `set_activation`).
+  struct ActivationVector {
     const float* x = nullptr;
     std::int64_t n = 0;
     bool q8_1_ready = false;
     int test_slot = -1;  // its outlier test's verdict slot, once tested
     double test_k = 0;
     int verdict = -1;  // op by op: the verdict read back (-1: not yet)
-  } prepared;
+  } current;
   // The vector whose Q8_1 form program.act_q8_1 holds (null: none): the norm and
   // SwiGLU kernels quantize what they write when an int8 kernel may read it, and the
   // standalone quantizer then runs only for other vectors (the attention output).
@@ -152,22 +152,22 @@ struct GpuForward::Impl {
        [&] { return cuda::launch_rms_norm(x, delta, weight, y, yq, n, c.rms_eps, stream); });
     q8_1_holds = yq ? y : nullptr;
   }
-  void prepare(const float* x, std::int64_t n) {
-    prepared = {};
-    prepared.x = x;
-    prepared.n = n;
-    prepared.q8_1_ready = x == q8_1_holds;
+  void set_activation(const float* x, std::int64_t n) {
+    current = {};
+    current.x = x;
+    current.n = n;
+    current.q8_1_ready = x == q8_1_holds;
   }
   const void* activation(ActFormat f, std::size_t& bytes) {
-    bytes = row_bytes(f, prepared.n);
-    if (f == ActFormat::F32) return prepared.x;
+    bytes = row_bytes(f, current.n);
+    if (f == ActFormat::F32) return current.x;
     // Q8_1: bind_gpu_plan let no other format through.
-    if (!prepared.q8_1_ready) {
+    if (!current.q8_1_ready) {
       op(static_cast<int>(Op::ActQuant), cuda::kQuantizeQ8_1Name, [&] {
-        return cuda::quantize_q8_1(prepared.x, static_cast<BlockQ8_1*>(program.act_q8_1), prepared.n, stream);
+        return cuda::quantize_q8_1(current.x, static_cast<BlockQ8_1*>(program.act_q8_1), current.n, stream);
       });
-      prepared.q8_1_ready = true;
-      q8_1_holds = prepared.x;
+      current.q8_1_ready = true;
+      q8_1_holds = current.x;
     }
     return program.act_q8_1;
   }
@@ -208,31 +208,31 @@ struct GpuForward::Impl {
     };
     for_each_invocation(kernel, m, y, y2, launch);
   }
-  // The prepared vector's outlier test at k, launched once per vector; its slot.
+  // The current vector's outlier test at k, launched once per vector; its slot.
   int outlier_test(double k) {
-    if (prepared.test_slot >= 0 && prepared.test_k == k) return prepared.test_slot;
+    if (current.test_slot >= 0 && current.test_k == k) return current.test_slot;
     const int slot = ledger.open(program.outlier_slots);
     // The row is filled as the nodes that read this vector are captured, and copied to
     // the device before the graph first runs.
     const unsigned long long* route_row = capturing ? program.route_table + slot * cuda::kRouteRowWords : nullptr;
     op(static_cast<int>(Op::OutlierTest), "outlier_test", [&] {
-      return cuda::launch_outlier_test(prepared.x, static_cast<int>(prepared.n), k, program.outlier_verdicts + slot,
+      return cuda::launch_outlier_test(current.x, static_cast<int>(current.n), k, program.outlier_verdicts + slot,
                                        route_row, stream);
     });
-    prepared.test_slot = slot;
-    prepared.test_k = k;
-    prepared.verdict = -1;
+    current.test_slot = slot;
+    current.test_k = k;
+    current.verdict = -1;
     return slot;
   }
   bool host_verdict(int slot) {
-    if (prepared.verdict < 0) {
+    if (current.verdict < 0) {
       check(cudaMemcpyAsync(&pinned_verdicts[slot], program.outlier_verdicts + slot, sizeof(int),
                             cudaMemcpyDeviceToHost, stream),
             "copying an outlier verdict to the host");
       check(cudaStreamSynchronize(stream), fmt::format("the outlier test at position {}", pos));
-      prepared.verdict = pinned_verdicts[slot];
+      current.verdict = pinned_verdicts[slot];
     }
-    return prepared.verdict != 0;
+    return current.verdict != 0;
   }
   void routed_in_graph(const MatvecOp& m, int slot, float* y, float* y2);
   void capture_branch(const PendingBranch& b);
@@ -412,15 +412,15 @@ void GpuForward::Impl::routed_in_graph(const MatvecOp& m, int slot, float* y, fl
   check(cudaStreamUpdateCaptureDependencies(stream, &node, nullptr, 1, cudaStreamSetCaptureDependencies),
         "continuing the capture after the routing node");
   after_non_kernel_node = true;
-  pending_branches.push_back({params.conditional.phGraph_out[0], m.outlier_kernel, m, y, y2, prepared.x, prepared.n});
-  pending_branches.push_back({params.conditional.phGraph_out[1], m.kernel, m, y, y2, prepared.x, prepared.n});
+  pending_branches.push_back({params.conditional.phGraph_out[0], m.outlier_kernel, m, y, y2, current.x, current.n});
+  pending_branches.push_back({params.conditional.phGraph_out[1], m.kernel, m, y, y2, current.x, current.n});
 }
 
 void GpuForward::Impl::capture_branch(const PendingBranch& b) {
-  prepared = {};
-  prepared.x = b.x;
-  prepared.n = b.n;
-  prepared.q8_1_ready = true;  // quantized before the node, outside the branches
+  current = {};
+  current.x = b.x;
+  current.n = b.n;
+  current.q8_1_ready = true;  // quantized before the node, outside the branches
   check(cudaStreamBeginCaptureToGraph(branch_stream, b.body, nullptr, nullptr, 0, cudaStreamCaptureModeThreadLocal),
         fmt::format("capturing {} into a routing branch", b.kernel->name));
   try {

@@ -36,12 +36,12 @@ BoundModel bind_gpu_plan(const ModelConfig& c, const ModelWeights& weights, cons
   auto check_act = [](const BoundMatvec& b) {
     if (!b.kernel || b.kernel->act == ActFormat::F32 || b.kernel->act == ActFormat::Q8_1) return;
     throw PlanError(fmt::format("GPU plan: {} ({} {}, '{}') runs {}, which reads {} activations; the GPU step "
-                                "prepares f32 and q8_1",
+                                "has f32 and quantizes to q8_1",
                                 to_string(b.part), to_string(b.kernel->weight), to_string(b.shape), b.w->name,
                                 b.kernel->name, to_string(b.kernel->act)));
   };
   for (const BoundLayer& l : m.layers)
-    for (const BoundMatvec* b : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) check_act(*b);
+    for (const Op op : kLayerMatvecOps) check_act(matvec_slot(l, op));
   check_act(m.lm_head);
   return m;
 }

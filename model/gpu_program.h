@@ -83,8 +83,8 @@ class RouteTable {
 };
 
 // bind_plan for CUDA kernels, and what the GPU step can run: throws PlanError also
-// when a kernel wants an activation format the GPU step does not prepare (it prepares
-// f32 and Q8_1), and ModelError when the model's heads do not fit the GPU kernels
+// when a kernel wants an activation format the GPU step does not have (f32, and Q8_1
+// it quantizes to), and ModelError when the model's heads do not fit the GPU kernels
 // (head_dim <= 256).
 BoundModel bind_gpu_plan(const ModelConfig& c, const ModelWeights& w, const std::vector<PlannedMatvec>& plan);
 

@@ -1,5 +1,9 @@
 #include "model/ops.h"
 
+#include <fmt/format.h>
+
+#include <stdexcept>
+
 namespace qmv {
 
 static_assert([] {
@@ -12,6 +16,16 @@ static_assert([] {
     if (o.planned && !o.matvec) return false;
   return true;
 }(), "only matvec ops are planned");
+
+static_assert([] {
+  for (std::size_t i = 0; i < std::size(kWeightMatvecs); ++i) {
+    const WeightMatvec& m = kWeightMatvecs[i];
+    if (!is_planned(m.op) || (m.weight == nullptr) != (m.op == Op::LmHead)) return false;
+    if (i > 0 && static_cast<int>(kWeightMatvecs[i - 1].op) >= static_cast<int>(m.op)) return false;
+    if (m.fusable != (m.op == kUpGate.first || m.op == kUpGate.second)) return false;
+  }
+  return true;
+}(), "kWeightMatvecs: planned matrix ops in enum order, lm_head last, the fusable ones kUpGate's pair");
 
 std::optional<Op> parse_op(std::string_view name) {
   for (const OpInfo& o : kOps)
@@ -27,6 +41,21 @@ const std::vector<Op>& matvec_ops() {
     return v;
   }();
   return ops;
+}
+
+ModelWidths model_widths(const ModelConfig& c) {
+  return {c.n_embd, static_cast<std::int64_t>(c.n_head) * c.head_dim, static_cast<std::int64_t>(c.n_head_kv) * c.head_dim,
+          c.n_ff, c.vocab_size};
+}
+
+std::string WeightMatvec::tensor_name(int layer) const {
+  return layer < 0 ? fmt::format("{}.weight", tensor) : fmt::format("blk.{}.{}.weight", layer, tensor);
+}
+
+const WeightMatvec& weight_matvec(Op op) {
+  for (const WeightMatvec& m : kWeightMatvecs)
+    if (m.op == op) return m;
+  throw std::logic_error(fmt::format("{} is not the op of one weight matrix", to_string(op)));
 }
 
 }  // namespace qmv

@@ -4,7 +4,6 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -439,9 +438,12 @@ Shape matrix_shape(const gguf::Tensor* t) {
   return {static_cast<std::int64_t>(t->dims[1]), static_cast<std::int64_t>(t->dims[0])};
 }
 
-// A layer's attention matvecs, in forward order, by plan op.
-std::array<std::pair<Op, const gguf::Tensor*>, 4> attention_matvecs(const LayerWeights& l) {
-  return {{{Op::AttnQ, l.wq}, {Op::AttnK, l.wk}, {Op::AttnV, l.wv}, {Op::AttnOut, l.wo}}};
+// The two matrices of a layer the fused op may run as one call.
+struct PairTensors {
+  const gguf::Tensor *first, *second;
+};
+PairTensors fused_pair(const LayerWeights& l) {
+  return {l.*weight_matvec(kUpGate.first).weight, l.*weight_matvec(kUpGate.second).weight};
 }
 
 }  // namespace
@@ -509,34 +511,44 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     add(op, OpKind::MatVec, weight_type(op, t), matrix_shape(t), nullptr);
   };
 
-  for (const LayerWeights& l : weights.layers) {
-    for (const auto& [op, t] : attention_matvecs(l)) add_tensor(op, t);
-
-    const WeightType gate_type = weight_type(Op::FfnGate, l.ffn_gate), up_type = weight_type(Op::FfnUp, l.ffn_up);
-    const Shape s = matrix_shape(l.ffn_gate);
-    std::string choice = plan.lookup_named(Op::FfnUpGate, gate_type);
+  // The fused op where the plan or auto chooses it for the layer's pair, else its two matrices.
+  auto add_pair = [&](const LayerWeights& l) {
+    const auto [first, second] = fused_pair(l);
+    const WeightType first_type = weight_type(kUpGate.first, first), second_type = weight_type(kUpGate.second, second);
+    const Shape s = matrix_shape(first);
+    std::string choice = plan.lookup_named(kUpGate.fused, first_type);
     if (choice.empty())
-      choice = plan.lookup(Op::FfnGate, gate_type) == "auto" && plan.lookup(Op::FfnUp, up_type) == "auto" ? "auto"
-                                                                                                          : kNoKernel;
+      choice = plan.lookup(kUpGate.first, first_type) == "auto" && plan.lookup(kUpGate.second, second_type) == "auto"
+                   ? "auto"
+                   : kNoKernel;
     AutoChoice fused;
     if (choice == "auto") {
-      if (gate_type == up_type) fused = auto_fused(gate_type, s, threads, bench, backend);
+      if (first_type == second_type) fused = auto_fused(first_type, s, threads, bench, backend);
     } else if (choice != kNoKernel) {
-      if (gate_type != up_type)
-        throw PlanError(fmt::format("plan: ffn_up_gate cannot use {}: ffn_gate is {} but ffn_up is {}", choice,
-                                    to_string(gate_type), to_string(up_type)));
-      fused.kernel = named_kernel(choice, to_string(Op::FfnUpGate), OpKind::FusedUpGate, gate_type, s, backend);
+      if (first_type != second_type)
+        throw PlanError(fmt::format("plan: {} cannot use {}: {} is {} but {} is {}", to_string(kUpGate.fused), choice,
+                                    to_string(kUpGate.first), to_string(first_type), to_string(kUpGate.second),
+                                    to_string(second_type)));
+      fused.kernel = named_kernel(choice, to_string(kUpGate.fused), OpKind::FusedUpGate, first_type, s, backend);
       fused.why = "plan";
     }
     if (fused.kernel) {
-      add(Op::FfnUpGate, OpKind::FusedUpGate, gate_type, s, &fused);
+      add(kUpGate.fused, OpKind::FusedUpGate, first_type, s, &fused);
     } else {
-      add_tensor(Op::FfnGate, l.ffn_gate);
-      add_tensor(Op::FfnUp, l.ffn_up);
+      add_tensor(kUpGate.first, first);
+      add_tensor(kUpGate.second, second);
     }
-    add_tensor(Op::FfnDown, l.ffn_down);
-  }
-  add_tensor(Op::LmHead, weights.output);
+  };
+
+  for (const LayerWeights& l : weights.layers)
+    for (const WeightMatvec& m : kLayerMatvecs) {
+      if (!m.fusable) {
+        add_tensor(m.op, l.*m.weight);
+      } else if (m.op == kUpGate.first) {
+        add_pair(l);
+      }
+    }
+  add_tensor(kLmHead.op, weights.output);
   if (const OutlierRouting routing = plan.outlier_routing(); routing.route)
     for (PlannedMatvec& p : out)
       if (p.kernel->act != ActFormat::F32) {
@@ -570,19 +582,22 @@ std::vector<AutoMatvec> auto_matvecs(const KernelPlan& plan, const ModelWeights&
     const WeightType w = weight_type(op, t);
     if (plan.lookup(op, w) == "auto") add(OpKind::MatVec, w, matrix_shape(t), op);
   };
-  for (const LayerWeights& l : weights.layers) {
-    for (const auto& [op, t] : attention_matvecs(l)) add_tensor(op, t);
-    const WeightType gate_type = weight_type(Op::FfnGate, l.ffn_gate), up_type = weight_type(Op::FfnUp, l.ffn_up);
-    const std::string named = plan.lookup_named(Op::FfnUpGate, gate_type);
-    const bool may_fuse = gate_type == up_type && matrix_shape(l.ffn_gate) == matrix_shape(l.ffn_up) &&
-                          (named == "auto" || (named.empty() && plan.lookup(Op::FfnGate, gate_type) == "auto" &&
-                                               plan.lookup(Op::FfnUp, up_type) == "auto"));
-    if (may_fuse) add(OpKind::FusedUpGate, gate_type, matrix_shape(l.ffn_gate), Op::FfnUpGate);
-    add_tensor(Op::FfnGate, l.ffn_gate);
-    add_tensor(Op::FfnUp, l.ffn_up);
-    add_tensor(Op::FfnDown, l.ffn_down);
-  }
-  add_tensor(Op::LmHead, weights.output);
+  for (const LayerWeights& l : weights.layers)
+    for (const WeightMatvec& m : kLayerMatvecs) {
+      if (m.op == kUpGate.first) {
+        // The fused kind first, where the pair may fuse; its plain matvecs follow.
+        const auto [first, second] = fused_pair(l);
+        const WeightType first_type = weight_type(kUpGate.first, first),
+                         second_type = weight_type(kUpGate.second, second);
+        const std::string named = plan.lookup_named(kUpGate.fused, first_type);
+        const bool may_fuse = first_type == second_type && matrix_shape(first) == matrix_shape(second) &&
+                              (named == "auto" || (named.empty() && plan.lookup(kUpGate.first, first_type) == "auto" &&
+                                                   plan.lookup(kUpGate.second, second_type) == "auto"));
+        if (may_fuse) add(OpKind::FusedUpGate, first_type, matrix_shape(first), kUpGate.fused);
+      }
+      add_tensor(m.op, l.*m.weight);
+    }
+  add_tensor(kLmHead.op, weights.output);
   return out;
 }
 

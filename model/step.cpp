@@ -42,7 +42,7 @@ BoundMatvec bind_matvec(const std::vector<PlannedMatvec>& plan, Op op, const ggu
     if (p.kernel->backend != backend)
       throw PlanError(fmt::format("{} runs {}, a {} kernel; {} runs {}", what, p.kernel->name,
                                   to_string(p.kernel->backend), name.decode, name.kernels));
-    if ((op == Op::FfnUpGate) != (p.kernel->op == OpKind::FusedUpGate))
+    if ((op == kUpGate.fused) != (p.kernel->op == OpKind::FusedUpGate))
       throw PlanError(fmt::format("{} runs {}, a {} kernel", what, p.kernel->name, to_string(p.kernel->op)));
     if (!p.kernel->supports(s))
       throw PlanError(fmt::format("{} runs {}, which does not take this shape (needs {})", what, p.kernel->name,
@@ -62,7 +62,7 @@ BoundMatvec bind_matvec(const std::vector<PlannedMatvec>& plan, Op op, const ggu
       if (sib->weight != w || !sib->supports(s))
         throw PlanError(fmt::format("{}, which does not take {} {} (needs {})", routed, to_string(w), to_string(s),
                                     sib->shape_rule));
-      if (sib->op == OpKind::FusedUpGate && op != Op::FfnUpGate)
+      if (sib->op == OpKind::FusedUpGate && op != kUpGate.fused)
         throw PlanError(fmt::format("{}, a {} kernel", routed, to_string(sib->op)));
       m.outlier_kernel = sib;
       m.outlier_k = p.outlier_k;
@@ -95,33 +95,39 @@ BoundModel bind_plan(const ModelConfig& c, const ModelWeights& weights, const st
     l.bv = lw.bv;
     l.q_norm = lw.q_norm;
     l.k_norm = lw.k_norm;
-    l.q = bind(Op::AttnQ, lw.wq);
-    l.k = bind(Op::AttnK, lw.wk);
-    l.v = bind(Op::AttnV, lw.wv);
-    l.o = bind(Op::AttnOut, lw.wo);
-    l.down = bind(Op::FfnDown, lw.ffn_down);
-    // The fused op when the plan chose it for this layer's gate type and shape.
-    const bool fused_planned =
-        lw.ffn_gate->type == lw.ffn_up->type && std::any_of(plan.begin(), plan.end(), [&](const PlannedMatvec& p) {
-          return p.op == Op::FfnUpGate && p.weight == weight_type_of(lw.ffn_gate) &&
-                 p.shape == shape_of(lw.ffn_gate);
-        });
-    if (fused_planned) {
-      l.fused = true;
-      l.up_gate = bind(Op::FfnUpGate, lw.ffn_gate);
-      l.up_gate.w2 = lw.ffn_up;
-    } else {
-      l.gate = bind(Op::FfnGate, lw.ffn_gate);
-      l.up = bind(Op::FfnUp, lw.ffn_up);
+    for (const WeightMatvec& mv : kLayerMatvecs) {
+      if (!mv.fusable) {
+        matvec_slot(l, mv.op) = bind(mv.op, lw.*mv.weight);
+        continue;
+      }
+      if (mv.op != kUpGate.first) continue;  // the pair is bound at its first matrix
+      // The fused op when the plan chose it for this layer's pair type and shape.
+      const gguf::Tensor* first = lw.*weight_matvec(kUpGate.first).weight;
+      const gguf::Tensor* second = lw.*weight_matvec(kUpGate.second).weight;
+      const bool fused_planned =
+          first->type == second->type && std::any_of(plan.begin(), plan.end(), [&](const PlannedMatvec& p) {
+            return p.op == kUpGate.fused && p.weight == weight_type_of(first) && p.shape == shape_of(first);
+          });
+      if (fused_planned) {
+        l.fused = true;
+        l.up_gate = bind(kUpGate.fused, first);
+        l.up_gate.w2 = second;
+      } else {
+        matvec_slot(l, kUpGate.first) = bind(kUpGate.first, first);
+        matvec_slot(l, kUpGate.second) = bind(kUpGate.second, second);
+      }
     }
-    for (const gguf::Tensor* t : {lw.wq, lw.wk, lw.wv, lw.wo, lw.ffn_gate, lw.ffn_up, lw.ffn_down, lw.attn_norm,
-                                  lw.ffn_norm, lw.bq, lw.bk, lw.bv, lw.q_norm, lw.k_norm}) {
+    for (const WeightMatvec& mv : kLayerMatvecs) {
+      m.weight_bytes += (lw.*mv.weight)->bytes;
+      keep(lw.*mv.weight);
+    }
+    for (const gguf::Tensor* t : {lw.attn_norm, lw.ffn_norm, lw.bq, lw.bk, lw.bv, lw.q_norm, lw.k_norm}) {
       if (t) m.weight_bytes += t->bytes;
       keep(t);
     }
     m.layers.push_back(l);
   }
-  m.lm_head = bind(Op::LmHead, weights.output);
+  m.lm_head = bind(kLmHead.op, weights.output);
   m.token_embd = weights.token_embd;
   m.output_norm = weights.output_norm;
   keep(weights.output_norm);
@@ -136,7 +142,7 @@ BoundModel bind_plan(const ModelConfig& c, const ModelWeights& weights, const st
     m.routes_outliers = m.routes_outliers || b.outlier_kernel;
   };
   for (const BoundLayer& l : m.layers)
-    for (const BoundMatvec* b : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.up_gate, &l.down}) count(*b);
+    for (const Op op : kLayerMatvecOps) count(matvec_slot(l, op));
   count(m.lm_head);
   return m;
 }
@@ -187,14 +193,7 @@ StepProgram make_step_program(const ModelConfig& c, const BoundModel& m, int con
     l.bv = f32(b.bv);
     l.q_norm = f32(b.q_norm);
     l.k_norm = f32(b.k_norm);
-    l.q = op(b.q);
-    l.k = op(b.k);
-    l.v = op(b.v);
-    l.o = op(b.o);
-    l.gate = op(b.gate);
-    l.up = op(b.up);
-    l.up_gate = op(b.up_gate);
-    l.down = op(b.down);
+    for (const Op o : kLayerMatvecOps) matvec_slot(l, o) = op(matvec_slot(b, o));
     l.fused = b.fused;
     l.k_cache = keys + li * layer_cache;
     l.v_cache = values + li * layer_cache;

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/kernel.h"
@@ -57,6 +59,24 @@ struct BoundModel {
   bool needs_q8_1 = false;                         // some kernel reads Q8_1 activations
   bool routes_outliers = false;                    // some matvec has an outlier sibling
 };
+
+// The matvec of planned op `op` in a layer: BoundLayer and LayerOps name their
+// matvecs alike. `op` is one of kLayerMatvecOps.
+template <class Layer>
+auto& matvec_slot(Layer& l, Op op) {
+  switch (op) {
+    case Op::AttnQ: return l.q;
+    case Op::AttnK: return l.k;
+    case Op::AttnV: return l.v;
+    case Op::AttnOut: return l.o;
+    case Op::FfnUpGate: return l.up_gate;
+    case Op::FfnGate: return l.gate;
+    case Op::FfnUp: return l.up;
+    case Op::FfnDown: return l.down;
+    default: break;
+  }
+  throw std::logic_error(std::string(to_string(op)) + " is not a matvec of a layer");
+}
 
 // Binds every matvec of the model to its planned kernel (the fused gate+up op where
 // the plan chose it for that layer's gate type and shape). Throws PlanError naming the
@@ -146,7 +166,7 @@ void for_each_invocation(const KernelSpec& kernel, const MatvecOp& m, float* y, 
 // bias, q/k norm, RoPE, store k,v -> attention over the cache -> output projection ->
 // residual + RMSNorm -> gate, up -> SwiGLU -> down; then the last residual, the final
 // norm, lm_head and the sampler. Each residual add is part of the norm that follows
-// it. `prepare` names the activation vector the next matvecs read; the executor
+// it. `set_activation` names the activation vector the next matvecs read; the executor
 // quantizes it (once) for the kernels that want int8 and, for a routed matvec, tests
 // it (once) for outliers and runs the kernel the verdict picks.
 template <class Exec>
@@ -156,7 +176,7 @@ void decode_step(Exec& e, const StepProgram& p) {
   for (const LayerOps& l : p.layers) {
     // Attention block.
     e.rms_norm(p.x, residual, l.attn_norm, p.xn, p.n_embd);
-    e.prepare(p.xn, p.n_embd);
+    e.set_activation(p.xn, p.n_embd);
     if (l.qkv_stacked > 0) {
       e.matvec(l.qkv, p.q);  // its rows run on from q into k (and v)
     } else {
@@ -166,11 +186,11 @@ void decode_step(Exec& e, const StepProgram& p) {
     if (l.qkv_stacked < 3) e.matvec(l.v, p.v);
     e.head_step(l);  // q, k: bias, per-head norm, RoPE; k, v into the cache
     e.attention(l);
-    e.prepare(p.att, p.q_width);
+    e.set_activation(p.att, p.q_width);
     e.matvec(l.o, p.att_out);
     e.rms_norm(p.x, p.att_out, l.ffn_norm, p.xn, p.n_embd);
     // Feed-forward block: down(silu(gate x) * up x).
-    e.prepare(p.xn, p.n_embd);
+    e.set_activation(p.xn, p.n_embd);
     if (l.fused) {
       e.matvec(l.up_gate, p.gate, p.up);
     } else {
@@ -178,12 +198,12 @@ void decode_step(Exec& e, const StepProgram& p) {
       e.matvec(l.up, p.up);
     }
     e.swiglu(p.gate, p.up, p.n_ff);
-    e.prepare(p.gate, p.n_ff);
+    e.set_activation(p.gate, p.n_ff);
     e.matvec(l.down, p.ffn_out);
     residual = p.ffn_out;
   }
   e.rms_norm(p.x, residual, p.output_norm, p.xn, p.n_embd);
-  e.prepare(p.xn, p.n_embd);
+  e.set_activation(p.xn, p.n_embd);
   e.matvec(p.lm_head, p.logits);
   e.sample(p.logits, p.vocab);
 }

@@ -16,6 +16,7 @@
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "model/ops.h"
 #include "model/tokenizer.h"
 
 namespace qmv {
@@ -215,10 +216,11 @@ SyntheticPlan plan_synthetic_model(const SyntheticSpec& spec) {
   plan.name = fmt::format("synthetic {}{} {} seed {}", s.preset, s.arch == preset_arch ? "" : "-" + s.arch, plan.mix,
                           spec.seed);
 
-  const auto e = static_cast<std::uint64_t>(s.n_embd), ff = static_cast<std::uint64_t>(s.n_ff),
-             vocab = static_cast<std::uint64_t>(s.vocab), hd = static_cast<std::uint64_t>(s.head_dim);
-  const std::uint64_t q_width = static_cast<std::uint64_t>(s.n_head) * hd;
-  const std::uint64_t kv_width = static_cast<std::uint64_t>(s.n_head_kv) * hd;
+  const ModelWidths widths{s.n_embd, static_cast<std::int64_t>(s.n_head) * s.head_dim,
+                           static_cast<std::int64_t>(s.n_head_kv) * s.head_dim, s.n_ff, s.vocab};
+  const auto e = static_cast<std::uint64_t>(s.n_embd), vocab = static_cast<std::uint64_t>(s.vocab),
+             hd = static_cast<std::uint64_t>(s.head_dim);
+  const auto q_width = static_cast<std::uint64_t>(widths.q), kv_width = static_cast<std::uint64_t>(widths.kv);
   auto add = [&](std::string name, std::vector<std::uint64_t> dims, std::string kind, int layer) {
     SyntheticTensor t;
     t.name = std::move(name);
@@ -246,30 +248,32 @@ SyntheticPlan plan_synthetic_model(const SyntheticSpec& spec) {
     plan.tensors.push_back(std::move(t));
   };
 
+  // A matrix's kind is its GGUF name (attn_q, ..., output), in the file in the order a
+  // layer runs them, with a layer's norms and biases before the matrices that read them.
+  auto add_matrix = [&](const WeightMatvec& m, int layer) {
+    add(m.tensor_name(layer), m.dims(widths), std::string(m.tensor), layer);
+  };
   add("token_embd.weight", {e, vocab}, "token_embd", -1);
   for (int i = 0; i < s.n_layers; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     add(p + "attn_norm.weight", {e}, "norm", i);
-    add(p + "attn_q.weight", {e, q_width}, "attn_q", i);
-    add(p + "attn_k.weight", {e, kv_width}, "attn_k", i);
-    add(p + "attn_v.weight", {e, kv_width}, "attn_v", i);
-    if (s.qkv_bias) {
-      add(p + "attn_q.bias", {q_width}, "bias", i);
-      add(p + "attn_k.bias", {kv_width}, "bias", i);
-      add(p + "attn_v.bias", {kv_width}, "bias", i);
+    for (const WeightMatvec& m : kLayerMatvecs) {
+      if (m.op == Op::FfnGate) add(p + "ffn_norm.weight", {e}, "norm", i);
+      add_matrix(m, i);
+      if (m.op != Op::AttnV) continue;
+      if (s.qkv_bias) {
+        add(p + "attn_q.bias", {q_width}, "bias", i);
+        add(p + "attn_k.bias", {kv_width}, "bias", i);
+        add(p + "attn_v.bias", {kv_width}, "bias", i);
+      }
+      if (s.qk_norm) {
+        add(p + "attn_q_norm.weight", {hd}, "norm", i);
+        add(p + "attn_k_norm.weight", {hd}, "norm", i);
+      }
     }
-    if (s.qk_norm) {
-      add(p + "attn_q_norm.weight", {hd}, "norm", i);
-      add(p + "attn_k_norm.weight", {hd}, "norm", i);
-    }
-    add(p + "attn_output.weight", {q_width, e}, "attn_output", i);
-    add(p + "ffn_norm.weight", {e}, "norm", i);
-    add(p + "ffn_gate.weight", {e, ff}, "ffn_gate", i);
-    add(p + "ffn_up.weight", {e, ff}, "ffn_up", i);
-    add(p + "ffn_down.weight", {ff, e}, "ffn_down", i);
   }
   add("output_norm.weight", {e}, "norm", -1);
-  if (!s.tied) add("output.weight", {e, vocab}, "output", -1);
+  if (!s.tied) add_matrix(kLmHead, -1);
   return plan;
 }
 

@@ -917,19 +917,19 @@ class ReplayExec {
   }
   // As GpuForward: where int8 kernels may read it, the norm and SwiGLU kernels also
   // write the Q8_1 form of their output (quantize_q8_1_warp_block: quantize_row_q8_1's
-  // bytes), and a vector prepared from that output needs no quantizer launch.
+  // bytes), and a vector set from that output needs no quantizer launch.
   void rms_norm(float* x, const float* delta, const float* w, float* y, int n) {
     replay_rms_norm(x, delta, w, y, n, c_.rms_eps);
     quantize_written(y, n);
   }
-  void prepare(const float* x, std::int64_t n) {
+  void set_activation(const float* x, std::int64_t n) {
     x_ = x;
     n_ = n;
     q8_1_ready_ = x == q8_1_holds_;
     test_slot_ = -1;
   }
   void matvec(const MatvecOp& m, float* y, float* y2 = nullptr) {
-    ASSERT_EQ(m.shape.cols, n_) << m.kernel->name << ": the prepared vector is not the one it reads";
+    ASSERT_EQ(m.shape.cols, n_) << m.kernel->name << ": the activation vector set is not the one it reads";
     const KernelSpec* kernel = m.kernel;
     if (m.outlier_kernel) {
       // As GpuForward: one test per vector (and k), its verdict in the step's slot.

@@ -27,6 +27,7 @@
 #include "model/batch_forward.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "model/generate.h"
 #include "model/gguf.h"
 #include "model/plan.h"
 #include "model/sampler.h"
@@ -180,15 +181,12 @@ std::vector<std::string> op_time_fields(const StepTimes& t, int timed_steps) {
   return f;
 }
 
-struct DecodeReport {
-  std::vector<int> prompt, generated;
+// The generation (model/generate.h) and what the report adds to it.
+struct DecodeReport : Generation {
+  std::vector<int> prompt;
   std::string text;
-  double prompt_s = 0, decode_s = 0;
-  int decode_steps = 0;  // tokens timed for decode: those after the first
-  double bytes_per_token = 0;
   StepTimes decode_times;
   double prompt_tok_s() const { return prompt_s > 0 ? prompt.size() / prompt_s : 0; }
-  double decode_tok_s() const { return decode_s > 0 ? decode_steps / decode_s : 0; }
 };
 
 // The plan, with --route-outliers[=K] applied when it was given.
@@ -265,6 +263,27 @@ Roofline roofline_bandwidth(double given_gbps, bool no_peak, int threads, Backen
   const StoredRoofline r = cpu_roofline(threads, "decode");
   return {r.gbps, r.source, r.read_loop};
 }
+
+// The CPU's step for the generate loop: the forward pass, then the sampler on its logits.
+class CpuSteps : public TokenSteps {
+ public:
+  CpuSteps(CpuForward& fwd, Sampler& sampler) : fwd_(fwd), sampler_(sampler) {}
+  int step(int token, bool sample) override {
+    const std::span<const float> logits = fwd_.step(token);
+    return sample ? sampler_.sample(logits) : -1;
+  }
+  std::uint64_t bytes_per_token() const override { return fwd_.bytes_per_token(fwd_.position()); }
+  // The prompt's op times (its routing counts), kept apart from the decode's.
+  void prompt_done() override {
+    prompt_times = fwd_.times();
+    fwd_.clear_times();
+  }
+  StepTimes prompt_times;
+
+ private:
+  CpuForward& fwd_;
+  Sampler& sampler_;
+};
 
 StepTimes add_counts(StepTimes a, const StepTimes& b) {
   for (std::size_t i = 0; i < a.calls.size(); ++i) {
@@ -553,40 +572,14 @@ int DecodeCommand::run(const std::string& command_line) {
     gpu_options.overlap_weights = o.overlap_weights;
     gpu_options.op_times = !o.no_op_times;
     gpu = run_cuda_decode(m, planned, r.prompt, o.n, o.sampler, context, gpu_options, emit);
-    r.generated = gpu.generated;
-    r.prompt_s = gpu.prompt_s;
-    r.decode_s = gpu.decode_s;
-    r.decode_steps = gpu.decode_steps;
-    r.bytes_per_token = gpu.bytes_per_token;
+    static_cast<Generation&>(r) = gpu;  // the generation alone
     weight_bytes = gpu.weight_bytes;
     prompt_times = gpu.routing;  // the routing counts of the whole run (no CPU timings)
   } else {
-    // Prompt: every prompt token, then sampling the first new one.
-    auto t0 = Clock::now();
-    std::span<const float> logits;
-    for (int t : r.prompt) logits = fwd->step(t);
-    int next = sampler.sample(logits);
-    r.prompt_s = seconds_since(t0);
-    r.generated.push_back(next);
-    bool going = emit(next);
-
-    // Decode, timed after the first token.
-    prompt_times = fwd->times();
-    fwd->clear_times();
-    double bytes = 0;
-    t0 = Clock::now();
-    while (going && static_cast<int>(r.generated.size()) < o.n) {
-      bytes += static_cast<double>(fwd->bytes_per_token(fwd->position()));
-      logits = fwd->step(r.generated.back());
-      next = sampler.sample(logits);
-      r.generated.push_back(next);
-      ++r.decode_steps;
-      going = emit(next);
-    }
-    r.decode_s = seconds_since(t0);
+    CpuSteps steps(*fwd, sampler);
+    static_cast<Generation&>(r) = generate(steps, r.prompt, o.n, emit);
+    prompt_times = steps.prompt_times;
     r.decode_times = fwd->times();
-    r.bytes_per_token =
-        r.decode_steps ? bytes / r.decode_steps : static_cast<double>(fwd->bytes_per_token(fwd->position()));
     weight_bytes = fwd->weight_bytes();
   }
   if (!o.quiet) fmt::print("\n");

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 
 #ifdef QMV_HAVE_CUDA
@@ -25,9 +24,17 @@ std::string mib(std::uint64_t b) { return fmt::format("{:.1f} MiB", b / double(1
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// The GPU's step for the generate loop: the sampler runs on the device in every step,
+// so a step's token comes back whether the loop reads it or not.
+class GpuSteps : public TokenSteps {
+ public:
+  explicit GpuSteps(GpuForward& fwd) : fwd_(fwd) {}
+  int step(int token, bool) override { return fwd_.step(token); }
+  std::uint64_t bytes_per_token() const override { return fwd_.bytes_per_token(fwd_.position()); }
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+ private:
+  GpuForward& fwd_;
+};
 
 GpuForwardOptions forward_options(const CudaDecodeOptions& o, const SamplerConfig& sampler, int context) {
   GpuForwardOptions f;
@@ -47,7 +54,7 @@ GpuForwardOptions forward_options(const CudaDecodeOptions& o, const SamplerConfi
 CudaDecodeRun run_cuda_decode(const LoadedModel& m, const std::vector<PlannedMatvec>& planned,
                               const std::vector<int>& prompt, int n, const SamplerConfig& sampler, int context,
                               const CudaDecodeOptions& options, const std::function<bool(int)>& emit) {
-  if (prompt.empty()) throw std::invalid_argument("decode: the prompt has no tokens");
+  if (prompt.empty()) throw std::invalid_argument("decode: the prompt has no tokens");  // before the upload
   GpuForward fwd(m.config, m.weights, planned, forward_options(options, sampler, context));
   CudaDecodeRun r;
   r.device = fwd.device_name();
@@ -58,27 +65,10 @@ CudaDecodeRun run_cuda_decode(const LoadedModel& m, const std::vector<PlannedMat
   r.weight_bytes = fwd.weight_bytes();
   for (int i = 0; i < static_cast<int>(Op::kCount); ++i) r.part_bytes[i] = fwd.part_weight_bytes(static_cast<Op>(i));
 
-  // Prompt: every prompt token; the last step's sample is the first new token. (The
-  // first step also captures the graph.)
-  auto t0 = Clock::now();
-  int next = 0;
-  for (int t : prompt) next = fwd.step(t);
-  r.prompt_s = seconds_since(t0);
-  r.generated.push_back(next);
-  bool going = emit(next);
-
-  // Decode, timed after the first token, as on the CPU.
-  double bytes = 0;
-  t0 = Clock::now();
-  while (going && static_cast<int>(r.generated.size()) < n) {
-    bytes += static_cast<double>(fwd.bytes_per_token(fwd.position()));
-    next = fwd.step(r.generated.back());
-    r.generated.push_back(next);
-    ++r.decode_steps;
-    going = emit(next);
-  }
-  r.decode_s = seconds_since(t0);
-  r.bytes_per_token = r.decode_steps ? bytes / r.decode_steps : static_cast<double>(fwd.bytes_per_token(fwd.position()));
+  // The prompt's last step samples the first new token, on the device. (The first step
+  // also captures the graph.)
+  GpuSteps steps(fwd);
+  static_cast<Generation&>(r) = generate(steps, prompt, n, emit);
   r.routing = fwd.routing();
 
   // The breakdown: the same tokens again, op by op between CUDA events. Events and

@@ -1,6 +1,6 @@
 // The GPU side of `qmvlab decode --device cuda` and `qmvlab logits --device cuda`:
-// the generate loop on GpuForward, timed as the CPU decode is, its per-op breakdown
-// and its report lines. harness/cli/decode.cpp parses the options and prints the rest
+// the generate loop (model/generate.h) on GpuForward, its per-op breakdown and its
+// report lines. harness/cli/decode.cpp parses the options and prints the rest
 // of the report (roofline, plan, JSON, CSV) as for the CPU.
 #pragma once
 
@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/forward_cuda.h"
+#include "model/generate.h"
 #include "model/plan.h"
 #include "model/sampler.h"
 
@@ -28,11 +29,8 @@ struct CudaDecodeOptions {
   bool overlap_weights = false;  // matvecs as programmatic dependents (--overlap-weights)
 };
 
-struct CudaDecodeRun {
-  std::vector<int> generated;
-  double prompt_s = 0, decode_s = 0;
-  int decode_steps = 0;  // tokens timed for decode: those after the first
-  double bytes_per_token = 0;
+// The generation (model/generate.h) and what the GPU adds to its report.
+struct CudaDecodeRun : Generation {
   // The breakdown, from a second run of the same tokens op by op with CUDA events
   // (the timed run stays a graph replay); op_timed_steps 0 when not measured.
   StepTimes op_times;
@@ -48,7 +46,6 @@ struct CudaDecodeRun {
   double upload_s = 0;
   bool graph = false;
   int attention_splits = 0;
-  double decode_tok_s() const { return decode_s > 0 ? decode_steps / decode_s : 0; }
 };
 
 // Runs the prompt, samples the first new token, then generates until `n` tokens or

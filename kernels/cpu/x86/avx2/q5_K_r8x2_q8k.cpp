@@ -1,0 +1,8 @@
+// Q5_K weights in the row-interleaved layout x Q8_K activations, AVX2, on the loop of
+// q5_K_r8.h: two weight streams per thread.
+#include "q5_K_r8.h"
+
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q5K, 2>(
+    "q5_K.cpu.avx2_r8x2_q8k",
+    "Q5_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8_q8k, two weight "
+    "streams per thread (the two halves of its rows) sharing each activation load")));

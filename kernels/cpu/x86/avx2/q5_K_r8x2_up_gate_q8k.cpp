@@ -1,0 +1,9 @@
+// Q5_K weights in the row-interleaved layout x Q8_K activations, AVX2, on the loop of
+// q5_K_r8.h: the fused FFN up+gate, four weight streams.
+#include "q5_K_r8.h"
+
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_up_gate_record<Q5K, 2>(
+    "q5_K.cpu.avx2_r8x2_up_gate_q8k",
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q5_K x Q8_K, AVX2, both matrices repacked once into "
+    "eight-row interleaved super-blocks: two groups of each per step (the halves of each thread's "
+    "rows), four prefetched weight streams sharing each activation load")));
