@@ -45,17 +45,26 @@ def batched_bench_command(exe, model, n, threads, batch):
             "-t", threads, "-tb", threads, "--output-format", "jsonl"]
 
 
+# llama-batched-bench prints its results through llama.cpp's logger, whose writer thread
+# now and then has not written them when the process exits (exit 0, no output): such a
+# run is made again, up to this many times in all.
+BENCH_TRIES = 5
+
+
 def batched_bench(exe, model, n, threads, batch):
     """llama.cpp's tokens/s of all the sequences together (S_TG)."""
     cmd = batched_bench_command(exe, model, n, threads, batch)
-    out = run_checked(cmd, "llama-batched-bench")
-    for line in out.stdout.splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if row.get("pl") == batch and row.get("tg") == n:
-            return float(row["speed_tg"])
+    for _ in range(BENCH_TRIES):
+        out = run_checked(cmd, "llama-batched-bench")
+        for line in out.stdout.splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if row.get("pl") == batch and row.get("tg") == n:
+                return float(row["speed_tg"])
+        if out.stdout.strip():
+            break  # it printed something else: not the lost output
     fail(f"llama-batched-bench printed no result for {batch} sequences: {shlex.join(map(str, cmd))}\n"
          f"{tail(out.stdout + out.stderr)}", EXIT_FAILED)
 

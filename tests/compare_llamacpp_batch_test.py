@@ -8,7 +8,8 @@ on a toy model (fresh seed):
   reported, qmvlab's, their ratio and each over batch 1;
 - a dry run lists both commands per round and batch, and runs neither;
 - the errors: a missing model, a bad --batch (exit 2), no peer (exit 3, "skipped"), a
-  failing peer (exit 1); one line each, no traceback;
+  failing peer (exit 1); one line each, no traceback; a run whose output the peer lost
+  (exit 0, nothing printed) is made again;
 - with the pinned llama-batched-bench, when it is there: a real run of two rounds.
 Exit 77 only when all but the last passed and the pinned build is not there.
 """
@@ -44,6 +45,8 @@ with open({log!r}, "a") as f:
 if {fail!r}:
     print("stand-in failure", file=sys.stderr)
     sys.exit(4)
+if {lose_first!r} and sum(1 for _ in open({log!r})) == 1:
+    sys.exit(0)  # llama.cpp's logger losing the output: exit 0, nothing printed
 print("llama_model_load: noise")
 print(json.dumps({{"pp": 1, "tg": int(opt["-ntg"]), "pl": int(opt["-npl"]), "speed_tg": speed}}))
 '''
@@ -72,7 +75,7 @@ def main():
 
         log = tmp / "bench.log"
         fake = tmp / "fake-batched-bench"
-        fake.write_text(FAKE.format(python=sys.executable, log=str(log), fail=False))
+        fake.write_text(FAKE.format(python=sys.executable, log=str(log), fail=False, lose_first=False))
         fake.chmod(0o755)
         out = tmp / "rows.csv"
         r = script("--batch", "1,2", "-n", "4", "--rounds", "3", "--out", out, bench=fake)
@@ -109,11 +112,19 @@ def main():
         one_line_error(script("--batch", "x", bench=fake), 2, "give batch sizes as numbers", "--batch x")
         one_line_error(script(bench=tmp / "nowhere"), 3, "skipped", "no peer")
         bad = tmp / "failing-batched-bench"
-        bad.write_text(FAKE.format(python=sys.executable, log=str(tmp / "bad.log"), fail=True))
+        bad.write_text(FAKE.format(python=sys.executable, log=str(tmp / "bad.log"), fail=True, lose_first=False))
         bad.chmod(0o755)
         r = script("--batch", "2", "-n", "4", "--rounds", "1", "--out", tmp / "x.csv", bench=bad)
         check(r.returncode == 1 and "stand-in failure" in r.stderr and "Traceback" not in r.stderr,
               f"failing peer: exit {r.returncode}: {r.stderr}")
+        # A run whose output the peer's logger lost is made again.
+        lossy_log = tmp / "lossy.log"
+        lossy = tmp / "lossy-batched-bench"
+        lossy.write_text(FAKE.format(python=sys.executable, log=str(lossy_log), fail=False, lose_first=True))
+        lossy.chmod(0o755)
+        r = script("--batch", "2", "-n", "4", "--rounds", "1", "--out", tmp / "lossy.csv", bench=lossy)
+        check(r.returncode == 0 and len(lossy_log.read_text().splitlines()) == 2,
+              f"lost output not run again: exit {r.returncode}, {r.stderr[-300:]}")
         r = subprocess.run([sys.executable, a.script, "--model", tmp / "missing.gguf", "--batched-bench", fake],
                            capture_output=True, text=True)
         one_line_error(r, 2, "not found", "missing model")
