@@ -119,16 +119,14 @@ BatchCpuForward::BatchCpuForward(const LoadedModel& model, const std::vector<Pla
   // Every weight transform now, outside the steps' time.
   const auto t0 = Clock::now();
   auto prepare_op = [&](const MatvecOp& m) {
-    if (m.kernel && m.kernel->prepare && m.w) prepared_weights(*m.kernel, m.shape, m.w, m.w_bytes);
+    if (m.kernel && m.kernel->prepare && m.w) prepared_weights_.get(*m.kernel, m.shape, m.w, m.w_bytes);
   };
   for (const LayerOps& l : program_.layers)
     for (const Op op : kLayerMatvecOps) prepare_op(matvec_slot(l, op));
   prepare_op(program_.lm_head);
   repack_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (const auto& [key, copy] : prepared_weights_) {
-    ++repack_.matrices;
-    repack_.bytes += copy.bytes();
-  }
+  repack_.matrices = prepared_weights_.matrices();
+  repack_.bytes = prepared_weights_.bytes();
 }
 
 std::uint64_t BatchCpuForward::bytes_per_step() const {
@@ -138,26 +136,11 @@ std::uint64_t BatchCpuForward::bytes_per_step() const {
   return bytes;
 }
 
-const void* BatchCpuForward::prepared_weights(const KernelSpec& kernel, Shape shape, const void* w,
-                                              std::size_t w_bytes) {
-  auto [it, made] = prepared_weights_.try_emplace({&kernel, w});
-  if (made) {
-    const Status st = it->second.prepare(kernel, matvec_args(shape, w, w_bytes, nullptr, 0, nullptr));
-    if (!st.ok()) {
-      prepared_weights_.erase(it);
-      throw std::runtime_error(fmt::format("{}: preparing its weights: {}", kernel.name, st.error));
-    }
-  }
-  return it->second.handle();
-}
-
 template <class Fn>
 void BatchCpuForward::timed(Op op, Fn&& fn) {
   const auto t0 = Clock::now();
   fn();
-  const int i = static_cast<int>(op);
-  times_.seconds[i] += std::chrono::duration<double>(Clock::now() - t0).count();
-  ++times_.calls[i];
+  times_.add(op, std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 void BatchCpuForward::set_activation(const float* x, std::int64_t n) {
@@ -177,19 +160,16 @@ const void* BatchCpuForward::activation(ActFormat f, std::size_t& bytes_per_vect
     for (int b = 0; b < batch_; ++b)
       quantize_activation(f, activation_x_ + b * activation_n_, buf.data() + b * bytes_per_vector, activation_n_);
     quantized_ready_[i] = true;
-    const int part = static_cast<int>(Op::ActQuant);
-    times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
-    ++times_.calls[part];
+    times_.add(Op::ActQuant, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   return buf.data();
 }
 
 void BatchCpuForward::matvec(const MatvecOp& m, float* y, float*) {
   const KernelSpec& kernel = *m.kernel;
-  const int part = static_cast<int>(m.part);
   std::size_t x_one = 0;
   const auto* x = static_cast<const std::uint8_t*>(activation(kernel.act, x_one));  // quantized before the clock
-  const void* prepared = kernel.prepare ? prepared_weights(kernel, m.shape, m.w, m.w_bytes) : nullptr;
+  const void* prepared = kernel.prepare ? prepared_weights_.get(kernel, m.shape, m.w, m.w_bytes) : nullptr;
   const auto rows = static_cast<std::size_t>(m.shape.rows);
   const auto t0 = Clock::now();
   auto call = [&](const std::uint8_t* xs, float* out, int n) {
@@ -206,8 +186,7 @@ void BatchCpuForward::matvec(const MatvecOp& m, float* y, float*) {
   } else {
     for (int b = 0; b < batch_; ++b) call(x + b * x_one, y + b * rows, 1);  // no batch kernel: once per sequence
   }
-  times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
-  ++times_.calls[part];
+  times_.add(m.part, std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 void BatchCpuForward::embed() {
@@ -217,12 +196,8 @@ void BatchCpuForward::embed() {
       const auto* row = static_cast<const std::uint8_t*>(program_.token_embd) +
                         static_cast<std::size_t>(tokens_[b]) * row_bytes(program_.embd_type, c_.n_embd);
       dequantize_row(program_.embd_type, row, program_.x + static_cast<std::size_t>(b) * c_.n_embd, c_.n_embd);
-      for (int i = 0; i < half; ++i) {
-        // Angles in double: at long positions float loses the low bits of pos * freq.
-        const double theta = pos_[b] * std::pow(double(c_.rope_freq_base), -2.0 * i / c_.rope_dim);
-        rope_cos_[static_cast<std::size_t>(b) * half + i] = static_cast<float>(std::cos(theta));
-        rope_sin_[static_cast<std::size_t>(b) * half + i] = static_cast<float>(std::sin(theta));
-      }
+      rope_table(c_, pos_[b], rope_cos_.data() + static_cast<std::size_t>(b) * half,
+                 rope_sin_.data() + static_cast<std::size_t>(b) * half);
     }
   });
 }
@@ -236,23 +211,6 @@ void BatchCpuForward::rms_norm(float* x, const float* residual, const float* wei
       qmv::rms_norm(xb, weight, y + static_cast<std::size_t>(b) * n, n, c_.rms_eps);
     }
   });
-}
-
-void BatchCpuForward::rope(float* v, int n_heads, int sequence) const {
-  const int hd = c_.head_dim, half = c_.rope_dim / 2;
-  const float* cos = rope_cos_.data() + static_cast<std::size_t>(sequence) * half;
-  const float* sin = rope_sin_.data() + static_cast<std::size_t>(sequence) * half;
-  for (int h = 0; h < n_heads; ++h) {
-    float* head = v + h * hd;
-    for (int i = 0; i < half; ++i) {
-      // Interleaved rotates neighbours (2i, 2i+1); Halves rotates (i, i + rope_dim/2).
-      const int a = c_.rope == RopeStyle::Interleaved ? 2 * i : i;
-      const int b = c_.rope == RopeStyle::Interleaved ? 2 * i + 1 : i + half;
-      const float x0 = head[a], x1 = head[b];
-      head[a] = x0 * cos[i] - x1 * sin[i];
-      head[b] = x0 * sin[i] + x1 * cos[i];
-    }
-  }
 }
 
 void BatchCpuForward::head_step(const LayerOps& l) {
@@ -271,8 +229,9 @@ void BatchCpuForward::head_step(const LayerOps& l) {
         for (int h = 0; h < c_.n_head; ++h) qmv::rms_norm(&q[h * hd], l.q_norm, &q[h * hd], hd, c_.rms_eps);
         for (int h = 0; h < c_.n_head_kv; ++h) qmv::rms_norm(&k[h * hd], l.k_norm, &k[h * hd], hd, c_.rms_eps);
       }
-      rope(q, c_.n_head, s);
-      rope(k, c_.n_head_kv, s);
+      const std::size_t table = static_cast<std::size_t>(c_.rope_dim / 2) * s;  // sequence s's RoPE table
+      apply_rope(c_, q, c_.n_head, rope_cos_.data() + table, rope_sin_.data() + table);
+      apply_rope(c_, k, c_.n_head_kv, rope_cos_.data() + table, rope_sin_.data() + table);
       // Sequence s's cache lies cache_floats_ * s floats past the first one's.
       const std::size_t cache = cache_floats_ * static_cast<std::size_t>(s);
       for (int h = 0; h < c_.n_head_kv; ++h) {

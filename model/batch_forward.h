@@ -77,7 +77,7 @@ class BatchCpuForward {
   std::int64_t activation_n_ = 0;
   std::array<std::vector<std::uint8_t>, 3> quantized_;
   std::array<bool, 3> quantized_ready_{};
-  std::map<std::pair<const KernelSpec*, const void*>, PreparedMatrix> prepared_weights_;
+  PreparedWeightCache prepared_weights_;
   CpuForward::WeightRepack repack_;
   StepTimes times_;
 
@@ -93,8 +93,6 @@ class BatchCpuForward {
   void sample(const float*, int) {}  // the caller samples from step()'s logits
 
   const void* activation(ActFormat f, std::size_t& bytes_per_vector);
-  const void* prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes);
-  void rope(float* v, int n_heads, int sequence) const;
   template <class Fn>
   void timed(Op op, Fn&& fn);
 };

@@ -195,7 +195,7 @@ void CpuForward::prepare_all_weights(const gguf::File* file, const std::set<cons
     return a.w_bytes + a.w2_bytes > b.w_bytes + b.w2_bytes;
   });
   for (const Job& j : jobs) {
-    prepared_weights(*j.kernel, j.shape, j.w, j.w_bytes, j.w2, j.w2_bytes);
+    prepared_weights_.get(*j.kernel, j.shape, j.w, j.w_bytes, j.w2, j.w2_bytes);
     if (!file) continue;
     for (const void* w : {j.w, j.w2}) {
       const auto it = w ? tensor_at_.find(w) : tensor_at_.end();
@@ -204,10 +204,8 @@ void CpuForward::prepare_all_weights(const gguf::File* file, const std::set<cons
     }
   }
   repack_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (const auto& [key, copy] : prepared_weights_) {
-    repack_.matrices += key.first->op == OpKind::FusedUpGate ? 2 : 1;  // a fused copy holds both matrices
-    repack_.bytes += copy.bytes();
-  }
+  repack_.matrices = prepared_weights_.matrices();
+  repack_.bytes = prepared_weights_.bytes();
 }
 
 std::uint64_t CpuForward::page_in() const {
@@ -238,9 +236,7 @@ bool CpuForward::has_outliers(double k) {
     current_.outlier = has_massive_activation(current_.x, current_.n, k);
     current_.outlier_tested = true;
     current_.outlier_k = k;
-    const int part = static_cast<int>(Op::OutlierTest);
-    times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
-    ++times_.calls[part];
+    times_.add(Op::OutlierTest, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   return current_.outlier;
 }
@@ -255,9 +251,7 @@ const void* CpuForward::activation(ActFormat f, std::size_t& bytes) {
     buf.resize(bytes);
     quantize_activation(f, current_.x, buf.data(), current_.n);
     current_.ready[i] = true;
-    const int part = static_cast<int>(Op::ActQuant);
-    times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
-    ++times_.calls[part];
+    times_.add(Op::ActQuant, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   return buf.data();
 }
@@ -277,7 +271,7 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
   if (kernel->prepare)
     for_each_invocation(*kernel, m, y, y2,
                         [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, auto&&...) {
-                          prepared_weights(*kernel, m.shape, w, w_bytes, w2, w2_bytes);
+                          prepared_weights_.get(*kernel, m.shape, w, w_bytes, w2, w2_bytes);
                         });
   const auto t0 = Clock::now();
   for_each_invocation(*kernel, m, y, y2,
@@ -287,37 +281,45 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
                         const void* x = activation(kernel->act, x_bytes);
                         MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, out, w2, w2_bytes, out2);
                         a.threads = threads_;
-                        if (kernel->prepare) a.prepared = prepared_weights(*kernel, m.shape, w, w_bytes, w2, w2_bytes);
+                        if (kernel->prepare) a.prepared = prepared_weights_.get(*kernel, m.shape, w, w_bytes, w2, w2_bytes);
                         const Status st = invoke(*kernel, a);
                         if (!st.ok())
                           throw std::runtime_error(
                               fmt::format("{} ({}): {}", to_string(m.part), kernel->name, st.error));
                       });
-  times_.seconds[part] += std::chrono::duration<double>(Clock::now() - t0).count();
-  ++times_.calls[part];
+  times_.add(m.part, std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
-const void* CpuForward::prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,
-                                         const void* w2, std::size_t w2_bytes) {
-  // Keyed by w alone: a fused kernel's w2 is the one matrix that goes with its w.
-  auto [it, made] = prepared_weights_.try_emplace({&kernel, w});
+const void* PreparedWeightCache::get(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,
+                                     const void* w2, std::size_t w2_bytes) {
+  auto [it, made] = copies_.try_emplace({&kernel, w});
   if (made) {
     const Status st = it->second.prepare(kernel, matvec_args(shape, w, w_bytes, nullptr, 0, nullptr, w2, w2_bytes));
     if (!st.ok()) {
-      prepared_weights_.erase(it);
+      copies_.erase(it);
       throw std::runtime_error(fmt::format("{}: preparing its weights: {}", kernel.name, st.error));
     }
   }
   return it->second.handle();
 }
 
+int PreparedWeightCache::matrices() const {
+  int n = 0;
+  for (const auto& [key, copy] : copies_) n += key.first->op == OpKind::FusedUpGate ? 2 : 1;
+  return n;
+}
+
+std::uint64_t PreparedWeightCache::bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& [key, copy] : copies_) n += copy.bytes();
+  return n;
+}
+
 template <class Fn>
 void CpuForward::timed(Op op, Fn&& fn) {
   const auto t0 = Clock::now();
   fn();
-  const int i = static_cast<int>(op);
-  times_.seconds[i] += std::chrono::duration<double>(Clock::now() - t0).count();
-  ++times_.calls[i];
+  times_.add(op, std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 void CpuForward::embed() {
@@ -325,12 +327,7 @@ void CpuForward::embed() {
     const auto* row = static_cast<const std::uint8_t*>(program_.token_embd) +
                       static_cast<std::size_t>(token_) * row_bytes(program_.embd_type, c_.n_embd);
     dequantize_row(program_.embd_type, row, program_.x, c_.n_embd);
-    for (int i = 0; i < c_.rope_dim / 2; ++i) {
-      // Angles in double: at long positions float loses the low bits of pos * freq.
-      const double theta = pos_ * std::pow(double(c_.rope_freq_base), -2.0 * i / c_.rope_dim);
-      program_.rope_cos[i] = static_cast<float>(std::cos(theta));
-      program_.rope_sin[i] = static_cast<float>(std::sin(theta));
-    }
+    rope_table(c_, pos_, program_.rope_cos, program_.rope_sin);
   });
 }
 
@@ -355,29 +352,14 @@ void CpuForward::head_step(const LayerOps& l) {
       for (int h = 0; h < c_.n_head; ++h) qmv::rms_norm(&q[h * hd], l.q_norm, &q[h * hd], hd, c_.rms_eps);
       for (int h = 0; h < c_.n_head_kv; ++h) qmv::rms_norm(&k[h * hd], l.k_norm, &k[h * hd], hd, c_.rms_eps);
     }
-    rope(q, c_.n_head);
-    rope(k, c_.n_head_kv);
+    apply_rope(c_, q, c_.n_head, rope_cos_.data(), rope_sin_.data());
+    apply_rope(c_, k, c_.n_head_kv, rope_cos_.data(), rope_sin_.data());
     for (int h = 0; h < c_.n_head_kv; ++h) {
       const std::size_t at = head_cache_offset(h) + static_cast<std::size_t>(pos_) * hd;
       std::memcpy(l.k_cache + at, k + h * hd, hd * sizeof(float));
       std::memcpy(l.v_cache + at, v + h * hd, hd * sizeof(float));
     }
   });
-}
-
-void CpuForward::rope(float* v, int n_heads) const {
-  const int hd = c_.head_dim, half = c_.rope_dim / 2;
-  for (int h = 0; h < n_heads; ++h) {
-    float* head = v + h * hd;
-    for (int i = 0; i < half; ++i) {
-      // Interleaved rotates neighbours (2i, 2i+1); Halves rotates (i, i + rope_dim/2).
-      const int a = c_.rope == RopeStyle::Interleaved ? 2 * i : i;
-      const int b = c_.rope == RopeStyle::Interleaved ? 2 * i + 1 : i + half;
-      const float x0 = head[a], x1 = head[b];
-      head[a] = x0 * rope_cos_[i] - x1 * rope_sin_[i];
-      head[b] = x0 * rope_sin_[i] + x1 * rope_cos_[i];
-    }
-  }
 }
 
 void CpuForward::attention(const LayerOps& l) {

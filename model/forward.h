@@ -41,7 +41,29 @@ struct StepTimes {
   std::array<std::int64_t, static_cast<int>(Op::kCount)> routable{};
   std::array<std::int64_t, static_cast<int>(Op::kCount)> routed{};
   void clear() { *this = {}; }
+  // One call of `op` that took `s` seconds.
+  void add(Op op, double s) {
+    seconds[static_cast<int>(op)] += s;
+    ++calls[static_cast<int>(op)];
+  }
   double total() const;
+};
+
+// Kernels with a weight transform (KernelSpec::prepare): their copy of each matrix
+// they read, made the first time a kernel meets the matrix and kept while the forward
+// lives. Keyed by the kernel and w alone: a fused kernel's w2 is the one matrix that
+// goes with its w.
+class PreparedWeightCache {
+ public:
+  // The copy `kernel` made of w (and w2); made now if there is none. Throws
+  // std::runtime_error naming the kernel when it cannot be made.
+  const void* get(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,
+                  const void* w2 = nullptr, std::size_t w2_bytes = 0);
+  int matrices() const;  // the matrices the copies hold (a fused copy holds two)
+  std::uint64_t bytes() const;
+
+ private:
+  std::map<std::pair<const KernelSpec*, const void*>, PreparedMatrix> copies_;
 };
 
 struct ContextFull : std::runtime_error {
@@ -174,7 +196,7 @@ class CpuForward {
   StepTimes times_;
   // Kernels with a weight transform: their copy of each matrix they read, made at
   // construction (prepare_all_weights), outside every op's time.
-  std::map<std::pair<const KernelSpec*, const void*>, PreparedMatrix> prepared_weights_;
+  PreparedWeightCache prepared_weights_;
   WeightRepack repack_;
   // Resident: the copies of the tensors that are read in their own layout.
   WeightMemory plain_copies_;
@@ -184,8 +206,6 @@ class CpuForward {
   std::vector<const gguf::Tensor*> in_place_;  // the tensors read where they point
   CpuForward(const ModelConfig& config, const ModelWeights& weights, const std::vector<PlannedMatvec>& plan,
              int threads, int context, const gguf::File* file, WeightResidence residence);
-  const void* prepared_weights(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,
-                               const void* w2, std::size_t w2_bytes);
   void place_weights(const gguf::File* file, WeightResidence residence);
   // Makes every repacked copy, largest first, and gives back the file pages of the
   // matrices in `repacked_only` once theirs is made.
@@ -206,7 +226,6 @@ class CpuForward {
   const void* activation(ActFormat f, std::size_t& bytes);
   // Whether the current vector trips the outlier test at k (tested once per k).
   bool has_outliers(double k);
-  void rope(float* v, int n_heads) const;
   template <class Fn>
   void timed(Op op, Fn&& fn);
 };

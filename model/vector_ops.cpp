@@ -17,6 +17,28 @@ void rms_norm(const float* x, const float* weight, float* y, int n, float eps) {
   for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }
 
+void rope_table(const ModelConfig& c, int pos, float* cos, float* sin) {
+  for (int i = 0; i < c.rope_dim / 2; ++i) {
+    const double theta = pos * std::pow(double(c.rope_freq_base), -2.0 * i / c.rope_dim);
+    cos[i] = static_cast<float>(std::cos(theta));
+    sin[i] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void apply_rope(const ModelConfig& c, float* v, int n_heads, const float* cos, const float* sin) {
+  const int hd = c.head_dim, half = c.rope_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = v + h * hd;
+    for (int i = 0; i < half; ++i) {
+      const int a = c.rope == RopeStyle::Interleaved ? 2 * i : i;
+      const int b = c.rope == RopeStyle::Interleaved ? 2 * i + 1 : i + half;
+      const float x0 = head[a], x1 = head[b];
+      head[a] = x0 * cos[i] - x1 * sin[i];
+      head[b] = x0 * sin[i] + x1 * cos[i];
+    }
+  }
+}
+
 namespace {
 
 __attribute__((target("avx2"))) void swiglu_avx2(float* gate, const float* up, int n) {

@@ -139,7 +139,7 @@ else
   if [ "$isa" = cuda ]; then
     echo "peers: building ggml (CUDA backend, sm_$cuda_arch) and llama-bench (about 30 minutes on 2 cores)" >&2
   else
-    echo "peers: building ggml (CPU backend, $isa), llama-bench and llama-quantize" \
+    echo "peers: building ggml (CPU backend, $isa), llama-bench, llama-batched-bench and llama-quantize" \
       "(about 3 minutes on 2 cores)" >&2
   fi
   # scripts/llamacpp-untimed-O1.cmake: what llama-bench does not time builds at -O1.
