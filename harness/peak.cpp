@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/machine.h"
@@ -329,6 +330,50 @@ const ReadLoopSpeed* steadiest(const PeakResult& p) {
   return best;
 }
 }  // namespace
+
+InterleavedRead::InterleavedRead(ReadLoop loop, std::vector<std::span<const std::byte>> spans, int threads,
+                                 std::size_t slice_bytes)
+    : loop_(std::move(loop)), spans_(std::move(spans)), threads_(threads), slice_words_(slice_bytes / sizeof(std::uint64_t)) {
+  std::size_t words = 0;
+  for (const auto& s : spans_) {
+    if (reinterpret_cast<std::uintptr_t>(s.data()) % alignof(std::uint64_t) != 0)
+      throw std::invalid_argument("interleaved read: a span is not 8-byte aligned");
+    words += s.size() / sizeof(std::uint64_t);
+  }
+  if (slice_words_ == 0 || words < slice_words_)
+    throw std::invalid_argument(fmt::format("interleaved read: {} bytes of memory to read, less than one slice of {}",
+                                            words * sizeof(std::uint64_t), slice_bytes));
+}
+
+void InterleavedRead::pass() {
+  std::uint64_t total = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t left = slice_words_; left > 0;) {
+    const std::span<const std::byte>& s = spans_[span_];
+    const std::size_t in_span = s.size() / sizeof(std::uint64_t);
+    const std::size_t n = std::min(left, in_span - word_);
+    total += read_with_threads(loop_, reinterpret_cast<const std::uint64_t*>(s.data()) + word_, n, threads_);
+    left -= n;
+    word_ += n;
+    if (word_ == in_span) span_ = (span_ + 1) % spans_.size(), word_ = 0;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  sum_ += total;
+  gbps_.push_back(static_cast<double>(slice_bytes()) / 1e9 / seconds);
+}
+
+std::size_t read_between_slice_bytes(std::size_t weight_bytes, std::size_t cache_bytes) {
+  constexpr std::size_t kMaxSlice = std::size_t{256} << 20, kPage = 4096;
+  const std::size_t slice = std::min(kMaxSlice, weight_bytes / 4 / kPage * kPage);
+  return slice >= 2 * cache_bytes && slice > 0 ? slice : 0;
+}
+
+double InterleavedRead::median_gbps() const {
+  if (gbps_.empty()) return 0;
+  std::vector<double> v = gbps_;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
 
 double PeakResult::steady_gbps() const {
   const ReadLoopSpeed* l = steadiest(*this);

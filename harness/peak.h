@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,40 @@ ReadLoop usable_read_loop(const std::string& name);
 // Sums `words` words of `buf` with `threads` OpenMP threads, each reading its own
 // contiguous slice (cut at cache-line multiples) with `loop`.
 std::uint64_t read_with_threads(const ReadLoop& loop, const std::uint64_t* buf, std::size_t words, int threads);
+
+// A read loop timed over memory that is already resident and read by the work it is
+// the roofline of (a decode's own weights, weight_memory_spans()), one slice per pass,
+// the slices going round the spans in turn: passes made between a decode's steps give
+// the bandwidth of the same pages in the same minutes as the steps, on a host whose
+// bandwidth moves by tens of percent between minutes.
+class InterleavedRead {
+ public:
+  // Throws std::invalid_argument when the spans hold fewer than slice_bytes or a span
+  // is not 8-byte aligned.
+  InterleavedRead(ReadLoop loop, std::vector<std::span<const std::byte>> spans, int threads,
+                  std::size_t slice_bytes);
+  void pass();  // reads the next slice, timed
+  int passes() const { return static_cast<int>(gbps_.size()); }
+  double median_gbps() const;  // 0 before the first pass
+  const std::string& loop_name() const { return loop_.name; }
+  std::size_t slice_bytes() const { return slice_words_ * sizeof(std::uint64_t); }
+  std::uint64_t checksum() const { return sum_; }  // the read loop's sum over every pass
+
+ private:
+  ReadLoop loop_;
+  std::vector<std::span<const std::byte>> spans_;
+  int threads_;
+  std::size_t slice_words_;
+  std::size_t span_ = 0, word_ = 0;  // where the next slice starts
+  std::uint64_t sum_ = 0;
+  std::vector<double> gbps_;
+};
+
+// The slice an InterleavedRead of a decode's weights reads between two tokens: at most
+// 256 MiB and a quarter of the weights (so the slices go round and each finds its bytes
+// long out of the caches), in whole pages; 0 (read nothing) when that is less than twice
+// `cache_bytes`, as a pass would then be read from the cache.
+std::size_t read_between_slice_bytes(std::size_t weight_bytes, std::size_t cache_bytes);
 
 struct ReadLoopSpeed {
   std::string name;

@@ -50,6 +50,10 @@ class Mappings {
     std::lock_guard<std::mutex> lock(mutex_);
     spans_.erase(base);
   }
+  std::map<std::uintptr_t, std::size_t> spans() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return spans_;
+  }
   // The bytes of [lo, hi) that lie in some mapping.
   std::uintptr_t overlap(std::uintptr_t lo, std::uintptr_t hi) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -151,6 +155,14 @@ class ChunkPool {
     return chunks_.size();
   }
 
+  // Each chunk's carved part, by base address.
+  std::map<std::uintptr_t, std::size_t> carved() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::map<std::uintptr_t, std::size_t> spans;
+    for (const auto& [base, chunk] : chunks_) spans[base] = chunk.used;
+    return spans;
+  }
+
  private:
   std::mutex mutex_;
   std::map<std::uintptr_t, Chunk> chunks_;  // by base address
@@ -205,6 +217,19 @@ std::size_t weight_memory_chunks() {
 #else
   return 0;
 #endif
+}
+
+std::vector<std::span<const std::byte>> weight_memory_spans() {
+  std::vector<std::span<const std::byte>> out;
+#if defined(__linux__)
+  const auto carved = chunk_pool().carved();
+  for (const auto& [base, bytes] : mappings().spans()) {
+    const auto chunk = carved.find(base);
+    const std::size_t written = chunk == carved.end() ? bytes : chunk->second;
+    if (written > 0) out.emplace_back(reinterpret_cast<const std::byte*>(base), written);
+  }
+#endif
+  return out;
 }
 
 void advise_huge_pages(void* p, std::size_t bytes) {

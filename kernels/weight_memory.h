@@ -14,7 +14,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace qmv {
 
@@ -54,6 +56,13 @@ class PackedWeightMemory {
   PackedWeightMemory(const PackedWeightMemory&) = delete;
   PackedWeightMemory& operator=(const PackedWeightMemory&) = delete;
 };
+
+// The written part of all weight memory live now, one span per mapping: a shared chunk
+// up to what has been carved from it, a buffer with a mapping of its own whole. In a
+// decode that is its resident weights and their repacked copies, on the pages the
+// kernels read them from: what a read loop streams to measure the memory the kernels
+// meet, without a buffer of its own. Empty where buffers are not tracked (not Linux).
+std::vector<std::span<const std::byte>> weight_memory_spans();
 
 // Advises the whole 2 MiB pages inside [p, p + bytes) as the buffers above are: for
 // weight memory allocated elsewhere (a peer's repacked buffer) before it is first

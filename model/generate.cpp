@@ -24,17 +24,18 @@ Generation generate(TokenSteps& steps, const std::vector<int>& prompt, int n, co
   bool going = emit(next);
   steps.prompt_done();
 
-  // Decode, timed after the first token.
+  // Decode, timed after the first token, step by step so that between_steps is not.
   double bytes = 0;
-  t0 = Clock::now();
   while (going && static_cast<int>(g.generated.size()) < n) {
+    if (g.decode_steps > 0) steps.between_steps();
+    t0 = Clock::now();
     bytes += static_cast<double>(steps.bytes_per_token());
     next = steps.step(g.generated.back(), true);
     g.generated.push_back(next);
     ++g.decode_steps;
     going = emit(next);
+    g.decode_s += seconds_since(t0);
   }
-  g.decode_s = seconds_since(t0);
   g.bytes_per_token = g.decode_steps ? bytes / g.decode_steps : static_cast<double>(steps.bytes_per_token());
   return g;
 }

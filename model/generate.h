@@ -23,6 +23,9 @@ class TokenSteps {
   virtual std::uint64_t bytes_per_token() const = 0;
   // Called between the prompt and the timed decode.
   virtual void prompt_done() {}
+  // Called after each timed decode step but the last, outside the timing: for work
+  // that measures alongside the decode (a read pass of its weights) without slowing it.
+  virtual void between_steps() {}
 };
 
 struct Generation {
@@ -35,7 +38,7 @@ struct Generation {
 
 // Runs `prompt`, then generates until `n` tokens or until emit(token) returns false,
 // calling emit on each new token as it comes. Decode is timed after the first new
-// token. Throws std::invalid_argument for an empty prompt.
+// token, its steps only (not between_steps). Throws std::invalid_argument for an empty prompt.
 Generation generate(TokenSteps& steps, const std::vector<int>& prompt, int n, const std::function<bool(int)>& emit);
 
 }  // namespace qmv

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace qmv {
@@ -20,9 +22,15 @@ class CountingSteps : public TokenSteps {
   }
   std::uint64_t bytes_per_token() const override { return 100 + position; }
   void prompt_done() override { prompt_done_at = position; }
+  void between_steps() override {
+    between_at.push_back(position);
+    if (wait_between.count() > 0) std::this_thread::sleep_for(wait_between);
+  }
 
   std::vector<int> fed;
   std::vector<bool> sampled;
+  std::vector<int> between_at;
+  std::chrono::milliseconds wait_between{0};
   int position = 0, prompt_done_at = -1;
 };
 
@@ -58,6 +66,17 @@ TEST(Generate, StopsWhereEmitSaysSoAndAfterOneTokenTimesNothing) {
   EXPECT_EQ(first.decode_steps, 0);
   EXPECT_EQ(first.decode_tok_s(), 0.0);
   EXPECT_DOUBLE_EQ(first.bytes_per_token, 102.0);  // the next step's, with no decode step to average
+}
+
+TEST(Generate, BetweenStepsRunsBetweenDecodeStepsOutsideTheirTime) {
+  CountingSteps steps;
+  steps.wait_between = std::chrono::milliseconds(50);
+  const Generation g = generate(steps, {1, 2}, 5, [](int) { return true; });
+  EXPECT_EQ(g.decode_steps, 4);
+  // Between each two decode steps (positions 3..6), never after the prompt or the last.
+  EXPECT_EQ(steps.between_at, (std::vector<int>{3, 4, 5}));
+  // 150 ms were spent between the steps; the steps themselves take microseconds.
+  EXPECT_LT(g.decode_s, 0.075);
 }
 
 TEST(Generate, RefusesAnEmptyPrompt) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -112,6 +113,53 @@ TEST(ReadLoops, ThreadsSplitTheBufferWithoutLosingOrRepeatingWords) {
         ASSERT_EQ(read_with_threads(l, p, n, threads), plain_sum(p, n))
             << l.name << " threads " << threads << " words " << n;
       }
+}
+
+TEST(InterleavedRead, EachPassReadsTheNextSliceRoundTheSpans) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  // Three spans of odd lengths: slices cross from one to the next and wrap round.
+  std::vector<std::vector<std::uint64_t>> memory = {std::vector<std::uint64_t>(1000 + rng() % 500),
+                                                    std::vector<std::uint64_t>(37), std::vector<std::uint64_t>(517)};
+  std::vector<std::uint64_t> all;
+  std::vector<std::span<const std::byte>> spans;
+  for (auto& m : memory) {
+    for (auto& w : m) all.push_back(w = rng());
+    spans.push_back(std::as_bytes(std::span<const std::uint64_t>(m)));
+  }
+  const std::size_t slice_words = 300 + rng() % 300;
+  const ReadLoop loop = usable_read_loops().front();
+  InterleavedRead read(loop, spans, 2, slice_words * sizeof(std::uint64_t));
+  EXPECT_EQ(read.median_gbps(), 0.0);
+  std::uint64_t expected = 0;
+  const int passes = 11;  // round the spans more than twice
+  for (int p = 0; p < passes; ++p) {
+    read.pass();
+    for (std::size_t i = 0; i < slice_words; ++i) expected += all[(p * slice_words + i) % all.size()];
+    ASSERT_EQ(read.checksum(), expected) << "after pass " << p;
+  }
+  EXPECT_EQ(read.passes(), passes);
+  EXPECT_GT(read.median_gbps(), 0.0);
+  EXPECT_EQ(read.loop_name(), loop.name);
+}
+
+TEST(InterleavedRead, RefusesASliceLongerThanItsMemoryOrAMisalignedSpan) {
+  std::vector<std::uint64_t> words(64, 1);
+  const auto bytes = std::as_bytes(std::span<const std::uint64_t>(words));
+  const ReadLoop loop = usable_read_loops().front();
+  EXPECT_THROW(InterleavedRead(loop, {bytes}, 1, bytes.size() + 8), std::invalid_argument);
+  EXPECT_THROW(InterleavedRead(loop, {bytes}, 1, 0), std::invalid_argument);
+  EXPECT_THROW(InterleavedRead(loop, {bytes.subspan(4)}, 1, 64), std::invalid_argument);
+  EXPECT_NO_THROW(InterleavedRead(loop, {bytes}, 1, bytes.size()));
+}
+
+TEST(InterleavedRead, TheSliceIsAQuarterOfTheWeightsAtMost256MiBAndNoneWhenCached) {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  EXPECT_EQ(read_between_slice_bytes(4000 * MiB, 32 * MiB), 256 * MiB);
+  EXPECT_EQ(read_between_slice_bytes(640 * MiB, 32 * MiB), 160 * MiB);
+  EXPECT_EQ(read_between_slice_bytes(640 * MiB + 12345, 32 * MiB) % 4096, 0u);
+  EXPECT_EQ(read_between_slice_bytes(256 * MiB, 32 * MiB), 64 * MiB);
+  EXPECT_EQ(read_between_slice_bytes(255 * MiB, 32 * MiB), 0u);  // a slice would sit in the cache
+  EXPECT_EQ(read_between_slice_bytes(0, 0), 0u);
 }
 
 TEST(ReadLoops, TheIsaMaskDecidesTheWidths) {

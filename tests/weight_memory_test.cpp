@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -222,6 +223,38 @@ TEST(WeightMemory, PackedBuffersLieBackToBackAndGoWithTheLast) {
 }
 
 // The share is of the range asked about: memory the process never mapped holds none.
+#if defined(__linux__)
+// Whether [p, p + bytes) lies inside one of the spans.
+bool inside_a_span(const std::vector<std::span<const std::byte>>& spans, const void* p, std::size_t bytes) {
+  const auto* b = static_cast<const std::byte*>(p);
+  return std::any_of(spans.begin(), spans.end(),
+                     [&](const auto& s) { return b >= s.data() && b + bytes <= s.data() + s.size(); });
+}
+
+TEST(WeightMemory, TheSpansHoldEveryLiveBufferAndNotTheUncarvedRest) {
+  std::mt19937_64 g(testing::fresh_seed());
+  const std::size_t small = 4096 + g() % 65536, large = kLargestCarvedBytes + 4096 + g() % (1 << 20);
+  WeightMemory a(small), b(large);
+  std::size_t packed_bytes = 0;
+  std::vector<WeightMemory> packed;
+  {
+    PackedWeightMemory packing;
+    for (int i = 0; i < 3; ++i) packed.emplace_back(packed_bytes = 1 + g() % (3 << 20));
+  }
+  const auto spans = weight_memory_spans();
+  EXPECT_TRUE(inside_a_span(spans, a.data(), a.bytes()));
+  EXPECT_TRUE(inside_a_span(spans, b.data(), b.bytes()));
+  for (const auto& p : packed) EXPECT_TRUE(inside_a_span(spans, p.data(), p.bytes()));
+  // A packed chunk is 256 MiB mapped; its span ends where its last buffer does.
+  const auto* last_end = static_cast<const std::byte*>(packed.back().data()) + packed_bytes;
+  const bool ends_at_last = std::any_of(spans.begin(), spans.end(), [&](const auto& s) {
+    return s.data() + s.size() >= last_end && s.data() + s.size() < last_end + 64;
+  });
+  EXPECT_TRUE(ends_at_last);
+  for (const auto& s : spans) EXPECT_EQ(reinterpret_cast<std::uintptr_t>(s.data()) % 64, 0u);
+}
+#endif
+
 TEST(WeightMemory, HugePageShareOfUnmappedRangeIsZero) {
   WeightMemory m(4 * kHugePageBytes);
   expect_holds_random_words(m.data(), m.bytes(), 7);

@@ -165,10 +165,20 @@ std::vector<std::string> decode_header_without_read_after() {
   return h;
 }
 
-// Then the roofline's read loop timed right after the decode, and the decode's share of it.
-std::vector<std::string> decode_header() {
+// Then the read loop timed right after the decode and the decode's share of it, which
+// only older rows hold (the read between tokens replaced it).
+std::vector<std::string> decode_header_with_read_after() {
   std::vector<std::string> h = decode_header_without_read_after();
   h.insert(h.end() - 1, {"read_after_gbps", "read_after_pct"});
+  return h;
+}
+
+// Then where the roofline's bandwidth (peak_gbps) came from, and the machine's stored
+// read peak with the decode's share of it: the same figure as peak_gbps unless the
+// roofline was read between the tokens.
+std::vector<std::string> decode_header() {
+  std::vector<std::string> h = decode_header_with_read_after();
+  h.insert(h.end() - 1, {"roofline_source", "stored_peak_gbps", "stored_peak_pct"});
   return h;
 }
 
@@ -233,24 +243,23 @@ struct Roofline {
   std::string read_loop;  // the CPU read loop that measured it; "" when given or on the GPU
 };
 
-// The roofline's read loop timed again right after the decode: a machine whose
-// bandwidth drifts by tens of percent over minutes (a shared host) moves a share of a
-// figure measured once with it; a share of the same loop in the same minute as the
-// decode moves only with the decode.
-struct ReadAfter {
-  double gbps = 0;  // its median; 0: not measured
-  int passes = 0;
-};
-constexpr int kReadAfterPasses = 5;
-
-ReadAfter read_right_after(const Roofline& roofline, int threads) {
-  if (roofline.read_loop.empty()) return {};
+// The roofline's read loop over the decode's own resident weights, one slice between
+// each two tokens (InterleavedRead): nothing when the roofline has no read loop (given,
+// on the GPU, none) or the weights are too small to be out of the caches.
+std::optional<InterleavedRead> read_between_tokens(const Roofline& roofline, int threads) {
+  if (roofline.read_loop.empty()) return std::nullopt;
+  std::vector<std::span<const std::byte>> spans = weight_memory_spans();
+  std::size_t bytes = 0;
+  for (const auto& s : spans) bytes += s.size();
+  // At least 32 MiB of cache is assumed: machine_info reads an unknown one as 0.
+  const std::size_t slice =
+      read_between_slice_bytes(bytes, std::max<std::size_t>(machine_info().llc_bytes, std::size_t{32} << 20));
+  if (slice == 0) return std::nullopt;
   try {
-    const PeakResult p = measure_read_bandwidth(threads, kReadAfterPasses, roofline.read_loop);
-    return {p.median_gbps, p.repetitions};
+    return InterleavedRead(usable_read_loop(roofline.read_loop), std::move(spans), threads, slice);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "qmvlab: the read loop {} was not timed after the decode: {}\n", roofline.read_loop, e.what());
-    return {};
+    fmt::print(stderr, "qmvlab: the read loop {} is not read between the tokens: {}\n", roofline.read_loop, e.what());
+    return std::nullopt;
   }
 }
 
@@ -267,7 +276,8 @@ Roofline roofline_bandwidth(double given_gbps, bool no_peak, int threads, Backen
 // The CPU's step for the generate loop: the forward pass, then the sampler on its logits.
 class CpuSteps : public TokenSteps {
  public:
-  CpuSteps(CpuForward& fwd, Sampler& sampler) : fwd_(fwd), sampler_(sampler) {}
+  CpuSteps(CpuForward& fwd, Sampler& sampler, InterleavedRead* read_between)
+      : fwd_(fwd), sampler_(sampler), read_between_(read_between) {}
   int step(int token, bool sample) override {
     const std::span<const float> logits = fwd_.step(token);
     return sample ? sampler_.sample(logits) : -1;
@@ -278,11 +288,15 @@ class CpuSteps : public TokenSteps {
     prompt_times = fwd_.times();
     fwd_.clear_times();
   }
+  void between_steps() override {
+    if (read_between_) read_between_->pass();
+  }
   StepTimes prompt_times;
 
  private:
   CpuForward& fwd_;
   Sampler& sampler_;
+  InterleavedRead* read_between_;
 };
 
 StepTimes add_counts(StepTimes a, const StepTimes& b) {
@@ -562,6 +576,7 @@ int DecodeCommand::run(const std::string& command_line) {
   std::uint64_t weight_bytes = 0;
   StepTimes prompt_times;
   CudaDecodeRun gpu;
+  std::optional<InterleavedRead> read_between;
   if (backend == Backend::CUDA) {
     // The whole loop on the GPU: the sampler runs there too, only tokens come back.
     CudaDecodeOptions gpu_options;
@@ -576,7 +591,8 @@ int DecodeCommand::run(const std::string& command_line) {
     weight_bytes = gpu.weight_bytes;
     prompt_times = gpu.routing;  // the routing counts of the whole run (no CPU timings)
   } else {
-    CpuSteps steps(*fwd, sampler);
+    read_between = read_between_tokens(roofline, o.threads);
+    CpuSteps steps(*fwd, sampler, read_between ? &*read_between : nullptr);
     static_cast<Generation&>(r) = generate(steps, r.prompt, o.n, emit);
     prompt_times = steps.prompt_times;
     r.decode_times = fwd->times();
@@ -586,11 +602,20 @@ int DecodeCommand::run(const std::string& command_line) {
   // The peak of the load and decode, before anything else allocates.
   const std::int64_t peak_rss = peak_resident_bytes();
 
-  const double peak = roofline.gbps;
+  // The roofline: the read between the tokens where it ran, else the stored figure.
+  const double stored_peak = roofline.gbps;
+  const bool read_between_ran = read_between && read_between->passes() > 0;
+  const double peak = read_between_ran ? read_between->median_gbps() : stored_peak;
+  const std::string peak_source =
+      read_between_ran ? fmt::format("the {} read loop over these weights between the tokens, {} MB a pass, "
+                                     "median of {} passes",
+                                     read_between->loop_name(), read_between->slice_bytes() >> 20,
+                                     read_between->passes())
+                       : roofline.source;
   const double roofline_tok_s = peak > 0 ? peak * 1e9 / r.bytes_per_token : 0;
-  // After the peak resident memory is read: its buffer is not the decode's.
-  const ReadAfter after = r.decode_steps > 0 ? read_right_after(roofline, o.threads) : ReadAfter{};
-  const double after_pct = after.gbps > 0 ? 100 * r.decode_tok_s() * r.bytes_per_token / (after.gbps * 1e9) : 0.0;
+  const double roofline_pct = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
+  const double stored_pct =
+      stored_peak > 0 ? 100 * r.decode_tok_s() * r.bytes_per_token / (stored_peak * 1e9) : 0.0;
 
   fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
              weight_bytes / 1e6);
@@ -630,10 +655,10 @@ int DecodeCommand::run(const std::string& command_line) {
     if (roofline_tok_s > 0)
       fmt::print("roofline: {:.2f} MB/token (weights + KV cache) at {:.2f} GB/s read bandwidth ({}) = "
                  "{:.2f} tok/s; decode reaches {:.1f}% of it\n",
-                 r.bytes_per_token / 1e6, peak, roofline.source, roofline_tok_s, 100 * r.decode_tok_s() / roofline_tok_s);
-    if (after.gbps > 0)
-      fmt::print("read right after: {:.2f} GB/s ({} read loop, median of {} passes); decode reaches {:.1f}% of it\n",
-                 after.gbps, roofline.read_loop, after.passes, after_pct);
+                 r.bytes_per_token / 1e6, peak, peak_source, roofline_tok_s, roofline_pct);
+    if (read_between_ran && stored_peak > 0)
+      fmt::print("stored read peak: {:.2f} GB/s ({}); decode reaches {:.1f}% of it\n", stored_peak, roofline.source,
+                 stored_pct);
     if (backend == Backend::CUDA) {
       fmt::print("\nper-op time during decode (GPU):\n");
       print_cuda_breakdown(gpu);
@@ -695,7 +720,12 @@ int DecodeCommand::run(const std::string& command_line) {
     }
     j["bytes_per_token"] = r.bytes_per_token;
     j["peak_gbps"] = peak;
-    j["peak_source"] = roofline.source;
+    j["peak_source"] = peak_source;
+    if (stored_peak > 0) {
+      j["stored_peak_gbps"] = stored_peak;
+      j["stored_peak_pct"] = stored_pct;
+    }
+    if (read_between_ran) j["read_between_passes"] = read_between->passes();
     if (o.auto_plan.bench_csv.empty()) {
       nlohmann::json tuning;
       tuning["matvecs"] = evidence.matvecs;
@@ -706,11 +736,7 @@ int DecodeCommand::run(const std::string& command_line) {
       tuning["store"] = evidence.store;
       j["tuning"] = tuning;
     }
-    j["roofline_pct"] = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
-    if (after.gbps > 0) {
-      j["read_after_gbps"] = after.gbps;
-      j["read_after_pct"] = after_pct;
-    }
+    j["roofline_pct"] = roofline_pct;
     if (op_timed > 0) {
       nlohmann::json per_op;
       for (int i = 0; i < kOpCount; ++i)
@@ -737,7 +763,8 @@ int DecodeCommand::run(const std::string& command_line) {
   if (!o.csv_out.empty()) {
     const RunContext ctx = current_context(command_line);
     const std::string path = expand_machine(o.csv_out);
-    if (widen_csv_header(path, decode_header(), {decode_header_without_op_times(), decode_header_without_read_after()}))
+    if (widen_csv_header(path, decode_header(), {decode_header_without_op_times(), decode_header_without_read_after(),
+                                                     decode_header_with_read_after()}))
       fmt::print("{}: rewritten with the newer columns, empty in its earlier rows\n", path);
     CsvWriter csv(path, decode_header(), true);
     const std::string file = o.model.substr(o.model.find_last_of('/') + 1);
@@ -749,15 +776,17 @@ int DecodeCommand::run(const std::string& command_line) {
                fmt::format("{:.4f}", r.decode_steps ? 1e3 * r.decode_s / r.decode_steps : 0.0),
                fmt::format("{:.0f}", r.bytes_per_token), fmt::format("{:.3f}", peak),
                fmt::format("{:.3f}", roofline_tok_s),
-               fmt::format("{:.2f}", roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0),
+               fmt::format("{:.2f}", roofline_pct),
                fmt::format("{}", o.sampler.temperature), std::to_string(o.sampler.seed), o.device,
                backend == Backend::CUDA ? (gpu.graph ? "on" : "off") : "",
                routes_outliers(planned) ? std::to_string(routed_calls) : "",
                routes_outliers(planned) ? std::to_string(routable_calls) : ""};
     const auto ops = op_time_fields(op_times, op_timed);
     fields.insert(fields.end(), ops.begin(), ops.end());
-    fields.push_back(after.gbps > 0 ? fmt::format("{:.3f}", after.gbps) : "");
-    fields.push_back(after.gbps > 0 ? fmt::format("{:.2f}", after_pct) : "");
+    fields.insert(fields.end(), {"", ""});  // read_after_*: older rows only
+    fields.push_back(peak > 0 ? peak_source : "");
+    fields.push_back(stored_peak > 0 ? fmt::format("{:.3f}", stored_peak) : "");
+    fields.push_back(stored_peak > 0 ? fmt::format("{:.2f}", stored_pct) : "");
     fields.push_back(ctx.command);
     csv.write(fields);
     fmt::print("appended a row to {}\n", csv.path());
