@@ -1,0 +1,201 @@
+// The loop of the batch kernels of Q6_K weights in the row-interleaved layout x 1 to 8
+// Q8_K activations per call, AVX-512 VNNI on 256-bit registers (AVX512VL), one or two
+// weight streams per thread (q6_K_r8*_ymm_batch_q8k.cpp), on the copy the AVX2 r8
+// kernels read (x86/avx2/q6_K_r8.h): each triple of 32-byte loads unpacked once into
+// its four chunks of 6-bit quants, then per vector one vpdpbusd per chunk against the
+// vector's quad broadcast from memory, where the AVX2 loop takes a vpmaddubsw per chunk,
+// an int16 add per two and a vpmaddwd per two. A sub-block's int32 sums are scaled
+// once per quarter (vpmulld by the rows' int8 scales, sign-extended); the -32 offset is
+// the AVX2 loop's, one vpmaddwd per two sub-blocks against the vector's block sums.
+// Up to four vectors take a quarter in one pass, five to eight in two, the second
+// unpacking its triples again from L1.
+//
+// Bounds: a chunk's lane sums four products of at most 63 * 128; a sub-block's eight
+// chunks stay under 2^18, times a scale (<= 128) under 2^25, and sixteen of them, with
+// the offset, inside int32 (the AVX2 loop's bounds).
+// Included only by the files of this folder (built with -mavx512f/bw/vl/vnni).
+#pragma once
+
+#include <cstring>
+
+#include "kernels/cpu/x86/avx2/kquant_r8.h"
+
+namespace {
+
+using qmv::BlockQ8K;
+using qmv::interleave::BlockQ6_Kx8;
+using qmv::interleave::XMinSums;
+
+// As the AVX2 r8 loop: each quarter of the 1680-byte super-block prefetches seven lines
+// 2048 bytes ahead, two after each of its first three triples and one after the fourth.
+constexpr int kPrefetchBytes = 2048;
+constexpr int kLinesPerQuarter = 7;
+
+inline __m256i broadcast_quad(const std::int8_t* q) {
+  std::int32_t v;
+  std::memcpy(&v, q, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+// The four chunks of triple V of a quarter: 6-bit quants 0..63, the fourth spread over
+// the three bytes' bits 6-7.
+struct Chunks {
+  __m256i q0, q1, q2, q3;
+};
+inline Chunks unpack_triple(const std::uint8_t (&t)[3][4 * qmv::interleave::kGroupRows]) {
+  const __m256i m6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8(static_cast<char>(0xc0));
+  const __m256i t0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[0]));
+  const __m256i t1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[1]));
+  const __m256i t2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[2]));
+  const __m256i spread = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(t0, top2), 2),
+                                                         _mm256_srli_epi16(_mm256_and_si256(t1, top2), 4)),
+                                         _mm256_srli_epi16(_mm256_and_si256(t2, top2), 6));
+  return {_mm256_and_si256(t0, m6), _mm256_and_si256(t1, m6), _mm256_and_si256(t2, m6), spread};
+}
+
+// Quarter g of block b of NG weight streams against M <= 4 vectors, added into
+// isum[i][j]: triples 0-1 are sub-blocks 4g (low) and 4g+2 (high), triples 2-3 are 4g+1
+// and 4g+3, each pair of triples summed in int32 and scaled once.
+template <int NG, int M>
+inline void quarter_streams(const BlockQ6_Kx8* const wb[NG], int g, const BlockQ8K* const x[M], std::int64_t b,
+                            const std::uintptr_t ahead[NG], bool prefetch, __m256i (&isum)[NG][M]) {
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256i lo[NG][M], hi[NG][M];
+    for (int i = 0; i < NG; ++i)
+      for (int j = 0; j < M; ++j) lo[i][j] = hi[i][j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int v = 2 * h; v < 2 * h + 2; ++v) {
+      Chunks c[NG];
+      for (int i = 0; i < NG; ++i) c[i] = unpack_triple(wb[i]->quarter[g].t[v]);
+      for (int j = 0; j < M; ++j) {
+        const std::int8_t* xq = x[j][b].qs + 64 * g + 8 * v;
+        const __m256i x0 = broadcast_quad(xq), x1 = broadcast_quad(xq + 4);
+        const __m256i x2 = broadcast_quad(xq + 32), x3 = broadcast_quad(xq + 36);
+        for (int i = 0; i < NG; ++i) {
+          lo[i][j] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(lo[i][j], c[i].q0, x0), c[i].q1, x1);
+          hi[i][j] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(hi[i][j], c[i].q2, x2), c[i].q3, x3);
+        }
+      }
+      if (prefetch)
+        for (int i = 0; i < NG; ++i)
+          for (int line = 2 * v; line < 2 * v + 2 && line < kLinesPerQuarter; ++line)
+            qmv::x86::prefetch_line_after(ahead[i] + 64 * (kLinesPerQuarter * g + line), lo[i][0]);
+    }
+    for (int i = 0; i < NG; ++i) {
+      // Lane r: the int16 pair (scale of sub-block 2k, of 2k+1) of row r; h picks one.
+      const __m256i pairs_low =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i]->scale_pairs[2 * g])));
+      const __m256i pairs_high =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i]->scale_pairs[2 * g + 1])));
+      const __m256i scale_lo = h ? _mm256_srai_epi32(pairs_low, 16) : _mm256_srai_epi32(_mm256_slli_epi32(pairs_low, 16), 16);
+      const __m256i scale_hi =
+          h ? _mm256_srai_epi32(pairs_high, 16) : _mm256_srai_epi32(_mm256_slli_epi32(pairs_high, 16), 16);
+      for (int j = 0; j < M; ++j)
+        isum[i][j] = _mm256_add_epi32(isum[i][j], _mm256_add_epi32(_mm256_mullo_epi32(lo[i][j], scale_lo),
+                                                                     _mm256_mullo_epi32(hi[i][j], scale_hi)));
+    }
+  }
+}
+
+// The -32 offset of quarter g of one group against vector block xb, added into offset:
+// the rows' widened scale pairs against the block's two pairs of sub-block sums.
+inline __m256i add_offset(__m256i offset, const BlockQ6_Kx8& wb, int g, const BlockQ8K& xb) {
+  const __m256i pairs_low =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g])));
+  const __m256i pairs_high =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g + 1])));
+  std::int32_t x_low, x_high;
+  std::memcpy(&x_low, &xb.bsums[4 * g], sizeof(x_low));
+  std::memcpy(&x_high, &xb.bsums[4 * g + 2], sizeof(x_high));
+  offset = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs_low, _mm256_set1_epi32(x_low)));
+  return _mm256_add_epi32(offset, _mm256_madd_epi16(pairs_high, _mm256_set1_epi32(x_high)));
+}
+
+// NG groups (weight streams) against N vectors, into out[i][j][0..7].
+template <int NG, int N>
+void dot_streams(const BlockQ6_Kx8* const w[NG], const BlockQ8K* const x[N], std::int64_t nb,
+                 float* const (&out)[NG][N]) {
+  constexpr int kFirst = N < 4 ? N : 4, kRest = N > 4 ? N - 4 : 1;
+  __m256 acc[NG][N];
+  for (int i = 0; i < NG; ++i)
+    for (int j = 0; j < N; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_Kx8* wb[NG];
+    std::uintptr_t ahead[NG];
+    for (int i = 0; i < NG; ++i) {
+      wb[i] = &w[i][b];
+      ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kPrefetchBytes;
+    }
+    __m256i first[NG][kFirst], rest[NG][kRest], offset[NG][N];
+    for (int i = 0; i < NG; ++i) {
+      for (int j = 0; j < kFirst; ++j) first[i][j] = _mm256_setzero_si256();
+      for (int j = 0; j < kRest; ++j) rest[i][j] = _mm256_setzero_si256();
+      for (int j = 0; j < N; ++j) offset[i][j] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 1
+    for (int g = 0; g < 4; ++g) {
+      quarter_streams<NG, kFirst>(wb, g, x, b, ahead, true, first);
+      if constexpr (N > 4) quarter_streams<NG, N - 4>(wb, g, x + 4, b, ahead, false, rest);
+      for (int i = 0; i < NG; ++i)
+        for (int j = 0; j < N; ++j) offset[i][j] = add_offset(offset[i][j], *wb[i], g, x[j][b]);
+    }
+    for (int i = 0; i < NG; ++i) {
+      const __m256 d = qmv::interleave::fp16x8(wb[i]->d);
+      for (int j = 0; j < N; ++j) {
+        const __m256i dot = _mm256_sub_epi32(j < 4 ? first[i][j] : rest[i][j - 4], _mm256_slli_epi32(offset[i][j], 5));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(x[j][b].d)), acc[i][j]);
+      }
+    }
+  }
+  for (int i = 0; i < NG; ++i)
+    for (int j = 0; j < N; ++j) _mm256_storeu_ps(out[i][j], acc[i][j]);
+}
+
+// The batch op on NG weight streams per thread (for_each_step_of_parts), the matrix's
+// last group and the parts' leftovers one at a time.
+template <int NG>
+qmv::Status run_streams(const qmv::MatVecArgs& a) {
+  using Layout = BlockQ6_Kx8;
+  using qmv::interleave::kGroupRows;
+  const auto* m = static_cast<const qmv::interleave::RowGroups<Layout>*>(a.prepared);
+  if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
+  const std::int64_t nb = m->blocks, rows = m->shape.rows;
+  const auto* x = static_cast<const BlockQ8K*>(a.x);
+  return qmv::interleave::with_vector_count(a.n, [&](auto count) {
+    constexpr int N = decltype(count)::value;
+    const BlockQ8K* xs[N];
+    for (int j = 0; j < N; ++j) xs[j] = x + j * nb;
+    qmv::interleave::for_each_step_of_parts<NG>(
+        m->groups, rows, a.threads,
+        [&](const std::int64_t* g) {
+          const Layout* w[NG];
+          float* out[NG][N];
+          for (int i = 0; i < NG; ++i) {
+            w[i] = m->data + g[i] * nb;
+            for (int j = 0; j < N; ++j) out[i][j] = a.y + j * rows + g[i] * kGroupRows;
+          }
+          dot_streams<NG, N>(w, xs, nb, out);
+        },
+        [&](std::int64_t g) {
+          const Layout* w[1] = {m->data + g * nb};
+          alignas(32) float tmp[N][kGroupRows];
+          float* out[1][N];
+          for (int j = 0; j < N; ++j) out[0][j] = tmp[j];
+          dot_streams<1, N>(w, xs, nb, out);
+          for (int j = 0; j < N; ++j) qmv::interleave::store_group(tmp[j], a.y + j * rows, g, rows);
+        });
+    return qmv::Status::Ok();
+  });
+}
+
+template <int NG>
+constexpr qmv::KernelRecord ymm_batch_record(const char* name, const char* description) {
+  qmv::KernelRecord r = qmv::interleave::interleaved_record<BlockQ6_Kx8>(
+      qmv::OpKind::MatVecBatch, name, qmv::WeightType::Q6_K, qmv::ActFormat::Q8_K, run_streams<NG>, description,
+      qmv::interleave::kAvx512VnniFeatures);
+  r.max_n = qmv::interleave::kMaxBatchVectors;
+  return r;
+}
+
+}  // namespace

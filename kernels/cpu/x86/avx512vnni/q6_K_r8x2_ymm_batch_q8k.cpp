@@ -1,0 +1,14 @@
+// Q6_K weights in the row-interleaved layout x 1 to 8 Q8_K activations per call (the
+// batch op), AVX-512 VNNI on 256-bit registers, two weight streams per thread
+// (q6_K_r8.h).
+#include "q6_K_r8.h"
+
+namespace {
+// Made at compile time, as every record of this folder (q4_K_r8_q8k.cpp says why).
+constexpr qmv::KernelRecord kBatch = ymm_batch_record<2>(
+    "q6_K.cpu.avx512vnni_r8x2_ymm_batch_q8k",
+    "Q6_K x 1-8 Q8_K vectors (batch), AVX-512 VNNI on 256-bit registers as avx512vnni_r8_ymm_batch_q8k, "
+    "two weight streams per thread: each broadcast quad meets both streams' chunks");
+}  // namespace
+
+QMV_REGISTER_KERNEL(kBatch);
