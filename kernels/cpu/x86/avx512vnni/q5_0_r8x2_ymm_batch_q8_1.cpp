@@ -1,0 +1,13 @@
+// Q5_0 weights in the row-interleaved layout x 1 to 8 Q8_1 activations per call (the
+// batch op), AVX-512 VNNI on 256-bit registers, two weight streams per thread (legacy_r8.h).
+#include "legacy_r8.h"
+
+namespace {
+// Made at compile time, as every record of this folder (q4_K_r8_q8k.cpp says why).
+constexpr qmv::KernelRecord kBatch = ymm_batch_record<qmv::interleave::BlockQ5_0x8, 2>(
+    qmv::WeightType::Q5_0, "q5_0.cpu.avx512vnni_r8x2_ymm_batch_q8_1",
+    "Q5_0 x 1-8 Q8_1 vectors (batch), AVX-512 VNNI on 256-bit registers as avx512vnni_r8_ymm_batch_q8_1, "
+    "two weight streams per thread: each broadcast quad meets both streams' chunks");
+}  // namespace
+
+QMV_REGISTER_KERNEL(kBatch);
