@@ -34,7 +34,11 @@ T parse_number(const std::string& text, const std::string& path, unsigned line, 
   }
 }
 
-std::string shape_text(const ResultRow& r) { return fmt::format("{}x{}", r.rows, r.cols); }
+// The shape, with the vectors per call of a batch row: rows of one kernel and shape at
+// different n are different points.
+std::string shape_text(const ResultRow& r) {
+  return r.n > 1 ? fmt::format("{}x{} n={}", r.rows, r.cols, r.n) : fmt::format("{}x{}", r.rows, r.cols);
+}
 
 // A short list for messages: the first few items and how many more.
 std::string short_list(const std::set<std::string>& items) {
@@ -88,14 +92,14 @@ std::string no_match_reason(const ResultsFile& a, const ResultsFile& b, CompareB
              : "no row has the same shape, weight type, op and cache in both";
 }
 
-using Key = std::tuple<std::string, std::string, std::int64_t, std::int64_t, std::string, int, std::string>;
+using Key = std::tuple<std::string, std::string, std::int64_t, std::int64_t, int, std::string, int, std::string>;
 
-// Key in report order: weight type, op, shape, then kernel and threads (empty when
-// comparing by shape), cache.
+// Key in report order: weight type, op, shape, vectors per call, then kernel and
+// threads (empty when comparing by shape), cache.
 Key key_of(const ResultRow& r, CompareBy by, bool use_op) {
   const std::string op = use_op ? r.op : "";
-  if (by == CompareBy::Shape) return {r.weight_type, op, r.rows, r.cols, "", 0, r.cache};
-  return {r.weight_type, op, r.rows, r.cols, r.kernel, r.threads, r.cache};
+  if (by == CompareBy::Shape) return {r.weight_type, op, r.rows, r.cols, r.n, "", 0, r.cache};
+  return {r.weight_type, op, r.rows, r.cols, r.n, r.kernel, r.threads, r.cache};
 }
 
 struct Best {
@@ -131,13 +135,13 @@ ResultsFile read_results_csv(const std::string& path) {
   }
   ResultsFile f;
   f.path = path;
-  std::optional<io::CSVReader<19, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>>> reader;
+  std::optional<io::CSVReader<20, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>>> reader;
   try {
     auto& in = reader.emplace(path);
     in.read_header(io::ignore_extra_column | io::ignore_missing_column, "kernel", "weight_type",
                    "backend", "rows", "cols", "threads", "cache", "time_median_us", "gbps_median",
                    "peak_pct", "status", "machine", "cpu_model", "gpu", "git_commit", "op", "act_format",
-                   "act_quant", "act_quant_median_us");
+                   "act_quant", "act_quant_median_us", "n");
     std::string missing;
     for (const char* c : {"kernel", "weight_type", "backend", "rows", "cols", "threads", "cache",
                           "time_median_us", "gbps_median", "peak_pct"})
@@ -149,11 +153,11 @@ ResultsFile read_results_csv(const std::string& path) {
     f.has_op = in.has_column("op");
 
     std::string kernel, weight, backend, rows, cols, threads, cache, time, gbps, pct, status;
-    std::string machine, cpu_model, gpu, commit, op, act_format, act_quant, act_quant_us;
+    std::string machine, cpu_model, gpu, commit, op, act_format, act_quant, act_quant_us, vectors;
     bool first = true;
     std::set<std::string> renamed;  // former kernel names the file uses
     while (in.read_row(kernel, weight, backend, rows, cols, threads, cache, time, gbps, pct, status,
-                       machine, cpu_model, gpu, commit, op, act_format, act_quant, act_quant_us)) {
+                       machine, cpu_model, gpu, commit, op, act_format, act_quant, act_quant_us, vectors)) {
       const unsigned line = in.get_file_line();
       if (has_status && !known_sweep_status(status))
         throw CompareError(fmt::format("{}: line {}: column status: '{}' is not a sweep status ({})", path, line,
@@ -180,6 +184,9 @@ ResultsFile read_results_csv(const std::string& path) {
       r.act_format = act_format, r.act_quant = act_quant;
       if (!act_quant_us.empty())
         r.act_quant_median_us = parse_number<double>(act_quant_us, path, line, "act_quant_median_us");
+      // Files from before the column hold one vector per call.
+      if (!vectors.empty()) r.n = parse_number<int>(vectors, path, line, "n");
+      if (r.n < 1) throw CompareError(fmt::format("{}: line {}: column n: {} vectors per call", path, line, r.n));
       if (r.kernel.empty()) throw CompareError(fmt::format("{}: line {}: empty kernel name", path, line));
       f.rows.push_back(std::move(r));
     }
@@ -320,10 +327,11 @@ void print_comparison(const ResultsFile& a, const ResultsFile& b, const Comparis
                    shape_text(m.a), m.a.cache, with_threads(m.a), va, with_threads(m.b), vb, ratio});
   }
   if (c.by == CompareBy::Kernel) {
-    fmt::print("matched by kernel, shape, threads and cache\n\n");
+    fmt::print("matched by kernel, shape (with the vectors per call, n), threads and cache\n\n");
     print_table({"kernel", "shape", "threads", "cache", "A " + label, "B " + label, ratio_heading(c.metric)}, t);
   } else {
-    fmt::print("matched by shape, weight type, op and cache; each side's fastest row (max GB/s) per match\n\n");
+    fmt::print("matched by shape (with n), weight type, op and cache; each side's fastest row (max GB/s) per "
+               "match\n\n");
     print_table({"weights", "shape", "cache", "A kernel", "A " + label, "B kernel", "B " + label,
                  ratio_heading(c.metric)},
                 t);
@@ -349,6 +357,7 @@ std::vector<TimedRow> peer_input(const ResultsFile& f) {
   std::vector<TimedRow> out;
   out.reserve(f.rows.size());
   for (const ResultRow& r : f.rows) {
+    if (r.n != 1) continue;  // the peer ratio is of one vector per call, as decode's
     TimedRow t;
     t.kernel = r.kernel, t.op = r.op.empty() ? "matvec" : r.op, t.weight_type = r.weight_type;
     t.act_format = r.act_format, t.backend = r.backend, t.cache = r.cache;

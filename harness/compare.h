@@ -22,6 +22,7 @@ struct ResultRow {
   std::string kernel, op, weight_type, backend, cache;  // op empty when the CSV has none
   std::int64_t rows = 0, cols = 0;
   int threads = 0;
+  int n = 1;  // vectors per call (the batch op); 1 in files from before the column
   double time_median_us = 0, gbps_median = 0, peak_pct = 0;
   // For the peer ratio (harness/summary.h): empty / 0 where the CSV has no such column.
   std::string act_format, act_quant;

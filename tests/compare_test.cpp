@@ -122,6 +122,37 @@ TEST(ResultsCompare, ByKernelGbpsRatiosAndGeomean) {
   EXPECT_NEAR(c.geomean, geomean_by_product(expected), 1e-12 * c.geomean);
 }
 
+// A batch kernel's rows at n = 1, 2, 4 and 8 are four points: each n matches its own.
+TEST(ResultsCompare, BatchRowsMatchOnlyTheirOwnVectorCount) {
+  std::vector<BenchRow> a, b;
+  const std::vector<int> counts = {1, 2, 4, 8};
+  for (int n : counts) {
+    BenchRow x = random_row("q4_K.cpu.avx2_r8_batch_q8k", 4096, 4096, 2), y = x;
+    x.op = y.op = "matvec_batch";
+    x.n = y.n = n;
+    y.gbps_median = uniform(0.5, 40);
+    a.push_back(x), b.push_back(y);
+  }
+  std::shuffle(b.begin(), b.end(), rng());
+  write_bench(tmp("cmp_batch_a.csv"), a, "machine-a");
+  write_bench(tmp("cmp_batch_b.csv"), b, "machine-b");
+  const ResultsFile fa = read_results_csv(tmp("cmp_batch_a.csv")), fb = read_results_csv(tmp("cmp_batch_b.csv"));
+  for (CompareBy by : {CompareBy::Kernel, CompareBy::Shape}) {
+    const Comparison c = compare_results(fa, fb, by, Metric::Gbps);
+    ASSERT_EQ(c.matched.size(), counts.size());
+    for (const auto& m : c.matched) {
+      EXPECT_EQ(m.b.n, m.a.n);
+      const auto x = std::find_if(a.begin(), a.end(), [&](const BenchRow& r) { return r.n == m.a.n; });
+      const auto y = std::find_if(b.begin(), b.end(), [&](const BenchRow& r) { return r.n == m.a.n; });
+      EXPECT_DOUBLE_EQ(m.ratio, y->gbps_median / x->gbps_median) << "n=" << m.a.n;
+    }
+  }
+  // The table names each point's n.
+  const auto r = qmvlab("compare " + tmp("cmp_batch_a.csv") + " " + tmp("cmp_batch_b.csv"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("4096x4096 n=4"), std::string::npos) << r.output;
+}
+
 // A results file written before the kernels were renamed compares with a new one.
 TEST(ResultsCompare, FormerKernelNamesMatchTheirCurrentNames) {
   std::vector<BenchRow> before, after;
