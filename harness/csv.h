@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/one_line.h"  // one_line, for messages quoting a file
 #include "model/plan.h"
 
 namespace qmv {
@@ -97,10 +98,6 @@ struct PeakRow {
 
 // Quotes a field when it holds a comma, quote or newline (RFC 4180).
 std::string csv_escape(std::string_view field);
-
-// Text from an input file for a one-line message: control characters as escapes
-// ("\n", "\x01").
-std::string one_line(std::string_view text);
 
 // Writes one header and rows, flushing each row (whole rows only). With append, an
 // existing file must have the same header, and rows go at its end. Otherwise a file

@@ -9,6 +9,7 @@
 #include "formats/formats.h"
 #include "kernel.h"
 #include "kernels/activation_quantizers.h"
+#include "kernels/one_line.h"
 
 namespace qmv {
 namespace {
@@ -84,7 +85,7 @@ std::uint32_t parse_cpu_features(std::string_view list) {
         found = true;
       }
     if (!found)
-      throw std::invalid_argument("unknown CPU feature '" + std::string(name) + "' (known: " + known + ")");
+      throw std::invalid_argument("unknown CPU feature '" + one_line(name) + "' (known: " + known + ")");
   }
   return bits;
 }

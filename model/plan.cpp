@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "kernels/availability.h"
+#include "kernels/one_line.h"
 #include "kernels/registry.h"
 
 namespace qmv {
@@ -31,21 +32,6 @@ std::string canonical_type(const std::string& type, const std::string& where) {
 
 // The plan's name for the outlier-routing settings: a TOML table and a rule prefix.
 constexpr const char* kOutliers = "outliers";
-
-// A message about plan text on one line: control characters quoted from it escaped.
-std::string one_line(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 // One `outliers.KEY = VALUE` setting given as text (rules) or as a TOML value.
 void set_outlier_key(KernelPlan& plan, const std::string& key, const std::string& value, const std::string& where) {
