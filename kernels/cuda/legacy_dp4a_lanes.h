@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cuda/global_loads.h"
 #include "kernels/cuda/lane_math.h"
 #include "kernels/cuda/legacy_lanes.h"
 #include "kernels/formats/formats.h"
@@ -29,37 +30,22 @@ namespace qmv::cuda {
 inline constexpr int kLegacyDp4aLanesPerBlock = 4;
 inline constexpr int kLegacyDp4aBlocksPerStep = 32 / kLegacyDp4aLanesPerBlock;
 
+// The loads go through the K-quant families' layer (global_loads.h): the read-only
+// path on the device, a copy on the host where the replay runs the lanes.
+
 // A 32-bit little-endian word at a 2-aligned address (blocks of 18, 22 and 34 bytes
-// leave their quants only 2-aligned): two 16-bit loads on the device.
+// leave their quants only 2-aligned): two 16-bit loads.
 QMV_HD std::uint32_t word_at_2aligned(const std::uint8_t* p) {
-#if defined(__CUDA_ARCH__)
-  const auto* h = reinterpret_cast<const std::uint16_t*>(p);
-  return static_cast<std::uint32_t>(__ldg(h)) | (static_cast<std::uint32_t>(__ldg(h + 1)) << 16);
-#else
-  std::uint32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-#endif
+  return static_cast<std::uint32_t>(load_nc<std::uint16_t>(p)) |
+         (static_cast<std::uint32_t>(load_nc<std::uint16_t>(p + 2)) << 16);
 }
 
 // Quant word i of a Q8_1 block (4-aligned: the blocks are 36 bytes, the quants at +4).
 QMV_HD int q8_1_word(const BlockQ8_1& x, int i) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<int>(__ldg(reinterpret_cast<const std::uint32_t*>(x.qs) + i));
-#else
-  std::uint32_t v;
-  std::memcpy(&v, x.qs + 4 * i, sizeof v);
-  return static_cast<int>(v);
-#endif
+  return static_cast<int>(load_nc<std::uint32_t>(x.qs + 4 * i));
 }
 
-QMV_HD std::uint16_t half_at(const fp16_bits* p) {
-#if defined(__CUDA_ARCH__)
-  return __ldg(reinterpret_cast<const std::uint16_t*>(p));
-#else
-  return *p;
-#endif
-}
+QMV_HD std::uint16_t half_at(const fp16_bits* p) { return load_nc<std::uint16_t>(p); }
 
 // Bits first..first+3 of a Q5 block's qh word, each moved to bit 4 of its own byte:
 // the fifth bits of four consecutive weights, ready to OR onto their nibbles.
