@@ -46,7 +46,8 @@ constexpr int kLinesPerQuarter = 5;
 // unrolled loop's size (about 3x the rolled one's), not measured. Every stream
 // prefetches, four as well as one or two: four streams left to the hardware prefetcher
 // read short of the peak in huge pages (results/intel-xeon-2c/r8x4-prefetch.csv).
-template <int NG>
+// kPrefetch: the distance in bytes, or 0 for none (the hardware prefetcher alone).
+template <int NG, int kPrefetch>
 void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                 float* const out[NG]) {
   using qmv::interleave::broadcast_quad;
@@ -61,7 +62,7 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
     __m256i isum[NG];
     for (int i = 0; i < NG; ++i) {
       wb[i] = &w[i][b];
-      ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kPrefetchBytes;
+      ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kPrefetch;
       isum[i] = _mm256_setzero_si256();
     }
 #pragma GCC unroll 1
@@ -79,7 +80,7 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
               _mm256_add_epi16(hi16[i], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), x_hi));
           qmv::x86::keep_in_register(lo16[i]);
           qmv::x86::keep_in_register(hi16[i]);
-          if (c < kLinesPerQuarter)
+          if (kPrefetch > 0 && c < kLinesPerQuarter)
             qmv::x86::prefetch_line_after(ahead[i] + 64 * (kLinesPerQuarter * g + c), lo16[i]);
         }
       }
@@ -165,14 +166,16 @@ void dot_batch(const BlockQ4_Kx8* w, const qmv::BlockQ8K* const x[N], const XMin
   for (int j = 0; j < N; ++j) _mm256_storeu_ps(out[j], acc[j]);
 }
 
-// The family's entry for the runs and records of kquant_r8.h.
-struct Q4K {
+// The family's entry for the runs and records of kquant_r8.h, with its matvec loop's
+// software prefetch distance (0: none).
+template <int kPrefetch>
+struct Q4KWithPrefetch {
   using Layout = BlockQ4_Kx8;
   static constexpr qmv::WeightType kType = qmv::WeightType::Q4_K;
   template <int NG>
   static void dot_groups(const Layout* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                          float* const out[NG]) {
-    ::dot_groups<NG>(w, x, xm, nb, out);
+    ::dot_groups<NG, kPrefetch>(w, x, xm, nb, out);
   }
   template <int N>
   static void dot_batch(const Layout* w, const qmv::BlockQ8K* const x[N], const XMinSums* const xm[N],
@@ -180,5 +183,11 @@ struct Q4K {
     ::dot_batch<N>(w, x, xm, nb, out);
   }
 };
+using Q4K = Q4KWithPrefetch<kPrefetchBytes>;
+// The loop without software prefetch (the _nopf kernels): where the hardware prefetcher
+// alone keeps the read at the machine's peak, the prefetches cost more than they bring.
+// Which is faster is a property of the machine, so both are kernels and `auto` times
+// them there (results/amd-zen4-2c/nopf-q4_K-q6_K.csv).
+using Q4KNoPrefetch = Q4KWithPrefetch<0>;
 
 }  // namespace

@@ -53,7 +53,7 @@ inline __m256i repeat_control() {
 // Triple V of a quarter (chunks 2V, 2V+1 of the low half, one sub-block, and of the
 // high half, another): their scaled dots against the activation, added into isum; then
 // the triple's share of the quarter's prefetches, from quarter_ahead.
-template <int V>
+template <int V, bool kPrefetch>
 inline void triple(const BlockQ6_Kx8::Quarter& q, const std::int8_t* xq, __m256i scale_low, __m256i scale_high,
                    __m256i& isum, std::uintptr_t quarter_ahead) {
   const __m256i m6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8(static_cast<char>(0xc0));
@@ -71,14 +71,15 @@ inline void triple(const BlockQ6_Kx8::Quarter& q, const std::int8_t* xq, __m256i
                                         _mm256_maddubs_epi16(spread, broadcast_quad(xq + 32 + 8 * V + 4)));
   isum = _mm256_add_epi32(isum, _mm256_madd_epi16(low, scale_low));
   isum = _mm256_add_epi32(isum, _mm256_madd_epi16(high, scale_high));
-  for (int line = 2 * V; line < 2 * V + 2 && line < kLinesPerQuarter; ++line)
-    qmv::x86::prefetch_line_after(quarter_ahead + 64 * line, isum);
+  if constexpr (kPrefetch)
+    for (int line = 2 * V; line < 2 * V + 2 && line < kLinesPerQuarter; ++line)
+      qmv::x86::prefetch_line_after(quarter_ahead + 64 * line, isum);
 }
 
 // NG groups of eight rows against the activation, into out[i][0..7]: the streams one
 // after another through each super-block, each quarter's triples prefetching a quarter
-// of the block kPrefetchBytes ahead.
-template <int NG>
+// of the block kPrefetch bytes ahead (0: no software prefetch).
+template <int NG, int kPrefetch>
 void dot_groups(const BlockQ6_Kx8* const w[NG], const qmv::BlockQ8K* x, const XMinSums*, std::int64_t nb,
                 float* const out[NG]) {
   const __m256i first = repeat_control<false>(), second = repeat_control<true>();
@@ -89,7 +90,7 @@ void dot_groups(const BlockQ6_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
     const __m256 dx = _mm256_set1_ps(xb.d);
     for (int i = 0; i < NG; ++i) {
       const BlockQ6_Kx8& wb = w[i][b];
-      const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kPrefetchBytes;
+      const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kPrefetch;
       __m256i isum = _mm256_setzero_si256(), offset = _mm256_setzero_si256();
       for (int g = 0; g < 4; ++g) {
         // Sub-blocks 4g, 4g+1 (the low half's) and 4g+2, 4g+3 (the high half's).
@@ -107,10 +108,10 @@ void dot_groups(const BlockQ6_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
         const BlockQ6_Kx8::Quarter& q = wb.quarter[g];
         const std::int8_t* xq = xb.qs + 64 * g;
         const std::uintptr_t quarter_ahead = ahead + 64 * kLinesPerQuarter * g;
-        triple<0>(q, xq, low0, high0, isum, quarter_ahead);
-        triple<1>(q, xq, low0, high0, isum, quarter_ahead);
-        triple<2>(q, xq, low1, high1, isum, quarter_ahead);
-        triple<3>(q, xq, low1, high1, isum, quarter_ahead);
+        triple<0, (kPrefetch > 0)>(q, xq, low0, high0, isum, quarter_ahead);
+        triple<1, (kPrefetch > 0)>(q, xq, low0, high0, isum, quarter_ahead);
+        triple<2, (kPrefetch > 0)>(q, xq, low1, high1, isum, quarter_ahead);
+        triple<3, (kPrefetch > 0)>(q, xq, low1, high1, isum, quarter_ahead);
       }
       const __m256i dot = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(qmv::interleave::fp16x8(wb.d), dx), acc[i]);
@@ -197,14 +198,16 @@ void dot_batch(const BlockQ6_Kx8* w, const qmv::BlockQ8K* const x[N], const XMin
   for (int j = 0; j < N; ++j) _mm256_storeu_ps(out[j], acc[j]);
 }
 
-// The family's entry for the runs and records of kquant_r8.h.
-struct Q6K {
+// The family's entry for the runs and records of kquant_r8.h, with its matvec loop's
+// software prefetch distance (0: none; q4_K_r8.h says why both are kernels).
+template <int kPrefetch>
+struct Q6KWithPrefetch {
   using Layout = BlockQ6_Kx8;
   static constexpr qmv::WeightType kType = qmv::WeightType::Q6_K;
   template <int NG>
   static void dot_groups(const Layout* const w[NG], const qmv::BlockQ8K* x, const XMinSums* xm, std::int64_t nb,
                          float* const out[NG]) {
-    ::dot_groups<NG>(w, x, xm, nb, out);
+    ::dot_groups<NG, kPrefetch>(w, x, xm, nb, out);
   }
   template <int N>
   static void dot_batch(const Layout* w, const qmv::BlockQ8K* const x[N], const XMinSums* const xm[N],
@@ -212,5 +215,7 @@ struct Q6K {
     ::dot_batch<N>(w, x, xm, nb, out);
   }
 };
+using Q6K = Q6KWithPrefetch<kPrefetchBytes>;
+using Q6KNoPrefetch = Q6KWithPrefetch<0>;
 
 }  // namespace

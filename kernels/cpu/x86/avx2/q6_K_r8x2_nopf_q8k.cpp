@@ -1,0 +1,8 @@
+// Q6_K weights in the row-interleaved layout x Q8_K activations, AVX2, on the loop of
+// q6_K_r8.h without its software prefetch: two weight streams per thread.
+#include "q6_K_r8.h"
+
+QMV_REGISTER_KERNEL((qmv::interleave::kquant_r8_record<Q6KNoPrefetch, 2>(
+    "q6_K.cpu.avx2_r8x2_nopf_q8k",
+    "Q6_K x Q8_K, AVX2, eight-row interleaved super-blocks as avx2_r8x2_q8k, two weight streams "
+    "per thread, no software prefetch (the hardware prefetcher alone)")));
