@@ -2,6 +2,7 @@
 // (harness/auto_plan.h): what is kept, what is refused, and what auto picks from it.
 #include "harness/tuning_store.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,6 +58,21 @@ TuningRow kernel_row(const std::string& kernel, std::int64_t rows, std::int64_t 
   b.time_median_us = time_us;
   b.gbps_median = static_cast<double>(bytes_moved(*k, {rows, cols})) / (time_us * 1e3);
   return tuning_row(b, "test", scope);
+}
+
+// A row of a batch kernel called with `n` vectors, `time_us` per call.
+TuningRow batch_row(const std::string& kernel, std::int64_t rows, std::int64_t cols, int n, double time_us,
+                    int threads = 1) {
+  TuningRow r = kernel_row(kernel, rows, cols, time_us, threads);
+  r.n = n;
+  r.gbps = static_cast<double>(bytes_moved(*global_registry().find(kernel), {rows, cols}, n)) / (time_us * 1e3);
+  return r;
+}
+
+// A time in microseconds drawn afresh, so no test leans on one figure.
+double fresh_time_us(const char* what) {
+  std::mt19937_64 rng(qmv::testing::fresh_seed(what));
+  return std::uniform_real_distribution<double>(5, 500)(rng);
 }
 
 std::vector<std::string> kernels_of(const std::vector<TuningRow>& rows) {
@@ -291,6 +307,106 @@ TEST(TuningStore, ConcurrentWritersKeepEveryRow) {
   std::set<std::int64_t> shapes;
   for (const TuningRow& r : rows) shapes.insert(r.rows);
   EXPECT_EQ(shapes.size(), static_cast<std::size_t>(kWriters * kRowsEach));
+}
+
+TEST(TuningStore, RowsKeepTheirCountOfVectors) {
+  const TuningStore store(store_path("n"));
+  const std::string kernel = "q4_K.cpu.scalar_batch_f32";
+  const double t = fresh_time_us("batch row");
+  ASSERT_EQ(store.add({batch_row(kernel, 256, 256, 1, t), batch_row(kernel, 256, 256, 2, 1.5 * t),
+                       batch_row(kernel, 256, 256, 4, 2.5 * t)}),
+            "");
+  // n is part of the key: a newer row of one count replaces only that count's.
+  ASSERT_EQ(store.add({batch_row(kernel, 256, 256, 2, 1.25 * t)}), "");
+  const auto rows = store.read_all();
+  ASSERT_EQ(rows.size(), 3u) << ::testing::PrintToString(kernels_of(rows));
+  EXPECT_EQ(rows[0].n, 1);
+  EXPECT_EQ(rows[1].n, 2);
+  EXPECT_EQ(rows[2].n, 4);
+  EXPECT_DOUBLE_EQ(rows[0].time_median_us, std::stod(fmt::format("{:.6g}", t)));
+  EXPECT_DOUBLE_EQ(rows[1].time_median_us, std::stod(fmt::format("{:.6g}", 1.25 * t)));
+  EXPECT_DOUBLE_EQ(rows[2].time_median_us, std::stod(fmt::format("{:.6g}", 2.5 * t)));
+  EXPECT_EQ(rows[2].op, "matvec_batch");
+  EXPECT_EQ(store.usable_rows().size(), 3u);
+  // Only a batch kernel takes more than one vector per call: another such row is damage.
+  rewrite(store.path(), [](std::string& text) { text.replace(text.rfind("matvec_batch"), 12, "matvec"); });
+  std::string warning;
+  EXPECT_TRUE(store.usable_rows(&warning).empty());
+  EXPECT_NE(warning.find("only a batch kernel"), std::string::npos) << warning;
+}
+
+TEST(TuningStore, AFileWrittenBeforeTheNColumnReadsAsOneVectorPerCall) {
+  const std::string path = store_path("before_n");
+  const TuningStore store(path);
+  const double t = fresh_time_us("old store");
+  ASSERT_EQ(store.add({kernel_row("q4_K.cpu.scalar_f32", 256, 256, t), kernel_row("q6_K.cpu.scalar_f32", 512, 256, 2 * t)}),
+            "");
+  // The file as a writer before the column left it: the last column gone from every line.
+  rewrite(path, [](std::string& text) {
+    std::string out;
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t end = text.find('\n', at);
+      const std::string line = text.substr(at, end - at);
+      out += line.substr(0, line.rfind(',')) + "\n";
+      at = end + 1;
+    }
+    text = out;
+  });
+  {
+    std::ifstream in(path);
+    std::string header;
+    std::getline(in, header);
+    ASSERT_EQ(header.find(",n"), std::string::npos) << header;
+    ASSERT_NE(header.find("git_commit"), std::string::npos) << header;
+  }
+  std::string warning;
+  const auto rows = store.usable_rows(&warning);
+  EXPECT_TRUE(warning.empty()) << warning;
+  ASSERT_EQ(rows.size(), 2u);
+  for (const TuningRow& r : rows) EXPECT_EQ(r.n, 1) << r.kernel;
+  // Written again, it gains the column and keeps its rows.
+  ASSERT_EQ(store.add({batch_row("q4_K.cpu.scalar_batch_f32", 256, 256, 4, 3 * t)}), "");
+  const auto again = store.read_all();
+  ASSERT_EQ(again.size(), 3u);
+  EXPECT_EQ(again[0].n, 1);
+  EXPECT_EQ(again[1].n, 1);
+  EXPECT_EQ(again[2].n, 4);
+  EXPECT_FALSE(std::filesystem::exists(path + ".damaged"));
+}
+
+TEST(TuningStore, BatchRowsAreRecordedWithTheirCount) {
+  const std::string path = store_path("record_batch");
+  const qmv::testing::ScopedEnv one_file({{"QMV_TUNING_STORE", path}});
+  const KernelSpec& batch = *global_registry().find("q4_K.cpu.scalar_batch_f32");
+  BenchRow b;
+  b.kernel = batch.name;
+  b.op = std::string(to_string(batch.op));
+  b.weight_type = std::string(to_string(batch.weight));
+  b.backend = "cpu";
+  b.rows = b.cols = 256;
+  b.threads = 1;
+  b.cache = "cold";
+  b.tile_rows = CpuTiling{}.tile_rows;
+  b.min_parallel_rows = CpuTiling{}.min_parallel_rows;
+  b.repetitions = 3;
+  b.time_median_us = fresh_time_us("record batch");
+  b.gbps_median = 4;
+  std::vector<BenchRow> rows;
+  for (int n : {1, 3, 8}) {
+    rows.push_back(b);
+    rows.back().n = n;
+  }
+  // A row of another tiling than decode's is still left out, whatever its n.
+  rows.push_back(rows.back());
+  rows.back().rows = 512;
+  rows.back().tile_rows += 1;
+  record_in_store(rows, "test");
+  std::vector<int> counts;
+  for (const TuningRow& r : TuningStore(path).read_all()) {
+    EXPECT_EQ(r.rows, 256);
+    counts.push_back(r.n);
+  }
+  EXPECT_EQ(counts, (std::vector<int>{1, 3, 8}));
 }
 
 using qmv::testing::TinyQ4K;
