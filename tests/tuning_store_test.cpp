@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include "harness/auto_plan.h"
 #include "harness/machine.h"
@@ -18,6 +20,7 @@
 #include "kernels/build_id.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
+#include "model/batch_forward.h"
 #include "tests/scoped_env.h"
 #include "tests/tiny_model.h"
 #include "tests/test_seed.h"
@@ -570,6 +573,177 @@ TEST(AutoPlan, WithoutTuningAnUnmeasuredMatvecTakesTheStaticOrder) {
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
   const auto fixed = resolve_plan(KernelPlan::static_order(), m.weights, 1);
   EXPECT_EQ(planned_op(planned, Op::AttnQ).kernel, planned_op(fixed, Op::AttnQ).kernel);
+}
+
+// The plan `decode --batch n` makes from the store at `path` without timing: the
+// one-vector plan with gate and up apart, then batch_plan on both counts' speeds.
+std::vector<PlannedMatvec> stored_batch_plan(const TinyQ4K& m, const std::string& path, int n) {
+  const KernelPlan apart = KernelPlan::parse_rules("ffn_up_gate=none");
+  AutoPlanOptions options;
+  options.measure = false;
+  options.store_path = path;
+  const AutoPlanEvidence one = auto_plan_evidence(apart, m.weights, options);
+  options.n = n;
+  const AutoPlanEvidence batch = auto_plan_evidence(apart, m.weights, options);
+  EXPECT_GT(batch.matvecs, 0);
+  EXPECT_EQ(batch.from_store, batch.matvecs) << batch.summary();
+  EXPECT_EQ(batch.measured, 0);
+  std::vector<KernelSpeed> speeds = one.speeds;
+  for (const KernelSpeed& s : batch.speeds) {
+    EXPECT_EQ(s.n, n) << s.kernel;
+    speeds.push_back(s);
+  }
+  return batch_plan(resolve_plan(apart, m.weights, 1, speeds), n, 1, speeds);
+}
+
+// Store rows for a batch of `n` on the tiny model: the one-vector candidates at n = 1
+// (`one` at `one_us`, the others slower), and the batch kernels at n (`batch_us` for
+// those it names, the rest slower than every other way).
+std::vector<TuningRow> rows_for_batch(const ModelWeights& w, int n, const std::string& one, double one_us,
+                                      const std::map<std::string, double>& batch_us) {
+  const KernelPlan apart = KernelPlan::parse_rules("ffn_up_gate=none");
+  std::vector<TuningRow> rows;
+  for (const AutoMatvec& m : auto_matvecs(apart, w)) {
+    for (const KernelSpec* k : auto_candidates(m, Backend::CPU)) {
+      rows.push_back(kernel_row(k->name, m.shape.rows, m.shape.cols, k->name == one ? one_us : 3 * one_us));
+      rows.back().cache = model_cache_state(w);
+    }
+    for (const KernelSpec* k : auto_candidates(m, Backend::CPU, n)) {
+      const auto named = batch_us.find(k->name);
+      rows.push_back(batch_row(k->name, m.shape.rows, m.shape.cols, n,
+                               named != batch_us.end() ? named->second : 10 * n * one_us));
+      rows.back().cache = model_cache_state(w);
+    }
+  }
+  return rows;
+}
+
+// Two batch kernels of the tiny model's Q4_K attn_q that run here, or fewer.
+std::vector<std::string> two_batch_kernels(const TinyQ4K& m, int n) {
+  std::vector<std::string> out;
+  for (const AutoMatvec& a : auto_matvecs(KernelPlan::parse_rules("ffn_up_gate=none"), m.weights))
+    if (a.weight == WeightType::Q4_K && a.shape == Shape{256, 256})
+      for (const KernelSpec* k : auto_candidates(a, Backend::CPU, n))
+        if (out.size() < 2) out.push_back(k->name);
+  return out;
+}
+
+TEST(AutoPlan, ForABatchPicksTheBatchKernelTheStoreSaysIsFastestAtThatCount) {
+  const TinyQ4K m;
+  const std::vector<std::string> two = two_batch_kernels(m, 4);
+  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K batch kernels of 4 vectors run on this CPU";
+  const std::string& a = two[0];
+  const std::string& b = two[1];
+  const std::string path = store_path("batch_counts");
+  const double one_us = fresh_time_us("batch one-vector time");
+  // At 2 vectors `a` is faster, at 4 `b`; both beat the one-vector kernel called n times.
+  ASSERT_EQ(TuningStore(path).add(rows_for_batch(m.weights, 2, "q4_K.cpu.scalar_f32", one_us,
+                                                 {{a, 1.2 * one_us}, {b, 1.6 * one_us}})),
+            "");
+  ASSERT_EQ(TuningStore(path).add(rows_for_batch(m.weights, 4, "q4_K.cpu.scalar_f32", one_us,
+                                                 {{a, 3.0 * one_us}, {b, 2.0 * one_us}})),
+            "");
+  for (const auto& [n, fastest, runner_up] : {std::tuple{2, a, b}, std::tuple{4, b, a}}) {
+    SCOPED_TRACE(fmt::format("batch of {}", n));
+    const auto plan = stored_batch_plan(m, path, n);
+    for (const PlannedMatvec& p : plan) {
+      if (p.weight != WeightType::Q4_K) continue;
+      SCOPED_TRACE(to_string(p.op));
+      EXPECT_EQ(p.kernel->name, fastest);
+      EXPECT_EQ(p.batch, n);
+      EXPECT_NE(p.why.find("fastest measured"), std::string::npos) << p.why;
+      EXPECT_NE(p.source.find("store, "), std::string::npos) << p.source;
+      ASSERT_NE(p.runner_up, nullptr);
+      EXPECT_EQ(p.runner_up->name, runner_up);
+      EXPECT_GT(p.gbps, p.runner_up_gbps);
+    }
+  }
+}
+
+TEST(AutoPlan, ForABatchKeepsTheOneVectorKernelWhereTheStoreSaysItIsFaster) {
+  const TinyQ4K m;
+  const std::vector<std::string> two = two_batch_kernels(m, 2);
+  if (two.empty()) GTEST_SKIP() << "no Q4_K batch kernel runs on this CPU";
+  const std::string path = store_path("batch_one_vector");
+  const double one_us = fresh_time_us("one-vector beats batch");
+  const std::string one = "q4_K.cpu.scalar_f32";
+  // Twice the one-vector time is less than the fastest batch kernel's.
+  ASSERT_EQ(TuningStore(path).add(rows_for_batch(m.weights, 2, one, one_us, {{two[0], 2.5 * one_us}})), "");
+  const auto plan = stored_batch_plan(m, path, 2);
+  for (const PlannedMatvec& p : plan) {
+    if (p.weight != WeightType::Q4_K) continue;
+    SCOPED_TRACE(to_string(p.op));
+    EXPECT_EQ(p.kernel->name, one);
+    EXPECT_EQ(p.kernel->op, OpKind::MatVec);
+    EXPECT_NE(p.why.find("one-vector kernel 2 times"), std::string::npos) << p.why;
+    ASSERT_NE(p.runner_up, nullptr);
+    EXPECT_EQ(p.runner_up->name, two[0]);
+    EXPECT_GT(p.gbps, p.runner_up_gbps);
+  }
+}
+
+TEST(AutoPlan, ForABatchARowOfAnotherCountAnswersNothing) {
+  const TinyQ4K m;
+  if (two_batch_kernels(m, 4).empty()) GTEST_SKIP() << "no Q4_K batch kernel of 4 vectors runs on this CPU";
+  const std::string path = store_path("batch_other_count");
+  const double one_us = fresh_time_us("other count");
+  ASSERT_EQ(TuningStore(path).add(rows_for_batch(m.weights, 2, "q4_K.cpu.scalar_f32", one_us, {})), "");
+  const KernelPlan apart = KernelPlan::parse_rules("ffn_up_gate=none");
+  AutoPlanOptions options;
+  options.measure = false;
+  options.store_path = path;
+  options.n = 4;
+  const AutoPlanEvidence ev = auto_plan_evidence(apart, m.weights, options);
+  EXPECT_GT(ev.matvecs, 0);
+  EXPECT_EQ(ev.unmeasured, ev.matvecs) << ev.summary();
+  EXPECT_TRUE(ev.speeds.empty());
+  EXPECT_NE(ev.summary().find("batch of 4"), std::string::npos) << ev.summary();
+  // Nothing at 4 vectors: the static batch order, and the table says it was not measured.
+  options.n = 1;
+  std::vector<KernelSpeed> speeds = auto_plan_evidence(apart, m.weights, options).speeds;
+  const auto stored = batch_plan(resolve_plan(apart, m.weights, 1, speeds), 4, 1, speeds);
+  const auto fixed = batch_plan(resolve_plan(apart, m.weights, 1, speeds), 4);
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(stored[i].kernel, fixed[i].kernel) << to_string(stored[i].op);
+    if (stored[i].kernel->op == OpKind::MatVecBatch) {
+      EXPECT_EQ(stored[i].source, "static order") << stored[i].why;
+    }
+  }
+}
+
+TEST(AutoPlan, ForABatchMeasuresWhatTheStoreLacksOnceAtThatCount) {
+  const TinyQ4K m;
+  if (two_batch_kernels(m, 2).empty()) GTEST_SKIP() << "no Q4_K batch kernel runs on this CPU";
+  const KernelPlan apart = KernelPlan::parse_rules("ffn_up_gate=none");
+  AutoPlanOptions options;
+  options.n = 2;
+  options.store_path = store_path("batch_measure");
+  options.screen_min_time_s = options.final_min_time_s = 0.002;
+  std::vector<std::string> progress;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  const AutoPlanEvidence first = auto_plan_evidence(apart, m.weights, options);
+  ASSERT_GT(first.matvecs, 0);
+  EXPECT_EQ(first.measured, first.matvecs);
+  EXPECT_EQ(static_cast<int>(progress.size()), first.matvecs);
+  for (const std::string& line : progress) EXPECT_NE(line.find("matvec_batch (n = 2)"), std::string::npos) << line;
+  for (const TuningRow& r : TuningStore(options.store_path).read_all()) {
+    EXPECT_EQ(r.n, 2) << r.kernel;
+    EXPECT_EQ(r.op, "matvec_batch") << r.kernel;
+  }
+  for (const KernelSpeed& s : first.speeds) EXPECT_EQ(s.source, "measured now");
+  progress.clear();
+  const AutoPlanEvidence second = auto_plan_evidence(apart, m.weights, options);
+  EXPECT_EQ(second.measured, 0);
+  EXPECT_EQ(second.from_store, second.matvecs);
+  EXPECT_TRUE(progress.empty());
+  // Another count is another measurement; a budget already spent times nothing.
+  options.n = 3;
+  options.spent_s = options.budget_s;
+  const AutoPlanEvidence spent = auto_plan_evidence(apart, m.weights, options);
+  EXPECT_EQ(spent.measured, 0);
+  EXPECT_EQ(spent.unmeasured, spent.matvecs);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_NE(progress.front().find("budget is spent"), std::string::npos) << progress.front();
 }
 
 }  // namespace
