@@ -16,11 +16,13 @@
 
 namespace qmv {
 
-std::vector<const KernelSpec*> auto_candidates(const AutoMatvec& m, Backend backend) {
+std::vector<const KernelSpec*> auto_candidates(const AutoMatvec& m, Backend backend, int n) {
   std::vector<const KernelSpec*> out;
+  if (n > 1 && m.kind != OpKind::MatVec) return out;
+  const OpKind kind = n > 1 ? OpKind::MatVecBatch : m.kind;
   for (const KernelSpec& k : global_registry().all())
-    if (k.backend == backend && k.op == m.kind && k.weight == m.weight && k.peer.empty() && k.supports(m.shape) &&
-        availability(k).available && kernel_build_id(k) != "unknown")
+    if (k.backend == backend && k.op == kind && k.max_n >= n && k.weight == m.weight && k.peer.empty() &&
+        k.supports(m.shape) && availability(k).available && kernel_build_id(k) != "unknown")
       out.push_back(&k);
   return out;
 }
@@ -32,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 std::string op_kind_name(OpKind k) { return std::string(to_string(k)); }
 
 KernelSpeed speed_of(const TuningRow& r, const std::string& source) {
-  return {r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps, r.time_median_us, source};
+  return {r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps, r.time_median_us, source, r.n};
 }
 
 std::string describe(const AutoMatvec& m) {
@@ -41,11 +43,13 @@ std::string describe(const AutoMatvec& m) {
   return fmt::format("{} {} {}", ops, to_string(m.weight), to_string(m.shape));
 }
 
-// Times `kernels` on one shape, `reps` interleaved repetitions each.
-std::vector<BenchRow> time_kernels(const std::vector<const KernelSpec*>& kernels, Shape shape, int threads, bool warm,
-                                   int reps, double min_time_s, double peak_gbps) {
+// Times `kernels` on one shape with `n` vectors per call, `reps` interleaved
+// repetitions each.
+std::vector<BenchRow> time_kernels(const std::vector<const KernelSpec*>& kernels, Shape shape, int n, int threads,
+                                   bool warm, int reps, double min_time_s, double peak_gbps) {
   BenchConfig cfg;
   cfg.threads = {threads};
+  cfg.vectors = {n};
   cfg.warm = warm;
   cfg.repetitions = reps;
   cfg.min_time_s = min_time_s;
@@ -67,11 +71,15 @@ std::string model_cache_state(const ModelWeights& weights) {
 }
 
 std::string AutoPlanEvidence::summary() const {
-  if (matvecs == 0) return "tuning: the plan names every kernel; nothing for auto to decide";
+  if (static_order) return "tuning: the static order throughout; the store is not read";
+  if (matvecs == 0)
+    return n > 1 ? fmt::format("tuning: no batch kernel of {} vectors for auto to weigh; nothing timed", n)
+                 : "tuning: the plan names every kernel; nothing for auto to decide";
+  const std::string batch = n > 1 ? fmt::format(" of a batch of {} (batch kernels)", n) : "";
   std::string s = backend == Backend::CUDA
-                      ? fmt::format("tuning: {} matvec shape(s) for auto on the GPU: ", matvecs)
-                      : fmt::format("tuning: {} matvec shape(s) for auto, {} thread(s), weights {}: ", matvecs, threads,
-                                    cache == "cold" ? "from memory (cold)" : "in the cache (warm)");
+                      ? fmt::format("tuning: {} matvec shape(s){} for auto on the GPU: ", matvecs, batch)
+                      : fmt::format("tuning: {} matvec shape(s){} for auto, {} thread(s), weights {}: ", matvecs, batch,
+                                    threads, cache == "cold" ? "from memory (cold)" : "in the cache (warm)");
   std::vector<std::string> parts;
   if (measured) parts.push_back(fmt::format("{} measured now in {:.0f} s", measured, seconds));
   if (from_store) parts.push_back(fmt::format("{} from the store", from_store));
@@ -90,12 +98,17 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
   // A GPU decode streams its weights from device memory whatever the CPU's caches hold.
   ev.cache = cpu ? model_cache_state(weights) : "cold";
   ev.threads = options.threads;
+  ev.n = options.n;
   ev.backend = options.backend;
-  if (plan.uses_static_order()) return ev;
+  ev.static_order = plan.uses_static_order();
+  if (ev.static_order) return ev;
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
-  const std::vector<AutoMatvec> matvecs = auto_matvecs(plan, weights);
+  std::vector<AutoMatvec> matvecs = auto_matvecs(plan, weights);
+  // A batch decode has batch kernels to weigh only where its weight type has them.
+  if (options.n > 1)
+    std::erase_if(matvecs, [&](const AutoMatvec& m) { return auto_candidates(m, options.backend, options.n).empty(); });
   ev.matvecs = static_cast<int>(matvecs.size());
   if (matvecs.empty()) return ev;
 
@@ -106,7 +119,7 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
     const TuningRow* best = nullptr;
     for (const TuningRow& r : rows)
       if (r.kind == "kernel" && r.kernel == k.name && r.rows == m.shape.rows && r.cols == m.shape.cols &&
-          (!cpu || (r.threads == options.threads && r.cache == ev.cache)) &&
+          r.n == options.n && (!cpu || (r.threads == options.threads && r.cache == ev.cache)) &&
           (!best || r.measured_at > best->measured_at))
         best = &r;
     return best;
@@ -116,7 +129,7 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
 
   std::vector<const AutoMatvec*> missing;
   for (const AutoMatvec& m : matvecs) {
-    const auto kernels = auto_candidates(m, options.backend);
+    const auto kernels = auto_candidates(m, options.backend, options.n);
     const bool covered = !kernels.empty() && std::all_of(kernels.begin(), kernels.end(), [&](const KernelSpec* k) {
       return stored(*k, m) != nullptr;
     });
@@ -133,7 +146,7 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
   // Partly covered matvecs keep the figures they have when nothing is timed.
   auto keep_partial = [&](const AutoMatvec& m) {
     bool any = false;
-    for (const KernelSpec* k : auto_candidates(m, options.backend))
+    for (const KernelSpec* k : auto_candidates(m, options.backend, options.n))
       if (const TuningRow* r = stored(*k, m)) {
         ev.speeds.push_back(speed_of(*r, "store, " + r->date()));
         any = true;
@@ -151,18 +164,20 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
   std::vector<TuningRow> fresh;
   for (std::size_t i = 0; i < missing.size(); ++i) {
     const AutoMatvec& m = *missing[i];
-    if (elapsed() >= options.budget_s) {
+    if (options.spent_s + elapsed() >= options.budget_s) {
       say(fmt::format("auto: the {:.0f} s timing budget is spent; {} left to the static order", options.budget_s,
                       describe(m)));
       keep_partial(m);
       continue;
     }
-    const auto kernels = auto_candidates(m, options.backend);
-    say(fmt::format("auto: timing {} {} kernel(s) for {} ({}/{}, {:.0f} s so far)", kernels.size(),
-                    op_kind_name(m.kind), describe(m), i + 1, missing.size(), elapsed()));
+    const auto kernels = auto_candidates(m, options.backend, options.n);
+    const std::string kind = options.n > 1 ? fmt::format("{} (n = {})", op_kind_name(OpKind::MatVecBatch), options.n)
+                                           : op_kind_name(m.kind);
+    say(fmt::format("auto: timing {} {} kernel(s) for {} ({}/{}, {:.0f} s so far)", kernels.size(), kind, describe(m),
+                    i + 1, missing.size(), options.spent_s + elapsed()));
     // Screening: one short repetition each; the slow ones are settled by it.
     std::vector<BenchRow> screened =
-        time_kernels(kernels, m.shape, options.threads, warm, 1, options.screen_min_time_s, peak_gbps);
+        time_kernels(kernels, m.shape, options.n, options.threads, warm, 1, options.screen_min_time_s, peak_gbps);
     double fastest = 0;
     for (const BenchRow& r : screened)
       if (r.time_median_us > 0 && (fastest == 0 || r.time_median_us < fastest)) fastest = r.time_median_us;
@@ -172,7 +187,8 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
         finalists.push_back(global_registry().find(r.kernel));
     std::vector<BenchRow> final_rows;
     if (finalists.size() > 1)
-      final_rows = time_kernels(finalists, m.shape, options.threads, warm, 3, options.final_min_time_s, peak_gbps);
+      final_rows =
+          time_kernels(finalists, m.shape, options.n, options.threads, warm, 3, options.final_min_time_s, peak_gbps);
     for (BenchRow& r : screened) {
       const auto again = std::find_if(final_rows.begin(), final_rows.end(),
                                       [&](const BenchRow& f) { return f.kernel == r.kernel; });

@@ -10,6 +10,12 @@
 // stops when the budget is spent; a matvec left unmeasured takes the kernel fastest at
 // the nearest measured shape of its weight type, else the static order, and the plan
 // table says which.
+//
+// With n > 1 (`decode --batch B`, n = B) the same is done for the batch decode's
+// matvecs: the candidates are the batch kernels that take n vectors per call, and the
+// rows read, timed and kept are those of n vectors per call. The one-vector kernel
+// called n times, the batch kernels' rival (model/batch_forward.h), is the n = 1 plan's
+// and needs no timing of its own.
 #pragma once
 
 #include <functional>
@@ -26,6 +32,10 @@ struct AutoPlanOptions {
   Backend backend = Backend::CPU;
   bool measure = true;    // false (--no-tune): the store's figures only
   double budget_s = 60;   // timing stops once this much has been spent
+  double spent_s = 0;     // spent on timing before, in the same run (the one-vector plan's, for a batch)
+  // Activation vectors per call: 1 for the one-vector plan, the batch's B for the
+  // batch plan's speeds.
+  int n = 1;
   std::string store_path; // "" : TuningStore::default_path(backend)
   // Seconds per repetition of the screening pass and of the finalists' three.
   double screen_min_time_s = 0.02, final_min_time_s = 0.05;
@@ -38,6 +48,8 @@ struct AutoPlanEvidence {
   int from_store = 0, measured = 0, unmeasured = 0;
   double seconds = 0;  // spent timing
   int threads = 0;
+  int n = 1;  // vectors per call of the speeds
+  bool static_order = false;  // the plan takes the fixed order, whatever was measured
   Backend backend = Backend::CPU;
   std::string cache;   // "cold" or "warm": how the model's weights are met
   std::string store;   // the store's path
@@ -51,13 +63,15 @@ struct AutoPlanEvidence {
 inline constexpr double kFinalistRatio = 1.25;
 
 // The evidence `auto` needs to decide every matvec `plan` leaves to it on this
-// machine, or on this GPU for the CUDA backend.
+// machine, or on this GPU for the CUDA backend; with options.n > 1, every plain matvec
+// that has a batch kernel taking n vectors.
 AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& weights, const AutoPlanOptions& options);
 
-// qmvlab's own kernels that can run the matvec here, what auto weighs for it; a kernel
-// without a known build (one a test registers) could never be found in the store
-// again, so auto leaves it out.
-std::vector<const KernelSpec*> auto_candidates(const AutoMatvec& m, Backend backend);
+// qmvlab's own kernels that can run the matvec here, what auto weighs for it; with
+// n > 1, the batch kernels (OpKind::MatVecBatch) that take n vectors per call, for a
+// plain matvec (none fuses a pair). A kernel without a known build (one a test
+// registers) could never be found in the store again, so auto leaves it out.
+std::vector<const KernelSpec*> auto_candidates(const AutoMatvec& m, Backend backend, int n = 1);
 
 // Whether decode meets the model's weights from memory ("cold") or from the last-level
 // cache ("warm": the weights the matvecs read fit in half of it).

@@ -531,7 +531,7 @@ std::vector<KernelSpeed> kernel_speeds(const std::vector<BenchRow>& rows) {
   std::vector<KernelSpeed> out;
   out.reserve(rows.size());
   for (const BenchRow& r : rows)
-    out.push_back({r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps_median, r.time_median_us, "bench CSV"});
+    out.push_back({r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps_median, r.time_median_us, "bench CSV", r.n});
   return out;
 }
 

@@ -34,17 +34,26 @@ void print_plan(const std::vector<PlannedMatvec>& planned) {
   for (const auto& p : sorted) {
     const bool planned_by_rule = p.why == "plan";
     // A fused pair's runner-up is a plain kernel run twice, a pair's a fused kernel once.
+    // In a batch plan, a one-vector kernel runs once per sequence.
+    auto per_vector = [&](const KernelSpec& k) {
+      return p.batch > 1 && k.op == OpKind::MatVec ? fmt::format(" x{}", p.batch) : std::string();
+    };
     const std::string twice = p.op == Op::FfnUpGate && p.runner_up && p.runner_up->op == OpKind::MatVec ? " x2" : "";
     rows.push_back({std::string(to_string(p.op)), std::string(to_string(p.weight)), to_string(p.shape), std::to_string(p.count),
-                    p.kernel->name, p.gbps > 0 ? fmt::format("{:.1f}", p.gbps) : "-",
-                    p.runner_up ? fmt::format("{}{} ({:.1f})", p.runner_up->name, twice, p.runner_up_gbps) : "-",
+                    p.kernel->name + per_vector(*p.kernel), p.gbps > 0 ? fmt::format("{:.1f}", p.gbps) : "-",
+                    p.runner_up ? fmt::format("{}{}{} ({:.1f})", p.runner_up->name, twice, per_vector(*p.runner_up),
+                                              p.runner_up_gbps)
+                                : "-",
                     planned_by_rule ? "plan" : (p.source.empty() ? p.why : p.source)});
     if (routed)
       rows.back().push_back(p.outlier_kernel ? fmt::format("{} if max|x| > {:g} rms ({})", p.outlier_kernel->name,
                                                            p.outlier_k, p.outlier_why)
                                              : "- (reads f32)");
   }
-  std::vector<std::string> header = {"op", "weights", "shape", "matvecs", "kernel", "GB/s", "runner-up (GB/s)", "from"};
+  // A batch plan's figures are of one call for all the sequences (batch_plan).
+  const int batch = sorted.empty() ? 1 : sorted.front().batch;
+  const std::string gbps = batch > 1 ? fmt::format("GB/s ({} vectors)", batch) : "GB/s";
+  std::vector<std::string> header = {"op", "weights", "shape", "matvecs", "kernel", gbps, "runner-up (GB/s)", "from"};
   if (routed) header.push_back("on outlier vectors");
   print_table(header, rows);
 }

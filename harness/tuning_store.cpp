@@ -28,9 +28,13 @@
 namespace qmv {
 namespace {
 
-constexpr std::array<const char*, 18> kColumns = {
+// `n` last and optional: a file written before it reads as one vector per call, and a
+// reader that predates it reads a newer file.
+constexpr std::array<const char*, 19> kColumns = {
     "kind",    "machine", "isa",         "cpu_model",      "kernel", "kernel_build", "op",     "weight_type", "rows",
-    "cols",    "threads", "repetitions", "time_median_us", "gbps",   "cache",        "source", "measured_at", "git_commit"};
+    "cols",    "threads", "repetitions", "time_median_us", "gbps",   "cache",        "source", "measured_at", "git_commit",
+    "n"};
+constexpr std::size_t kRequiredColumns = kColumns.size() - 1;
 
 // The features this process may use: what the CPU has, within the ISA mask.
 std::string usable_isa() {
@@ -41,9 +45,9 @@ std::string usable_isa() {
 }
 
 using Key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string, std::int64_t,
-                       std::int64_t, int, std::string>;
+                       std::int64_t, int, std::string, int>;
 Key key_of(const TuningRow& r) {
-  return {r.kind, r.machine, r.isa, r.kernel, r.kernel_build, r.op, r.rows, r.cols, r.threads, r.cache};
+  return {r.kind, r.machine, r.isa, r.kernel, r.kernel_build, r.op, r.rows, r.cols, r.threads, r.cache, r.n};
 }
 
 std::vector<std::string> fields_of(const TuningRow& r) {
@@ -64,7 +68,8 @@ std::vector<std::string> fields_of(const TuningRow& r) {
           r.cache,
           r.source,
           r.measured_at,
-          r.git_commit};
+          r.git_commit,
+          std::to_string(r.n)};
 }
 
 // Refuses what no writer of ours produces, so a garbled file is not half believed.
@@ -76,6 +81,9 @@ void validate(const TuningRow& r, const std::string& path, unsigned line) {
   if (r.machine.empty() || r.kernel.empty()) bad("a row without its machine or kernel");
   if (!(r.gbps > 0) || !std::isfinite(r.gbps)) bad(fmt::format("gbps {} is not a positive number", r.gbps));
   if (r.threads < 0 || r.repetitions < 0) bad("a negative thread or repetition count");
+  if (r.n < 1) bad(fmt::format("n {} is not a count of vectors", r.n));
+  if (r.n > 1 && r.op != to_string(OpKind::MatVecBatch))
+    bad(fmt::format("n {} on a {} row: only a batch kernel takes more than one vector per call", r.n, one_line(r.op)));
   if (r.kind == "kernel") {
     if (r.rows <= 0 || r.cols <= 0) bad(fmt::format("shape {}x{} is empty", r.rows, r.cols));
     if (!(r.time_median_us > 0) || !std::isfinite(r.time_median_us))
@@ -141,7 +149,7 @@ std::vector<TuningRow> TuningStore::read_all() const {
   if (!std::filesystem::exists(path_, ec)) return {};
   if (std::filesystem::file_size(path_, ec) == 0 && !ec) throw std::runtime_error(fmt::format("{}: empty file", path_));
   std::vector<TuningRow> rows;
-  csv_columns::read(path_, "tuning store", kColumns, kColumns.size(), [&](const csv_columns::Fields& f) {
+  csv_columns::read(path_, "tuning store", kColumns, kRequiredColumns, [&](const csv_columns::Fields& f) {
     TuningRow r;
     r.kind = f["kind"];
     r.machine = f["machine"];
@@ -155,6 +163,7 @@ std::vector<TuningRow> TuningStore::read_all() const {
     r.cols = f.required<std::int64_t>("cols");
     r.threads = f.required<int>("threads");
     r.cache = f["cache"];
+    r.n = f.number_or<int>("n", 1);
     r.repetitions = f.required<int>("repetitions");
     r.time_median_us = f.required<double>("time_median_us");
     r.gbps = f.required<double>("gbps");
@@ -265,6 +274,7 @@ TuningRow tuning_row(const BenchRow& b, const std::string& source, const StoreSc
   r.cols = b.cols;
   r.threads = b.threads;
   r.cache = b.cache;
+  r.n = b.n;
   r.repetitions = b.repetitions;
   r.time_median_us = b.time_median_us;
   r.gbps = b.gbps_median;
@@ -299,7 +309,8 @@ void record_in_store(const std::vector<BenchRow>& rows, const std::string& sourc
   const StoreScope scope = StoreScope::here();
   for (const BenchRow& b : rows) {
     if (!(b.time_median_us > 0 && b.gbps_median > 0)) continue;  // a failed point has no time
-    if (b.n != 1) continue;  // the store's times are of one vector per call, as decode's
+    // More than one vector per call only for a batch kernel, as `decode --batch` calls it.
+    if (b.n != 1 && b.op != to_string(OpKind::MatVecBatch)) continue;
     // What decode would meet: CPU rows under the row tiling decode runs with; CUDA rows
     // of weights streamed from memory, on this process's device.
     if (b.backend == "cpu" && b.tile_rows == usual.tile_rows && b.min_parallel_rows == usual.min_parallel_rows)

@@ -5,8 +5,10 @@
 // ISA masks apart, harness/machine.h), committed like any result; a GPU's rows go to its
 // own folder, `results/<gpu>/tuning.csv`, named by the device and its architecture. Its
 // rows:
-//   kind=kernel  the median time of one kernel on one shape, thread count and cache
-//                state, written by `bench`, `sweep`, `tune` and the `auto` plan as they
+//   kind=kernel  the median time of one call of one kernel on one shape, thread count,
+//                cache state and count of vectors per call (n: 1 for a matvec or a
+//                fused pair, the batch's B for a batch kernel, OpKind::MatVecBatch),
+//                written by `bench`, `sweep`, `tune` and the `auto` plan as they
 //                measure;
 //   kind=peak    the machine's read bandwidth on a thread count (the roofline `decode`
 //                divides by), written by `peak` and by the first `decode` that needs it.
@@ -45,6 +47,9 @@ struct TuningRow {
   std::int64_t rows = 0, cols = 0;
   int threads = 0;
   std::string cache;  // "cold" or "warm" (kernel rows)
+  // Activation vectors per call the time is of: a batch kernel's count, 1 for every
+  // other row and for files written before the column.
+  int n = 1;
   int repetitions = 0;
   double time_median_us = 0;
   double gbps = 0;           // kernel: weights + activation + output per median call; peak: the read bandwidth
@@ -82,7 +87,7 @@ class TuningStore {
   std::optional<TuningRow> peak(int threads) const;
 
   // Adds rows, each replacing a row of the same key (kind, machine, isa, kernel, build,
-  // op, shape, threads, cache). Returns "" on success, else one line saying why the
+  // op, shape, threads, cache, n). Returns "" on success, else one line saying why the
   // store was not written (the caller warns; a measurement is never lost for it). A
   // damaged file is kept beside the new one as <path>.damaged.
   std::string add(const std::vector<TuningRow>& rows) const;
@@ -100,7 +105,8 @@ TuningRow tuning_row(const BenchRow& bench, const std::string& source, const Sto
 TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop, int repetitions,
                           const std::string& source);
 // Adds bench rows to the default store of their backend (what decode would meet: CPU
-// rows under decode's row tiling, cold CUDA rows), printing one line on stderr if it
+// rows under decode's row tiling, cold CUDA rows; a batch kernel's at every n it was
+// timed with, what `decode --batch` would meet), printing one line on stderr if it
 // cannot be written.
 void record_in_store(const std::vector<BenchRow>& rows, const std::string& source);
 

@@ -43,26 +43,103 @@ const KernelSpec* batch_kernel_for(const KernelSpec& one, Shape shape, int batch
   return best;
 }
 
+// The GB/s of a one-vector kernel measured at `gbps` on one vector per call, as of one
+// batch call: the weights once and `batch` vectors over `batch` calls' time.
+double per_batch_call(const KernelSpec& one, Shape s, int batch, double gbps) {
+  return gbps * static_cast<double>(bytes_moved(one, s, batch)) / (batch * static_cast<double>(bytes_moved(one, s, 1)));
+}
+
+// A way to run a matvec's `batch` vectors, with its measured time for all of them.
+struct BatchCandidate {
+  const KernelSpec* kernel = nullptr;
+  double time_us = 0;  // for the `batch` vectors
+  double gbps = 0;     // one batch call's bytes over time_us
+  std::string source;
+};
+
+// The speeds' fastest figure for `kernel` at the matvec's shape, threads and count of
+// vectors per call, or null.
+const KernelSpeed* measured(const std::vector<KernelSpeed>& speeds, const KernelSpec& kernel, const PlannedMatvec& p,
+                            int threads, int n) {
+  const KernelSpeed* best = nullptr;
+  for (const KernelSpeed& s : speeds)
+    if (s.n == n && s.kernel == kernel.name && s.rows == p.shape.rows && s.cols == p.shape.cols &&
+        s.threads == threads && s.time_median_us > 0 && (!best || s.time_median_us < best->time_median_us))
+      best = &s;
+  return best;
+}
+
+// The measured ways to run the matvec's `batch` vectors, fastest first: every batch
+// kernel that takes them with a figure at n = `batch`, and the one-vector kernel `one`
+// called `batch` times with its figure at n = 1.
+std::vector<BatchCandidate> measured_candidates(const PlannedMatvec& p, const KernelSpec& one, int batch, int threads,
+                                                const std::vector<KernelSpeed>& speeds) {
+  std::vector<BatchCandidate> out;
+  for (const KernelSpec& k : global_registry().all()) {
+    // auto plans with qmvlab's own kernels, as resolve_plan does.
+    if (k.backend != Backend::CPU || k.weight != p.weight || !takes_batch(k, batch) || !k.peer.empty() ||
+        !k.supports(p.shape) || !availability(k).available)
+      continue;
+    if (const KernelSpeed* s = measured(speeds, k, p, threads, batch))
+      out.push_back({&k, s->time_median_us, s->gbps_median, s->source});
+  }
+  if (out.empty()) return out;  // nothing to weigh the one-vector kernel against
+  if (one.op == OpKind::MatVec)
+    if (const KernelSpeed* s = measured(speeds, one, p, threads, 1)) {
+      out.push_back({&one, batch * s->time_median_us, per_batch_call(one, p.shape, batch, s->gbps_median), s->source});
+    }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const BatchCandidate& a, const BatchCandidate& b) { return a.time_us < b.time_us; });
+  return out;
+}
+
 }  // namespace
 
-std::vector<PlannedMatvec> batch_plan(const std::vector<PlannedMatvec>& plan, int batch) {
+std::vector<PlannedMatvec> batch_plan(const std::vector<PlannedMatvec>& plan, int batch, int threads,
+                                      const std::vector<KernelSpeed>& speeds) {
+  // As resolve_plan says of an unmeasured matvec where others were measured.
+  const std::string static_source = std::any_of(speeds.begin(), speeds.end(),
+                                                [&](const KernelSpeed& s) { return s.n == batch; })
+                                        ? "static order (not measured)"
+                                        : "static order";
   std::vector<PlannedMatvec> out = plan;
   for (PlannedMatvec& p : out) {
     if (p.op == Op::FfnUpGate)
       throw PlanError("a batch decode runs gate and up apart: its plan has no fused ffn_up_gate entry");
+    p.batch = batch;
     if (!p.kernel) continue;
+    const bool by_auto = p.why != "plan";
+    if (by_auto)
+      if (const auto ranked = measured_candidates(p, *p.kernel, batch, threads, speeds); !ranked.empty()) {
+        const BatchCandidate& best = ranked[0];
+        p.why = best.kernel->op == OpKind::MatVecBatch
+                    ? fmt::format("auto, batch of {}: fastest measured", batch)
+                    : fmt::format("auto, batch of {}: the one-vector kernel {} times, faster than every batch kernel "
+                                  "measured",
+                                  batch, batch);
+        p.kernel = best.kernel;
+        p.gbps = best.gbps;
+        p.source = best.source;
+        p.runner_up = ranked.size() > 1 ? ranked[1].kernel : nullptr;
+        p.runner_up_gbps = ranked.size() > 1 ? ranked[1].gbps : 0;
+        continue;
+      }
     if (const KernelSpec* k = batch_kernel_for(*p.kernel, p.shape, batch)) {
       if (k != p.kernel) {
         p.why = fmt::format("batch of {}: static order (for {})", batch, p.kernel->name);
         p.kernel = k;
         p.gbps = 0;
-        p.source = "static order";
+        p.source = by_auto ? static_source : "static order";
         p.runner_up = nullptr;
         p.runner_up_gbps = 0;
       }
     } else {
       p.why = fmt::format("no batch kernel for {} {} here: called once per sequence", to_string(p.weight),
                           to_string(p.shape));
+      // The one-vector figures as of one batch call, as a batch kernel's are.
+      p.gbps = per_batch_call(*p.kernel, p.shape, batch, p.gbps);
+      if (p.runner_up && p.runner_up->op == OpKind::MatVec)
+        p.runner_up_gbps = per_batch_call(*p.runner_up, p.shape, batch, p.runner_up_gbps);
     }
   }
   return out;

@@ -25,13 +25,27 @@
 namespace qmv {
 
 // The plan of a batch decode: each matvec of `plan` (unfused: a batch runs gate and up
-// apart) on a batch kernel of its weight type that takes `batch` vectors and runs here,
-// where there is one: its own kernel if it is one, else, in this order, one reading
-// the same activation format, the one with the most CPU features (the most
-// specialised), the first by name. A matvec with no such kernel keeps its one-vector
-// kernel, called once per sequence; `why` says which. Throws PlanError for a fused
-// entry.
-std::vector<PlannedMatvec> batch_plan(const std::vector<PlannedMatvec>& plan, int batch);
+// apart) on the kernel that takes its `batch` vectors soonest.
+//
+// A matvec `auto` decided (its `why` is not "plan") is decided again by `speeds` (the
+// harness's tuning store or a bench CSV, KernelSpeed::n telling the counts apart): the
+// candidates are the batch kernels measured at its own shape and `threads` with
+// `batch` vectors per call, and its one-vector kernel called `batch` times (its time
+// at n = 1 times `batch`), so that a batch kernel runs only where it beats that. The
+// fastest wins; the runner-up and the figure's source are kept as resolve_plan keeps
+// them. A figure's GB/s is of one batch call: the weights once and the `batch` vectors,
+// over the time the `batch` vectors take. Without the one-vector kernel's time at the
+// shape, the batch kernels measured are weighed among themselves.
+//
+// A matvec the plan names, or one without a batch figure at its shape (the static
+// plan passes no speeds), takes the static order: its own kernel if it is a batch
+// kernel that takes `batch` vectors, else a batch kernel of its weight type that does
+// and runs here, in this order: one reading the same activation format, the one with
+// the most CPU features (the most specialised), the first by name. A matvec with no
+// such kernel keeps its one-vector kernel, called once per sequence; `why` says which.
+// Throws PlanError for a fused entry.
+std::vector<PlannedMatvec> batch_plan(const std::vector<PlannedMatvec>& plan, int batch, int threads = 1,
+                                      const std::vector<KernelSpeed>& speeds = {});
 
 class BatchCpuForward {
  public:

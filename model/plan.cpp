@@ -260,7 +260,7 @@ std::vector<Ranked> rank_measured(const std::vector<KernelSpeed>& bench, OpKind 
   std::vector<Ranked> at_nearest;
   double nearest = 0;
   for (const KernelSpeed& r : bench) {
-    if ((backend == Backend::CPU && r.threads != threads) || r.weight_type != to_string(w)) continue;
+    if ((backend == Backend::CPU && r.threads != threads) || r.weight_type != to_string(w) || r.n != 1) continue;
     const KernelSpec* k = global_registry().find(r.kernel);
     // auto plans with qmvlab's own kernels; a peer's runs only where a plan names it.
     if (!k || !k->peer.empty() || !runnable(*k, op, w, s, backend, act)) continue;

@@ -132,6 +132,9 @@ struct KernelSpeed {
   double gbps_median = 0;
   double time_median_us = 0;  // 0: unknown (then gbps ranks)
   std::string source;         // where the figure came from, for the plan table: "measured now", "store, 2026-11-28"
+  // Activation vectors per call the figure is of: 1 (what resolve_plan ranks by), or a
+  // batch kernel's count (what batch_plan ranks by, model/batch_forward.h).
+  int n = 1;
 };
 
 struct PlannedMatvec {
@@ -148,6 +151,9 @@ struct PlannedMatvec {
   std::string source;
   const KernelSpec* runner_up = nullptr;
   double runner_up_gbps = 0;
+  // In a batch plan (batch_forward.h), the sequences decoded together: a one-vector
+  // kernel (OpKind::MatVec) there runs once per sequence. 1 in a one-vector plan.
+  int batch = 1;
   // With outlier routing, for an int8-activation kernel: the f32-activation kernel
   // that runs instead on a vector with max |x| > outlier_k * rms. For a fused op it
   // is a fused kernel, or a plain one called once per matrix. nullptr: not routed.

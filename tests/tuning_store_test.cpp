@@ -2,6 +2,7 @@
 // (harness/auto_plan.h): what is kept, what is refused, and what auto picks from it.
 #include "harness/tuning_store.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,7 +10,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include "harness/auto_plan.h"
 #include "harness/machine.h"
@@ -17,6 +20,7 @@
 #include "kernels/build_id.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/registry.h"
+#include "model/batch_forward.h"
 #include "tests/scoped_env.h"
 #include "tests/tiny_model.h"
 #include "tests/test_seed.h"
@@ -57,6 +61,21 @@ TuningRow kernel_row(const std::string& kernel, std::int64_t rows, std::int64_t 
   b.time_median_us = time_us;
   b.gbps_median = static_cast<double>(bytes_moved(*k, {rows, cols})) / (time_us * 1e3);
   return tuning_row(b, "test", scope);
+}
+
+// A row of a batch kernel called with `n` vectors, `time_us` per call.
+TuningRow batch_row(const std::string& kernel, std::int64_t rows, std::int64_t cols, int n, double time_us,
+                    int threads = 1) {
+  TuningRow r = kernel_row(kernel, rows, cols, time_us, threads);
+  r.n = n;
+  r.gbps = static_cast<double>(bytes_moved(*global_registry().find(kernel), {rows, cols}, n)) / (time_us * 1e3);
+  return r;
+}
+
+// A time in microseconds drawn afresh, so no test leans on one figure.
+double fresh_time_us(const char* what) {
+  std::mt19937_64 rng(qmv::testing::fresh_seed(what));
+  return std::uniform_real_distribution<double>(5, 500)(rng);
 }
 
 std::vector<std::string> kernels_of(const std::vector<TuningRow>& rows) {
@@ -293,6 +312,106 @@ TEST(TuningStore, ConcurrentWritersKeepEveryRow) {
   EXPECT_EQ(shapes.size(), static_cast<std::size_t>(kWriters * kRowsEach));
 }
 
+TEST(TuningStore, RowsKeepTheirCountOfVectors) {
+  const TuningStore store(store_path("n"));
+  const std::string kernel = "q4_K.cpu.scalar_batch_f32";
+  const double t = fresh_time_us("batch row");
+  ASSERT_EQ(store.add({batch_row(kernel, 256, 256, 1, t), batch_row(kernel, 256, 256, 2, 1.5 * t),
+                       batch_row(kernel, 256, 256, 4, 2.5 * t)}),
+            "");
+  // n is part of the key: a newer row of one count replaces only that count's.
+  ASSERT_EQ(store.add({batch_row(kernel, 256, 256, 2, 1.25 * t)}), "");
+  const auto rows = store.read_all();
+  ASSERT_EQ(rows.size(), 3u) << ::testing::PrintToString(kernels_of(rows));
+  EXPECT_EQ(rows[0].n, 1);
+  EXPECT_EQ(rows[1].n, 2);
+  EXPECT_EQ(rows[2].n, 4);
+  EXPECT_DOUBLE_EQ(rows[0].time_median_us, std::stod(fmt::format("{:.6g}", t)));
+  EXPECT_DOUBLE_EQ(rows[1].time_median_us, std::stod(fmt::format("{:.6g}", 1.25 * t)));
+  EXPECT_DOUBLE_EQ(rows[2].time_median_us, std::stod(fmt::format("{:.6g}", 2.5 * t)));
+  EXPECT_EQ(rows[2].op, "matvec_batch");
+  EXPECT_EQ(store.usable_rows().size(), 3u);
+  // Only a batch kernel takes more than one vector per call: another such row is damage.
+  rewrite(store.path(), [](std::string& text) { text.replace(text.rfind("matvec_batch"), 12, "matvec"); });
+  std::string warning;
+  EXPECT_TRUE(store.usable_rows(&warning).empty());
+  EXPECT_NE(warning.find("only a batch kernel"), std::string::npos) << warning;
+}
+
+TEST(TuningStore, AFileWrittenBeforeTheNColumnReadsAsOneVectorPerCall) {
+  const std::string path = store_path("before_n");
+  const TuningStore store(path);
+  const double t = fresh_time_us("old store");
+  ASSERT_EQ(store.add({kernel_row("q4_K.cpu.scalar_f32", 256, 256, t), kernel_row("q6_K.cpu.scalar_f32", 512, 256, 2 * t)}),
+            "");
+  // The file as a writer before the column left it: the last column gone from every line.
+  rewrite(path, [](std::string& text) {
+    std::string out;
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t end = text.find('\n', at);
+      const std::string line = text.substr(at, end - at);
+      out += line.substr(0, line.rfind(',')) + "\n";
+      at = end + 1;
+    }
+    text = out;
+  });
+  {
+    std::ifstream in(path);
+    std::string header;
+    std::getline(in, header);
+    ASSERT_EQ(header.find(",n"), std::string::npos) << header;
+    ASSERT_NE(header.find("git_commit"), std::string::npos) << header;
+  }
+  std::string warning;
+  const auto rows = store.usable_rows(&warning);
+  EXPECT_TRUE(warning.empty()) << warning;
+  ASSERT_EQ(rows.size(), 2u);
+  for (const TuningRow& r : rows) EXPECT_EQ(r.n, 1) << r.kernel;
+  // Written again, it gains the column and keeps its rows.
+  ASSERT_EQ(store.add({batch_row("q4_K.cpu.scalar_batch_f32", 256, 256, 4, 3 * t)}), "");
+  const auto again = store.read_all();
+  ASSERT_EQ(again.size(), 3u);
+  EXPECT_EQ(again[0].n, 1);
+  EXPECT_EQ(again[1].n, 1);
+  EXPECT_EQ(again[2].n, 4);
+  EXPECT_FALSE(std::filesystem::exists(path + ".damaged"));
+}
+
+TEST(TuningStore, BatchRowsAreRecordedWithTheirCount) {
+  const std::string path = store_path("record_batch");
+  const qmv::testing::ScopedEnv one_file({{"QMV_TUNING_STORE", path}});
+  const KernelSpec& batch = *global_registry().find("q4_K.cpu.scalar_batch_f32");
+  BenchRow b;
+  b.kernel = batch.name;
+  b.op = std::string(to_string(batch.op));
+  b.weight_type = std::string(to_string(batch.weight));
+  b.backend = "cpu";
+  b.rows = b.cols = 256;
+  b.threads = 1;
+  b.cache = "cold";
+  b.tile_rows = CpuTiling{}.tile_rows;
+  b.min_parallel_rows = CpuTiling{}.min_parallel_rows;
+  b.repetitions = 3;
+  b.time_median_us = fresh_time_us("record batch");
+  b.gbps_median = 4;
+  std::vector<BenchRow> rows;
+  for (int n : {1, 3, 8}) {
+    rows.push_back(b);
+    rows.back().n = n;
+  }
+  // A row of another tiling than decode's is still left out, whatever its n.
+  rows.push_back(rows.back());
+  rows.back().rows = 512;
+  rows.back().tile_rows += 1;
+  record_in_store(rows, "test");
+  std::vector<int> counts;
+  for (const TuningRow& r : TuningStore(path).read_all()) {
+    EXPECT_EQ(r.rows, 256);
+    counts.push_back(r.n);
+  }
+  EXPECT_EQ(counts, (std::vector<int>{1, 3, 8}));
+}
+
 using qmv::testing::TinyQ4K;
 
 
@@ -454,6 +573,177 @@ TEST(AutoPlan, WithoutTuningAnUnmeasuredMatvecTakesTheStaticOrder) {
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
   const auto fixed = resolve_plan(KernelPlan::static_order(), m.weights, 1);
   EXPECT_EQ(planned_op(planned, Op::AttnQ).kernel, planned_op(fixed, Op::AttnQ).kernel);
+}
+
+// The plan `decode --batch n` makes from the store at `path` without timing: the
+// one-vector plan with gate and up apart, then batch_plan on both counts' speeds.
+std::vector<PlannedMatvec> stored_batch_plan(const TinyQ4K& m, const std::string& path, int n) {
+  const KernelPlan apart = KernelPlan::parse_rules("ffn_up_gate=none");
+  AutoPlanOptions options;
+  options.measure = false;
+  options.store_path = path;
+  const AutoPlanEvidence one = auto_plan_evidence(apart, m.weights, options);
+  options.n = n;
+  const AutoPlanEvidence batch = auto_plan_evidence(apart, m.weights, options);
+  EXPECT_GT(batch.matvecs, 0);
+  EXPECT_EQ(batch.from_store, batch.matvecs) << batch.summary();
+  EXPECT_EQ(batch.measured, 0);
+  std::vector<KernelSpeed> speeds = one.speeds;
+  for (const KernelSpeed& s : batch.speeds) {
+    EXPECT_EQ(s.n, n) << s.kernel;
+    speeds.push_back(s);
+  }
+  return batch_plan(resolve_plan(apart, m.weights, 1, speeds), n, 1, speeds);
+}
+
+// Store rows for a batch of `n` on the tiny model: the one-vector candidates at n = 1
+// (`one` at `one_us`, the others slower), and the batch kernels at n (`batch_us` for
+// those it names, the rest slower than every other way).
+std::vector<TuningRow> rows_for_batch(const ModelWeights& w, int n, const std::string& one, double one_us,
+                                      const std::map<std::string, double>& batch_us) {
+  const KernelPlan apart = KernelPlan::parse_rules("ffn_up_gate=none");
+  std::vector<TuningRow> rows;
+  for (const AutoMatvec& m : auto_matvecs(apart, w)) {
+    for (const KernelSpec* k : auto_candidates(m, Backend::CPU)) {
+      rows.push_back(kernel_row(k->name, m.shape.rows, m.shape.cols, k->name == one ? one_us : 3 * one_us));
+      rows.back().cache = model_cache_state(w);
+    }
+    for (const KernelSpec* k : auto_candidates(m, Backend::CPU, n)) {
+      const auto named = batch_us.find(k->name);
+      rows.push_back(batch_row(k->name, m.shape.rows, m.shape.cols, n,
+                               named != batch_us.end() ? named->second : 10 * n * one_us));
+      rows.back().cache = model_cache_state(w);
+    }
+  }
+  return rows;
+}
+
+// Two batch kernels of the tiny model's Q4_K attn_q that run here, or fewer.
+std::vector<std::string> two_batch_kernels(const TinyQ4K& m, int n) {
+  std::vector<std::string> out;
+  for (const AutoMatvec& a : auto_matvecs(KernelPlan::parse_rules("ffn_up_gate=none"), m.weights))
+    if (a.weight == WeightType::Q4_K && a.shape == Shape{256, 256})
+      for (const KernelSpec* k : auto_candidates(a, Backend::CPU, n))
+        if (out.size() < 2) out.push_back(k->name);
+  return out;
+}
+
+TEST(AutoPlan, ForABatchPicksTheBatchKernelTheStoreSaysIsFastestAtThatCount) {
+  const TinyQ4K m;
+  const std::vector<std::string> two = two_batch_kernels(m, 4);
+  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K batch kernels of 4 vectors run on this CPU";
+  const std::string& a = two[0];
+  const std::string& b = two[1];
+  const std::string path = store_path("batch_counts");
+  const double one_us = fresh_time_us("batch one-vector time");
+  // At 2 vectors `a` is faster, at 4 `b`; both beat the one-vector kernel called n times.
+  ASSERT_EQ(TuningStore(path).add(rows_for_batch(m.weights, 2, "q4_K.cpu.scalar_f32", one_us,
+                                                 {{a, 1.2 * one_us}, {b, 1.6 * one_us}})),
+            "");
+  ASSERT_EQ(TuningStore(path).add(rows_for_batch(m.weights, 4, "q4_K.cpu.scalar_f32", one_us,
+                                                 {{a, 3.0 * one_us}, {b, 2.0 * one_us}})),
+            "");
+  for (const auto& [n, fastest, runner_up] : {std::tuple{2, a, b}, std::tuple{4, b, a}}) {
+    SCOPED_TRACE(fmt::format("batch of {}", n));
+    const auto plan = stored_batch_plan(m, path, n);
+    for (const PlannedMatvec& p : plan) {
+      if (p.weight != WeightType::Q4_K) continue;
+      SCOPED_TRACE(to_string(p.op));
+      EXPECT_EQ(p.kernel->name, fastest);
+      EXPECT_EQ(p.batch, n);
+      EXPECT_NE(p.why.find("fastest measured"), std::string::npos) << p.why;
+      EXPECT_NE(p.source.find("store, "), std::string::npos) << p.source;
+      ASSERT_NE(p.runner_up, nullptr);
+      EXPECT_EQ(p.runner_up->name, runner_up);
+      EXPECT_GT(p.gbps, p.runner_up_gbps);
+    }
+  }
+}
+
+TEST(AutoPlan, ForABatchKeepsTheOneVectorKernelWhereTheStoreSaysItIsFaster) {
+  const TinyQ4K m;
+  const std::vector<std::string> two = two_batch_kernels(m, 2);
+  if (two.empty()) GTEST_SKIP() << "no Q4_K batch kernel runs on this CPU";
+  const std::string path = store_path("batch_one_vector");
+  const double one_us = fresh_time_us("one-vector beats batch");
+  const std::string one = "q4_K.cpu.scalar_f32";
+  // Twice the one-vector time is less than the fastest batch kernel's.
+  ASSERT_EQ(TuningStore(path).add(rows_for_batch(m.weights, 2, one, one_us, {{two[0], 2.5 * one_us}})), "");
+  const auto plan = stored_batch_plan(m, path, 2);
+  for (const PlannedMatvec& p : plan) {
+    if (p.weight != WeightType::Q4_K) continue;
+    SCOPED_TRACE(to_string(p.op));
+    EXPECT_EQ(p.kernel->name, one);
+    EXPECT_EQ(p.kernel->op, OpKind::MatVec);
+    EXPECT_NE(p.why.find("one-vector kernel 2 times"), std::string::npos) << p.why;
+    ASSERT_NE(p.runner_up, nullptr);
+    EXPECT_EQ(p.runner_up->name, two[0]);
+    EXPECT_GT(p.gbps, p.runner_up_gbps);
+  }
+}
+
+TEST(AutoPlan, ForABatchARowOfAnotherCountAnswersNothing) {
+  const TinyQ4K m;
+  if (two_batch_kernels(m, 4).empty()) GTEST_SKIP() << "no Q4_K batch kernel of 4 vectors runs on this CPU";
+  const std::string path = store_path("batch_other_count");
+  const double one_us = fresh_time_us("other count");
+  ASSERT_EQ(TuningStore(path).add(rows_for_batch(m.weights, 2, "q4_K.cpu.scalar_f32", one_us, {})), "");
+  const KernelPlan apart = KernelPlan::parse_rules("ffn_up_gate=none");
+  AutoPlanOptions options;
+  options.measure = false;
+  options.store_path = path;
+  options.n = 4;
+  const AutoPlanEvidence ev = auto_plan_evidence(apart, m.weights, options);
+  EXPECT_GT(ev.matvecs, 0);
+  EXPECT_EQ(ev.unmeasured, ev.matvecs) << ev.summary();
+  EXPECT_TRUE(ev.speeds.empty());
+  EXPECT_NE(ev.summary().find("batch of 4"), std::string::npos) << ev.summary();
+  // Nothing at 4 vectors: the static batch order, and the table says it was not measured.
+  options.n = 1;
+  std::vector<KernelSpeed> speeds = auto_plan_evidence(apart, m.weights, options).speeds;
+  const auto stored = batch_plan(resolve_plan(apart, m.weights, 1, speeds), 4, 1, speeds);
+  const auto fixed = batch_plan(resolve_plan(apart, m.weights, 1, speeds), 4);
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(stored[i].kernel, fixed[i].kernel) << to_string(stored[i].op);
+    if (stored[i].kernel->op == OpKind::MatVecBatch) {
+      EXPECT_EQ(stored[i].source, "static order") << stored[i].why;
+    }
+  }
+}
+
+TEST(AutoPlan, ForABatchMeasuresWhatTheStoreLacksOnceAtThatCount) {
+  const TinyQ4K m;
+  if (two_batch_kernels(m, 2).empty()) GTEST_SKIP() << "no Q4_K batch kernel runs on this CPU";
+  const KernelPlan apart = KernelPlan::parse_rules("ffn_up_gate=none");
+  AutoPlanOptions options;
+  options.n = 2;
+  options.store_path = store_path("batch_measure");
+  options.screen_min_time_s = options.final_min_time_s = 0.002;
+  std::vector<std::string> progress;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  const AutoPlanEvidence first = auto_plan_evidence(apart, m.weights, options);
+  ASSERT_GT(first.matvecs, 0);
+  EXPECT_EQ(first.measured, first.matvecs);
+  EXPECT_EQ(static_cast<int>(progress.size()), first.matvecs);
+  for (const std::string& line : progress) EXPECT_NE(line.find("matvec_batch (n = 2)"), std::string::npos) << line;
+  for (const TuningRow& r : TuningStore(options.store_path).read_all()) {
+    EXPECT_EQ(r.n, 2) << r.kernel;
+    EXPECT_EQ(r.op, "matvec_batch") << r.kernel;
+  }
+  for (const KernelSpeed& s : first.speeds) EXPECT_EQ(s.source, "measured now");
+  progress.clear();
+  const AutoPlanEvidence second = auto_plan_evidence(apart, m.weights, options);
+  EXPECT_EQ(second.measured, 0);
+  EXPECT_EQ(second.from_store, second.matvecs);
+  EXPECT_TRUE(progress.empty());
+  // Another count is another measurement; a budget already spent times nothing.
+  options.n = 3;
+  options.spent_s = options.budget_s;
+  const AutoPlanEvidence spent = auto_plan_evidence(apart, m.weights, options);
+  EXPECT_EQ(spent.measured, 0);
+  EXPECT_EQ(spent.unmeasured, spent.matvecs);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_NE(progress.front().find("budget is spent"), std::string::npos) << progress.front();
 }
 
 }  // namespace

@@ -513,18 +513,27 @@ int DecodeCommand::run(const std::string& command_line) {
                                             o.context, needed));
 
   // Every choice is checked here, before anything runs.
-  const KernelPlan plan = plan_with_routing(o.plan, o.route, o.route_k);
+  KernelPlan plan = plan_with_routing(o.plan, o.route, o.route_k);
+  const std::string plan_rules = plan.describe();
+  // A batch decode runs gate and up apart (the batch kernels are plain matvecs), so
+  // auto weighs no fused kernel for it.
+  if (o.batch > 1) plan.set("ffn_up_gate", "*", "none");
   const Backend backend = o.device == "cuda" ? Backend::CUDA : Backend::CPU;
   AutoPlanEvidence evidence;
-  const auto speeds = auto_plan_speeds(o.auto_plan, plan, m.weights, o.threads, backend, &evidence);
+  std::vector<KernelSpeed> speeds = auto_plan_speeds(o.auto_plan, plan, m.weights, o.threads, backend, &evidence);
   const auto planned = resolve_plan(plan, m.weights, o.threads, speeds, backend);
+  // A batch's kernels by their speeds at B vectors per call, the one-vector plan's
+  // figures beside them; a bench CSV's rows of every n are in `speeds` already.
+  AutoPlanEvidence batch_evidence;
+  if (o.batch > 1 && o.auto_plan.bench_csv.empty()) {
+    const auto batch_speeds =
+        auto_plan_speeds(o.auto_plan, plan, m.weights, o.threads, backend, &batch_evidence, o.batch, evidence.seconds);
+    speeds.insert(speeds.end(), batch_speeds.begin(), batch_speeds.end());
+  }
   // The roofline's bandwidth, settled before the weights are made resident, so that a
   // measurement's buffer never sits beside them.
   const Roofline roofline = roofline_bandwidth(o.peak_gbps, o.no_peak, o.threads, backend);
   if (o.batch > 1) {
-    // Gate and up apart: the batch kernels are plain matvecs.
-    KernelPlan apart = plan;
-    apart.set("ffn_up_gate", "*", "none");
     BatchDecodeRequest b;
     b.model = &m;
     b.tokenizer = &tok;
@@ -533,7 +542,10 @@ int DecodeCommand::run(const std::string& command_line) {
     b.batch = o.batch;
     b.threads = o.threads;
     b.context = o.context ? o.context : needed;
-    b.plan = batch_plan(resolve_plan(apart, m.weights, o.threads, speeds, backend), o.batch);
+    // The static plan weighs no speeds, as resolve_plan does.
+    b.plan = batch_plan(planned, o.batch, o.threads, plan.uses_static_order() ? std::vector<KernelSpeed>{} : speeds);
+    b.plan_rules = plan_rules;
+    if (o.auto_plan.bench_csv.empty()) b.tuning = {evidence, batch_evidence};
     b.sampler = o.sampler;
     b.ignore_eos = o.ignore_eos;
     b.quiet = o.quiet;

@@ -98,7 +98,8 @@ int run_batch_decode(const BatchDecodeRequest& r) {
                bytes_per_step / 1e6, batch, r.roofline_gbps, r.roofline_source, steps_per_s, steps_per_s * batch,
                roofline_pct);
   }
-  fmt::print("plan, batch of {}:\n", batch);
+  fmt::print("plan {}, batch of {} (gate and up apart):\n", r.plan_rules, batch);
+  for (const AutoPlanEvidence& e : r.tuning) fmt::print("{}\n", e.summary());
   print_plan(r.plan);
 
   if (!r.json_out.empty()) {
@@ -128,8 +129,15 @@ int run_batch_decode(const BatchDecodeRequest& r) {
     nlohmann::json kernels = nlohmann::json::array();
     for (const PlannedMatvec& p : r.plan)
       kernels.push_back({{"op", std::string(to_string(p.op))}, {"weight_type", std::string(to_string(p.weight))},
-                         {"shape", to_string(p.shape)}, {"kernel", p.kernel ? p.kernel->name : ""}, {"why", p.why}});
+                         {"shape", to_string(p.shape)}, {"kernel", p.kernel ? p.kernel->name : ""}, {"why", p.why},
+                         {"source", p.source}, {"runner_up", p.runner_up ? p.runner_up->name : ""}});
     j["plan"] = kernels;
+    // As decode's "tuning", for the one-vector plan's figures and the batch kernels'.
+    nlohmann::json tuning = nlohmann::json::array();
+    for (const AutoPlanEvidence& e : r.tuning)
+      tuning.push_back({{"n", e.n}, {"matvecs", e.matvecs}, {"measured", e.measured}, {"from_store", e.from_store},
+                        {"unmeasured", e.unmeasured}, {"seconds", e.seconds}, {"store", e.store}});
+    if (!r.tuning.empty()) j["tuning"] = tuning;
     write_file_atomically(r.json_out, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     fmt::print("wrote {}\n", r.json_out);
   }

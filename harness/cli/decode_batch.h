@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/auto_plan.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/sampler.h"
@@ -24,6 +25,10 @@ struct BatchDecodeRequest {
   int threads = 1;
   int context = 0;
   std::vector<PlannedMatvec> plan;  // batch_plan's
+  std::string plan_rules;           // KernelPlan::describe, as given
+  // What auto's figures came from: the one-vector plan's, then the batch kernels'
+  // (none with a bench CSV).
+  std::vector<AutoPlanEvidence> tuning;
   SamplerConfig sampler;
   bool ignore_eos = false;
   bool quiet = false;

@@ -142,13 +142,15 @@ void check_utf8(std::string_view text, const std::string& what) {
 
 std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const KernelPlan& plan,
                                           const ModelWeights& weights, int threads, Backend backend,
-                                          AutoPlanEvidence* evidence) {
+                                          AutoPlanEvidence* evidence, int n, double spent_s) {
   if (!choice.bench_csv.empty()) return kernel_speeds(read_bench_csv(choice.bench_csv));
   // A plan that names a kernel it cannot use is refused before a minute of timing.
   (void)resolve_plan(plan, weights, threads, {}, backend);
   AutoPlanOptions options;
   options.threads = threads;
   options.backend = backend;
+  options.n = n;
+  options.spent_s = spent_s;
   options.measure = !choice.no_tune;
   options.progress = [](const std::string& line) {
     fmt::print(stderr, "{}\n", line);

@@ -45,10 +45,13 @@ void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice);
 
 // The speeds resolve_plan's `auto` picks by: a bench CSV's when one was given, else the
 // tuning store's, timing first what it lacks (not with --no-tune), progress on stderr.
-// `evidence` (when given) gets what was done.
+// `evidence` (when given) gets what was done. With `n` > 1, the store's speeds of the
+// batch kernels at n vectors per call, which batch_plan picks by (`decode --batch n`),
+// timed within what `spent_s` of timing before left of the budget, one budget for a
+// run; a bench CSV's speeds are those of every n whatever `n` is.
 std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const KernelPlan& plan,
                                           const ModelWeights& weights, int threads, Backend backend,
-                                          AutoPlanEvidence* evidence = nullptr);
+                                          AutoPlanEvidence* evidence = nullptr, int n = 1, double spent_s = 0);
 
 // The text of --prompt-file: a regular file, or standard input for "-", at most 64 MiB
 // (a prompt too long for the command line). Throws std::invalid_argument naming the path.
