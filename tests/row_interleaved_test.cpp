@@ -27,12 +27,14 @@ namespace qmv {
 namespace {
 
 constexpr const char* kQ4_0x8Kernel = "q4_0.cpu.avx2_r8_q8_1";
-// The K-quant R8 kernels: one weight stream per thread, two, and (Q4_K) four; and the
-// AVX-512 VNNI ones on the same copies.
+// The K-quant R8 kernels: one weight stream per thread, two, and (Q4_K) four, with and
+// (Q4_K, Q6_K) without software prefetch; and the AVX-512 VNNI ones on the same copies.
 const std::vector<const char*> kKQuantX8Kernels = {
-    "q4_K.cpu.avx2_r8_q8k", "q4_K.cpu.avx2_r8x2_q8k", "q4_K.cpu.avx2_r8x4_q8k",
-    "q5_K.cpu.avx2_r8_q8k", "q5_K.cpu.avx2_r8x2_q8k", "q5_K.cpu.avx2_r8x4_q8k",
-    "q6_K.cpu.avx2_r8_q8k", "q6_K.cpu.avx2_r8x2_q8k", "q6_K.cpu.avx2_r8x4_q8k"};
+    "q4_K.cpu.avx2_r8_q8k",      "q4_K.cpu.avx2_r8x2_q8k",      "q4_K.cpu.avx2_r8x4_q8k",
+    "q4_K.cpu.avx2_r8_nopf_q8k", "q4_K.cpu.avx2_r8x2_nopf_q8k", "q5_K.cpu.avx2_r8_q8k",
+    "q5_K.cpu.avx2_r8x2_q8k",    "q5_K.cpu.avx2_r8x4_q8k",      "q6_K.cpu.avx2_r8_q8k",
+    "q6_K.cpu.avx2_r8x2_q8k",    "q6_K.cpu.avx2_r8x4_q8k",      "q6_K.cpu.avx2_r8_nopf_q8k",
+    "q6_K.cpu.avx2_r8x2_nopf_q8k"};
 const std::vector<const char*> kKQuantX8VnniKernels = {"q4_K.cpu.avx512vnni_r8x2_q8k", "q4_K.cpu.avx512vnni_r8x4_q8k",
                                                        "q5_K.cpu.avx512vnni_r8x2_q8k", "q5_K.cpu.avx512vnni_r8x4_q8k"};
 
@@ -355,7 +357,8 @@ const std::vector<const char*> kFusedAvx2Kernels = {
     "q4_1.cpu.avx2_r8x2_up_gate_q8_1", "q5_0.cpu.avx2_r8_up_gate_q8_1", "q5_0.cpu.avx2_r8x2_up_gate_q8_1",
     "q5_1.cpu.avx2_r8_up_gate_q8_1", "q5_1.cpu.avx2_r8x2_up_gate_q8_1", "q8_0.cpu.avx2_r8_up_gate_q8_1",
     "q8_0.cpu.avx2_r8x2_up_gate_q8_1", "q4_K.cpu.avx2_r8_up_gate_q8k",   "q4_K.cpu.avx2_r8x2_up_gate_q8k",
-    "q5_K.cpu.avx2_r8_up_gate_q8k",   "q5_K.cpu.avx2_r8x2_up_gate_q8k",   "q6_K.cpu.avx2_r8x2_up_gate_q8k"};
+    "q5_K.cpu.avx2_r8_up_gate_q8k",   "q5_K.cpu.avx2_r8x2_up_gate_q8k",   "q6_K.cpu.avx2_r8x2_up_gate_q8k",
+    "q4_K.cpu.avx2_r8_up_gate_nopf_q8k", "q4_K.cpu.avx2_r8x2_up_gate_nopf_q8k", "q6_K.cpu.avx2_r8x2_up_gate_nopf_q8k"};
 const std::vector<const char*> kFusedVnniKernels = {
     "q4_0.cpu.avx512vnni_r8x2_up_gate_q8_1", "q4_1.cpu.avx512vnni_r8x2_up_gate_q8_1",
     "q5_0.cpu.avx512vnni_r8x2_up_gate_q8_1", "q5_1.cpu.avx512vnni_r8x2_up_gate_q8_1",
