@@ -1,6 +1,6 @@
-// Q5_0 weights in the row-interleaved layout x Q8_1 activations, AVX-512 VNNI: two and
-// four weight streams per thread, and fused up+gate with four, on the copy the AVX2 r8
-// kernels read, two chunks per 512-bit register (r8.h).
+// Q5_0 weights in the row-interleaved layout x Q8_1 activations, AVX-512 VNNI, on the
+// loop of r8.h (two chunks per 512-bit register, on the copy the AVX2 r8 kernels
+// read): two weight streams per thread.
 #include "r8.h"
 
 namespace {
@@ -13,17 +13,6 @@ constexpr qmv::KernelRecord kTwoStreams = legacy_record<Layout, 2>(
     qmv::WeightType::Q5_0, "q5_0.cpu.avx512vnni_r8x2_q8_1",
     "Q5_0 x Q8_1, AVX-512 VNNI, eight-row interleaved blocks as avx2_r8_q8_1, two chunks per "
     "vpdpbusd, two prefetched weight streams per thread sharing each activation permute");
-constexpr qmv::KernelRecord kFourStreams = legacy_record<Layout, 4>(
-    qmv::WeightType::Q5_0, "q5_0.cpu.avx512vnni_r8x4_q8_1",
-    "Q5_0 x Q8_1, AVX-512 VNNI, eight-row interleaved blocks as avx2_r8_q8_1, two chunks per "
-    "vpdpbusd, four prefetched weight streams per thread");
-constexpr qmv::KernelRecord kFusedUpGate = qmv::interleave::vnni::legacy_up_gate_record<Layout, 2>(
-    qmv::WeightType::Q5_0, "q5_0.cpu.avx512vnni_r8x2_up_gate_q8_1",
-    "fused FFN up+gate (y = W x, y2 = W2 x), Q5_0 x Q8_1, AVX512 VNNI, both matrices as "
-    "avx2_r8_q8_1 interleaves them, two chunks per vpdpbusd: two groups of each per step, four "
-    "prefetched weight streams sharing each activation permute");
 }  // namespace
 
 QMV_REGISTER_KERNEL(kTwoStreams);
-QMV_REGISTER_KERNEL(kFourStreams);
-QMV_REGISTER_KERNEL(kFusedUpGate);
