@@ -1,0 +1,10 @@
+// Q8_0 weights in the row-interleaved layout x Q8_1 activations, AVX2, on the loop of
+// q8_0_r8.h: the fused FFN up+gate, two weight streams, the int16 path.
+#include "q8_0_r8.h"
+
+QMV_REGISTER_KERNEL(qmv::interleave::interleaved_record<BlockQ8_0x8>(
+    qmv::OpKind::FusedUpGate, "q8_0.cpu.avx2_r8_up_gate_q8_1", qmv::WeightType::Q8_0, qmv::ActFormat::Q8_1,
+    run_up_gate<1>,
+    "fused FFN up+gate (y = W x, y2 = W2 x), Q8_0 x Q8_1, AVX2, both matrices repacked once into "
+    "eight-row interleaved blocks: group g of each per step, two weight streams sharing each "
+    "activation load, both outputs in one parallel region"));
