@@ -4,7 +4,7 @@
 #include "r8.h"
 
 namespace {
-// Made at compile time, as every record of this folder (q4_K_r8_q8k.cpp says why).
+// Made at compile time, as every record of this folder (q4_K_r8x2_q8k.cpp says why).
 constexpr qmv::KernelRecord kBatch = qmv::interleave::kquant_r8_batch_record<
     qmv::interleave::vnni::KQuant<qmv::interleave::BlockQ4_Kx8, qmv::WeightType::Q4_K>>(
     "q4_K.cpu.avx512vnni_r8_batch_q8k",

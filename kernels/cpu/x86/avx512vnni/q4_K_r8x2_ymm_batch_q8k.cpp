@@ -4,7 +4,7 @@
 #include "q4_K_r8.h"
 
 namespace {
-// Made at compile time, as every record of this folder (q4_K_r8_q8k.cpp says why).
+// Made at compile time, as every record of this folder (q4_K_r8x2_q8k.cpp says why).
 constexpr qmv::KernelRecord kBatch = ymm_batch_record<2>(
     "q4_K.cpu.avx512vnni_r8x2_ymm_batch_q8k",
     "Q4_K x 1-8 Q8_K vectors (batch), AVX-512 VNNI on 256-bit registers as avx512vnni_r8_ymm_batch_q8k, "

@@ -3,7 +3,7 @@
 #include "legacy_r8.h"
 
 namespace {
-// Made at compile time, as every record of this folder (q4_K_r8_q8k.cpp says why).
+// Made at compile time, as every record of this folder (q4_K_r8x2_q8k.cpp says why).
 constexpr qmv::KernelRecord kBatch = ymm_batch_record<qmv::interleave::BlockQ5_1x8, 1>(
     qmv::WeightType::Q5_1, "q5_1.cpu.avx512vnni_r8_ymm_batch_q8_1",
     "Q5_1 x 1-8 Q8_1 vectors (batch), AVX-512 VNNI on 256-bit registers, eight-row interleaved "

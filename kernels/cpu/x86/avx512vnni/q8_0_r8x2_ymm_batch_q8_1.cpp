@@ -3,7 +3,7 @@
 #include "legacy_r8.h"
 
 namespace {
-// Made at compile time, as every record of this folder (q4_K_r8_q8k.cpp says why).
+// Made at compile time, as every record of this folder (q4_K_r8x2_q8k.cpp says why).
 constexpr qmv::KernelRecord kBatch = ymm_batch_record<qmv::interleave::BlockQ8_0x8, 2>(
     qmv::WeightType::Q8_0, "q8_0.cpu.avx512vnni_r8x2_ymm_batch_q8_1",
     "Q8_0 x 1-8 Q8_1 vectors (batch), AVX-512 VNNI on 256-bit registers as avx512vnni_r8_ymm_batch_q8_1, "
