@@ -363,6 +363,38 @@ void for_each_group_batch(const RowGroups<Layout>& m, float* y, int threads, Dot
   });
 }
 
+// The batch op's outputs on NG weight streams per thread: each thread's run of groups
+// read as NG parts side by side (for_each_step_of_parts), each group read once for all
+// N vectors (vector j's outputs at y + j * rows); the parts' leftovers and the matrix's
+// last group one at a time, a padded one through scratch outputs. dot(count, w, out)
+// computes `count` groups (NG or 1, a std::integral_constant) from w[i] into
+// out[i][j][0..7].
+template <int NG, int N, class Layout, class Dot>
+void for_each_group_streams_batch(const RowGroups<Layout>& m, float* y, int threads, Dot&& dot) {
+  const std::int64_t nb = m.blocks, rows = m.shape.rows;
+  for_each_step_of_parts<NG>(
+      m.groups, rows, threads,
+      [&](const std::int64_t* g) {
+        const Layout* w[NG];
+        float* out[NG][N];
+        for (int i = 0; i < NG; ++i) {
+          w[i] = m.data + g[i] * nb;
+          for (int j = 0; j < N; ++j) out[i][j] = y + j * rows + g[i] * kGroupRows;
+        }
+        dot(std::integral_constant<int, NG>{}, w, out);
+      },
+      [&](std::int64_t g) {
+        const Layout* w[1] = {m.data + g * nb};
+        const bool whole = (g + 1) * kGroupRows <= rows;
+        alignas(32) float tmp[N][kGroupRows];
+        float* out[1][N];
+        for (int j = 0; j < N; ++j) out[0][j] = whole ? y + j * rows + g * kGroupRows : tmp[j];
+        dot(std::integral_constant<int, 1>{}, w, out);
+        if (!whole)
+          for (int j = 0; j < N; ++j) store_group(tmp[j], y + j * rows, g, rows);
+      });
+}
+
 // Calls run(std::integral_constant<int, n>) for a batch call's n in 1..8, the count of
 // vectors as a template argument so each count's loop keeps its sums in registers.
 template <class Run>

@@ -121,7 +121,7 @@ void dot_groups_sign(const BlockQ8_0x8* const w[NG], const qmv::BlockQ8_1* x, st
 }
 
 // Whether any activation quant is -128 (the sign trick's one failing value).
-bool has_minus_128(const qmv::BlockQ8_1* x, std::int64_t nb) {
+inline bool has_minus_128(const qmv::BlockQ8_1* x, std::int64_t nb) {
   const __m256i m128 = _mm256_set1_epi8(-128);
   __m256i any = _mm256_setzero_si256();
   for (std::int64_t b = 0; b < nb; ++b)
@@ -129,11 +129,12 @@ bool has_minus_128(const qmv::BlockQ8_1* x, std::int64_t nb) {
   return !_mm256_testz_si256(any, any);
 }
 
-// The call's activation widened to int16, in per-thread scratch.
-const XBlock16* widened_activation(const qmv::MatVecArgs& a, std::int64_t nb) {
-  const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
-  auto* x = static_cast<XBlock16*>(qmv::thread_scratch(static_cast<std::size_t>(nb) * sizeof(XBlock16)));
-  for (std::int64_t b = 0; b < nb; ++b) {
+// `blocks` Q8_1 activation blocks widened to int16 (a batch call's n vectors back to
+// back: n times the blocks of one), in per-thread scratch.
+inline const XBlock16* widened_activation(const void* activation, std::int64_t blocks) {
+  const auto* xq = static_cast<const qmv::BlockQ8_1*>(activation);
+  auto* x = static_cast<XBlock16*>(qmv::thread_scratch(static_cast<std::size_t>(blocks) * sizeof(XBlock16)));
+  for (std::int64_t b = 0; b < blocks; ++b) {
     for (int i = 0; i < qmv::kQ8_1Block; ++i) x[b].q[i] = xq[b].qs[i];
     x[b].d = _cvtsh_ss(xq[b].d);
   }
@@ -153,7 +154,7 @@ qmv::Status run(const qmv::MatVecArgs& a) {
                                         });
     return qmv::Status::Ok();
   }
-  const XBlock16* x = widened_activation(a, nb);
+  const XBlock16* x = widened_activation(a.x, nb);
   qmv::interleave::for_each_group<NG>(*m, a.y, a.threads,
                                       [&](auto count, const BlockQ8_0x8* const* w, float* const* out) {
                                         dot_groups<decltype(count)::value>(w, x, nb, out);
@@ -176,7 +177,7 @@ qmv::Status run_up_gate(const qmv::MatVecArgs& a) {
                                              });
     return qmv::Status::Ok();
   }
-  const XBlock16* x = widened_activation(a, nb);
+  const XBlock16* x = widened_activation(a.x, nb);
   qmv::interleave::for_each_group_pair<NP>(*p, a.y, a.y2, a.threads,
                                            [&](auto count, const BlockQ8_0x8* const* w, float* const* out) {
                                              dot_groups<decltype(count)::value>(w, x, nb, out);

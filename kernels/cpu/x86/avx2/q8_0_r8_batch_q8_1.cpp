@@ -6,33 +6,9 @@
 // vpsignb, vpmaddubsw, vpmaddwd and add, without its -128 exception. Two int32 sums per
 // vector fit the 16 registers for four vectors; five to eight take the block in two
 // passes of at most four, the second reading the chunks again from L1.
-#include "r8.h"
-
-#include <cstdint>
-#include <cstring>
-
-#include "kernel.h"
-#include "kernels/cpu_tiling.h"
-#include "kernels/cpu/row_interleaved.h"
+#include "q8_0_r8.h"
 
 namespace {
-
-using qmv::interleave::BlockQ8_0x8;
-
-// A block of activation quants as int16, and its scale.
-struct alignas(64) XBlock16 {
-  std::int16_t q[qmv::kQ8_1Block];
-  float d;
-};
-
-// As avx2_r8_q8_1: eight interleaved blocks (272 bytes each) ahead.
-constexpr int kPrefetchBlocks = 8;
-
-inline __m256i broadcast_four(const std::int16_t* q) {
-  std::int64_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi64x(v);
-}
 
 // Block wb against the M vectors x[j] (their block b), added into acc[j]; the rows in
 // the order 0 1 4 5 2 3 6 7 that vphaddd leaves and the scales are stored in.
@@ -77,14 +53,9 @@ void dot_batch(const BlockQ8_0x8* w, const XBlock16* const x[N], std::int64_t nb
 qmv::Status run_batch(const qmv::MatVecArgs& a) {
   const auto* m = static_cast<const qmv::interleave::Q8_0x8Matrix*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks, total = nb * a.n;
-  // Every vector's quants widened to int16 once per call, in per-thread scratch.
-  const auto* xq = static_cast<const qmv::BlockQ8_1*>(a.x);
-  auto* x16 = static_cast<XBlock16*>(qmv::thread_scratch(static_cast<std::size_t>(total) * sizeof(XBlock16)));
-  for (std::int64_t b = 0; b < total; ++b) {
-    for (int i = 0; i < qmv::kQ8_1Block; ++i) x16[b].q[i] = xq[b].qs[i];
-    x16[b].d = _cvtsh_ss(xq[b].d);
-  }
+  const std::int64_t nb = m->blocks;
+  // Every vector's quants widened to int16 once per call.
+  const XBlock16* x16 = widened_activation(a.x, nb * a.n);
   return qmv::interleave::with_vector_count(a.n, [&](auto count) {
     constexpr int N = decltype(count)::value;
     const XBlock16* xs[N];

@@ -16,45 +16,20 @@
 #pragma once
 
 #include <cstring>
-#include <type_traits>
 
-#include "kernels/cpu/x86/avx2/legacy_r8.h"
+#include "r8.h"  // the 512-bit kernels' stored_zero and row_scales, and x86/avx2/legacy_r8.h
 
 namespace {
 
 using qmv::BlockQ8_1;
 using qmv::interleave::XBlockInfo;
 
-// As the AVX2 r8 loops: each stream prefetches the block this many blocks ahead.
-constexpr int kPrefetchBlocks = 32;
-
-template <class Layout>
-inline constexpr bool kIsQ8_0 = std::is_same_v<Layout, qmv::interleave::BlockQ8_0x8>;
-
-// The weights' offset in the u8 lanes vpdpbusd reads.
-template <class Layout>
-constexpr int stored_zero() {
-  if constexpr (kIsQ8_0<Layout>)
-    return 128;
-  else
-    return Layout::kZero;
-}
-
-inline __m256i broadcast_quad(const std::int8_t* q) {
-  std::int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-// The eight rows' scales of block wb, row r in lane r (Q8_0 keeps them in its AVX2
-// loop's order, kDOrder, which is its own inverse).
-template <class Layout>
-inline __m256 row_scales(const Layout& wb) {
-  if constexpr (kIsQ8_0<Layout>)
-    return _mm256_permutevar8x32_ps(qmv::interleave::fp16x8(wb.d), _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
-  else
-    return qmv::interleave::fp16x8(wb.d);
-}
+// As the 512-bit kernels: each stream prefetches the block this many blocks ahead.
+using qmv::interleave::vnni::kLegacyPrefetchBlocks;
+using qmv::interleave::broadcast_quad;
+using qmv::interleave::vnni::kIsQ8_0;
+using qmv::interleave::vnni::row_scales;
+using qmv::interleave::vnni::stored_zero;
 
 // Block b of NG streams against M <= 4 vectors, added into acc[i][j].
 template <class Layout, int NG, int M>
@@ -121,7 +96,7 @@ void dot_streams(const Layout* const w[NG], const BlockQ8_1* const x[N], const X
     const Layout* wb[NG];
     for (int i = 0; i < NG; ++i) {
       wb[i] = &w[i][b];
-      const auto ahead = reinterpret_cast<std::uintptr_t>(wb[i] + kPrefetchBlocks);
+      const auto ahead = reinterpret_cast<std::uintptr_t>(wb[i] + kLegacyPrefetchBlocks);
       for (std::uintptr_t line = 0; line < sizeof(Layout); line += 64) qmv::x86::prefetch_line(ahead + line);
     }
     block_streams<Layout, NG, kFirst>(wb, x, xi, b, first);
@@ -131,14 +106,12 @@ void dot_streams(const Layout* const w[NG], const BlockQ8_1* const x[N], const X
     for (int j = 0; j < N; ++j) _mm256_storeu_ps(out[i][j], j < 4 ? first[i][j] : rest[i][j - 4]);
 }
 
-// The batch op on NG weight streams per thread (for_each_step_of_parts), the matrix's
-// last group and the parts' leftovers one at a time.
+// The batch op on NG weight streams per thread (for_each_group_streams_batch).
 template <class Layout, int NG>
 qmv::Status run_streams(const qmv::MatVecArgs& a) {
-  using qmv::interleave::kGroupRows;
   const auto* m = static_cast<const qmv::interleave::RowGroups<Layout>*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks, rows = m->shape.rows;
+  const std::int64_t nb = m->blocks;
   const auto* x = static_cast<const BlockQ8_1*>(a.x);
   const XBlockInfo* xi = qmv::interleave::activation_info_batch(x, nb, a.n, stored_zero<Layout>());
   return qmv::interleave::with_vector_count(a.n, [&](auto count) {
@@ -146,24 +119,9 @@ qmv::Status run_streams(const qmv::MatVecArgs& a) {
     const BlockQ8_1* xs[N];
     const XBlockInfo* xis[N];
     for (int j = 0; j < N; ++j) xs[j] = x + j * nb, xis[j] = xi + j * nb;
-    qmv::interleave::for_each_step_of_parts<NG>(
-        m->groups, rows, a.threads,
-        [&](const std::int64_t* g) {
-          const Layout* w[NG];
-          float* out[NG][N];
-          for (int i = 0; i < NG; ++i) {
-            w[i] = m->data + g[i] * nb;
-            for (int j = 0; j < N; ++j) out[i][j] = a.y + j * rows + g[i] * kGroupRows;
-          }
-          dot_streams<Layout, NG, N>(w, xs, xis, nb, out);
-        },
-        [&](std::int64_t g) {
-          const Layout* w[1] = {m->data + g * nb};
-          alignas(32) float tmp[N][kGroupRows];
-          float* out[1][N];
-          for (int j = 0; j < N; ++j) out[0][j] = tmp[j];
-          dot_streams<Layout, 1, N>(w, xs, xis, nb, out);
-          for (int j = 0; j < N; ++j) qmv::interleave::store_group(tmp[j], a.y + j * rows, g, rows);
+    qmv::interleave::for_each_group_streams_batch<NG, N>(
+        *m, a.y, a.threads, [&](auto streams, const Layout* const* w, auto& out) {
+          dot_streams<Layout, decltype(streams)::value, N>(w, xs, xis, nb, out);
         });
     return qmv::Status::Ok();
   });

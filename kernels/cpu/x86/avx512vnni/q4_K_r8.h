@@ -36,11 +36,7 @@ inline __m256i scales_int32(const std::uint8_t* eight) {
   return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v));
 }
 
-inline __m256i broadcast_quad(const std::int8_t* q) {
-  std::int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
+using qmv::interleave::broadcast_quad;
 
 // Quarter g of block b of NG weight streams (groups w[i]) against M <= 4 vectors,
 // added into isum[i][j]: each broadcast quad meets the chunks of every stream.
@@ -115,15 +111,13 @@ void dot_streams(const BlockQ4_Kx8* const w[NG], const BlockQ8K* const x[N], con
     for (int j = 0; j < N; ++j) _mm256_storeu_ps(out[i][j], acc[i][j]);
 }
 
-// The batch op on NG weight streams per thread (for_each_step_of_parts), the matrix's
-// last group and the parts' leftovers one at a time.
+// The batch op on NG weight streams per thread (for_each_group_streams_batch).
 template <int NG>
 qmv::Status run_streams(const qmv::MatVecArgs& a) {
   using Layout = BlockQ4_Kx8;
-  using qmv::interleave::kGroupRows;
   const auto* m = static_cast<const qmv::interleave::RowGroups<Layout>*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks, rows = m->shape.rows;
+  const std::int64_t nb = m->blocks;
   const auto* x = static_cast<const BlockQ8K*>(a.x);
   const XMinSums* xm = qmv::interleave::min_sums_batch(x, nb, a.n);
   return qmv::interleave::with_vector_count(a.n, [&](auto count) {
@@ -131,24 +125,9 @@ qmv::Status run_streams(const qmv::MatVecArgs& a) {
     const BlockQ8K* xs[N];
     const XMinSums* xms[N];
     for (int j = 0; j < N; ++j) xs[j] = x + j * nb, xms[j] = xm + j * nb;
-    qmv::interleave::for_each_step_of_parts<NG>(
-        m->groups, rows, a.threads,
-        [&](const std::int64_t* g) {
-          const Layout* w[NG];
-          float* out[NG][N];
-          for (int i = 0; i < NG; ++i) {
-            w[i] = m->data + g[i] * nb;
-            for (int j = 0; j < N; ++j) out[i][j] = a.y + j * rows + g[i] * kGroupRows;
-          }
-          dot_streams<NG, N>(w, xs, xms, nb, out);
-        },
-        [&](std::int64_t g) {
-          const Layout* w[1] = {m->data + g * nb};
-          alignas(32) float tmp[N][kGroupRows];
-          float* out[1][N];
-          for (int j = 0; j < N; ++j) out[0][j] = tmp[j];
-          dot_streams<1, N>(w, xs, xms, nb, out);
-          for (int j = 0; j < N; ++j) qmv::interleave::store_group(tmp[j], a.y + j * rows, g, rows);
+    qmv::interleave::for_each_group_streams_batch<NG, N>(
+        *m, a.y, a.threads, [&](auto streams, const Layout* const* w, auto& out) {
+          dot_streams<decltype(streams)::value, N>(w, xs, xms, nb, out);
         });
     return qmv::Status::Ok();
   });

@@ -31,11 +31,7 @@ using qmv::interleave::XMinSums;
 constexpr int kPrefetchBytes = 2048;
 constexpr int kLinesPerQuarter = 7;
 
-inline __m256i broadcast_quad(const std::int8_t* q) {
-  std::int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
+using qmv::interleave::broadcast_quad;
 
 // The four chunks of triple V of a quarter: 6-bit quants 0..63, the fourth spread over
 // the three bytes' bits 6-7.
@@ -152,38 +148,21 @@ void dot_streams(const BlockQ6_Kx8* const w[NG], const BlockQ8K* const x[N], std
     for (int j = 0; j < N; ++j) _mm256_storeu_ps(out[i][j], acc[i][j]);
 }
 
-// The batch op on NG weight streams per thread (for_each_step_of_parts), the matrix's
-// last group and the parts' leftovers one at a time.
+// The batch op on NG weight streams per thread (for_each_group_streams_batch).
 template <int NG>
 qmv::Status run_streams(const qmv::MatVecArgs& a) {
   using Layout = BlockQ6_Kx8;
-  using qmv::interleave::kGroupRows;
   const auto* m = static_cast<const qmv::interleave::RowGroups<Layout>*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
-  const std::int64_t nb = m->blocks, rows = m->shape.rows;
+  const std::int64_t nb = m->blocks;
   const auto* x = static_cast<const BlockQ8K*>(a.x);
   return qmv::interleave::with_vector_count(a.n, [&](auto count) {
     constexpr int N = decltype(count)::value;
     const BlockQ8K* xs[N];
     for (int j = 0; j < N; ++j) xs[j] = x + j * nb;
-    qmv::interleave::for_each_step_of_parts<NG>(
-        m->groups, rows, a.threads,
-        [&](const std::int64_t* g) {
-          const Layout* w[NG];
-          float* out[NG][N];
-          for (int i = 0; i < NG; ++i) {
-            w[i] = m->data + g[i] * nb;
-            for (int j = 0; j < N; ++j) out[i][j] = a.y + j * rows + g[i] * kGroupRows;
-          }
-          dot_streams<NG, N>(w, xs, nb, out);
-        },
-        [&](std::int64_t g) {
-          const Layout* w[1] = {m->data + g * nb};
-          alignas(32) float tmp[N][kGroupRows];
-          float* out[1][N];
-          for (int j = 0; j < N; ++j) out[0][j] = tmp[j];
-          dot_streams<1, N>(w, xs, nb, out);
-          for (int j = 0; j < N; ++j) qmv::interleave::store_group(tmp[j], a.y + j * rows, g, rows);
+    qmv::interleave::for_each_group_streams_batch<NG, N>(
+        *m, a.y, a.threads, [&](auto streams, const Layout* const* w, auto& out) {
+          dot_streams<decltype(streams)::value, N>(w, xs, nb, out);
         });
     return qmv::Status::Ok();
   });
