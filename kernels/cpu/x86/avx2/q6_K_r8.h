@@ -50,25 +50,51 @@ inline __m256i repeat_control() {
                           8 + e, 9 + e, 8 + e, 9 + e, 12 + e, 13 + e, 12 + e, 13 + e);
 }
 
+// The four chunks of triple V of a quarter: whole 6-bit quants (0..63) in three of
+// them, the fourth's spread over the three bytes' bits 6-7. Masked first, each 16-bit
+// shift moves only the byte's own bits 6-7 (to 4-5, 2-3, 0-1).
+struct TripleChunks {
+  __m256i q0, q1, q2, q3;
+};
+inline TripleChunks unpack_triple(const std::uint8_t (&t)[3][4 * qmv::interleave::kGroupRows]) {
+  const __m256i m6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8(static_cast<char>(0xc0));
+  const __m256i t0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[0]));
+  const __m256i t1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[1]));
+  const __m256i t2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[2]));
+  const __m256i spread = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(t0, top2), 2),
+                                                         _mm256_srli_epi16(_mm256_and_si256(t1, top2), 4)),
+                                         _mm256_srli_epi16(_mm256_and_si256(t2, top2), 6));
+  return {_mm256_and_si256(t0, m6), _mm256_and_si256(t1, m6), _mm256_and_si256(t2, m6), spread};
+}
+
+// The rows' int8 scales of quarter g's low half (sub-blocks 4g, 4g+1; half 0) or high
+// half (4g+2, 4g+3; half 1) as int16 pairs, row r's pair in 32-bit lane r.
+inline __m256i scale_pairs16(const BlockQ6_Kx8& wb, int g, int half) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g + half])));
+}
+
+// Quarter g's share of the -32 offset against activation block xb: the widened scale
+// pairs of each half against the block's two sub-block sums of that half, one vpmaddwd.
+inline __m256i add_offset(__m256i offset, __m256i pairs_low, __m256i pairs_high, const qmv::BlockQ8K& xb, int g) {
+  std::int32_t x_low, x_high;
+  std::memcpy(&x_low, &xb.bsums[4 * g], sizeof(x_low));
+  std::memcpy(&x_high, &xb.bsums[4 * g + 2], sizeof(x_high));
+  offset = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs_low, _mm256_set1_epi32(x_low)));
+  return _mm256_add_epi32(offset, _mm256_madd_epi16(pairs_high, _mm256_set1_epi32(x_high)));
+}
+
 // Triple V of a quarter (chunks 2V, 2V+1 of the low half, one sub-block, and of the
 // high half, another): their scaled dots against the activation, added into isum; then
 // the triple's share of the quarter's prefetches, from quarter_ahead.
 template <int V, bool kPrefetch>
 inline void triple(const BlockQ6_Kx8::Quarter& q, const std::int8_t* xq, __m256i scale_low, __m256i scale_high,
                    __m256i& isum, std::uintptr_t quarter_ahead) {
-  const __m256i m6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8(static_cast<char>(0xc0));
-  const __m256i t0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.t[V][0]));
-  const __m256i t1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.t[V][1]));
-  const __m256i t2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.t[V][2]));
-  // Masked first, each 16-bit shift moves only the byte's own bits 6-7 (to 4-5, 2-3, 0-1).
-  const __m256i spread = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(t0, top2), 2),
-                                                         _mm256_srli_epi16(_mm256_and_si256(t1, top2), 4)),
-                                         _mm256_srli_epi16(_mm256_and_si256(t2, top2), 6));
+  const TripleChunks c = unpack_triple(q.t[V]);
   using qmv::interleave::broadcast_quad;
-  const __m256i low = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(t0, m6), broadcast_quad(xq + 8 * V)),
-                                       _mm256_maddubs_epi16(_mm256_and_si256(t1, m6), broadcast_quad(xq + 8 * V + 4)));
-  const __m256i high = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(t2, m6), broadcast_quad(xq + 32 + 8 * V)),
-                                        _mm256_maddubs_epi16(spread, broadcast_quad(xq + 32 + 8 * V + 4)));
+  const __m256i low = _mm256_add_epi16(_mm256_maddubs_epi16(c.q0, broadcast_quad(xq + 8 * V)),
+                                       _mm256_maddubs_epi16(c.q1, broadcast_quad(xq + 8 * V + 4)));
+  const __m256i high = _mm256_add_epi16(_mm256_maddubs_epi16(c.q2, broadcast_quad(xq + 32 + 8 * V)),
+                                        _mm256_maddubs_epi16(c.q3, broadcast_quad(xq + 32 + 8 * V + 4)));
   isum = _mm256_add_epi32(isum, _mm256_madd_epi16(low, scale_low));
   isum = _mm256_add_epi32(isum, _mm256_madd_epi16(high, scale_high));
   if constexpr (kPrefetch)
@@ -94,15 +120,8 @@ void dot_groups(const BlockQ6_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
       __m256i isum = _mm256_setzero_si256(), offset = _mm256_setzero_si256();
       for (int g = 0; g < 4; ++g) {
         // Sub-blocks 4g, 4g+1 (the low half's) and 4g+2, 4g+3 (the high half's).
-        const __m256i pairs_low =
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g])));
-        const __m256i pairs_high =
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g + 1])));
-        std::int32_t x_low, x_high;
-        std::memcpy(&x_low, &xb.bsums[4 * g], sizeof(x_low));
-        std::memcpy(&x_high, &xb.bsums[4 * g + 2], sizeof(x_high));
-        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs_low, _mm256_set1_epi32(x_low)));
-        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs_high, _mm256_set1_epi32(x_high)));
+        const __m256i pairs_low = scale_pairs16(wb, g, 0), pairs_high = scale_pairs16(wb, g, 1);
+        offset = add_offset(offset, pairs_low, pairs_high, xb, g);
         const __m256i low0 = _mm256_shuffle_epi8(pairs_low, first), low1 = _mm256_shuffle_epi8(pairs_low, second);
         const __m256i high0 = _mm256_shuffle_epi8(pairs_high, first), high1 = _mm256_shuffle_epi8(pairs_high, second);
         const BlockQ6_Kx8::Quarter& q = wb.quarter[g];
@@ -126,20 +145,13 @@ template <int V, int N>
 inline void triple_batch(const BlockQ6_Kx8::Quarter& q, const std::int8_t* const xq[N], __m256i scale_low,
                          __m256i scale_high, __m256i isum[N], std::uintptr_t quarter_ahead) {
   using qmv::interleave::broadcast_quad;
-  const __m256i m6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8(static_cast<char>(0xc0));
-  const __m256i t0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.t[V][0]));
-  const __m256i t1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.t[V][1]));
-  const __m256i t2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.t[V][2]));
-  const __m256i spread = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(t0, top2), 2),
-                                                         _mm256_srli_epi16(_mm256_and_si256(t1, top2), 4)),
-                                         _mm256_srli_epi16(_mm256_and_si256(t2, top2), 6));
-  const __m256i q0 = _mm256_and_si256(t0, m6), q1 = _mm256_and_si256(t1, m6), q2 = _mm256_and_si256(t2, m6);
+  const TripleChunks c = unpack_triple(q.t[V]);
   for (int j = 0; j < N; ++j) {
     const std::int8_t* x = xq[j];
-    const __m256i low = _mm256_add_epi16(_mm256_maddubs_epi16(q0, broadcast_quad(x + 8 * V)),
-                                         _mm256_maddubs_epi16(q1, broadcast_quad(x + 8 * V + 4)));
-    const __m256i high = _mm256_add_epi16(_mm256_maddubs_epi16(q2, broadcast_quad(x + 32 + 8 * V)),
-                                          _mm256_maddubs_epi16(spread, broadcast_quad(x + 32 + 8 * V + 4)));
+    const __m256i low = _mm256_add_epi16(_mm256_maddubs_epi16(c.q0, broadcast_quad(x + 8 * V)),
+                                         _mm256_maddubs_epi16(c.q1, broadcast_quad(x + 8 * V + 4)));
+    const __m256i high = _mm256_add_epi16(_mm256_maddubs_epi16(c.q2, broadcast_quad(x + 32 + 8 * V)),
+                                          _mm256_maddubs_epi16(c.q3, broadcast_quad(x + 32 + 8 * V + 4)));
     isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(_mm256_madd_epi16(low, scale_low),
                                                          _mm256_madd_epi16(high, scale_high)));
   }
@@ -167,17 +179,10 @@ void dot_batch(const BlockQ6_Kx8* w, const qmv::BlockQ8K* const x[N], const XMin
 #pragma GCC unroll 1
     for (int g = 0; g < 4; ++g) {
       // Sub-blocks 4g, 4g+1 (the low half's) and 4g+2, 4g+3 (the high half's).
-      const __m256i pairs_low =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g])));
-      const __m256i pairs_high =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g + 1])));
+      const __m256i pairs_low = scale_pairs16(wb, g, 0), pairs_high = scale_pairs16(wb, g, 1);
       const std::int8_t* xq[N];
       for (int j = 0; j < N; ++j) {
-        std::int32_t x_low, x_high;
-        std::memcpy(&x_low, &x[j][b].bsums[4 * g], sizeof(x_low));
-        std::memcpy(&x_high, &x[j][b].bsums[4 * g + 2], sizeof(x_high));
-        offset[j] = _mm256_add_epi32(offset[j], _mm256_madd_epi16(pairs_low, _mm256_set1_epi32(x_low)));
-        offset[j] = _mm256_add_epi32(offset[j], _mm256_madd_epi16(pairs_high, _mm256_set1_epi32(x_high)));
+        offset[j] = add_offset(offset[j], pairs_low, pairs_high, x[j][b], g);
         xq[j] = x[j][b].qs + 64 * g;
       }
       const __m256i low0 = _mm256_shuffle_epi8(pairs_low, first), low1 = _mm256_shuffle_epi8(pairs_low, second);

@@ -18,7 +18,7 @@
 
 #include <cstring>
 
-#include "kernels/cpu/x86/avx2/kquant_r8.h"
+#include "kernels/cpu/x86/avx2/q6_K_r8.h"  // unpack_triple, scale_pairs16, add_offset, the prefetch
 
 namespace {
 
@@ -26,28 +26,7 @@ using qmv::BlockQ8K;
 using qmv::interleave::BlockQ6_Kx8;
 using qmv::interleave::XMinSums;
 
-// As the AVX2 r8 loop: each quarter of the 1680-byte super-block prefetches seven lines
-// 2048 bytes ahead, two after each of its first three triples and one after the fourth.
-constexpr int kPrefetchBytes = 2048;
-constexpr int kLinesPerQuarter = 7;
-
 using qmv::interleave::broadcast_quad;
-
-// The four chunks of triple V of a quarter: 6-bit quants 0..63, the fourth spread over
-// the three bytes' bits 6-7.
-struct Chunks {
-  __m256i q0, q1, q2, q3;
-};
-inline Chunks unpack_triple(const std::uint8_t (&t)[3][4 * qmv::interleave::kGroupRows]) {
-  const __m256i m6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8(static_cast<char>(0xc0));
-  const __m256i t0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[0]));
-  const __m256i t1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[1]));
-  const __m256i t2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[2]));
-  const __m256i spread = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(t0, top2), 2),
-                                                         _mm256_srli_epi16(_mm256_and_si256(t1, top2), 4)),
-                                         _mm256_srli_epi16(_mm256_and_si256(t2, top2), 6));
-  return {_mm256_and_si256(t0, m6), _mm256_and_si256(t1, m6), _mm256_and_si256(t2, m6), spread};
-}
 
 // Quarter g of block b of NG weight streams against M <= 4 vectors, added into
 // isum[i][j]: triples 0-1 are sub-blocks 4g (low) and 4g+2 (high), triples 2-3 are 4g+1
@@ -62,7 +41,7 @@ inline void quarter_streams(const BlockQ6_Kx8* const wb[NG], int g, const BlockQ
       for (int j = 0; j < M; ++j) lo[i][j] = hi[i][j] = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int v = 2 * h; v < 2 * h + 2; ++v) {
-      Chunks c[NG];
+      TripleChunks c[NG];
       for (int i = 0; i < NG; ++i) c[i] = unpack_triple(wb[i]->quarter[g].t[v]);
       for (int j = 0; j < M; ++j) {
         const std::int8_t* xq = x[j][b].qs + 64 * g + 8 * v;
@@ -80,10 +59,7 @@ inline void quarter_streams(const BlockQ6_Kx8* const wb[NG], int g, const BlockQ
     }
     for (int i = 0; i < NG; ++i) {
       // Lane r: the int16 pair (scale of sub-block 2k, of 2k+1) of row r; h picks one.
-      const __m256i pairs_low =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i]->scale_pairs[2 * g])));
-      const __m256i pairs_high =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i]->scale_pairs[2 * g + 1])));
+      const __m256i pairs_low = scale_pairs16(*wb[i], g, 0), pairs_high = scale_pairs16(*wb[i], g, 1);
       const __m256i scale_lo = h ? _mm256_srai_epi32(pairs_low, 16) : _mm256_srai_epi32(_mm256_slli_epi32(pairs_low, 16), 16);
       const __m256i scale_hi =
           h ? _mm256_srai_epi32(pairs_high, 16) : _mm256_srai_epi32(_mm256_slli_epi32(pairs_high, 16), 16);
@@ -92,20 +68,6 @@ inline void quarter_streams(const BlockQ6_Kx8* const wb[NG], int g, const BlockQ
                                                                      _mm256_mullo_epi32(hi[i][j], scale_hi)));
     }
   }
-}
-
-// The -32 offset of quarter g of one group against vector block xb, added into offset:
-// the rows' widened scale pairs against the block's two pairs of sub-block sums.
-inline __m256i add_offset(__m256i offset, const BlockQ6_Kx8& wb, int g, const BlockQ8K& xb) {
-  const __m256i pairs_low =
-      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g])));
-  const __m256i pairs_high =
-      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scale_pairs[2 * g + 1])));
-  std::int32_t x_low, x_high;
-  std::memcpy(&x_low, &xb.bsums[4 * g], sizeof(x_low));
-  std::memcpy(&x_high, &xb.bsums[4 * g + 2], sizeof(x_high));
-  offset = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs_low, _mm256_set1_epi32(x_low)));
-  return _mm256_add_epi32(offset, _mm256_madd_epi16(pairs_high, _mm256_set1_epi32(x_high)));
 }
 
 // NG groups (weight streams) against N vectors, into out[i][j][0..7].
@@ -134,7 +96,10 @@ void dot_streams(const BlockQ6_Kx8* const w[NG], const BlockQ8K* const x[N], std
       quarter_streams<NG, kFirst>(wb, g, x, b, ahead, true, first);
       if constexpr (N > 4) quarter_streams<NG, N - 4>(wb, g, x + 4, b, ahead, false, rest);
       for (int i = 0; i < NG; ++i)
-        for (int j = 0; j < N; ++j) offset[i][j] = add_offset(offset[i][j], *wb[i], g, x[j][b]);
+        {
+        const __m256i pairs_low = scale_pairs16(*wb[i], g, 0), pairs_high = scale_pairs16(*wb[i], g, 1);
+        for (int j = 0; j < N; ++j) offset[i][j] = add_offset(offset[i][j], pairs_low, pairs_high, x[j][b], g);
+      }
     }
     for (int i = 0; i < NG; ++i) {
       const __m256 d = qmv::interleave::fp16x8(wb[i]->d);
