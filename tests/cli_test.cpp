@@ -211,7 +211,7 @@ TEST(Cli, PlanResolvesOrRefusesNamingTheOp) {
   const std::string model = tmp("tiny-q4k.gguf");
   std::ofstream(model, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                                static_cast<std::streamsize>(bytes.size()));
-  const CliRun ok = qmvlab("plan --model " + model + " --rules ffn_down=q4_K.cpu.scalar_f32");
+  const CliRun ok = qmvlab("plan --model " + model + " --rules ffn_down=q4_K.cpu.scalar_f32 --tune-time 0.002");
   ASSERT_EQ(ok.code, 0) << ok.output;
   const std::size_t row = ok.output.find("| ffn_down ");
   ASSERT_NE(row, std::string::npos) << ok.output;

@@ -177,8 +177,8 @@ TEST(DecodeBatchCli, TheSecondRunOfAModelAndBatchMeasuresNothing) {
   const testing::ScopedEnv env({{"QMV_TUNING_STORE", store}});
   const std::string json = tmp("batch-tuning.json");
   const std::string args = "decode --model " + toy_model() +
-                           " --prompt-tokens 256,40 -n 3 --ignore-eos --quiet --no-peak --threads 2 --batch 2 --json " +
-                           json;
+                           " --prompt-tokens 256,40 -n 3 --ignore-eos --quiet --no-peak --threads 2 --batch 2 "
+                           "--tune-time 0.002 --json " + json;
   const CliRun first = qmvlab(args);
   ASSERT_EQ(first.code, 0) << first.output;
   EXPECT_NE(first.output.find("auto: timing"), std::string::npos) << first.output;

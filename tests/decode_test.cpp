@@ -235,7 +235,7 @@ TEST(DecodeCli, FirstRunTunesTheSecondTimesNothing) {
   const std::string store = tmp("tuning-cli.csv");
   std::filesystem::remove(store);
   const testing::ScopedEnv env({{"QMV_TUNING_STORE", store}});
-  const std::string args = "decode --model " + model + " --prompt-tokens 1,2 -n 4 --threads 1 --quiet --peak-gbps 20";
+  const std::string args = "decode --model " + model + " --prompt-tokens 1,2 -n 4 --threads 1 --quiet --peak-gbps 20 --tune-time 0.002";
   // Told not to measure, an empty store leaves every matvec to the static order.
   const CliRun untuned = qmvlab(args + " --no-tune");
   ASSERT_EQ(untuned.code, 0) << untuned.output;

@@ -225,7 +225,7 @@ TEST(DecodeCliRouting, DecodeReportsRoutedCallsPerOpAndThePlanShowsSiblings) {
     GTEST_SKIP() << "no int8-activation kernel runs here";
   const testing::CliRun r = testing::qmvlab("decode --model " + model +
                                             " --prompt-tokens 256,40,41 -n 5 --ignore-eos --quiet --no-peak "
-                                            "--route-outliers=0");
+                                            "--route-outliers=0 --tune-time 0.002");
   ASSERT_EQ(r.code, 0) << r.output;
   // 7 tokens through 2 layers, every int8 call routed at k = 0.
   for (const char* text : {"outlier routing over the prompt and decode", "| attn_q ", "| ffn_down ",
