@@ -31,7 +31,7 @@ BENCH_HEADER = ["machine", "cpu_model", "gpu", "compiler", "git_commit", "kernel
                 "backend", "rows", "cols", "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions",
                 "time_min_us", "time_median_us", "time_max_us", "bytes_per_call", "gbps_median", "gbps_best",
                 "peak_gbps", "peak_pct", "gflops", "command"]
-KERNELS = ["q4_K.cpu.avx2_q8k", "q4_K.cpu.scalar_f32", "q6_K.cpu.avx512vnni_4row_q8k", "q8_0.cpu.avx2_f32", "f16.cpu.scalar"]
+KERNELS = ["q4_K.cpu.avx2_q8k", "q4_K.cpu.scalar_f32", "q6_K.cpu.avx512vnni_x4_q8k", "q8_0.cpu.avx2_f32", "f16.cpu.scalar"]
 SHAPES = [(4096, 4096), (11008, 4096), (576, 1536)]
 
 
