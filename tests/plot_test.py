@@ -312,6 +312,13 @@ with tempfile.TemporaryDirectory() as tmp:
         assert_refused(run(one_n, "--kind", "batch"), "no kernel was timed at two or more n")
     check("batch: time per call against n, the crossover n per kernel", batch_crossovers)
 
+    def former_kernel_names():
+        # A row timed before its kernel was renamed: plotted and joined under its name now.
+        old = dict(rows[0], kernel="q6_K.cpu.avx512vnni_4row_q8k", weight_type="q6_K")
+        back = plot.load(str(write_csv(tmp / "former-names.csv", [old])))
+        assert [r["kernel"] for r in back] == ["q6_K.cpu.avx512vnni_x4_q8k"], back
+    check("a row under a former kernel name reads under its name now", former_kernel_names)
+
     def help_documents_kinds():
         r = run("--help")
         assert r.returncode == 0
