@@ -4,6 +4,7 @@
 
 #include "harness/csv_columns.h"
 #include "harness/fccp.h"
+#include "kernels/former_names.h"
 
 #include <algorithm>
 #include <array>
@@ -384,7 +385,7 @@ std::vector<BenchRow> read_bench_csv(const std::string& path, RunContext* ctx) {
     if (ctx && rows.empty())
       *ctx = {f["machine"], f["cpu_model"], f["gpu"], f["compiler"], f["git_commit"], f["command"]};
     BenchRow r;
-    r.kernel = f["kernel"];
+    r.kernel = std::string(current_kernel_name(f["kernel"]));  // a row from before a rename: its name now
     r.op = f["op"];
     r.weight_type = f["weight_type"];
     r.act_format = f["act_format"];
@@ -437,7 +438,7 @@ std::vector<CheckRow> read_check_csv(const std::string& path) {
   require_input_file(path);
   csv_columns::read(path, "check", kNames, kNames.size(), [&](const Fields& f) {
     CheckRow r;
-    r.kernel = f["kernel"];
+    r.kernel = std::string(current_kernel_name(f["kernel"]));  // a row from before a rename: its name now
     r.weight_type = f["weight_type"];
     r.act_format = f["act_format"];
     r.backend = f["backend"];

@@ -18,6 +18,7 @@
 
 #include "harness/machine.h"
 #include "kernels/availability.h"
+#include "kernels/former_names.h"
 
 namespace qmv {
 namespace {
@@ -435,8 +436,12 @@ CsvTable read_sweep_csv(const std::string& path, bool* dropped_partial) {
     auto& in = reader.emplace(path, text.data(), text.data() + text.size());
     read_header_of(in, t.header, std::make_index_sequence<kSweepColumns>());
     std::array<std::string, kSweepColumns> a;
+    const std::size_t kernel = t.column("kernel");
     while (read_row_into(in, a, std::make_index_sequence<kSweepColumns>())) {
       check_sweep_row(t, a, path, in.get_file_line());
+      // A point timed before its kernel was renamed is the kernel's under its name now:
+      // a resumed sweep does not time it again, a merge keeps it once.
+      a[kernel] = std::string(current_kernel_name(a[kernel]));
       t.rows.emplace_back(a.begin(), a.end());
     }
   } catch (const io::error::base& e) {

@@ -12,6 +12,7 @@
 #include "harness/csv_columns.h"
 #include "harness/machine.h"
 #include "kernels/availability.h"
+#include "kernels/former_names.h"
 #include "kernels/registry.h"
 
 namespace qmv {
@@ -82,8 +83,9 @@ std::vector<GateRatio> read_gate_baseline(const std::string& path) {
   std::vector<GateRatio> out;
   csv_columns::read(path, "gate baseline", kNames, kNames.size(), [&](const csv_columns::Fields& f) {
     GateRatio g;
-    g.kernel = f["kernel"];
-    g.reference = f["reference"];
+    // A baseline recorded before a kernel was renamed gates it under its name now.
+    g.kernel = std::string(current_kernel_name(f["kernel"]));
+    g.reference = std::string(current_kernel_name(f["reference"]));
     g.shape.rows = f.required<std::int64_t>("rows");
     g.shape.cols = f.required<std::int64_t>("cols");
     g.threads = f.required<int>("threads");

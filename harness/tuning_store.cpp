@@ -23,6 +23,7 @@
 #include "kernels/build_id.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cpu_tiling.h"
+#include "kernels/former_names.h"
 #include "kernels/registry.h"
 
 namespace qmv {
@@ -155,7 +156,9 @@ std::vector<TuningRow> TuningStore::read_all() const {
     r.machine = f["machine"];
     r.isa = f["isa"];
     r.cpu_model = f["cpu_model"];
-    r.kernel = f["kernel"];
+    // A row written under a kernel's former name is the kernel's under its name now
+    // (kernels/former_names.h), and is written back so.
+    r.kernel = std::string(current_kernel_name(f["kernel"]));
     r.kernel_build = f["kernel_build"];
     r.op = f["op"];
     r.weight_type = f["weight_type"];

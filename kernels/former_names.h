@@ -1,7 +1,8 @@
 // Kernel names from before the naming scheme of kernels/README.md
-// (weights.backend.technique_activation[.parameter]). They keep working wherever a
-// kernel is named (--kernels, plans, compare), with a one-line deprecation note, so
-// scripts and results written with them still run.
+// (weights.backend.technique[_activation], parallelism spelled <unit>[x<N>]). They keep
+// working wherever a kernel is named (--kernels, plans, compare, the CSVs and the tuning
+// store read back), with a one-line deprecation note where a user typed one, so scripts
+// and results written with them still run.
 #pragma once
 
 #include <span>

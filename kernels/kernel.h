@@ -114,8 +114,8 @@ inline MatVecArgs matvec_args(Shape s, const void* w, std::size_t w_bytes, const
 }
 
 struct KernelSpec {
-  // weights.backend.technique[_activation][.parameter] (kernels/README.md), e.g.
-  // "q4_K.cpu.avx2_q8k", "q4_K.cuda.multiwarp_f32.w3"; the activation is left out only
+  // weights.backend.technique[_activation] (kernels/README.md), e.g.
+  // "q4_K.cpu.avx2_x4_q8k", "q4_K.cuda.warpx3_f32"; the activation is left out only
   // for float weights, whose activations are always f32.
   std::string name;
   OpKind op = OpKind::MatVec;

@@ -236,8 +236,8 @@ std::vector<const KernelSpec*> Registry::select(std::string_view globs) const {
       for (const FormerName& f : former_kernel_names())
         if (matches(pattern, f.former))
           for (const auto& k : specs_)
-            if (k.name == f.current) {
-              matched.push_back(&k);
+            if (k.name == f.current && std::find(matched.begin(), matched.end(), &k) == matched.end()) {
+              matched.push_back(&k);  // once, however many of its former names match
               currents += (currents.empty() ? "" : ",") + k.name;
             }
       if (!matched.empty()) note_former_name(pattern, currents);

@@ -4,7 +4,7 @@
 // (`ffn_down.q6_K=q6_K.cpu.avx2_q8k,*=auto`) or a TOML file:
 //
 //   [default]                        # every op
-//   q4_K = "q4_K.cpu.avx512vnni_4row_q8k"
+//   q4_K = "q4_K.cpu.avx512vnni_x4_q8k"
 //   "*" = "auto"
 //   [ffn_down]
 //   q6_K = "q6_K.cpu.avx2_q8k"
@@ -58,12 +58,12 @@ inline constexpr const char* kNoKernel = "none";
 // `auto` measures (harness/auto_plan.h). The row-interleaved kernels lead, then the
 // plain multi-row ones, then the references.
 inline constexpr const char* kAutoOrder[] = {"avx512vnni_r8x4_q8k",  "avx512vnni_r8x4_q8_1", "avx512vnni_r8x2_q8k",
-                                             "avx512vnni_r8x2_q8_1", "avx512vnni_4row_q8k",  "avx2_r8x4_q8_1",
+                                             "avx512vnni_r8x2_q8_1", "avx512vnni_x4_q8k",    "avx2_r8x4_q8_1",
                                              "avx2_r8x2_q8_1",       "avx2_r8x4_q8k",        "avx2_r8x2_q8k",
-                                             "avx2_2row_q8k",        "avx512vnni_2row_q8k",  "avx512vnni_4row_q8_1",
-                                             "avx512vnni_q8k",       "avx512vnni_q8_1",      "avx2_4row_q8k",
-                                             "avx2_4row_q8_1",       "avx2_q8k",             "avx2_q8_1",
-                                             "avx2_f32",             "avx2_4row",            "avx2",
+                                             "avx2_x2_q8k",          "avx512vnni_x2_q8k",    "avx512vnni_x4_q8_1",
+                                             "avx512vnni_q8k",       "avx512vnni_q8_1",      "avx2_x4_q8k",
+                                             "avx2_x4_q8_1",         "avx2_q8k",             "avx2_q8_1",
+                                             "avx2_f32",             "avx2_x4",              "avx2",
                                              "scalar_q8k",           "scalar_f32",           "scalar"};
 // The same for the fused up+gate kernels; a fused kernel not listed comes after these.
 inline constexpr const char* kAutoOrderFused[] = {
@@ -72,9 +72,8 @@ inline constexpr const char* kAutoOrderFused[] = {
 // The same for CUDA kernels (`--device cuda`): the half-warp and multi-warp kernels the
 // first GPU runs measured fastest (results/nvidia-h100-80gb-hbm3/bench.csv), then the
 // warp-per-row kernels every type has.
-inline constexpr const char* kAutoOrderCuda[] = {"halfwarp_dp4a_q8_1", "multiwarp_f32.w2", "multiwarp_f32.w4",
-                                                 "multiwarp_f32.w3",   "dp4a_q8_1",        "warp_row_dp4a_q8_1",
-                                                 "warp_row_f32",       "warp_row"};
+inline constexpr const char* kAutoOrderCuda[] = {"halfwarp_dp4a_q8_1", "warpx2_f32",     "warpx4_f32", "warpx3_f32",
+                                                 "dp4a_q8_1",          "warp_dp4a_q8_1", "warp_f32",   "warp"};
 
 struct PlanError : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -15,6 +15,9 @@ import csv
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernel_names import current_kernel_name  # noqa: E402
+
 # Names machines went by before the name told CPUs apart (harness/machine.cpp keeps the
 # same table): the Zen 3 EPYC's rows say amd-epyc-2c, a name a Zen 4 EPYC also had.
 FORMER_MACHINES = {
@@ -55,6 +58,7 @@ def best_rows(folders, cache):
                     pk = (r["backend"], r["threads"])
                     peaks[pk] = max(peaks.get(pk, 0.0), float(r["peak_gbps"]))
                 key = (r["weight_type"], int(r["rows"]), int(r["cols"]))
+                r["kernel"] = current_kernel_name(r["kernel"])  # a row from before a rename: its name now
                 if key not in best or float(r["gbps_median"]) > float(best[key]["gbps_median"]):
                     best[key] = r
     return best, peaks

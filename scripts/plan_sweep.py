@@ -9,8 +9,8 @@ Standard library only (the GPU machines have Python but not our venv):
         --out results/<gpu>/decode-plans.csv
 
 `--plans gpu` sweeps the GPU variants for the K-quant matvecs (FFN and attention
-alike): warp_row_f32, wide_f32, vectorized_f32, multiwarp_f32.w2/w3/w4, dp4a_q8_1,
-halfwarp_dp4a_q8_1, multiwarp_dp4a_q8_1.w3, quarterwarp_dp4a_q8_1, tma_dp4a_q8_1 (sm_90),
+alike): warp_f32, wide_f32, vectorized_f32, warpx2_f32, warpx3_f32, warpx4_f32, dp4a_q8_1,
+halfwarp_dp4a_q8_1, warpx3_dp4a_q8_1, quarterwarp_dp4a_q8_1, tma_dp4a_q8_1 (sm_90),
 each with Q6_K tensors on the same family where it exists. `--plans` also takes
 `;`-separated plans in decode's rule syntax. The reference's logits are computed once (on the CPU by
 default, `--reference-device`), over the prompt and the tokens the reference generates.
@@ -26,10 +26,10 @@ import sys
 import tempfile
 
 GPU_FAMILIES = [  # (q4_K variant, q6_K variant or None for auto)
-    ("warp_row_f32", "warp_row_f32"), ("wide_f32", None), ("vectorized_f32", None),
-    ("multiwarp_f32.w2", "multiwarp_f32.w2"), ("multiwarp_f32.w3", "multiwarp_f32.w3"),
-    ("multiwarp_f32.w4", "multiwarp_f32.w4"), ("dp4a_q8_1", "dp4a_q8_1"),
-    ("halfwarp_dp4a_q8_1", "halfwarp_dp4a_q8_1"), ("multiwarp_dp4a_q8_1.w3", None),
+    ("warp_f32", "warp_f32"), ("wide_f32", None), ("vectorized_f32", None),
+    ("warpx2_f32", "warpx2_f32"), ("warpx3_f32", "warpx3_f32"),
+    ("warpx4_f32", "warpx4_f32"), ("dp4a_q8_1", "dp4a_q8_1"),
+    ("halfwarp_dp4a_q8_1", "halfwarp_dp4a_q8_1"), ("warpx3_dp4a_q8_1", None),
     ("quarterwarp_dp4a_q8_1", "quarterwarp_dp4a_q8_1"), ("tma_dp4a_q8_1", "tma_dp4a_q8_1"),
 ]
 

@@ -48,6 +48,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernel_names import current_kernel_name  # noqa: E402
 from machines import canonical_machine  # noqa: E402
 
 BENCH_COLUMNS = {"kernel", "rows", "cols", "threads", "gbps_median", "peak_gbps", "cache"}
@@ -82,6 +83,8 @@ def load(path, need=BENCH_COLUMNS):
     for line, r in enumerate(raw, start=2):
         if "status" in r and r["status"] != "ok":
             continue
+        # A row timed before its kernel was renamed is the kernel's under its name now.
+        r["kernel"] = current_kernel_name(r["kernel"])
         for c in ("rows", "cols", "threads"):
             r[c] = int(number(r, c, path, line))
         # Files from before batch kernels have no n: one vector.
@@ -278,7 +281,8 @@ def accuracy_points(rows, check_path):
             for line, c in enumerate(reader, start=2):
                 if c.get("activation") == "skipped":  # not checked: nothing to plot
                     continue
-                k = (c["kernel"], (int(number(c, "rows", check_path, line)), int(number(c, "cols", check_path, line))))
+                k = (current_kernel_name(c["kernel"]),
+                     (int(number(c, "rows", check_path, line)), int(number(c, "cols", check_path, line))))
                 if k in speed:
                     nmse[k] = max(nmse.get(k, 0.0), number(c, "nmse_e2e", check_path, line))
                     passed[k] = passed.get(k, True) and c["passed"] in ("1", "true", "True")

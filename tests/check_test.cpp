@@ -71,11 +71,11 @@ TEST(Check, ReferenceKernelsPassOnAwkwardShapes) {
 TEST(Check, LegacyAndFloatKernelsPassOnOddCols) {
   const auto kernels =
       global_registry().select("q?_0.cpu.*,q?_1.cpu.*,f16.cpu.*,bf16.cpu.*,f32.cpu.*,!*batch*");
-  // Five legacy types x {scalar_f32, avx2_f32, avx2_q8_1, avx2_4row_q8_1,
-  // avx512vnni_q8_1, avx512vnni_4row_q8_1}, eight row-interleaved kernels per type
+  // Five legacy types x {scalar_f32, avx2_f32, avx2_q8_1, avx2_x4_q8_1,
+  // avx512vnni_q8_1, avx512vnni_x4_q8_1}, eight row-interleaved kernels per type
   // (AVX2: one, two and four streams, fused up+gate with two and four; VNNI: two and
   // four streams, fused up+gate with four), three float types x {scalar, avx2,
-  // avx2_4row}.
+  // avx2_x4}.
   ASSERT_EQ(kernels.size(), 79u);
   std::string not_run;
   const auto runnable = testing::runnable_here(kernels, not_run);

@@ -313,7 +313,7 @@ bool cuda_runs_here() {
 // without CUDA) fails in one line instead of passing with everything skipped; with a
 // device the kernel is checked.
 TEST(Cli, CheckOfCudaKernelsThatCannotRunFails) {
-  const char* kernel = "q4_K.cuda.warp_row_f32";
+  const char* kernel = "q4_K.cuda.warp_f32";
   const bool built = qmv::global_registry().find(kernel) != nullptr;
   const CliRun r = qmvlab(std::string("check --kernels ") + kernel + " --shapes 3x256");
   if (!built) {

@@ -84,7 +84,7 @@ struct Pair {
 // A and B share most keys; each also has rows of its own.
 Pair random_pair() {
   Pair p;
-  const std::vector<std::string> kernels = {"q4_K.cpu.avx2_q8k", "q6_K.cpu.avx512vnni_4row_q8k", "q8_0.cpu.avx2_f32"};
+  const std::vector<std::string> kernels = {"q4_K.cpu.avx2_q8k", "q6_K.cpu.avx512vnni_x4_q8k", "q8_0.cpu.avx2_f32"};
   const std::vector<std::pair<int, int>> shapes = {{4096, 4096}, {1536, 576}, {32000, 4096}};
   for (const auto& k : kernels)
     for (auto [r, c] : shapes)
@@ -153,12 +153,15 @@ TEST(ResultsCompare, BatchRowsMatchOnlyTheirOwnVectorCount) {
   EXPECT_NE(r.output.find("4096x4096 n=4"), std::string::npos) << r.output;
 }
 
-// A results file written before the kernels were renamed compares with a new one.
+// A results file written before the kernels were renamed compares with a new one. A
+// kernel renamed twice has two former names: each on a shape of its own.
 TEST(ResultsCompare, FormerKernelNamesMatchTheirCurrentNames) {
   std::vector<BenchRow> before, after;
+  std::map<std::string_view, int> renames;
   for (const FormerName& f : former_kernel_names()) {
-    before.push_back(random_row(std::string(f.former), 4096, 4096, 1));
-    after.push_back(random_row(std::string(f.current), 4096, 4096, 1));
+    const std::int64_t rows = 4096 + 256 * renames[f.current]++;
+    before.push_back(random_row(std::string(f.former), rows, 4096, 1));
+    after.push_back(random_row(std::string(f.current), rows, 4096, 1));
   }
   write_bench(tmp("cmp_former.csv"), before, "machine-a");
   write_bench(tmp("cmp_current.csv"), after, "machine-a");
@@ -194,13 +197,13 @@ TEST(ResultsCompare, ByShapeTakesTheFastestKernelOfEachSide) {
   const std::vector<std::pair<int, int>> shapes = {{4096, 4096}, {14336, 4096}, {576, 1536}};
   std::vector<BenchRow> a, b;
   for (auto [r, c] : shapes) {
-    for (const char* k : {"q4_K.cpu.scalar_f32", "q4_K.cpu.avx2_q8k", "q4_K.cpu.avx512vnni_4row_q8k"})
+    for (const char* k : {"q4_K.cpu.scalar_f32", "q4_K.cpu.avx2_q8k", "q4_K.cpu.avx512vnni_x4_q8k"})
       for (int t : {1, 2}) a.push_back(random_row(k, r, c, t));
-    for (const char* k : {"q4_K.cuda.multiwarp_f32.w2", "q4_K.cuda.multiwarp_f32.w4", "q4_K.cuda.halfwarp_dp4a_q8_1"}) b.push_back(random_row(k, r, c, 0));
+    for (const char* k : {"q4_K.cuda.warpx2_f32", "q4_K.cuda.warpx4_f32", "q4_K.cuda.halfwarp_dp4a_q8_1"}) b.push_back(random_row(k, r, c, 0));
     a.push_back(random_row("q6_K.cpu.avx2_q8k", r, c, 2));  // another weight type: its own match
     b.push_back(random_row("q6_K.cuda.halfwarp_dp4a_q8_1", r, c, 0));
   }
-  b.push_back(random_row("q4_K.cuda.multiwarp_f32.w2", 8, 256, 0));  // shape only in B
+  b.push_back(random_row("q4_K.cuda.warpx2_f32", 8, 256, 0));  // shape only in B
   // A fused pair reads two matrices: never the best plain matvec of its shape.
   BenchRow fused = random_row("q4_K.cpu.avx512vnni_up_gate_q8k", 4096, 4096, 2);
   fused.op = "fused_up_gate";

@@ -12,6 +12,7 @@
 
 #include "harness/csv.h"
 #include "harness/experiment.h"
+#include "harness/gate.h"
 #include "tests/scoped_env.h"
 #include "tests/test_seed.h"
 
@@ -218,6 +219,50 @@ TEST(Csv, CheckAndPeakRowsRoundTrip) {
 
 // Peak files from before the huge_page_pct column, and from before read_loop too, are
 // still peak files, read with those columns empty.
+// Files written before kernels were renamed (kernels/former_names.h): a bench, a check
+// and a gate baseline read their rows under the kernels' names now, whatever reads them
+// (report, summary, auto from a bench CSV, the gate) matching today's kernels.
+TEST(Csv, RowsUnderAFormerKernelNameReadUnderItsNameNow) {
+  const RunContext ctx{"m", "cpu", "none", "gcc", "abc", "qmvlab bench"};
+  std::mt19937_64 g(qmv::testing::fresh_seed());
+  const std::string bench = temp_path("former-names-bench.csv");
+  {
+    CsvWriter w(bench, bench_header(), false);
+    for (const char* kernel : {"q6_K.cpu.avx2_2row_q8k", "q4_K.cuda.multiwarp_f32.w3", "q4_K.cpu.avx2_q8k"}) {
+      BenchRow r = random_bench_row(g, 0);
+      r.kernel = kernel;
+      w.write(bench_fields(ctx, r));
+    }
+  }
+  const auto rows = read_bench_csv(bench);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].kernel, "q6_K.cpu.avx2_x2_q8k");
+  EXPECT_EQ(rows[1].kernel, "q4_K.cuda.warpx3_f32");
+  EXPECT_EQ(rows[2].kernel, "q4_K.cpu.avx2_q8k");
+
+  const std::string check = temp_path("former-names-check.csv");
+  {
+    CsvWriter w(check, check_header(), false);
+    CheckRow c;
+    c.kernel = "q8_0.cuda.warp_row_dp4a_q8_1";
+    c.rows = 67;
+    c.cols = 512;
+    c.activation = "gaussian";
+    c.passed = true;
+    w.write(check_fields(ctx, c));
+  }
+  const auto checked = read_check_csv(check);
+  ASSERT_EQ(checked.size(), 1u);
+  EXPECT_EQ(checked[0].kernel, "q8_0.cuda.warp_dp4a_q8_1");
+
+  const std::string baseline = temp_path("former-names-gate-baseline.csv");
+  write_gate_baseline(baseline, {{"f32.cpu.avx2_4row", "f32.cpu.scalar", {67, 4128}, 1, 30.0}});
+  const auto ratios = read_gate_baseline(baseline);
+  ASSERT_EQ(ratios.size(), 1u);
+  EXPECT_EQ(ratios[0].kernel, "f32.cpu.avx2_x4");
+  EXPECT_EQ(ratios[0].reference, "f32.cpu.scalar");
+}
+
 TEST(Csv, OlderPeakFilesReadWithoutTheNewerColumns) {
   const RunContext ctx = current_context("qmvlab peak");
   const PeakRow row{2, 1 << 30, 7, 17.5, 16.25, "cpu", 0, "avx512.s8", 100};

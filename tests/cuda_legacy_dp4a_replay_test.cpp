@@ -1,4 +1,4 @@
-// The legacy-quant GPU matvecs with Q8_1 activations (<type>.cuda.warp_row_dp4a_q8_1),
+// The legacy-quant GPU matvecs with Q8_1 activations (<type>.cuda.warp_dp4a_q8_1),
 // replayed on the CPU: every lane of every row runs legacy_lane_sum, the function
 // the kernel calls, and the row's lane sums are compared with a double-precision dot of
 // the dequantized weights and the dequantized Q8_1 vector. The bound is float rounding
@@ -145,7 +145,7 @@ TEST(CudaLegacyDp4aReplay, FifthBitsLandOnBitFourOfTheirBytes) {
 TEST(CudaLegacyDp4aReplay, EveryTypeIsRegisteredAsAnInt8CudaKernel) {
 #ifdef QMV_HAVE_CUDA
   for (WeightType type : kTypes) {
-    const std::string name = std::string(to_string(type)) + ".cuda.warp_row_dp4a_q8_1";
+    const std::string name = std::string(to_string(type)) + ".cuda.warp_dp4a_q8_1";
     const KernelSpec* k = global_registry().find(name);
     ASSERT_NE(k, nullptr) << name;
     EXPECT_EQ(k->backend, Backend::CUDA) << name;

@@ -312,13 +312,13 @@ void expect_replay(const Problem& p, const Replay& r, const ReadRule& rule, cons
 // ---------------------------------------------------------------------------------
 // The replays: each mirrors its kernel's launch (q4_K_<variant>.cu) loop for loop.
 
-Replay replay_warp_row(const Problem& p) {
+Replay replay_warp(const Problem& p) {
   Replay r(p);
-  for (std::int64_t block = 0; block < warp_row::grid(p.shape.rows); ++block) {
+  for (std::int64_t block = 0; block < warp::grid(p.shape.rows); ++block) {
     const std::int64_t row = block;
     std::vector<float> lanes(kWarpLanes);
-    for (int lane = 0; lane < warp_row::kThreads; ++lane)
-      lanes[lane] = warp_row::lane_row(r.loads, row_bytes_of(p.w_u8(), row, p.nb), p.x_f32(), p.nb, lane);
+    for (int lane = 0; lane < warp::kThreads; ++lane)
+      lanes[lane] = warp::lane_row(r.loads, row_bytes_of(p.w_u8(), row, p.nb), p.x_f32(), p.nb, lane);
     r.write(row, warp_total(lanes));
   }
   return r;
@@ -417,24 +417,24 @@ Replay replay_wide(const Problem& p) {
 }
 
 template <int kWarps>
-Replay replay_multiwarp(const Problem& p) {
+Replay replay_warpxN(const Problem& p) {
   Replay r(p);
-  for (std::int64_t block = 0; block < multiwarp::grid(p.shape.rows); ++block) {
+  for (std::int64_t block = 0; block < warpxN::grid(p.shape.rows); ++block) {
     const std::int64_t row = block;
     replay_multi_warp(r, row, kWarps, [&](int warp, int lane) {
-      return multiwarp::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_f32(), p.nb, warp, lane);
+      return warpxN::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_f32(), p.nb, warp, lane);
     });
   }
   return r;
 }
 
 template <int kWarps>
-Replay replay_multiwarp_dp4a(const Problem& p) {
+Replay replay_warpxN_dp4a(const Problem& p) {
   Replay r(p);
-  for (std::int64_t block = 0; block < multiwarp_dp4a::grid(p.shape.rows); ++block) {
+  for (std::int64_t block = 0; block < warpxN_dp4a::grid(p.shape.rows); ++block) {
     const std::int64_t row = block;
     replay_multi_warp(r, row, kWarps, [&](int warp, int lane) {
-      return multiwarp_dp4a::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, warp, lane);
+      return warpxN_dp4a::lane_row<kWarps>(r.loads, row_words_of(p.w_u32(), row, p.nb), p.x_u32(), p.nb, warp, lane);
     });
   }
   return r;
@@ -557,16 +557,16 @@ std::vector<Variant> variants() {
     return [grid](const Problem& p) { return static_cast<int>(grid(p.shape.rows)); };
   };
   std::vector<Variant> v;
-  v.push_back({"warp_row_f32", ActFormat::F32, {32, 1}, replay_warp_row});
+  v.push_back({"warp_f32", ActFormat::F32, {32, 1}, replay_warp});
   v.push_back({"coalesced_f32", ActFormat::F32, {1, 1}, replay_coalesced});
   // Tiled and chunked read global activations only to stage them, once per block.
   v.push_back({"tiled_f32", ActFormat::F32, {32, 0}, replay_tiled, blocks(tiled::grid)});
   v.push_back({"chunked_f32", ActFormat::F32, {32, 0}, replay_chunked, blocks(chunked::grid)});
   v.push_back({"wide_f32", ActFormat::F32, {32, 1}, replay_wide});
   v.push_back({"vectorized_f32", ActFormat::F32, {32, 1}, replay_vectorized});
-  v.push_back({"multiwarp_f32.w2", ActFormat::F32, {1, 1}, replay_multiwarp<2>});
-  v.push_back({"multiwarp_f32.w3", ActFormat::F32, {1, 1}, replay_multiwarp<3>});
-  v.push_back({"multiwarp_f32.w4", ActFormat::F32, {1, 1}, replay_multiwarp<4>});
+  v.push_back({"warpx2_f32", ActFormat::F32, {1, 1}, replay_warpxN<2>});
+  v.push_back({"warpx3_f32", ActFormat::F32, {1, 1}, replay_warpxN<3>});
+  v.push_back({"warpx4_f32", ActFormat::F32, {1, 1}, replay_warpxN<4>});
   // Q8_1: the 8 lanes of a group each read the d|s words of its two blocks; in
   // halfwarp_dp4a a group is 4 lanes of a half-warp, each reading the 16-byte header.
   v.push_back({"dp4a_q8_1", ActFormat::Q8_1, {32, 1, 8}, replay_dp4a});
@@ -591,9 +591,9 @@ std::vector<Variant> variants() {
   v.push_back({"tma_dp4a_q8_1", ActFormat::Q8_1, {1, 1, 2}, [](const Problem& p) { return replay_tma(p, 396); }});
   v.push_back({"tma_dp4a_q8_1 (1 CTA)", ActFormat::Q8_1, {1, 1, 2}, [](const Problem& p) { return replay_tma(p, 1); }});
   v.push_back({"tma_dp4a_q8_1 (7 CTAs)", ActFormat::Q8_1, {1, 1, 2}, [](const Problem& p) { return replay_tma(p, 7); }});
-  v.push_back({"multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<2>});
-  v.push_back({"multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<3>});
-  v.push_back({"multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1, {1, 1, 8}, replay_multiwarp_dp4a<4>});
+  v.push_back({"warpx2_dp4a_q8_1", ActFormat::Q8_1, {1, 1, 8}, replay_warpxN_dp4a<2>});
+  v.push_back({"warpx3_dp4a_q8_1", ActFormat::Q8_1, {1, 1, 8}, replay_warpxN_dp4a<3>});
+  v.push_back({"warpx4_dp4a_q8_1", ActFormat::Q8_1, {1, 1, 8}, replay_warpxN_dp4a<4>});
   return v;
 }
 
@@ -856,13 +856,13 @@ TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
     ActFormat act;
     int min_sm = 0;  // 0: 61 for Q8_1 (__dp4a), none for f32
   } expected[] = {
-      {"q4_K.cuda.warp_row_f32", ActFormat::F32},       {"q4_K.cuda.tiled_f32", ActFormat::F32},
+      {"q4_K.cuda.warp_f32", ActFormat::F32},       {"q4_K.cuda.tiled_f32", ActFormat::F32},
       {"q4_K.cuda.chunked_f32", ActFormat::F32},      {"q4_K.cuda.coalesced_f32", ActFormat::F32},
       {"q4_K.cuda.wide_f32", ActFormat::F32},         {"q4_K.cuda.vectorized_f32", ActFormat::F32},
-      {"q4_K.cuda.multiwarp_f32.w2", ActFormat::F32},       {"q4_K.cuda.multiwarp_f32.w3", ActFormat::F32},
-      {"q4_K.cuda.multiwarp_f32.w4", ActFormat::F32},       {"q4_K.cuda.dp4a_q8_1", ActFormat::Q8_1},
-      {"q4_K.cuda.halfwarp_dp4a_q8_1", ActFormat::Q8_1},     {"q4_K.cuda.multiwarp_dp4a_q8_1.w2", ActFormat::Q8_1},
-      {"q4_K.cuda.multiwarp_dp4a_q8_1.w3", ActFormat::Q8_1}, {"q4_K.cuda.multiwarp_dp4a_q8_1.w4", ActFormat::Q8_1},
+      {"q4_K.cuda.warpx2_f32", ActFormat::F32},       {"q4_K.cuda.warpx3_f32", ActFormat::F32},
+      {"q4_K.cuda.warpx4_f32", ActFormat::F32},       {"q4_K.cuda.dp4a_q8_1", ActFormat::Q8_1},
+      {"q4_K.cuda.halfwarp_dp4a_q8_1", ActFormat::Q8_1},     {"q4_K.cuda.warpx2_dp4a_q8_1", ActFormat::Q8_1},
+      {"q4_K.cuda.warpx3_dp4a_q8_1", ActFormat::Q8_1}, {"q4_K.cuda.warpx4_dp4a_q8_1", ActFormat::Q8_1},
       {"q4_K.cuda.quarterwarp_dp4a_q8_1", ActFormat::Q8_1}, {"q4_K.cuda.tma_dp4a_q8_1", ActFormat::Q8_1, 90},
       {"q4_K.cuda.halfwarp_batch_dp4a_q8_1", ActFormat::Q8_1},
   };

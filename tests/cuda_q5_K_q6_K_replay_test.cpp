@@ -263,10 +263,10 @@ Replay replay_warp_per_row(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x,
   return out;
 }
 
-// multi_warp_row_kernel<Row>: block `row` of Row::kWarpsPerRow warps; thread 0 adds
+// warpxN_kernel<Row>: block `row` of Row::kWarpsPerRow warps; thread 0 adds
 // the warp sums in warp order.
 template <class Row>
-Replay replay_multi_warp_row(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x, Shape shape, int,
+Replay replay_warpxN(const DeviceLikeBuffer& w, const DeviceLikeBuffer& x, Shape shape, int,
                              FetchCounter& fetches, Problems& problems) {
   const std::int64_t nb = shape.cols / kSuperBlock, row_bytes = nb * Row::kBlockBytes;
   const auto* act = reinterpret_cast<const typename Row::Act*>(x.data());
@@ -362,10 +362,10 @@ struct Variant {
 };
 
 const Variant kVariants[] = {
-    {"q6_K.cuda.warp_row_f32", "q6_K_cuda_warp_row_f32", WeightType::Q6_K, ActFormat::F32, replay_warp_per_row<q5q6::Q6KLegacyRow>, false},
-    {"q6_K.cuda.multiwarp_f32.w2", "q6_K_cuda_multiwarp_f32_w2", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<2>>, false},
-    {"q6_K.cuda.multiwarp_f32.w3", "q6_K_cuda_multiwarp_f32_w3", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<3>>, false},
-    {"q6_K.cuda.multiwarp_f32.w4", "q6_K_cuda_multiwarp_f32_w4", WeightType::Q6_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q6KMwvRow<4>>, false},
+    {"q6_K.cuda.warp_f32", "q6_K_cuda_warp_f32", WeightType::Q6_K, ActFormat::F32, replay_warp_per_row<q5q6::Q6KLegacyRow>, false},
+    {"q6_K.cuda.warpx2_f32", "q6_K_cuda_warpx2_f32", WeightType::Q6_K, ActFormat::F32, replay_warpxN<q5q6::Q6KWarpxNRow<2>>, false},
+    {"q6_K.cuda.warpx3_f32", "q6_K_cuda_warpx3_f32", WeightType::Q6_K, ActFormat::F32, replay_warpxN<q5q6::Q6KWarpxNRow<3>>, false},
+    {"q6_K.cuda.warpx4_f32", "q6_K_cuda_warpx4_f32", WeightType::Q6_K, ActFormat::F32, replay_warpxN<q5q6::Q6KWarpxNRow<4>>, false},
     {"q6_K.cuda.dp4a_q8_1", "q6_K_cuda_dp4a_q8_1", WeightType::Q6_K, ActFormat::Q8_1, replay_warp_per_row<q5q6::Q6KDp4aRow>, false},
     {"q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K_cuda_halfwarp_dp4a_q8_1_sm_90", WeightType::Q6_K, ActFormat::Q8_1,
      replay_warp_per_row<q5q6::Q6KHalfWarpRowOf<3>>, true},
@@ -377,10 +377,10 @@ const Variant kVariants[] = {
      replay_warp_per_row<q5q6::Q6KQuarterWarpRowOf<false>>, true},
     {"q6_K.cuda.tma_dp4a_q8_1", "q6_K_cuda_tma_dp4a_q8_1", WeightType::Q6_K, ActFormat::Q8_1, replay_tma_q6, true,
      q5q6::q6k_tma::supports, 16},
-    {"q5_K.cuda.warp_row_f32", "q5_K_cuda_warp_row_f32", WeightType::Q5_K, ActFormat::F32, replay_warp_per_row<q5q6::Q5KLegacyRow>, false},
-    {"q5_K.cuda.multiwarp_f32.w2", "q5_K_cuda_multiwarp_f32_w2", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<2>>, false},
-    {"q5_K.cuda.multiwarp_f32.w3", "q5_K_cuda_multiwarp_f32_w3", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<3>>, false},
-    {"q5_K.cuda.multiwarp_f32.w4", "q5_K_cuda_multiwarp_f32_w4", WeightType::Q5_K, ActFormat::F32, replay_multi_warp_row<q5q6::Q5KMwvRow<4>>, false},
+    {"q5_K.cuda.warp_f32", "q5_K_cuda_warp_f32", WeightType::Q5_K, ActFormat::F32, replay_warp_per_row<q5q6::Q5KLegacyRow>, false},
+    {"q5_K.cuda.warpx2_f32", "q5_K_cuda_warpx2_f32", WeightType::Q5_K, ActFormat::F32, replay_warpxN<q5q6::Q5KWarpxNRow<2>>, false},
+    {"q5_K.cuda.warpx3_f32", "q5_K_cuda_warpx3_f32", WeightType::Q5_K, ActFormat::F32, replay_warpxN<q5q6::Q5KWarpxNRow<3>>, false},
+    {"q5_K.cuda.warpx4_f32", "q5_K_cuda_warpx4_f32", WeightType::Q5_K, ActFormat::F32, replay_warpxN<q5q6::Q5KWarpxNRow<4>>, false},
 };
 
 // ---------------------------------------------------------------------------------

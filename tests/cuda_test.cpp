@@ -214,7 +214,7 @@ TEST(Cuda, GridStrideKernelsPassOnAVocabularySizedMatrix) {
   std::vector<const KernelSpec*> kernels;
   for (const char* name : {"q4_K.cuda.halfwarp_dp4a_q8_1", "q4_K.cuda.quarterwarp_dp4a_q8_1", "q4_K.cuda.tma_dp4a_q8_1",
                            "q6_K.cuda.halfwarp_dp4a_q8_1", "q6_K.cuda.quarterwarp_dp4a_q8_1", "q6_K.cuda.tma_dp4a_q8_1",
-                           "q6_K.cuda.dp4a_q8_1", "q4_K.cuda.multiwarp_f32.w3"}) {
+                           "q6_K.cuda.dp4a_q8_1", "q4_K.cuda.warpx3_f32"}) {
     // A renamed or removed kernel fails here, device or not, rather than dropping out.
     kernels.push_back(global_registry().find(name));
     ASSERT_NE(kernels.back(), nullptr) << name << ": no such kernel";

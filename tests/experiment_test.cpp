@@ -256,6 +256,38 @@ TEST(Experiment, MergeJoinsSortsAndDropsDuplicates) {
   EXPECT_THROW(merge_sweeps({tmp_path("a.csv"), tmp_path("other.csv")}, &dups), std::runtime_error);
 }
 
+// A sweep timed before its kernels were renamed (kernels/former_names.h): its points are
+// the kernels' under their names now, so a resumed sweep finds them done and a merge
+// with a newer file keeps each point once.
+TEST(Experiment, PointsUnderAFormerKernelNameReadUnderItsNameNow) {
+  KernelSpec k;
+  k.name = "q4_K.cpu.avx2_x4_q8k";
+  k.run = ok_run;
+  SweepPoint p;
+  p.kernel = &k;
+  p.shape = {{64, 256}, ""};
+  p.cache = "cold";
+  const std::string old = tmp_path("former-name.csv"), now = tmp_path("current-name.csv");
+  write_sweep(now, {p});
+  write_sweep(old, {p});
+  {
+    std::ifstream in(old);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = text.find(k.name);
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, k.name.size(), "q4_K.cpu.avx2_4row_q8k");
+    std::ofstream(old, std::ios::trunc) << text;
+  }
+  const CsvTable t = read_sweep_csv(old);
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_EQ(t.rows[0][t.column("kernel")], k.name);
+  EXPECT_EQ(t.key(0), point_key(p));
+  std::vector<std::string> dups;
+  const CsvTable m = merge_sweeps({old, now}, &dups);
+  EXPECT_EQ(m.rows.size(), 1u);
+  EXPECT_EQ(dups.size(), 1u);
+}
+
 // Rows written in a Slurm job name it (the last columns). Files from before those
 // columns, and from before the act_quant ones too, still read (flagged older_header,
 // the columns they lack empty) and merge into the current columns.

@@ -553,14 +553,14 @@ const KernelFamily kFamilies[] = {
     {"wide_f32", nullptr, ActFormat::F32},
     {"coalesced_f32", nullptr, ActFormat::F32},
     {"chunked_f32", nullptr, ActFormat::F32},
-    {"multiwarp_f32.w2", "multiwarp_f32.w2", ActFormat::F32},
-    {"multiwarp_f32.w3", "multiwarp_f32.w3", ActFormat::F32},
-    {"multiwarp_f32.w4", "multiwarp_f32.w4", ActFormat::F32},
+    {"warpx2_f32", "warpx2_f32", ActFormat::F32},
+    {"warpx3_f32", "warpx3_f32", ActFormat::F32},
+    {"warpx4_f32", "warpx4_f32", ActFormat::F32},
     {"dp4a_q8_1", "dp4a_q8_1", ActFormat::Q8_1},
     {"halfwarp_dp4a_q8_1", "halfwarp_dp4a_q8_1", ActFormat::Q8_1},
-    {"multiwarp_dp4a_q8_1.w2", nullptr, ActFormat::Q8_1},
-    {"multiwarp_dp4a_q8_1.w3", nullptr, ActFormat::Q8_1},
-    {"multiwarp_dp4a_q8_1.w4", nullptr, ActFormat::Q8_1},
+    {"warpx2_dp4a_q8_1", nullptr, ActFormat::Q8_1},
+    {"warpx3_dp4a_q8_1", nullptr, ActFormat::Q8_1},
+    {"warpx4_dp4a_q8_1", nullptr, ActFormat::Q8_1},
     {"quarterwarp_dp4a_q8_1", "quarterwarp_dp4a_q8_1", ActFormat::Q8_1},
     {"tma_dp4a_q8_1", "tma_dp4a_q8_1", ActFormat::Q8_1},
 };
@@ -593,7 +593,7 @@ TEST(GpuForwardDevice, TunedKernelsRunInAStepAGraphAndAConditionalNode) {
     const auto l = g.logits();
     return std::vector<float>(l.begin(), l.end());
   };
-  const KernelSpec* f32_sibling = global_registry().find("q4_K.cuda.multiwarp_f32.w3");
+  const KernelSpec* f32_sibling = global_registry().find("q4_K.cuda.warpx3_f32");
   ASSERT_NE(f32_sibling, nullptr);
   for (const KernelFamily& f : kFamilies) {
     const KernelSpec* q4 = global_registry().find(std::string("q4_K.cuda.") + f.q4_K);

@@ -55,14 +55,14 @@ inline std::vector<PlannedMatvec> gpu_plan(const std::vector<PlannedMatvec>& cpu
   return out;
 }
 
-// The simple GPU kernel of a legacy quant or float type, `<type>.cuda.warp_row_f32`
-// (`.warp_row` for float weights; kernels/cuda/legacy_lanes.h); nullptr for the
+// The simple GPU kernel of a legacy quant or float type, `<type>.cuda.warp_f32`
+// (`.warp` for float weights; kernels/cuda/legacy_lanes.h); nullptr for the
 // K-quants, whose GPU family is written elsewhere.
 inline const KernelSpec* legacy_cuda_kernel(WeightType t) {
   if (block_values(t) == kSuperBlock) return nullptr;
   const std::string type(to_string(t));
-  if (const KernelSpec* k = global_registry().find(type + ".cuda.warp_row_f32")) return k;
-  return global_registry().find(type + ".cuda.warp_row");
+  if (const KernelSpec* k = global_registry().find(type + ".cuda.warp_f32")) return k;
+  return global_registry().find(type + ".cuda.warp");
 }
 
 inline double nmse(const std::vector<float>& a, const std::vector<float>& ref) {

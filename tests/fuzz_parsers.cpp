@@ -353,7 +353,7 @@ void write_csv_seeds(const std::filesystem::path& dir) {
   b.peak_pct = 72.05;
   b.gflops = 0.5;
   BenchRow gpu = b;
-  gpu.kernel = "q4_K.cuda.warp_row_f32";
+  gpu.kernel = "q4_K.cuda.warp_f32";
   gpu.backend = "cuda";
   gpu.gpu_name = "NVIDIA H100";
   gpu.gpu_driver = "570.1";

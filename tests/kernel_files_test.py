@@ -73,7 +73,7 @@ def planted_tree(tmp):
 
     reg = 'QMV_REGISTER_KERNEL(record("{}", "description"));\n'
     write("kernels/cpu/x86/avx2/q4_K_r8_q8k.cpp", reg.format("q4_K.cpu.avx2_r8_q8k"))  # fine
-    write("kernels/cpu/x86/avx2/f16.cpp", reg.format("f16.cpu.avx2") + reg.format("f16.cpu.avx2_4row"))  # fine
+    write("kernels/cpu/x86/avx2/f16.cpp", reg.format("f16.cpu.avx2") + reg.format("f16.cpu.avx2_x4"))  # fine
     write("kernels/cpu/x86/avx2/shared.cpp", "// QMV_REGISTER_KERNEL(x)\nint helper() { return 1; }\n")  # fine
     write("kernels/cpu/x86/avx2/q4_0_r8_q8_1.cpp",  # two kernels in one file
           reg.format("q4_0.cpu.avx2_r8_q8_1") + reg.format("q4_0.cpu.avx2_r8x2_q8_1"))

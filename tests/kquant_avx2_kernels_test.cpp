@@ -161,9 +161,9 @@ bool cpu_has_avx2() { return missing_cpu_features(parse_cpu_features("avx2,fma,f
 
 // The kernels these tests are for must be registered, whatever the CPU.
 TEST(kquant_avx2, KernelsAreRegistered) {
-  for (const char* name : {"q4_K.cpu.avx2_q8k", "q4_K.cpu.avx2_4row_q8k", "q5_K.cpu.avx2_q8k",
-                           "q5_K.cpu.avx2_4row_q8k", "q6_K.cpu.avx2_q8k", "q6_K.cpu.avx2_4row_q8k",
-                           "q6_K.cpu.avx2_2row_q8k"}) {
+  for (const char* name : {"q4_K.cpu.avx2_q8k", "q4_K.cpu.avx2_x4_q8k", "q5_K.cpu.avx2_q8k",
+                           "q5_K.cpu.avx2_x4_q8k", "q6_K.cpu.avx2_q8k", "q6_K.cpu.avx2_x4_q8k",
+                           "q6_K.cpu.avx2_x2_q8k"}) {
     const KernelSpec* k = global_registry().find(name);
     ASSERT_NE(k, nullptr) << name;
     EXPECT_EQ(k->act, ActFormat::Q8_K) << name;
@@ -183,10 +183,10 @@ TEST(kquant_avx2, AdversarialBlocksMatchTheReference) {
 TEST(kquant_avx2, AdversarialBlocksUnderTheAvx2Mask) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
   MaskGuard mask(parse_cpu_features("avx2,fma,f16c"));
-  for (const char* name : {"q4_K.cpu.avx2_4row_q8k", "q5_K.cpu.avx2_4row_q8k", "q6_K.cpu.avx2_4row_q8k",
-                           "q6_K.cpu.avx2_2row_q8k"})
+  for (const char* name : {"q4_K.cpu.avx2_x4_q8k", "q5_K.cpu.avx2_x4_q8k", "q6_K.cpu.avx2_x4_q8k",
+                           "q6_K.cpu.avx2_x2_q8k"})
     EXPECT_EQ(missing_cpu_features(global_registry().find(name)->cpu_features), 0u) << name;
-  EXPECT_NE(missing_cpu_features(global_registry().find("q4_K.cpu.avx512vnni_4row_q8k")->cpu_features), 0u);
+  EXPECT_NE(missing_cpu_features(global_registry().find("q4_K.cpu.avx512vnni_x4_q8k")->cpu_features), 0u);
   std::string masked_out;  // the AVX-512 kernels: what the mask is for
   const int ran = check_all({3, 4, 9, 67}, {256, 2816}, masked_out);
   EXPECT_GE(ran, 6);

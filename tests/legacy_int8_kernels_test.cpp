@@ -92,7 +92,7 @@ class FeatureMaskGuard {
   std::uint32_t saved_;
 };
 
-constexpr const char* kVariants[] = {"avx2_q8_1", "avx2_4row_q8_1", "avx512vnni_q8_1", "avx512vnni_4row_q8_1"};
+constexpr const char* kVariants[] = {"avx2_q8_1", "avx2_x4_q8_1", "avx512vnni_q8_1", "avx512vnni_x4_q8_1"};
 constexpr std::uint32_t kAvx2Features = CpuFeature::AVX2 | CpuFeature::FMA | CpuFeature::F16C;
 
 // Every usable Q8_1 kernel of every legacy type against the scalar reference; returns
@@ -182,9 +182,9 @@ TEST(LegacyInt8Kernels, AvxTwoKernelsUnderTheAvx2Mask) {
   const std::set<std::string> checked = check_usable_kernels(rng);
   for (WeightType t : kLegacyTypes) {
     const std::string type(to_string(t));
-    for (const char* variant : {"avx2_q8_1", "avx2_4row_q8_1"})
+    for (const char* variant : {"avx2_q8_1", "avx2_x4_q8_1"})
       EXPECT_TRUE(checked.count(type + ".cpu." + variant)) << type << ".cpu." << variant;
-    for (const char* variant : {"avx512vnni_q8_1", "avx512vnni_4row_q8_1"}) {
+    for (const char* variant : {"avx512vnni_q8_1", "avx512vnni_x4_q8_1"}) {
       const std::string name = type + ".cpu." + variant;
       EXPECT_FALSE(checked.count(name)) << name;
       const KernelSpec* k = global_registry().find(name);

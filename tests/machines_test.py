@@ -1,7 +1,8 @@
 """scripts/machines.py: every machine folder with bench rows becomes a column; each cell
 is that machine's fastest kernel for the shape, its share taken against the highest peak
 measured on that machine; a GPU folder joins beside a CPU one; a folder under a
-machine's former name joins the column of its current name; bad input is one line."""
+machine's former name joins the column of its current name, a kernel's former name shows
+its name now; bad input is one line."""
 import csv
 import os
 import random
@@ -71,6 +72,25 @@ assert canonical_machine("amd-epyc-2c") == "amd-zen3-2c"
 assert canonical_machine("amd-epyc-2c-isa-avx2-fma-f16c") == "amd-zen3-2c-isa-avx2-fma-f16c"
 for other in ("amd-epyc-2cx", "amd-epyc-16c", "intel-xeon-2c", "amd-zen4-2c"):
     assert canonical_machine(other) == other, other
+
+# A row timed before its kernel was renamed shows the kernel's name now (the table of
+# former names is kernels/former_names.cpp's, read by scripts/kernel_names.py).
+write("gpu-box", "old-names.csv",
+      [["q4_K.cuda.multiwarp_f32.w2", "q4_K", "cuda", 14336, 4096, 1, "cold", gpu, gpu_peak, "ok"]])
+renamed = subprocess.run([sys.executable, script, root, "--shapes", "14336x4096"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+assert renamed.returncode == 0, renamed.stderr
+assert "`q4_K.cuda.warpx2_f32` (GPU)" in renamed.stdout and "multiwarp" not in renamed.stdout, renamed.stdout
+
+from kernel_names import TABLE, current_kernel_name, former_names  # noqa: E402
+
+table = former_names()
+assert len(table) == TABLE.read_text().count('{"') and len(table) > 100, len(table)
+assert current_kernel_name("q4_K.cpu.avx2_4row_q8k") == "q4_K.cpu.avx2_x4_q8k"
+assert current_kernel_name("q4_K.cuda.mwv.w3") == "q4_K.cuda.warpx3_f32"
+assert current_kernel_name("q4_K.cpu.avx2_x4_q8k") == "q4_K.cpu.avx2_x4_q8k"
+assert all(now not in table for now in table.values()), "a former name leads to another former name"
+assert former_names(TABLE.with_name("no-such-table.cpp")) == {}
 
 bad = subprocess.run([sys.executable, script, root, "--shapes", "12x"], stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, text=True)

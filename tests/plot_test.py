@@ -31,7 +31,7 @@ BENCH_HEADER = ["machine", "cpu_model", "gpu", "compiler", "git_commit", "kernel
                 "backend", "rows", "cols", "threads", "cache", "tile_rows", "min_parallel_rows", "repetitions",
                 "time_min_us", "time_median_us", "time_max_us", "bytes_per_call", "gbps_median", "gbps_best",
                 "peak_gbps", "peak_pct", "gflops", "command"]
-KERNELS = ["q4_K.cpu.avx2_q8k", "q4_K.cpu.scalar_f32", "q6_K.cpu.avx512vnni_4row_q8k", "q8_0.cpu.avx2_f32", "f16.cpu.scalar"]
+KERNELS = ["q4_K.cpu.avx2_q8k", "q4_K.cpu.scalar_f32", "q6_K.cpu.avx512vnni_x4_q8k", "q8_0.cpu.avx2_f32", "f16.cpu.scalar"]
 SHAPES = [(4096, 4096), (11008, 4096), (576, 1536)]
 
 
@@ -311,6 +311,13 @@ with tempfile.TemporaryDirectory() as tmp:
         one_n = write_csv(tmp / "one-n.csv", [dict(r, n=1) for r in rows[:1]], header)
         assert_refused(run(one_n, "--kind", "batch"), "no kernel was timed at two or more n")
     check("batch: time per call against n, the crossover n per kernel", batch_crossovers)
+
+    def former_kernel_names():
+        # A row timed before its kernel was renamed: plotted and joined under its name now.
+        old = dict(rows[0], kernel="q6_K.cpu.avx512vnni_4row_q8k", weight_type="q6_K")
+        back = plot.load(str(write_csv(tmp / "former-names.csv", [old])))
+        assert [r["kernel"] for r in back] == ["q6_K.cpu.avx512vnni_x4_q8k"], back
+    check("a row under a former kernel name reads under its name now", former_kernel_names)
 
     def help_documents_kinds():
         r = run("--help")

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <regex>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "harness/machine.h"
@@ -97,25 +100,73 @@ TEST(Registry, GlobalRegistryHasTheReferenceKernels) {
 }
 
 TEST(Registry, NamesFollowTheConvention) {
-  // weights.backend.variant[.params]; a peer's kernels weights.peer.backend[_variant];
-  // test-only kernels carry a "test." prefix.
+  // weights.backend.variant; a peer's kernels weights.peer.backend[_variant]; test-only
+  // kernels carry a "test." prefix. No fourth part: a count of units is part of the
+  // variant (warpx3_f32), not a parameter after it.
   for (const auto& k : global_registry().all()) {
     if (k.name.rfind("test.", 0) == 0) continue;
     const std::string prefix = k.peer.empty()
                                    ? fmt::format("{}.{}.", to_string(k.weight), to_string(k.backend))
                                    : fmt::format("{}.{}.{}", to_string(k.weight), k.peer, to_string(k.backend));
     EXPECT_EQ(k.name.rfind(prefix, 0), 0u) << k.name << " should start with " << prefix;
+    EXPECT_EQ(std::count(k.name.begin(), k.name.end(), '.'), 2) << k.name << " should have three parts";
   }
 }
 
+// Parallelism has one spelling, <unit>[x<N>] (kernels/README.md, "Names"): N units
+// together, the unit a plain row (left out: avx2_x4_q8k), an eight-row interleaved block
+// (r8x2) or the thread group that owns a row (warp_f32, warpx3_f32, halfwarp_dp4a_q8_1).
+// None of the spellings it replaced is left in a name, and each still selects its kernel.
+TEST(Registry, ParallelismHasOneSpelling) {
+  const std::regex former_spellings(R"([0-9]row|warp_row|multiwarp|\.w[0-9])");
+  for (const auto& k : global_registry().all())
+    EXPECT_FALSE(std::regex_search(k.name, former_spellings)) << k.name << " spells its parallelism the old way";
+
+  struct Renamed {
+    const char* former;
+    const char* current;
+  };
+  const Renamed renamed[] = {
+      {"q4_K.cpu.avx2_4row_q8k", "q4_K.cpu.avx2_x4_q8k"},
+      {"q4_K.cpu.avx512vnni_2row_q8k", "q4_K.cpu.avx512vnni_x2_q8k"},
+      {"q6_K.cpu.avx2_2row_q8k", "q6_K.cpu.avx2_x2_q8k"},
+      {"q8_0.cpu.avx512vnni_4row_q8_1", "q8_0.cpu.avx512vnni_x4_q8_1"},
+      {"f16.cpu.avx2_4row", "f16.cpu.avx2_x4"},
+      {"q4_K.cpu.avx512_vnni_4row", "q4_K.cpu.avx512vnni_x4_q8k"},  // a name two renames old
+      {"bf16.cuda.warp_row", "bf16.cuda.warp"},
+      {"q4_K.cuda.warp_row_f32", "q4_K.cuda.warp_f32"},
+      {"q5_0.cuda.warp_row_dp4a_q8_1", "q5_0.cuda.warp_dp4a_q8_1"},
+      {"q6_K.cuda.multiwarp_f32.w3", "q6_K.cuda.warpx3_f32"},
+      {"q4_K.cuda.multiwarp_dp4a_q8_1.w2", "q4_K.cuda.warpx2_dp4a_q8_1"},
+      {"q4_K.cuda.mwv.w4", "q4_K.cuda.warpx4_f32"},  // a name two renames old
+      {"q8_0.cuda.legacy", "q8_0.cuda.warp_f32"},
+  };
+  const bool cuda_built = !global_registry().select("*.cuda.*").empty();
+  for (const Renamed& r : renamed) {
+    EXPECT_EQ(current_kernel_name(r.former), r.current) << r.former;
+    if (!cuda_built && std::string_view(r.current).find(".cuda.") != std::string_view::npos) continue;
+    const KernelSpec* now = global_registry().find(r.current);
+    ASSERT_NE(now, nullptr) << r.current;
+    EXPECT_EQ(global_registry().find(r.former), now) << r.former;
+  }
+  // Every former name of the table leads straight to a kernel's current name: no chains.
+  for (const FormerName& f : former_kernel_names()) {
+    EXPECT_EQ(current_kernel_name(f.current), f.current) << f.former << " -> " << f.current << " -> ...";
+    EXPECT_FALSE(std::regex_search(std::string(f.current), former_spellings)) << f.former << " -> " << f.current;
+  }
+  // A glob of the old spelling selects the renamed kernels: every CPU one of them here.
+  const auto rows = global_registry().select("*.cpu.*_4row*,*.cpu.*_2row*");
+  EXPECT_EQ(rows.size(), 21u);
+  for (const KernelSpec* k : rows) EXPECT_TRUE(std::regex_search(k->name, std::regex(R"(_x[24](_|$))"))) << k->name;
+}
+
 // The variant says the technique, then the activation format wherever the weight type
-// does not fix it (every quantized type), then any parameter: q4_K.cuda.multiwarp_f32.w3.
+// does not fix it (every quantized type): q4_K.cuda.warpx3_f32, f16.cpu.avx2_x4.
 TEST(Registry, NamesSayTheActivationFormat) {
   for (const auto& k : global_registry().all()) {
     if (k.name.rfind("test.", 0) == 0) continue;
     if (!k.peer.empty()) continue;  // a peer names its kernels its own way
-    std::string variant = k.name.substr(k.name.find('.', k.name.find('.') + 1) + 1);
-    if (const auto dot = variant.find('.'); dot != std::string::npos) variant.resize(dot);  // the parameter
+    const std::string variant = k.name.substr(k.name.find('.', k.name.find('.') + 1) + 1);
     const bool float_weights = k.weight == WeightType::F32 || k.weight == WeightType::F16 || k.weight == WeightType::BF16;
     const std::string suffix = k.act == ActFormat::F32 ? "_f32" : k.act == ActFormat::Q8_K ? "_q8k" : "_q8_1";
     const bool has_suffix = variant.size() > suffix.size() && variant.ends_with(suffix);
@@ -148,9 +199,9 @@ TEST(Registry, FormerNamesSelectTheKernelsTheyNameNow) {
   }
   // A glob of former names selects the current kernels; one that matches current names
   // too selects only those, each once.
-  const auto multiwarp = global_registry().select("q4_K.cuda.mwv*");
-  EXPECT_EQ(multiwarp.size(), cuda_built ? 6u : 0u);
-  for (const KernelSpec* k : multiwarp) EXPECT_EQ(k->name.rfind("q4_K.cuda.multiwarp_", 0), 0u) << k->name;
+  const auto warpx = global_registry().select("q4_K.cuda.mwv*");
+  EXPECT_EQ(warpx.size(), cuda_built ? 6u : 0u);
+  for (const KernelSpec* k : warpx) EXPECT_EQ(k->name.rfind("q4_K.cuda.warpx", 0), 0u) << k->name;
   EXPECT_EQ(global_registry().select("*").size(), global_registry().all().size());
   EXPECT_EQ(global_registry().select("q4_K.cpu.avx2_raw,q4_K.cpu.avx2_q8k").size(), 1u);
   EXPECT_EQ(global_registry().find("q4_K.cpu.no_such_variant"), nullptr);

@@ -12,13 +12,16 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <tuple>
+#include <utility>
 
 #include "harness/auto_plan.h"
 #include "harness/machine.h"
 #include "kernels/availability.h"
 #include "kernels/build_id.h"
 #include "kernels/cpu_tiling.h"
+#include "kernels/former_names.h"
 #include "kernels/registry.h"
 #include "model/batch_forward.h"
 #include "tests/scoped_env.h"
@@ -375,6 +378,76 @@ TEST(TuningStore, AFileWrittenBeforeTheNColumnReadsAsOneVectorPerCall) {
   EXPECT_EQ(again[1].n, 1);
   EXPECT_EQ(again[2].n, 4);
   EXPECT_FALSE(std::filesystem::exists(path + ".damaged"));
+}
+
+// A store written before kernels were renamed (kernels/former_names.h): its rows are
+// read under the kernels' names now, used where their build is this one's, replaced by a
+// newer measurement of the same key, and written back under the name now.
+TEST(TuningStore, ARowUnderAFormerKernelNameIsReadUnderItsNameNow) {
+  const std::string path = store_path("former_names");
+  const TuningStore store(path);
+  const double t = fresh_time_us("former names");
+  ASSERT_EQ(store.add({kernel_row("q4_K.cpu.avx2_x4_q8k", 256, 256, t), kernel_row("f16.cpu.avx2_x4", 512, 256, 2 * t),
+                       kernel_row("q4_K.cpu.avx512vnni_x4_q8k", 768, 256, 3 * t)}),
+            "");
+  // The file as the store kept it before the renames: each row under a former name
+  // (the last one two renames old).
+  rewrite(path, [](std::string& text) {
+    for (const auto& [now, former] : {std::pair<std::string, std::string>{",q4_K.cpu.avx2_x4_q8k,", ",q4_K.cpu.avx2_4row_q8k,"},
+                                      {",f16.cpu.avx2_x4,", ",f16.cpu.avx2_4row,"},
+                                      {",q4_K.cpu.avx512vnni_x4_q8k,", ",q4_K.cpu.avx512_vnni_4row,"}}) {
+      ASSERT_NE(text.find(now), std::string::npos) << now;
+      text.replace(text.find(now), now.size(), former);
+    }
+  });
+  const auto rows = store.read_all();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].kernel, "q4_K.cpu.avx2_x4_q8k");
+  EXPECT_EQ(rows[1].kernel, "f16.cpu.avx2_x4");
+  EXPECT_EQ(rows[2].kernel, "q4_K.cpu.avx512vnni_x4_q8k");
+  std::string warning;
+  const auto usable = store.usable_rows(&warning);
+  EXPECT_TRUE(warning.empty()) << warning;
+  ASSERT_EQ(usable.size(), 3u) << ::testing::PrintToString(kernels_of(usable));
+  EXPECT_EQ(usable[0].kernel, "q4_K.cpu.avx2_x4_q8k");
+  EXPECT_NEAR(usable[0].time_median_us, t, 1e-5 * t);  // six significant digits kept
+  // A newer measurement under the name now replaces the row of the former name.
+  ASSERT_EQ(store.add({kernel_row("q4_K.cpu.avx2_x4_q8k", 256, 256, t / 2)}), "");
+  const auto again = store.read_all();
+  ASSERT_EQ(again.size(), 3u) << ::testing::PrintToString(kernels_of(again));
+  EXPECT_NEAR(again[0].time_median_us, t / 2, 1e-5 * t);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* former : {"4row", "avx512_vnni"}) EXPECT_EQ(text.find(former), std::string::npos) << text;
+}
+
+// The committed stores (results/<machine>/tuning.csv) were written before kernels were
+// renamed: every row still reads, under the name its kernel has now.
+TEST(TuningStore, CommittedStoresReadUnderTheKernelsNamesNow) {
+  int stores = 0, renamed = 0;
+  for (const auto& dir : std::filesystem::directory_iterator(std::filesystem::path(QMV_SOURCE_DIR) / "results")) {
+    const std::filesystem::path path = dir.path() / "tuning.csv";
+    if (!std::filesystem::is_regular_file(path)) continue;
+    ++stores;
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto lines = std::count(text.begin(), text.end(), '\n');
+    std::vector<TuningRow> rows;
+    ASSERT_NO_THROW(rows = TuningStore(path.string()).read_all()) << path;
+    EXPECT_EQ(static_cast<long>(rows.size()), lines - 1) << path << ": every row read";
+    std::set<std::string> kernels;
+    for (const TuningRow& r : rows) {
+      EXPECT_EQ(current_kernel_name(r.kernel), r.kernel) << path << ": " << r.kernel << " read under a former name";
+      kernels.insert(r.kernel);
+    }
+    for (const FormerName& f : former_kernel_names()) {
+      if (text.find("," + std::string(f.former) + ",") == std::string::npos) continue;
+      ++renamed;
+      EXPECT_TRUE(kernels.count(std::string(f.current))) << path << ": " << f.former << " is not read as " << f.current;
+    }
+  }
+  if (stores == 0) GTEST_SKIP() << "no committed tuning store under results/";
+  EXPECT_GT(renamed, 0) << "the committed stores name no former kernel name: this test checks nothing";
 }
 
 TEST(TuningStore, BatchRowsAreRecordedWithTheirCount) {

@@ -1,5 +1,5 @@
 // Per-lane arithmetic of the legacy-quant GPU matvecs with Q8_1 activations
-// (q4_0/q4_1/q5_0/q5_1/q8_0 .cuda.warp_row_dp4a_q8_1): host+device functions, so a CPU
+// (q4_0/q4_1/q5_0/q5_1/q8_0 .cuda.warp_dp4a_q8_1): host+device functions, so a CPU
 // test replays every lane of the launch.
 //
 // Geometry: one warp per row, kLegacyWarpsPerCta rows per CTA (legacy_lanes.h). A weight

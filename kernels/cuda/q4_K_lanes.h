@@ -158,7 +158,7 @@ QMV_HD SubBlockFactors factors_from_words(const std::uint32_t (&hdr)[kHeaderWord
 }
 
 // ---------------------------------------------------------------------------------
-// Byte per lane (warp_row, tiled, chunked, coalesced, wide): a warp takes a whole
+// Byte per lane (warp, tiled, chunked, coalesced, wide): a warp takes a whole
 // super-block; lane l reads qs bytes l + 32g (g = 0..3), whose nibbles are weights
 // 64g + l (sub-block 2g) and 64g + 32 + l (sub-block 2g + 1). Consecutive lanes read
 // consecutive bytes and consecutive activations (no bank conflicts in shared memory).
@@ -185,7 +185,7 @@ QMV_HD float byte_lane_superblock(const Loads& ld, const std::uint8_t* block, co
 }
 
 // ---------------------------------------------------------------------------------
-// Word per lane (vectorized, multiwarp, dp4a, halfwarp_dp4a, multiwarp_dp4a). A lane keeps a cursor:
+// Word per lane (vectorized, warpxN, dp4a, halfwarp_dp4a, warpxN_dp4a). A lane keeps a cursor:
 // pointers at what it reads of one super-block of its row, so that the super-blocks
 // it goes on to read sit at constant offsets (36 words of weights and 256 floats or
 // 72 Q8_1 words of activations each) and the loads need no per-super-block index
@@ -385,8 +385,8 @@ QMV_HD const std::uint32_t* row_words_of(const std::uint32_t* w, std::int64_t ro
   return w + row * nb * kBlockWords;
 }
 
-// warp_row: one warp (one 32-thread block) per row.
-namespace warp_row {
+// warp: one warp (one 32-thread block) per row.
+namespace warp {
 inline constexpr int kThreads = 32;
 QMV_HD std::int64_t grid(std::int64_t rows) { return rows; }
 template <class Loads>
@@ -395,7 +395,7 @@ QMV_HD float lane_row(const Loads& ld, const std::uint8_t* row_bytes, const floa
   for (int b = 0; b < nb; ++b) acc += byte_lane_superblock(ld, row_bytes + kBlockBytes * b, x + kSuperBlock * b, lane);
   return acc;
 }
-}  // namespace warp_row
+}  // namespace warp
 
 // coalesced: one warp (one 32-thread block) per row; lane 0 loads the header words
 // and the warp receives them by shuffle.
@@ -526,11 +526,11 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const flo
 }
 }  // namespace vectorized
 
-// multiwarp.wN: N warps per row (one row per block of 32N threads); warp w takes
+// warpxN: N warps per row (one row per block of 32N threads); warp w takes
 // super-blocks w, w + N, ...; word per lane, lanes 0..3 load the header words and
 // the warp receives them by shuffle; kUnroll super-blocks in flight per lane.
 // The loop bounds depend on the warp only, so the shuffles see the whole warp.
-namespace multiwarp {
+namespace warpxN {
 inline constexpr int kUnroll = 4;
 QMV_HD std::int64_t grid(std::int64_t rows) { return rows; }
 template <int kWarps, class Loads>
@@ -557,7 +557,7 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const flo
   }
   return acc;
 }
-}  // namespace multiwarp
+}  // namespace warpxN
 
 // dp4a: one warp per row, 4 rows per 128-thread block; word per lane with Q8_1
 // activations, header by lane, one super-block at a time (the plain DP4A baseline).
@@ -715,9 +715,9 @@ inline constexpr int kUnroll = 2;
 inline constexpr int kWordsPerLane = 4;
 }  // namespace tma_dp4a
 
-// multiwarp_dp4a.wN: the multiwarp layout (N warps per row, header by shuffle from lanes 0..3,
+// warpxN_dp4a: the warpxN layout (N warps per row, header by shuffle from lanes 0..3,
 // kUnroll super-blocks in flight per lane) with the DP4A word-per-lane product.
-namespace multiwarp_dp4a {
+namespace warpxN_dp4a {
 inline constexpr int kUnroll = 4;
 QMV_HD std::int64_t grid(std::int64_t rows) { return rows; }
 template <int kWarps, class Loads>
@@ -745,6 +745,6 @@ QMV_HD float lane_row(const Loads& ld, const std::uint32_t* row_words, const std
   }
   return acc;
 }
-}  // namespace multiwarp_dp4a
+}  // namespace warpxN_dp4a
 
 }  // namespace qmv::cuda::q4k

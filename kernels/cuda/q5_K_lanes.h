@@ -10,7 +10,7 @@
 //
 // Alignment: 176 = 16 * 11, so with the weights 4-aligned in memory (cudaMalloc gives
 // 256, GGUF tensor data 32) every block, and every 4-byte group of it, is 4-aligned:
-// all weight loads here are 32-bit (or bytes, in the warp_row variant).
+// all weight loads here are 32-bit (or bytes, in the warp variant).
 #pragma once
 
 #include "kernels/cuda/q5_K_q6_K_lanes.h"
@@ -40,7 +40,7 @@ QMV_HD void q5k_pair_scale_min(int g, std::uint32_t s0, std::uint32_t s1, std::u
 }
 
 // ---------------------------------------------------------------------------------
-// warp_row: one warp per row, a super-block at a time; lane t takes the weights with
+// warp: one warp per row, a super-block at a time; lane t takes the weights with
 // l = t, byte loads of qs and qh. The 16 header bytes are four 32-bit loads at the same
 // address for every lane (one fetch each).
 
@@ -88,7 +88,7 @@ struct Q5KLegacyRow {
 };
 
 // ---------------------------------------------------------------------------------
-// Full-warp layout (multiwarp): 32 lanes per super-block, 8 weights per lane. Lane t = 8g + c
+// Full-warp layout (warpxN): 32 lanes per super-block, 8 weights per lane. Lane t = 8g + c
 // takes l = 4c..4c+3 of sub-blocks 2g and 2g + 1: its qs word is bytes 4t..4t+3 (low
 // nibbles: 2g, high: 2g + 1). The 48 bytes before qs are twelve words, one for each of
 // lanes 0..11: lanes 0..7 load qh words (lane c's is the one every lane 8g + c needs),
@@ -142,10 +142,10 @@ QMV_HD float q5k_full_warp_dot_f32(Shfl& shfl, const Q5KFullWarpLoads& in, const
   return sum;
 }
 
-// multiwarp: kWarps warps per row; warp w takes super-blocks w, w + kWarps, ..., kUnroll of
+// warpxN: kWarps warps per row; warp w takes super-blocks w, w + kWarps, ..., kUnroll of
 // them per step, their weight loads all issued before any arithmetic.
 template <int kWarps>
-struct Q5KMwvRow {
+struct Q5KWarpxNRow {
   using Act = float;
   static constexpr int kBlockBytes = kQ5KBlockBytes;
   static constexpr int kWarpsPerRow = kWarps;

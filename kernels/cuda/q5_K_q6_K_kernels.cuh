@@ -1,8 +1,8 @@
 // The two launch shapes of the Q5_K and Q6_K CUDA variants, around the per-lane row
 // functions of q5_K_lanes.h and q6_K_lanes.h:
-// - warp per row (warp_row, dp4a, halfwarp_dp4a): 4 warps per block, each warp one row at a
+// - warp per row (warp, dp4a, halfwarp_dp4a): 4 warps per block, each warp one row at a
 //   time over a grid-stride loop, lane 0 writes the row;
-// - multi-warp per row (multiwarp): one block of kWarps warps per row, each warp a share of
+// - multi-warp per row (warpxN): one block of kWarps warps per row, each warp a share of
 //   the super-blocks, the warp sums meeting in shared memory; thread 0 writes.
 #pragma once
 
@@ -37,8 +37,8 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * kLanes, 8)
 // Enough blocks stay resident for 32 warps per SM (at most 64 registers a thread).
 template <class Row>
 __global__ void __launch_bounds__(Row::kWarpsPerRow * kLanes, 1024 / (Row::kWarpsPerRow * kLanes))
-    multi_warp_row_kernel(const std::uint8_t* __restrict__ w, const typename Row::Act* __restrict__ x,
-                          float* __restrict__ y, std::int64_t nb) {
+    warpxN_kernel(const std::uint8_t* __restrict__ w, const typename Row::Act* __restrict__ x,
+                  float* __restrict__ y, std::int64_t nb) {
   __shared__ float warp_sums[Row::kWarpsPerRow];
   const int warp = static_cast<int>(threadIdx.x) / kLanes, lane = static_cast<int>(threadIdx.x) % kLanes;
   const std::int64_t row = blockIdx.x;
@@ -79,10 +79,10 @@ Status launch_warp_per_row(const MatVecArgs& a, int grid, const char* name) {
 }
 
 template <class Row>
-Status launch_multi_warp_row(const MatVecArgs& a, const char* name) {
+Status launch_warpxN(const MatVecArgs& a, const char* name) {
   if (Status s = check_launch(name, a, weight_alignment<Row>(), activation_alignment<Row>()); !s.ok()) return s;
   return launch_checked(name, [&] {
-    multi_warp_row_kernel<Row><<<static_cast<unsigned>(a.shape.rows), Row::kWarpsPerRow * kLanes, 0, stream_of(a)>>>(
+    warpxN_kernel<Row><<<static_cast<unsigned>(a.shape.rows), Row::kWarpsPerRow * kLanes, 0, stream_of(a)>>>(
         static_cast<const std::uint8_t*>(a.w), static_cast<const typename Row::Act*>(a.x), a.y,
         a.shape.cols / kSuperBlock);
   });

@@ -50,7 +50,7 @@ QMV_HD std::uint16_t q6k_load_header_word(Mem& mem, const std::uint8_t* blk, int
 }
 
 // ---------------------------------------------------------------------------------
-// warp_row: one warp per row, a super-block at a time; lane t takes the weights with
+// warp: one warp per row, a super-block at a time; lane t takes the weights with
 // l = t, byte loads. The scale loads of a (h, k) pair fetch two neighbouring bytes
 // (lanes 0-15: sub-block 8h+2k, lanes 16-31: the next), d is one load for all lanes.
 
@@ -91,7 +91,7 @@ struct Q6KLegacyRow {
 };
 
 // ---------------------------------------------------------------------------------
-// Full-warp layout (multiwarp, dp4a): 32 lanes per super-block, 8 weights per lane. Lane
+// Full-warp layout (warpxN, dp4a): 32 lanes per super-block, 8 weights per lane. Lane
 // t = 16h + 8p + c takes l = 4c..4c+3 of sub-groups k = p and k = p + 2 of half h: its
 // ql word is bytes 4t..4t+3 (low nibbles for k = p, high for k = p + 2); the matching
 // qh word (bytes 32h + 4c..) is shared with lane t ^ 8, so each of the two loads half
@@ -208,10 +208,10 @@ QMV_HD float q6k_full_warp_dot_q8_1(const Q6KFullWarpBlock& blk, const Q6KFullWa
   return half_bits_to_float(blk.d) * sum;
 }
 
-// multiwarp: kWarps warps per row; warp w takes super-blocks w, w + kWarps, ..., kUnroll of
+// warpxN: kWarps warps per row; warp w takes super-blocks w, w + kWarps, ..., kUnroll of
 // them per step, their weight loads all issued before any arithmetic.
 template <int kWarps>
-struct Q6KMwvRow {
+struct Q6KWarpxNRow {
   using Act = float;
   static constexpr int kBlockBytes = kQ6KBlockBytes;
   static constexpr int kWarpsPerRow = kWarps;

@@ -27,7 +27,7 @@ QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
 // sharing each activation load, where one stream read about 55-65% of the read peak
 // (two streams: 75-86%; results/intel-xeon-2c/float-rows.csv).
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
-    "bf16.cpu.avx2_4row", qmv::WeightType::BF16, qmv::ActFormat::F32,
+    "bf16.cpu.avx2_x4", qmv::WeightType::BF16, qmv::ActFormat::F32,
     qmv::float_x86::run_rows_in_parts<4, qmv::bf16_bits, load8, load1>,
     "BF16 x f32, AVX2+FMA: four rows (one per tile quarter) share each activation load, "
     "four prefetched weight streams",

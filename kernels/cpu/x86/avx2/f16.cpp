@@ -23,7 +23,7 @@ QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
 // sharing each activation load, where one stream read about 55-65% of the read peak
 // (two streams: 75-86%; results/intel-xeon-2c/float-rows.csv).
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
-    "f16.cpu.avx2_4row", qmv::WeightType::F16, qmv::ActFormat::F32,
+    "f16.cpu.avx2_x4", qmv::WeightType::F16, qmv::ActFormat::F32,
     qmv::float_x86::run_rows_in_parts<4, qmv::fp16_bits, load8, load1>,
     "F16 x f32, AVX2+FMA+F16C: four rows (one per tile quarter) share each activation load, "
     "four prefetched weight streams",

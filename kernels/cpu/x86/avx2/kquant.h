@@ -1,5 +1,5 @@
 // The integer dot products of the AVX2 K-quant x Q8_K kernels, written once for NR
-// rows: q{4,5,6}_K.cpu.avx2_q8k run them with NR = 1, the avx2_4row_q8k kernels with
+// rows: q{4,5,6}_K.cpu.avx2_q8k run them with NR = 1, the avx2_x4_q8k kernels with
 // NR = 4 (and NR = 1 for the rows left over). The math per row, in the ggml style:
 // vpmaddubsw (unsigned quants x signed int8 activations, pairs summed to int16, never
 // saturating for these ranges), then vpmaddwd against the int16 sub-block scale (pairs
@@ -249,7 +249,7 @@ Status run_one_row(const MatVecArgs& a) {
 // and step k takes row k of each part, so each weight stream walks consecutive rows
 // (its prefetch runs on into the stream's next row) and the NR streams lie in
 // different pages, which keeps more misses in flight on cold weights
-// (x86/avx512vnni/q4_K_4row_q8k.cpp explains the choice). Rows left over (n % NR) take the
+// (x86/avx512vnni/q4_K_x4_q8k.cpp explains the choice). Rows left over (n % NR) take the
 // one-row dot.
 template <class Block, int NR, DotRowsFn<Block> DotN, DotRowsFn<Block> Dot1>
 Status run_row_groups(const MatVecArgs& a) {

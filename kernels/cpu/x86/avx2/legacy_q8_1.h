@@ -1,5 +1,5 @@
 // Shared core of the legacy-quant x Q8_1 AVX2 integer kernels, one row and four rows
-// (the avx2_q8_1 and avx2_4row_q8_1 kernels of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, whose
+// (the avx2_q8_1 and avx2_x4_q8_1 kernels of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, whose
 // files are built with -mavx2 -mfma -mf16c; no other file includes it). Only AVX2, FMA
 // and F16C instructions.
 //
@@ -366,12 +366,12 @@ Status run_one_row(const MatVecArgs& a) {
 
 // The kernel that takes four rows at a time: a tile of n rows is cut into four
 // contiguous quarters and step k takes row k of each, so each of the four weight
-// streams walks consecutive rows (the reasons: x86/avx512vnni/q4_K_4row_q8k.cpp). The
+// streams walks consecutive rows (the reasons: x86/avx512vnni/q4_K_x4_q8k.cpp). The
 // rows of small models are short, so the first kPrefetchBytes of quarters 1..3 are
 // prefetched at the tile's start (quarter 0 continues the previous tile's last
 // stream). Rows left over take the one-row path.
 template <class F>
-Status run_four_rows(const MatVecArgs& a) {
+Status run_x4(const MatVecArgs& a) {
   const std::int64_t nb = a.shape.cols / kLegacyBlock;
   const std::size_t row_bytes = static_cast<std::size_t>(nb) * F::kBytes;
   const auto* w = static_cast<const std::uint8_t*>(a.w);

@@ -2,7 +2,7 @@
 // one register (one per 128-bit lane), so one int -> float conversion and one FMA apply
 // both blocks' scales: nibbles as stored (q+8), the -8 as -8*sum(q_x) per block added
 // to the int32 dot (legacy_q8_1.h). The weight stream is prefetched in
-// software; q4_0.cpu.avx2_4row_q8_1 adds row sharing.
+// software; q4_0.cpu.avx2_x4_q8_1 adds row sharing.
 #include "legacy_q8_1.h"
 
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(

@@ -1,6 +1,6 @@
 // Q4_K weights x Q8_K activations, AVX2, the integer dot product in the ggml style,
 // one row at a time: the math is kquant.h's q4k_dot_rows (shared with
-// q4_K.cpu.avx2_4row_q8k). Per 32 weights, vpmaddubsw (unsigned nibbles x signed int8
+// q4_K.cpu.avx2_x4_q8k). Per 32 weights, vpmaddubsw (unsigned nibbles x signed int8
 // -> int16 pair sums) then vpmaddwd against the sub-block scale; the 6-bit scales and
 // mins are unpacked once per super-block in vector registers, the min term is the mins
 // times the Q8_K bsums by one vpmaddwd, and one float accumulator per row ends in one

@@ -2,7 +2,7 @@
 // one register (one per 128-bit lane), so one int -> float conversion and one FMA apply
 // both blocks' scales: nibbles plus fifth bits spread from qh (vpshufb + compare), the
 // m term as m_w * d_x * sum(q_x) (legacy_q8_1.h). The weight stream is
-// prefetched in software; q5_1.cpu.avx2_4row_q8_1 adds row sharing.
+// prefetched in software; q5_1.cpu.avx2_x4_q8_1 adds row sharing.
 #include "legacy_q8_1.h"
 
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(

@@ -1,6 +1,6 @@
 // Q5_K weights x Q8_K activations, AVX2 integer dot in the ggml style, one row at a
 // time: the math is kquant.h's q5k_dot_rows (shared with
-// q5_K.cpu.avx2_4row_q8k). Per pair of sub-blocks (32 bytes of qs) the low and high
+// q5_K.cpu.avx2_x4_q8k). Per pair of sub-blocks (32 bytes of qs) the low and high
 // nibbles get their fifth bits (bits 2g, 2g+1 of the 32 qh bytes) or-ed in at bit 4;
 // vpmaddubsw with the activations and vpmaddwd with the sub-block scale give the
 // scaled sub-block dot; the mins come off via the Q8_K bsums, and the float scales

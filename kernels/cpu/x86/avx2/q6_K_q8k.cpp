@@ -1,6 +1,6 @@
 // Q6_K weights x Q8_K activations, AVX2, integer dot in the ggml style, one row at a
 // time: the math is kquant.h's q6k_dot_rows (shared with
-// q6_K.cpu.avx2_4row_q8k). Per half super-block four vectors of unsigned 6-bit quants
+// q6_K.cpu.avx2_x4_q8k). Per half super-block four vectors of unsigned 6-bit quants
 // are rebuilt (nibble | two qh bits << 4), vpmaddubsw with the activations, vpmaddwd
 // with the int8 sub-block scales; the -32 centring comes off once per super-block via
 // the Q8_K bsums; one float accumulator, one horizontal sum per row.

@@ -3,7 +3,7 @@
 // both blocks' scales: signed quants widened to int16 (vpmovsxbw) against the
 // activation widened once per call, vpmaddwd: exact where maddubs would saturate or the
 // sign trick would fail on -128 (legacy_q8_1.h). The weight stream is
-// prefetched in software; q8_0.cpu.avx2_4row_q8_1 adds row sharing.
+// prefetched in software; q8_0.cpu.avx2_x4_q8_1 adds row sharing.
 #include "legacy_q8_1.h"
 
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(

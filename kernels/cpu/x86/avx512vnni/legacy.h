@@ -32,7 +32,7 @@
 // faster in L2 (faster on some shapes, slower on others: its partial last step costs
 // more), so the step stays one group. The kernels are therefore close to
 // compute-bound on one core; what lifts them to the read peak is memory-level
-// parallelism (four prefetched streams, run_four_rows).
+// parallelism (four prefetched streams, run_x4).
 //
 // Bounds: a lane sums 8 products |q_w * q_x| <= 255 * 128 plus an offset term
 // |128 * sum(q_x)| <= 128 * 32 * 128, below 2^24, so int32 is exact and so is the
@@ -384,7 +384,7 @@ Status run_one_row(const MatVecArgs& a) {
 // The kernel that takes four rows at a time: a tile of n rows is cut into four
 // contiguous quarters and step k takes row k of each, so each of the four weight
 // streams walks consecutive rows and the streams lie in different pages (the reasons:
-// q4_K_4row_q8k.cpp). Rows left over take the one-row path.
+// q4_K_x4_q8k.cpp). Rows left over take the one-row path.
 //
 // The rows of small models are short (576 columns: 360 bytes of Q4_1), so a quarter
 // of a 64-row tile is only a few KB and the first kPrefetchBytes of each quarter
@@ -393,7 +393,7 @@ Status run_one_row(const MatVecArgs& a) {
 // prefetch brings the cold kernels much closer to the read peak, most for Q4_1. Two or
 // eight streams instead of four were slower for Q4_1.
 template <class Format>
-Status run_four_rows(const MatVecArgs& a) {
+Status run_x4(const MatVecArgs& a) {
   const std::int64_t nb = a.shape.cols / kLegacyBlock;
   const std::size_t row_bytes = static_cast<std::size_t>(nb) * sizeof(typename Format::Block);
   const auto* w = static_cast<const std::uint8_t*>(a.w);

@@ -3,7 +3,7 @@
 // lane per block, two vpdpbusd, one int -> float conversion and one FMA with d_w * d_x
 // for all four blocks (legacy.h). w = d*(q-8): the stored
 // nibbles q as the unsigned operand, -8*sum(q_x) per block starts the int32 dot. The
-// weight stream is prefetched in software; q4_0.cpu.avx512vnni_4row_q8_1 adds row sharing.
+// weight stream is prefetched in software; q4_0.cpu.avx512vnni_x4_q8_1 adds row sharing.
 #include "legacy.h"
 
 QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(

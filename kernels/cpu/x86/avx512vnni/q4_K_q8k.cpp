@@ -4,7 +4,7 @@
 // vpackssdw + vpdpwssd, the mins from the bsums (q4_K.h). The
 // activation is re-ordered once per call to match the nibble layout and stays in L1.
 // The weight stream is prefetched like that of q4_K.cpu.avx2_q8k, so the two differ
-// only in the instruction set; q4_K.cpu.avx512vnni_4row_q8k adds the row sharing. The
+// only in the instruction set; q4_K.cpu.avx512vnni_x4_q8k adds the row sharing. The
 // prefetch pays here too: without it the kernel is clearly slower on cold weights.
 #include "q4_K.h"
 #include "kernels/cpu_tiling.h"

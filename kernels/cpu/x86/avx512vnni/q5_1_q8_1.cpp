@@ -3,7 +3,7 @@
 // lane per block, two vpdpbusd, one int -> float conversion and one FMA with d_w * d_x
 // for all four blocks (legacy.h). w = d*q + m: nibbles plus
 // the fifth bits (qh as byte masks), the m term one FMA per four blocks with per-call
-// d_x*sum(q_x). The weight stream is prefetched in software; q5_1.cpu.avx512vnni_4row_q8_1
+// d_x*sum(q_x). The weight stream is prefetched in software; q5_1.cpu.avx512vnni_x4_q8_1
 // adds row sharing.
 #include "legacy.h"
 

@@ -3,7 +3,7 @@
 // lane per block, two vpdpbusd, one int -> float conversion and one FMA with d_w * d_x
 // for all four blocks (legacy.h). w = d*q, q signed: bit 7
 // flipped (q+128) for the unsigned operand, -128*sum(q_x) per block starts the int32
-// dot. The weight stream is prefetched in software; q8_0.cpu.avx512vnni_4row_q8_1 adds row
+// dot. The weight stream is prefetched in software; q8_0.cpu.avx512vnni_x4_q8_1 adds row
 // sharing.
 #include "legacy.h"
 

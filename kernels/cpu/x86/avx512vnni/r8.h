@@ -17,7 +17,7 @@
 // sign trick needs a second path. Q5's top bits are shifted by a different amount in
 // each half (a masked shift). Q6_K has no form here: one with two of its triples per
 // register computed 1.15-1.24x as fast as its AVX2 loop with cached weights, but read
-// cold no faster than the plain avx512vnni_4row kernel
+// cold no faster than the plain avx512vnni_x4 kernel
 // (results/intel-xeon-2c/q6_K-r8-avx512vnni-*.csv; the code is in git history).
 //
 // 32 vector registers hold four streams' accumulators where AVX2's 16 spilled.

@@ -1,0 +1,14 @@
+// Q4_1 weights x Q8_1 activations, AVX-512 VNNI, four rows at a time: each activation
+// group (four blocks, loaded once per step) feeds the vpdpbusd of four rows, one from
+// each quarter of the row tile, whose weight streams are prefetched in software (each
+// quarter's start at the tile's start, as the rows of small models are short). The
+// math per row is that of q4_1.cpu.avx512vnni_q8_1 (legacy.h);
+// rows left over (tile rows % 4) take the one-row path.
+#include "legacy.h"
+
+QMV_REGISTER_KERNEL(qmv::cpu_matvec_kernel(
+    "q4_1.cpu.avx512vnni_x4_q8_1", qmv::WeightType::Q4_1, qmv::ActFormat::Q8_1,
+    qmv::legacy_vnni::run_x4<qmv::legacy_vnni::Q4_1>,
+    "Q4_1 x Q8_1, AVX-512 VNNI, four rows (one per tile quarter) share each activation "
+    "load: nibbles, m via per-call d_x*sum(q_x), four weight streams prefetched",
+    qmv::legacy_vnni::kFeatures));
