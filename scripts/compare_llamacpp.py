@@ -5,6 +5,9 @@ llama.cpp is timed with the pinned `llama-bench` that scripts/install-peers.sh b
 with its weight repacking on (`--repack 1`, what a llama.cpp user gets) and once with
 it off, alternating round by round with `qmvlab decode` (-n N, --threads T,
 --ignore-eos, the plan given by --plan, default auto); --rounds rounds, medians. The
+ratio is the median of the rounds' own ratios: a round's two runs are seconds apart,
+while the host's memory speed can move between rounds, and a ratio of two medians would
+then divide a fast round's speed by a slow one's. The
 roofline is qmvlab's: its measured read bandwidth over the bytes one decode step reads
 (weights and KV cache), and both engines' speeds are given as a share of it. One row
 per model is appended to --out (default results/<machine>/decode-vs-llamacpp.csv),
@@ -264,6 +267,7 @@ def timing_main(args):
                 progress(f"  {m.name} round {r + 1}/{args.rounds}: llama.cpp {on[-1]:.2f} tok/s{no_repack}, "
                          f"qmvlab {ours[-1]:.2f} tok/s")
             q, l, lo, rf = median(ours), median(on), median(off) if off else math.nan, median(roof)
+            ratio = median([o / b for o, b in zip(ours, on) if b > 0]) if any(b > 0 for b in on) else math.nan
             shown = m.resolve().relative_to(ROOT) if m.resolve().is_relative_to(ROOT) else m
             command = shlex.join(["scripts/compare_llamacpp.py", "--model", str(shown), "--threads", str(args.threads),
                                   "-n", str(n), "--rounds", str(args.rounds)]
@@ -275,7 +279,7 @@ def timing_main(args):
                 "model": first[1].get("model") or meta.get("general.name") or m.stem, "model_file": m.name,
                 "weights": weights_of(meta, model_type), "threads": args.threads, "tokens": n,
                 "rounds": args.rounds, "qmvlab_tok_s": f"{q:.3f}", "llamacpp_tok_s": f"{l:.3f}",
-                "llamacpp_norepack_tok_s": f"{lo:.3f}" if not math.isnan(lo) else "", "ratio": f"{q / l:.3f}" if l > 0 else "",
+                "llamacpp_norepack_tok_s": f"{lo:.3f}" if not math.isnan(lo) else "", "ratio": f"{ratio:.3f}" if not math.isnan(ratio) else "",
                 "roofline_tok_s": f"{rf:.3f}" if not math.isnan(rf) else "",
                 "qmvlab_roofline_pct": f"{100 * q / rf:.2f}" if rf > 0 else "",
                 "llamacpp_roofline_pct": f"{100 * l / rf:.2f}" if rf > 0 else "",

@@ -153,6 +153,12 @@ def main():
                          f"qmvlab {ours[b][-1]:.2f} tok/s")
     q = {b: median(ours[b]) for b in batches}
     l = {b: median(theirs[b]) for b in batches}
+
+    def round_ratio(top, bottom):
+        """The median of the rounds' own ratios: the host's speed can move between rounds,
+        not within one (compare_llamacpp.py)."""
+        pairs = [t / u for t, u in zip(top, bottom) if u > 0]
+        return f"{median(pairs):.3f}" if pairs else ""
     shown = model.resolve().relative_to(ROOT) if model.resolve().is_relative_to(ROOT) else model
     command = shlex.join(["scripts/compare_llamacpp_batch.py", "--model", str(shown), "--batch", args.batch,
                           "--threads", str(args.threads), "-n", str(args.n), "--rounds", str(args.rounds)]
@@ -165,9 +171,9 @@ def main():
         rows.append({"machine": machine, "cpu_model": cpu_model, "qmvlab_commit": commit,
                      "peer": peer, "model_file": model.name, "threads": args.threads, "batch": b, "tokens": args.n,
                      "rounds": args.rounds, "qmvlab_tok_s": f"{q[b]:.3f}", "llamacpp_tok_s": f"{l[b]:.3f}",
-                     "ratio": f"{q[b] / l[b]:.3f}" if l[b] > 0 else "",
-                     "qmvlab_over_batch_1": f"{q[b] / q[1]:.3f}" if 1 in q and q[1] > 0 else "",
-                     "llamacpp_over_batch_1": f"{l[b] / l[1]:.3f}" if 1 in l and l[1] > 0 else "",
+                     "ratio": round_ratio(ours[b], theirs[b]),
+                     "qmvlab_over_batch_1": round_ratio(ours[b], ours[1]) if 1 in ours else "",
+                     "llamacpp_over_batch_1": round_ratio(theirs[b], theirs[1]) if 1 in theirs else "",
                      "qmvlab_roofline_pct": f"{median(roof[b]):.2f}" if roof[b] else "", "command": command})
     out_path.parent.mkdir(parents=True, exist_ok=True)
     new = not out_path.exists() or out_path.stat().st_size == 0

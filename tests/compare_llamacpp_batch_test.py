@@ -5,7 +5,8 @@ on a toy model (fresh seed):
 - against a stand-in llama-batched-bench that reports fresh random speeds as its JSONL
   and logs its arguments: each round runs it with -npp 1 -ntg N -npl B -pps and the
   thread count, for every B of --batch, and the CSV rows hold the medians of what it
-  reported, qmvlab's, their ratio and each over batch 1;
+  reported and qmvlab's, and their ratio and each over batch 1 as the median of the
+  rounds' own ratios (from the progress lines);
 - a dry run lists both commands per round and batch, and runs neither;
 - the errors: a missing model, a bad --batch (exit 2), no peer (exit 3, "skipped"), a
   failing peer (exit 1); one line each, no traceback; a run whose output the peer lost
@@ -16,7 +17,9 @@ Exit 77 only when all but the last passed and the pinned build is not there.
 import argparse
 import csv
 import json
+import math
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -91,18 +94,28 @@ def main():
                   and "-pps" in args, f"peer arguments {args}")
         rows = list(csv.DictReader(open(out))) if out.exists() else []
         check([row["batch"] for row in rows] == ["1", "2"], f"want a row per batch size, got {rows}")
+        # Each round's speeds, from its progress line (to 2 decimals): {batch: [(llama.cpp, qmvlab)]}.
+        rounds = {}
+        for m in re.finditer(r"round \d+/\d+, (\d+) sequence\(s\): llama\.cpp ([0-9.]+) tok/s, qmvlab ([0-9.]+) tok/s",
+                             r.stderr):
+            rounds.setdefault(int(m.group(1)), []).append((float(m.group(2)), float(m.group(3))))
+        check(sorted(rounds) == [1, 2] and all(len(v) == 3 for v in rounds.values()), f"round lines {rounds}")
+
+        def near(value, want):
+            return want > 0 and math.isclose(float(value), want, rel_tol=0.01)
+
         for row in rows:
             b = int(row["batch"])
             theirs = statistics.median(c["speed"] for c in calls if value(c["args"], "-npl") == str(b))
             check(abs(float(row["llamacpp_tok_s"]) - theirs) < 1e-3, f"batch {b}: llama.cpp {row['llamacpp_tok_s']}, "
                   f"the stand-in's median {theirs:.3f}")
-            ours = float(row["qmvlab_tok_s"])
-            check(ours > 0 and abs(float(row["ratio"]) - ours / theirs) < 2e-3 * ours / theirs + 1e-3,
-                  f"batch {b}: ratio {row['ratio']} of {ours} and {theirs}")
-        if len(rows) == 2:
-            one, two = (float(row["qmvlab_tok_s"]) for row in rows)
-            check(abs(float(rows[1]["qmvlab_over_batch_1"]) - two / one) < 2e-3 * two / one + 1e-3,
-                  f"qmvlab over batch 1: {rows[1]['qmvlab_over_batch_1']}, {two} / {one}")
+            per_round = [q / l for l, q in rounds.get(b, [])]
+            check(per_round and near(row["ratio"], statistics.median(per_round)),
+                  f"batch {b}: ratio {row['ratio']}, the rounds' {per_round}")
+        if len(rows) == 2 and sorted(rounds) == [1, 2]:
+            over = [two[1] / one[1] for one, two in zip(rounds[1], rounds[2])]
+            check(near(rows[1]["qmvlab_over_batch_1"], statistics.median(over)),
+                  f"qmvlab over batch 1: {rows[1]['qmvlab_over_batch_1']}, the rounds' {over}")
             check(rows[0]["qmvlab_over_batch_1"] == "1.000", f"batch 1 over itself: {rows[0]['qmvlab_over_batch_1']}")
 
         r = script("--batch", "1,4", "--rounds", "2", "--dry-run", bench=tmp / "nowhere")

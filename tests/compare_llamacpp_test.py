@@ -4,8 +4,9 @@
 
 - against a stand-in llama-bench that reports fresh random speeds and logs its
   arguments: it is called with -p 0, the given -n and -t, --repack 1 and 0 in every
-  round, and the CSV row holds the medians of what it reported, the ratio and the
-  roofline shares computed from them, qmvlab's own speed and plan;
+  round, and the CSV row holds the medians of what it reported, the ratio (the median
+  of the rounds' own ratios, from the progress lines) and the roofline shares, qmvlab's
+  own speed and plan;
 - a --device cuda dry run lists llama-bench -ngl 99 and qmvlab decode --device cuda
   for each round and runs neither;
 - the errors: a missing model or a file that is not GGUF (exit 2), a llama-bench that
@@ -22,6 +23,7 @@ import csv
 import json
 import math
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -106,7 +108,7 @@ def main():
         fake = tmp / "fake-llama-bench"
         fake.write_text(FAKE_BENCH.format(python=sys.executable, log=str(log)))
         fake.chmod(0o755)
-        rounds, n = random.choice([(1, 4), (2, 5), (3, 4)])
+        rounds, n = random.choice([(2, 5), (3, 4)])  # two or more: the ratio is of the rounds
         out_csv = tmp / "out.csv"
         run = script(args, "--model", model, "--threads", 1, "-n", n, "--rounds", rounds, "--llama-bench", fake,
                      "--out", out_csv)
@@ -138,7 +140,12 @@ def main():
                       f"llamacpp_norepack_tok_s {r['llamacpp_norepack_tok_s']} is the median of {off}")
                 q, roof = float(r["qmvlab_tok_s"]), float(r["roofline_tok_s"] or "nan")
                 check(q > 0 and roof > 0, f"qmvlab {q} tok/s, roofline {roof} tok/s")
-                check(close(r["ratio"], q / float(r["llamacpp_tok_s"])), f"ratio {r['ratio']}")
+                # Each round's own ratio, from its progress line (speeds to 2 decimals).
+                per_round = [float(m.group(2)) / float(m.group(1)) for m in re.finditer(
+                    r"round \d+/\d+: llama\.cpp ([0-9.]+) tok/s.*?, qmvlab ([0-9.]+) tok/s", run.stderr)]
+                check(len(per_round) == rounds, f"{len(per_round)} round lines for {rounds} rounds")
+                check(per_round and math.isclose(float(r["ratio"]), statistics.median(per_round), rel_tol=0.01),
+                      f"ratio {r['ratio']} is the median of the rounds' ratios {per_round}")
                 check(close(r["qmvlab_roofline_pct"], 100 * q / roof, 2),
                       f"qmvlab_roofline_pct {r['qmvlab_roofline_pct']}")
                 check(close(r["llamacpp_roofline_pct"], 100 * float(r["llamacpp_tok_s"]) / roof, 2),
