@@ -14,6 +14,7 @@ without the columns read, a README without the markers).
 """
 import argparse
 import csv
+import math
 import sys
 from pathlib import Path
 
@@ -40,9 +41,10 @@ def read_csv(path, needed):
 
 def number(text):
     try:
-        return float(text)
+        value = float(text)
     except (TypeError, ValueError):
         return None
+    return value if math.isfinite(value) else None
 
 
 def read_peak(folder):
@@ -72,16 +74,18 @@ def short_model(row):
 
 
 def read_decode(folder):
-    """Per model (the last row of each model at the most threads): 'model: N.NNx'."""
+    """Per model (the last row of each model at the most threads): 'model: N.NNx', the
+    row's ratio (the median of its rounds' own ratios, compare_llamacpp.py), or for a row
+    without one the ratio of its two speeds."""
     path = folder / "decode-vs-llamacpp.csv"
     if not path.is_file():
         return "-"
     rows = read_csv(path, ["model", "threads", "qmvlab_tok_s", "llamacpp_tok_s"])
     last = {}
     for r in rows:
-        q, l = number(r["qmvlab_tok_s"]), number(r["llamacpp_tok_s"])
-        if q and l:
-            last[(short_model(r), r["threads"])] = q / l
+        q, l, ratio = number(r["qmvlab_tok_s"]), number(r["llamacpp_tok_s"]), number(r.get("ratio") or "")
+        if ratio or (q and l):
+            last[(short_model(r), r["threads"])] = ratio or q / l
     if not last:
         return "-"
     most = {}
