@@ -267,7 +267,8 @@ def timing_main(args):
                 progress(f"  {m.name} round {r + 1}/{args.rounds}: llama.cpp {on[-1]:.2f} tok/s{no_repack}, "
                          f"qmvlab {ours[-1]:.2f} tok/s")
             q, l, lo, rf = median(ours), median(on), median(off) if off else math.nan, median(roof)
-            ratio = median([o / b for o, b in zip(ours, on) if b > 0]) if any(b > 0 for b in on) else math.nan
+            round_ratios = [mine / peer for mine, peer in zip(ours, on) if peer > 0]
+            ratio = median(round_ratios) if round_ratios else math.nan
             shown = m.resolve().relative_to(ROOT) if m.resolve().is_relative_to(ROOT) else m
             command = shlex.join(["scripts/compare_llamacpp.py", "--model", str(shown), "--threads", str(args.threads),
                                   "-n", str(n), "--rounds", str(args.rounds)]
