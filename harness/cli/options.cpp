@@ -96,9 +96,12 @@ void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice) {
                 "`auto` uses the tuning store's figures only, timing nothing; a matvec it has none for takes the "
                 "static order (the store: $QMV_TUNING_STORE, else results/<machine>/tuning.csv)")
       ->excludes(csv);
+  const AutoPlanOptions defaults;
   sub->add_option("--tune-time", choice.tune_time_s,
-                  "Seconds per timed repetition when `auto` times kernels (the screening pass takes 0.4 of it): "
-                  "shorter is quicker and noisier, and what it measures is kept in the tuning store")
+                  fmt::format("Seconds per timed repetition when `auto` times kernels (the screening pass takes "
+                              "{:g} of it): shorter is quicker and noisier, and what it measures is kept in the "
+                              "tuning store",
+                              defaults.screen_min_time_s / defaults.final_min_time_s))
       ->check(CLI::Range(1e-4, 10.0))
       ->capture_default_str()
       ->excludes(csv);
@@ -158,8 +161,8 @@ std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const Ke
   options.n = n;
   options.spent_s = spent_s;
   options.measure = !choice.no_tune;
+  options.screen_min_time_s *= choice.tune_time_s / options.final_min_time_s;
   options.final_min_time_s = choice.tune_time_s;
-  options.screen_min_time_s = kScreenShareOfTuneTime * choice.tune_time_s;
   options.progress = [](const std::string& line) {
     fmt::print(stderr, "{}\n", line);
     std::fflush(stderr);

@@ -40,11 +40,10 @@ inline constexpr const char* kPlanHelp =
 struct AutoPlanChoice {
   std::string bench_csv;
   bool no_tune = false;
-  // --tune-time: seconds per timed repetition of the finalists; the screening pass takes
-  // kScreenShareOfTuneTime of it (AutoPlanOptions' defaults).
+  // --tune-time: seconds per timed repetition of the finalists; the screening pass keeps
+  // its share of them that AutoPlanOptions' defaults have.
   double tune_time_s = AutoPlanOptions{}.final_min_time_s;
 };
-inline constexpr double kScreenShareOfTuneTime = 0.4;
 void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice);
 
 // The speeds resolve_plan's `auto` picks by: a bench CSV's when one was given, else the
