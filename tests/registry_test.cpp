@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <regex>
 #include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -117,6 +118,37 @@ TEST(Registry, NamesFollowTheConvention) {
 // together, the unit a plain row (left out: avx2_x4_q8k), an eight-row interleaved block
 // (r8x2) or the thread group that owns a row (warp_f32, warpx3_f32, halfwarp_dp4a_q8_1).
 // None of the spellings it replaced is left in a name, and each still selects its kernel.
+// A prefetch modifier (`_nopf`, `_l2pf`: kernels/README.md, "Names") names a second
+// kernel of the same loop, so its twin without the modifier is there too and takes the
+// same op, types, vector counts, CPU features and weight copy: `auto` and the bench then
+// compare the two prefetch policies on one loop and nothing else.
+TEST(Registry, EveryPrefetchVariantHasItsTwin) {
+  const std::regex modifier(R"(_(nopf|l2pf)(?=_|$))");
+  int variants = 0;
+  std::set<std::string> kinds;
+  for (const auto& k : global_registry().all()) {
+    std::smatch m;
+    if (!std::regex_search(k.name, m, modifier)) continue;
+    ++variants;
+    kinds.insert(m[1]);
+    const std::string twin_name = std::regex_replace(k.name, modifier, "");
+    const KernelSpec* twin = global_registry().find(twin_name);
+    ASSERT_NE(twin, nullptr) << k.name << " has no twin " << twin_name;
+    EXPECT_EQ(twin->name, twin_name) << k.name << ": its twin is a former name";
+    EXPECT_EQ(twin->op, k.op) << k.name;
+    EXPECT_EQ(twin->weight, k.weight) << k.name;
+    EXPECT_EQ(twin->act, k.act) << k.name;
+    EXPECT_EQ(twin->max_n, k.max_n) << k.name;
+    EXPECT_EQ(twin->cpu_features, k.cpu_features) << k.name;
+    EXPECT_EQ(twin->prepare, k.prepare) << k.name << ": the twins read different weight copies";
+  }
+  // Both modifiers are in the registry: the batch loops prefetching to L2 for the
+  // K-quants and the legacy types on AVX2 and AVX-512 VNNI, the matvec loops without.
+  EXPECT_EQ(kinds, (std::set<std::string>{"l2pf", "nopf"}));
+  EXPECT_EQ(global_registry().select("*_batch_l2pf_*").size(), 11u);
+  EXPECT_GT(variants, 11);
+}
+
 TEST(Registry, ParallelismHasOneSpelling) {
   const std::regex former_spellings(R"([0-9]row|warp_row|multiwarp|\.w[0-9])");
   for (const auto& k : global_registry().all())

@@ -101,9 +101,10 @@ void dot_groups(const BlockQ4_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
 // a quarter in one pass (2N int16 sums, the unpacked chunk and the mask fit the 16
 // registers); more take the low nibbles, then the high ones from the chunks again, now
 // in L1, holding N sums. Each sub-block's scales are widened once for all vectors.
-template <int N>
+template <int N, qmv::x86::PrefetchTo kTo>
 void dot_batch(const BlockQ4_Kx8* w, const qmv::BlockQ8K* const x[N], const XMinSums* const xm[N], std::int64_t nb,
                float* const out[N]) {
+  constexpr int kAhead = qmv::x86::prefetch_ahead_bytes<kTo>(kPrefetchBytes);
   using qmv::interleave::broadcast_quad;
   constexpr bool kBothHalves = N <= 4;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -112,7 +113,7 @@ void dot_batch(const BlockQ4_Kx8* w, const qmv::BlockQ8K* const x[N], const XMin
   for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     const BlockQ4_Kx8& wb = w[b];
-    const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kPrefetchBytes;
+    const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kAhead;
     __m256i isum[N];
     for (int j = 0; j < N; ++j) isum[j] = _mm256_setzero_si256();
 #pragma GCC unroll 1
@@ -133,7 +134,8 @@ void dot_batch(const BlockQ4_Kx8* w, const qmv::BlockQ8K* const x[N], const XMin
             qmv::x86::keep_in_register(lo16[j]);
             qmv::x86::keep_in_register(hi16[j]);
           }
-          if (c < kLinesPerQuarter) qmv::x86::prefetch_line_after(ahead + 64 * (kLinesPerQuarter * g + c), lo16[0]);
+          if (c < kLinesPerQuarter)
+            qmv::x86::prefetch_line_after<kTo>(ahead + 64 * (kLinesPerQuarter * g + c), lo16[0]);
         }
         for (int j = 0; j < N; ++j)
           isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(_mm256_madd_epi16(lo16[j], scale_lo),
@@ -153,7 +155,7 @@ void dot_batch(const BlockQ4_Kx8* w, const qmv::BlockQ8K* const x[N], const XMin
               qmv::x86::keep_in_register(sum16[j]);
             }
             if (h == 0 && c < kLinesPerQuarter)
-              qmv::x86::prefetch_line_after(ahead + 64 * (kLinesPerQuarter * g + c), sum16[0]);
+              qmv::x86::prefetch_line_after<kTo>(ahead + 64 * (kLinesPerQuarter * g + c), sum16[0]);
           }
           const __m256i scale = h ? scale_hi : scale_lo;
           for (int j = 0; j < N; ++j) isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(sum16[j], scale));
@@ -167,8 +169,8 @@ void dot_batch(const BlockQ4_Kx8* w, const qmv::BlockQ8K* const x[N], const XMin
 }
 
 // The family's entry for the runs and records of kquant_r8.h, with its matvec loop's
-// software prefetch distance (0: none).
-template <int kPrefetch>
+// software prefetch distance (0: none) and where its batch loop prefetches to.
+template <int kPrefetch, qmv::x86::PrefetchTo kBatchTo = qmv::x86::PrefetchTo::L1>
 struct Q4KWithPrefetch {
   using Layout = BlockQ4_Kx8;
   static constexpr qmv::WeightType kType = qmv::WeightType::Q4_K;
@@ -180,7 +182,7 @@ struct Q4KWithPrefetch {
   template <int N>
   static void dot_batch(const Layout* w, const qmv::BlockQ8K* const x[N], const XMinSums* const xm[N],
                         std::int64_t nb, float* const out[N]) {
-    ::dot_batch<N>(w, x, xm, nb, out);
+    ::dot_batch<N, kBatchTo>(w, x, xm, nb, out);
   }
 };
 using Q4K = Q4KWithPrefetch<kPrefetchBytes>;
@@ -189,5 +191,7 @@ using Q4K = Q4KWithPrefetch<kPrefetchBytes>;
 // Which is faster is a property of the machine, so both are kernels and `auto` times
 // them there (results/amd-zen4-2c/nopf-q4_K-q6_K.csv).
 using Q4KNoPrefetch = Q4KWithPrefetch<0>;
+// The batch loop prefetching to L2 (the _l2pf kernels; x86.h, PrefetchTo).
+using Q4KBatchL2 = Q4KWithPrefetch<kPrefetchBytes, qmv::x86::PrefetchTo::L2>;
 
 }  // namespace

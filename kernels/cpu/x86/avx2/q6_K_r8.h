@@ -141,7 +141,7 @@ void dot_groups(const BlockQ6_Kx8* const w[NG], const qmv::BlockQ8K* x, const XM
 
 // Triple V of quarter q against N activations' quarter quants xq[j] (64 each), into
 // isum[j]: the four chunks unpacked once, then each vector's two sub-block pairs.
-template <int V, int N>
+template <int V, int N, qmv::x86::PrefetchTo kTo>
 inline void triple_batch(const BlockQ6_Kx8::Quarter& q, const std::int8_t* const xq[N], __m256i scale_low,
                          __m256i scale_high, __m256i isum[N], std::uintptr_t quarter_ahead) {
   using qmv::interleave::broadcast_quad;
@@ -156,7 +156,7 @@ inline void triple_batch(const BlockQ6_Kx8::Quarter& q, const std::int8_t* const
                                                          _mm256_madd_epi16(high, scale_high)));
   }
   for (int line = 2 * V; line < 2 * V + 2 && line < kLinesPerQuarter; ++line)
-    qmv::x86::prefetch_line_after(quarter_ahead + 64 * line, isum[0]);
+    qmv::x86::prefetch_line_after<kTo>(quarter_ahead + 64 * line, isum[0]);
 }
 
 // One group of eight rows against N activations (the batch op), into out[j][0..7]:
@@ -165,15 +165,16 @@ inline void triple_batch(const BlockQ6_Kx8::Quarter& q, const std::int8_t* const
 // vpmaddubsw, two int16 adds and two vpmaddwd by the rows' scales per vector. The scales
 // are widened and repeated once per quarter for all vectors; each vector's -32 offset is
 // one vpmaddwd per two sub-blocks against its Q8_K block sums, as in dot_groups.
-template <int N>
+template <int N, qmv::x86::PrefetchTo kTo>
 void dot_batch(const BlockQ6_Kx8* w, const qmv::BlockQ8K* const x[N], const XMinSums* const[N], std::int64_t nb,
                float* const out[N]) {
+  constexpr int kAhead = qmv::x86::prefetch_ahead_bytes<kTo>(kPrefetchBytes);
   const __m256i first = repeat_control<false>(), second = repeat_control<true>();
   __m256 acc[N];
   for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     const BlockQ6_Kx8& wb = w[b];
-    const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kPrefetchBytes;
+    const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(&wb) + kAhead;
     __m256i isum[N], offset[N];
     for (int j = 0; j < N; ++j) isum[j] = offset[j] = _mm256_setzero_si256();
 #pragma GCC unroll 1
@@ -189,10 +190,10 @@ void dot_batch(const BlockQ6_Kx8* w, const qmv::BlockQ8K* const x[N], const XMin
       const __m256i high0 = _mm256_shuffle_epi8(pairs_high, first), high1 = _mm256_shuffle_epi8(pairs_high, second);
       const BlockQ6_Kx8::Quarter& q = wb.quarter[g];
       const std::uintptr_t quarter_ahead = ahead + 64 * kLinesPerQuarter * g;
-      triple_batch<0, N>(q, xq, low0, high0, isum, quarter_ahead);
-      triple_batch<1, N>(q, xq, low0, high0, isum, quarter_ahead);
-      triple_batch<2, N>(q, xq, low1, high1, isum, quarter_ahead);
-      triple_batch<3, N>(q, xq, low1, high1, isum, quarter_ahead);
+      triple_batch<0, N, kTo>(q, xq, low0, high0, isum, quarter_ahead);
+      triple_batch<1, N, kTo>(q, xq, low0, high0, isum, quarter_ahead);
+      triple_batch<2, N, kTo>(q, xq, low1, high1, isum, quarter_ahead);
+      triple_batch<3, N, kTo>(q, xq, low1, high1, isum, quarter_ahead);
     }
     const __m256 d = qmv::interleave::fp16x8(wb.d);
     for (int j = 0; j < N; ++j) {
@@ -204,8 +205,9 @@ void dot_batch(const BlockQ6_Kx8* w, const qmv::BlockQ8K* const x[N], const XMin
 }
 
 // The family's entry for the runs and records of kquant_r8.h, with its matvec loop's
-// software prefetch distance (0: none; q4_K_r8.h says why both are kernels).
-template <int kPrefetch>
+// software prefetch distance (0: none; q4_K_r8.h says why both are kernels) and where its
+// batch loop prefetches to.
+template <int kPrefetch, qmv::x86::PrefetchTo kBatchTo = qmv::x86::PrefetchTo::L1>
 struct Q6KWithPrefetch {
   using Layout = BlockQ6_Kx8;
   static constexpr qmv::WeightType kType = qmv::WeightType::Q6_K;
@@ -217,10 +219,12 @@ struct Q6KWithPrefetch {
   template <int N>
   static void dot_batch(const Layout* w, const qmv::BlockQ8K* const x[N], const XMinSums* const xm[N],
                         std::int64_t nb, float* const out[N]) {
-    ::dot_batch<N>(w, x, xm, nb, out);
+    ::dot_batch<N, kBatchTo>(w, x, xm, nb, out);
   }
 };
 using Q6K = Q6KWithPrefetch<kPrefetchBytes>;
 using Q6KNoPrefetch = Q6KWithPrefetch<0>;
+// The batch loop prefetching to L2 (the _l2pf kernels; x86.h, PrefetchTo).
+using Q6KBatchL2 = Q6KWithPrefetch<kPrefetchBytes, qmv::x86::PrefetchTo::L2>;
 
 }  // namespace

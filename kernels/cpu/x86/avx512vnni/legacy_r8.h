@@ -83,7 +83,7 @@ inline void block_streams(const Layout* const wb[NG], const BlockQ8_1* const x[M
 }
 
 // NG groups (weight streams) against N vectors, into out[i][j][0..7].
-template <class Layout, int NG, int N>
+template <class Layout, int NG, int N, qmv::x86::PrefetchTo kTo>
 void dot_streams(const Layout* const w[NG], const BlockQ8_1* const x[N], const XBlockInfo* const xi[N],
                  std::int64_t nb, float* const (&out)[NG][N]) {
   constexpr int kFirst = N < 4 ? N : 4, kRest = N > 4 ? N - 4 : 1;
@@ -97,7 +97,7 @@ void dot_streams(const Layout* const w[NG], const BlockQ8_1* const x[N], const X
     for (int i = 0; i < NG; ++i) {
       wb[i] = &w[i][b];
       const auto ahead = reinterpret_cast<std::uintptr_t>(wb[i] + kLegacyPrefetchBlocks);
-      for (std::uintptr_t line = 0; line < sizeof(Layout); line += 64) qmv::x86::prefetch_line(ahead + line);
+      for (std::uintptr_t line = 0; line < sizeof(Layout); line += 64) qmv::x86::prefetch_line<kTo>(ahead + line);
     }
     block_streams<Layout, NG, kFirst>(wb, x, xi, b, first);
     if constexpr (N > 4) block_streams<Layout, NG, N - 4>(wb, x + 4, xi + 4, b, rest);
@@ -107,7 +107,7 @@ void dot_streams(const Layout* const w[NG], const BlockQ8_1* const x[N], const X
 }
 
 // The batch op on NG weight streams per thread (for_each_group_streams_batch).
-template <class Layout, int NG>
+template <class Layout, int NG, qmv::x86::PrefetchTo kTo>
 qmv::Status run_streams(const qmv::MatVecArgs& a) {
   const auto* m = static_cast<const qmv::interleave::RowGroups<Layout>*>(a.prepared);
   if (!m || !(m->shape == a.shape)) return qmv::interleave::not_prepared_for(a.shape);
@@ -121,16 +121,16 @@ qmv::Status run_streams(const qmv::MatVecArgs& a) {
     for (int j = 0; j < N; ++j) xs[j] = x + j * nb, xis[j] = xi + j * nb;
     qmv::interleave::for_each_group_streams_batch<NG, N>(
         *m, a.y, a.threads, [&](auto streams, const Layout* const* w, auto& out) {
-          dot_streams<Layout, decltype(streams)::value, N>(w, xs, xis, nb, out);
+          dot_streams<Layout, decltype(streams)::value, N, kTo>(w, xs, xis, nb, out);
         });
     return qmv::Status::Ok();
   });
 }
 
-template <class Layout, int NG>
+template <class Layout, int NG, qmv::x86::PrefetchTo kTo = qmv::x86::PrefetchTo::L1>
 constexpr qmv::KernelRecord ymm_batch_record(qmv::WeightType type, const char* name, const char* description) {
   qmv::KernelRecord r = qmv::interleave::interleaved_record<Layout>(
-      qmv::OpKind::MatVecBatch, name, type, qmv::ActFormat::Q8_1, run_streams<Layout, NG>, description,
+      qmv::OpKind::MatVecBatch, name, type, qmv::ActFormat::Q8_1, run_streams<Layout, NG, kTo>, description,
       qmv::interleave::kAvx512VnniFeatures);
   r.max_n = qmv::interleave::kMaxBatchVectors;
   return r;

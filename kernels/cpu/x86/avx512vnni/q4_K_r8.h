@@ -25,7 +25,8 @@ using qmv::interleave::BlockQ4_Kx8;
 using qmv::interleave::XMinSums;
 
 // As the AVX2 r8 kernels (x86/avx2/q4_K_r8.h): each quarter of a super-block prefetches
-// five lines 2048 bytes ahead, one after each of its first five chunks.
+// five lines 2048 bytes ahead into L1, one after each of its first five chunks (the
+// _l2pf kernels: into L2, x86.h prefetch_ahead_bytes ahead).
 constexpr int kPrefetchBytes = 2048;
 constexpr int kLinesPerQuarter = 5;
 
@@ -40,7 +41,7 @@ using qmv::interleave::broadcast_quad;
 
 // Quarter g of block b of NG weight streams (groups w[i]) against M <= 4 vectors,
 // added into isum[i][j]: each broadcast quad meets the chunks of every stream.
-template <int NG, int M>
+template <int NG, int M, qmv::x86::PrefetchTo kTo>
 inline void quarter_streams(const BlockQ4_Kx8* const wb[NG], int g, const BlockQ8K* const x[M], std::int64_t b,
                             const std::uintptr_t ahead[NG], bool prefetch, __m256i (&isum)[NG][M]) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -65,7 +66,7 @@ inline void quarter_streams(const BlockQ4_Kx8* const wb[NG], int g, const BlockQ
     }
     if (prefetch && c < kLinesPerQuarter)
       for (int i = 0; i < NG; ++i)
-        qmv::x86::prefetch_line_after(ahead[i] + 64 * (kLinesPerQuarter * g + c), lo[i][0]);
+        qmv::x86::prefetch_line_after<kTo>(ahead[i] + 64 * (kLinesPerQuarter * g + c), lo[i][0]);
   }
   for (int i = 0; i < NG; ++i) {
     const __m256i scale_lo = scales_int32(wb[i]->scales[2 * g]), scale_hi = scales_int32(wb[i]->scales[2 * g + 1]);
@@ -76,11 +77,13 @@ inline void quarter_streams(const BlockQ4_Kx8* const wb[NG], int g, const BlockQ
 }
 
 // NG groups (weight streams) against N vectors, into out[i][j][0..7]; five to eight
-// vectors take each quarter in two passes, the second reading its chunks from L1.
-template <int NG, int N>
+// vectors take each quarter in two passes, the second reading its chunks from L1. The
+// prefetches go to kTo (x86.h, PrefetchTo), as far ahead as that level wants.
+template <int NG, int N, qmv::x86::PrefetchTo kTo>
 void dot_streams(const BlockQ4_Kx8* const w[NG], const BlockQ8K* const x[N], const XMinSums* const xm[N],
                  std::int64_t nb, float* const (&out)[NG][N]) {
   constexpr int kFirst = N < 4 ? N : 4;
+  constexpr int kAhead = qmv::x86::prefetch_ahead_bytes<kTo>(kPrefetchBytes);
   __m256 acc[NG][N];
   for (int i = 0; i < NG; ++i)
     for (int j = 0; j < N; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -89,7 +92,7 @@ void dot_streams(const BlockQ4_Kx8* const w[NG], const BlockQ8K* const x[N], con
     std::uintptr_t ahead[NG];
     for (int i = 0; i < NG; ++i) {
       wb[i] = &w[i][b];
-      ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kPrefetchBytes;
+      ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kAhead;
     }
     __m256i first[NG][kFirst];
     __m256i rest[NG][N > 4 ? N - 4 : 1];
@@ -99,8 +102,8 @@ void dot_streams(const BlockQ4_Kx8* const w[NG], const BlockQ8K* const x[N], con
     }
 #pragma GCC unroll 1
     for (int g = 0; g < 4; ++g) {
-      quarter_streams<NG, kFirst>(wb, g, x, b, ahead, true, first);
-      if constexpr (N > 4) quarter_streams<NG, N - 4>(wb, g, x + 4, b, ahead, false, rest);
+      quarter_streams<NG, kFirst, kTo>(wb, g, x, b, ahead, true, first);
+      if constexpr (N > 4) quarter_streams<NG, N - 4, kTo>(wb, g, x + 4, b, ahead, false, rest);
     }
     for (int i = 0; i < NG; ++i)
       for (int j = 0; j < N; ++j)
@@ -112,7 +115,7 @@ void dot_streams(const BlockQ4_Kx8* const w[NG], const BlockQ8K* const x[N], con
 }
 
 // The batch op on NG weight streams per thread (for_each_group_streams_batch).
-template <int NG>
+template <int NG, qmv::x86::PrefetchTo kTo>
 qmv::Status run_streams(const qmv::MatVecArgs& a) {
   using Layout = BlockQ4_Kx8;
   const auto* m = static_cast<const qmv::interleave::RowGroups<Layout>*>(a.prepared);
@@ -127,16 +130,16 @@ qmv::Status run_streams(const qmv::MatVecArgs& a) {
     for (int j = 0; j < N; ++j) xs[j] = x + j * nb, xms[j] = xm + j * nb;
     qmv::interleave::for_each_group_streams_batch<NG, N>(
         *m, a.y, a.threads, [&](auto streams, const Layout* const* w, auto& out) {
-          dot_streams<decltype(streams)::value, N>(w, xs, xms, nb, out);
+          dot_streams<decltype(streams)::value, N, kTo>(w, xs, xms, nb, out);
         });
     return qmv::Status::Ok();
   });
 }
 
-template <int NG>
+template <int NG, qmv::x86::PrefetchTo kTo = qmv::x86::PrefetchTo::L1>
 constexpr qmv::KernelRecord ymm_batch_record(const char* name, const char* description) {
   qmv::KernelRecord r = qmv::interleave::interleaved_record<BlockQ4_Kx8>(
-      qmv::OpKind::MatVecBatch, name, qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run_streams<NG>, description,
+      qmv::OpKind::MatVecBatch, name, qmv::WeightType::Q4_K, qmv::ActFormat::Q8_K, run_streams<NG, kTo>, description,
       qmv::interleave::kAvx512VnniFeatures);
   r.max_n = qmv::interleave::kMaxBatchVectors;
   return r;

@@ -31,7 +31,7 @@ using qmv::interleave::broadcast_quad;
 // Quarter g of block b of NG weight streams against M <= 4 vectors, added into
 // isum[i][j]: triples 0-1 are sub-blocks 4g (low) and 4g+2 (high), triples 2-3 are 4g+1
 // and 4g+3, each pair of triples summed in int32 and scaled once.
-template <int NG, int M>
+template <int NG, int M, qmv::x86::PrefetchTo kTo>
 inline void quarter_streams(const BlockQ6_Kx8* const wb[NG], int g, const BlockQ8K* const x[M], std::int64_t b,
                             const std::uintptr_t ahead[NG], bool prefetch, __m256i (&isum)[NG][M]) {
 #pragma GCC unroll 2
@@ -55,7 +55,7 @@ inline void quarter_streams(const BlockQ6_Kx8* const wb[NG], int g, const BlockQ
       if (prefetch)
         for (int i = 0; i < NG; ++i)
           for (int line = 2 * v; line < 2 * v + 2 && line < kLinesPerQuarter; ++line)
-            qmv::x86::prefetch_line_after(ahead[i] + 64 * (kLinesPerQuarter * g + line), lo[i][0]);
+            qmv::x86::prefetch_line_after<kTo>(ahead[i] + 64 * (kLinesPerQuarter * g + line), lo[i][0]);
     }
     for (int i = 0; i < NG; ++i) {
       // Lane r: the int16 pair (scale of sub-block 2k, of 2k+1) of row r; h picks one.
@@ -70,11 +70,13 @@ inline void quarter_streams(const BlockQ6_Kx8* const wb[NG], int g, const BlockQ
   }
 }
 
-// NG groups (weight streams) against N vectors, into out[i][j][0..7].
-template <int NG, int N>
+// NG groups (weight streams) against N vectors, into out[i][j][0..7], prefetching to kTo
+// (x86.h, PrefetchTo) as far ahead as that level wants.
+template <int NG, int N, qmv::x86::PrefetchTo kTo>
 void dot_streams(const BlockQ6_Kx8* const w[NG], const BlockQ8K* const x[N], std::int64_t nb,
                  float* const (&out)[NG][N]) {
   constexpr int kFirst = N < 4 ? N : 4, kRest = N > 4 ? N - 4 : 1;
+  constexpr int kAhead = qmv::x86::prefetch_ahead_bytes<kTo>(kPrefetchBytes);
   __m256 acc[NG][N];
   for (int i = 0; i < NG; ++i)
     for (int j = 0; j < N; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -83,7 +85,7 @@ void dot_streams(const BlockQ6_Kx8* const w[NG], const BlockQ8K* const x[N], std
     std::uintptr_t ahead[NG];
     for (int i = 0; i < NG; ++i) {
       wb[i] = &w[i][b];
-      ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kPrefetchBytes;
+      ahead[i] = reinterpret_cast<std::uintptr_t>(wb[i]) + kAhead;
     }
     __m256i first[NG][kFirst], rest[NG][kRest], offset[NG][N];
     for (int i = 0; i < NG; ++i) {
@@ -93,8 +95,8 @@ void dot_streams(const BlockQ6_Kx8* const w[NG], const BlockQ8K* const x[N], std
     }
 #pragma GCC unroll 1
     for (int g = 0; g < 4; ++g) {
-      quarter_streams<NG, kFirst>(wb, g, x, b, ahead, true, first);
-      if constexpr (N > 4) quarter_streams<NG, N - 4>(wb, g, x + 4, b, ahead, false, rest);
+      quarter_streams<NG, kFirst, kTo>(wb, g, x, b, ahead, true, first);
+      if constexpr (N > 4) quarter_streams<NG, N - 4, kTo>(wb, g, x + 4, b, ahead, false, rest);
       for (int i = 0; i < NG; ++i)
         {
         const __m256i pairs_low = scale_pairs16(*wb[i], g, 0), pairs_high = scale_pairs16(*wb[i], g, 1);
@@ -114,7 +116,7 @@ void dot_streams(const BlockQ6_Kx8* const w[NG], const BlockQ8K* const x[N], std
 }
 
 // The batch op on NG weight streams per thread (for_each_group_streams_batch).
-template <int NG>
+template <int NG, qmv::x86::PrefetchTo kTo>
 qmv::Status run_streams(const qmv::MatVecArgs& a) {
   using Layout = BlockQ6_Kx8;
   const auto* m = static_cast<const qmv::interleave::RowGroups<Layout>*>(a.prepared);
@@ -127,16 +129,16 @@ qmv::Status run_streams(const qmv::MatVecArgs& a) {
     for (int j = 0; j < N; ++j) xs[j] = x + j * nb;
     qmv::interleave::for_each_group_streams_batch<NG, N>(
         *m, a.y, a.threads, [&](auto streams, const Layout* const* w, auto& out) {
-          dot_streams<decltype(streams)::value, N>(w, xs, nb, out);
+          dot_streams<decltype(streams)::value, N, kTo>(w, xs, nb, out);
         });
     return qmv::Status::Ok();
   });
 }
 
-template <int NG>
+template <int NG, qmv::x86::PrefetchTo kTo = qmv::x86::PrefetchTo::L1>
 constexpr qmv::KernelRecord ymm_batch_record(const char* name, const char* description) {
   qmv::KernelRecord r = qmv::interleave::interleaved_record<BlockQ6_Kx8>(
-      qmv::OpKind::MatVecBatch, name, qmv::WeightType::Q6_K, qmv::ActFormat::Q8_K, run_streams<NG>, description,
+      qmv::OpKind::MatVecBatch, name, qmv::WeightType::Q6_K, qmv::ActFormat::Q8_K, run_streams<NG, kTo>, description,
       qmv::interleave::kAvx512VnniFeatures);
   r.max_n = qmv::interleave::kMaxBatchVectors;
   return r;
