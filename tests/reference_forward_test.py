@@ -20,6 +20,7 @@ perplexity. Exit 77 (skipped) when the model file is not there.
 import argparse
 import cmath
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -122,7 +123,13 @@ def test_rope(rng):
                                                position_scale) for h in range(n_heads)] for t in range(n_tokens)])
                 what = (f"rope {style} head_dim={head_dim} rope_dim={rope_dim} "
                         f"factors={'yes' if freq_factors is not None else 'no'} scale={position_scale:.3f}")
-                check(max_rel_diff(got, want) < 1e-12, what + ": against the complex rotation")
+                # The two formulations round the angle differently: an angle of magnitude A
+                # carries about A * eps of float64 rounding, which the sine and cosine pass
+                # on; a wrong pair, sign or frequency moves the result by order one.
+                max_angle = float(np.max(positions)) * position_scale * (
+                    1.0 / float(np.min(freq_factors)) if freq_factors is not None else 1.0)
+                tolerance = 1e-12 + 16 * max_angle * np.finfo(np.float64).eps
+                check(max_rel_diff(got, want) < tolerance, what + ": against the complex rotation")
                 check(np.array_equal(got[..., rope_dim:], x[..., rope_dim:]), what + ": unrotated dims untouched")
                 check(not np.allclose(got[..., :rope_dim], x[..., :rope_dim]), what + ": rotated dims moved")
 
@@ -459,8 +466,8 @@ def main():
             return 77
         guarded(test_real_model, Path(args.real_model))
     else:
-        seed = np.random.SeedSequence().entropy
-        print(f"seed {seed}")
+        seed = int(os.environ.get("QMV_TEST_SEED") or np.random.SeedSequence().entropy)
+        print(f"seed {seed} (replay: QMV_TEST_SEED={seed})")
         rng = np.random.default_rng(seed)
         with tempfile.TemporaryDirectory() as tmp:
             for test in (test_rms_norm, test_rope, test_attention, test_gqa_mapping):
