@@ -114,10 +114,6 @@ TEST(Registry, NamesFollowTheConvention) {
   }
 }
 
-// Parallelism has one spelling, <unit>[x<N>] (kernels/README.md, "Names"): N units
-// together, the unit a plain row (left out: avx2_x4_q8k), an eight-row interleaved block
-// (r8x2) or the thread group that owns a row (warp_f32, warpx3_f32, halfwarp_dp4a_q8_1).
-// None of the spellings it replaced is left in a name, and each still selects its kernel.
 // A prefetch modifier (`_nopf`, `_l2pf`: kernels/README.md, "Names") names a second
 // kernel of the same loop, so its twin without the modifier is there too and takes the
 // same op, types, vector counts, CPU features and weight copy: `auto` and the bench then
@@ -142,13 +138,17 @@ TEST(Registry, EveryPrefetchVariantHasItsTwin) {
     EXPECT_EQ(twin->cpu_features, k.cpu_features) << k.name;
     EXPECT_EQ(twin->prepare, k.prepare) << k.name << ": the twins read different weight copies";
   }
-  // Both modifiers are in the registry: the batch loops prefetching to L2 for the
-  // K-quants and the legacy types on AVX2 and AVX-512 VNNI, the matvec loops without.
+  // Both modifiers are in the registry: the batch loops prefetching to L2 (Q4_K and Q6_K
+  // on AVX2 and AVX-512 VNNI, the legacy types on AVX-512 VNNI), the matvec loops without.
   EXPECT_EQ(kinds, (std::set<std::string>{"l2pf", "nopf"}));
   EXPECT_EQ(global_registry().select("*_batch_l2pf_*").size(), 11u);
   EXPECT_GT(variants, 11);
 }
 
+// Parallelism has one spelling, <unit>[x<N>] (kernels/README.md, "Names"): N units
+// together, the unit a plain row (left out: avx2_x4_q8k), an eight-row interleaved block
+// (r8x2) or the thread group that owns a row (warp_f32, warpx3_f32, halfwarp_dp4a_q8_1).
+// None of the spellings it replaced is left in a name, and each still selects its kernel.
 TEST(Registry, ParallelismHasOneSpelling) {
   const std::regex former_spellings(R"([0-9]row|warp_row|multiwarp|\.w[0-9])");
   for (const auto& k : global_registry().all())
