@@ -11,8 +11,16 @@ extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256 x);
 namespace qmv {
 
 void rms_norm(const float* x, const float* weight, float* y, int n, float eps) {
+  // Eight partial sums: one running sum is a chain of dependent double adds, which
+  // made the norm take longer than the quantization after it.
+  constexpr int kPartials = 8;
+  double partial[kPartials] = {};
+  int i = 0;
+  for (; i + kPartials <= n; i += kPartials)
+    for (int j = 0; j < kPartials; ++j) partial[j] += double(x[i + j]) * x[i + j];
   double ss = 0;
-  for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  for (; i < n; ++i) ss += double(x[i]) * x[i];
+  for (const double p : partial) ss += p;
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
   for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }

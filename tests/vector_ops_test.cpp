@@ -1,0 +1,51 @@
+// The per-vector ops of a CPU decode step (model/vector_ops.h) against long double
+// references on fresh random data, at lengths that do and do not fill their loops'
+// strides, in place and not.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "model/vector_ops.h"
+#include "tests/test_seed.h"
+
+namespace qmv {
+namespace {
+
+using testing::fresh_seed;
+
+std::vector<float> normal_values(std::mt19937& g, int n, float sigma) {
+  std::normal_distribution<float> d(0.0f, sigma);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+TEST(VectorOps, RmsNormMatchesALongDoubleReference) {
+  std::mt19937 g(fresh_seed());
+  for (const int n : {1, 7, 8, 9, 64, 2049, 4096, 11008}) {
+    SCOPED_TRACE(n);
+    // A large common scale: what the sum of squares must keep its digits through.
+    const float sigma = std::uniform_real_distribution<float>(0.1f, 300.0f)(g);
+    const std::vector<float> x = normal_values(g, n, sigma), weight = normal_values(g, n, 1.0f);
+    const float eps = 1e-5f;
+    long double ss = 0;
+    for (const float v : x) ss += static_cast<long double>(v) * v;
+    const long double scale = 1.0L / std::sqrt(ss / n + eps);
+    std::vector<float> y(x.size(), std::nanf("")), in_place = x;
+    rms_norm(x.data(), weight.data(), y.data(), n, eps);
+    rms_norm(in_place.data(), weight.data(), in_place.data(), n, eps);
+    for (int i = 0; i < n; ++i) {
+      const long double want = static_cast<long double>(x[i]) * scale * weight[i];
+      // Two float roundings (the scale, then the products) on top of the reference.
+      const double tolerance = 4 * std::numeric_limits<float>::epsilon() * std::fabs(static_cast<double>(want)) + 1e-30;
+      ASSERT_NEAR(y[i], static_cast<double>(want), tolerance) << "element " << i;
+      ASSERT_EQ(in_place[i], y[i]) << "element " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qmv
