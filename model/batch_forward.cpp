@@ -235,7 +235,8 @@ const void* BatchCpuForward::activation(ActFormat f, std::size_t& bytes_per_vect
     const auto t0 = Clock::now();
     buf.resize(batch_ * bytes_per_vector);
     for (int b = 0; b < batch_; ++b)
-      quantize_activation(f, activation_x_ + b * activation_n_, buf.data() + b * bytes_per_vector, activation_n_);
+      quantize_to_shared(f, activation_x_ + b * activation_n_, activation_n_, buf.data() + b * bytes_per_vector,
+                         staging_);
     quantized_ready_[i] = true;
     times_.add(Op::ActQuant, std::chrono::duration<double>(Clock::now() - t0).count());
   }

@@ -91,6 +91,7 @@ class BatchCpuForward {
   std::int64_t activation_n_ = 0;
   std::array<std::vector<std::uint8_t>, 3> quantized_;
   std::array<bool, 3> quantized_ready_{};
+  std::vector<std::uint8_t> staging_;  // quantize_to_shared's, the main thread's own
   PreparedWeightCache prepared_weights_;
   CpuForward::WeightRepack repack_;
   StepTimes times_;

@@ -249,7 +249,7 @@ const void* CpuForward::activation(ActFormat f, std::size_t& bytes) {
   if (!current_.ready[i]) {
     const auto t0 = Clock::now();
     buf.resize(bytes);
-    quantize_activation(f, current_.x, buf.data(), current_.n);
+    quantize_to_shared(f, current_.x, current_.n, buf.data(), staging_);
     current_.ready[i] = true;
     times_.add(Op::ActQuant, std::chrono::duration<double>(Clock::now() - t0).count());
   }

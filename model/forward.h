@@ -172,6 +172,7 @@ class CpuForward {
 
   ModelConfig c_;
   int threads_;
+  std::vector<std::uint8_t> staging_;  // quantize_to_shared's, the main thread's own
   bool avx2_exp_;        // SwiGLU takes exp 8 lanes at a time (the CPU and the ISA mask allow AVX2)
   bool avx2_attention_;  // attend_group_avx2 (AVX2 and FMA allowed, heads a multiple of 8)
   // attend_group_avx2's partial results: [range][head][head dim], and [range][head].

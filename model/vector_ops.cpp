@@ -3,6 +3,9 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
+
+#include "kernels/activation_quantizers.h"
 
 // glibc's vector math library (libmvec): expf on 8 lanes, the AVX2 variant of the
 // x86-64 vector function ABI, within 4 ulp of expf.
@@ -23,6 +26,14 @@ void rms_norm(const float* x, const float* weight, float* y, int n, float eps) {
   for (const double p : partial) ss += p;
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
   for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void quantize_to_shared(ActFormat f, const float* x, std::int64_t n, std::uint8_t* shared,
+                        std::vector<std::uint8_t>& staging) {
+  const std::size_t bytes = row_bytes(f, n);
+  if (staging.size() < bytes) staging.resize(bytes);
+  quantize_activation(f, x, staging.data(), n);
+  std::memcpy(shared, staging.data(), bytes);
 }
 
 void rope_table(const ModelConfig& c, int pos, float* cos, float* sin) {

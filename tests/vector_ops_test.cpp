@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "kernels/activation_quantizers.h"
 #include "model/vector_ops.h"
 #include "tests/test_seed.h"
 
@@ -45,6 +48,23 @@ TEST(VectorOps, RmsNormMatchesALongDoubleReference) {
       ASSERT_EQ(in_place[i], y[i]) << "element " << i;
     }
   }
+}
+
+TEST(VectorOps, QuantizeToSharedWritesWhatTheQuantizerWrites) {
+  std::mt19937 g(fresh_seed());
+  std::vector<std::uint8_t> staging;  // reused, as the forward passes reuse theirs
+  for (const ActFormat f : {ActFormat::Q8_K, ActFormat::Q8_1, ActFormat::Q8_K})
+    for (const std::int64_t n : {256, 4096, 10752}) {
+      SCOPED_TRACE(std::string(to_string(f)) + " n=" + std::to_string(n));
+      const std::vector<float> x = normal_values(g, static_cast<int>(n), 3.0f);
+      const std::size_t bytes = row_bytes(f, n);
+      std::vector<std::uint8_t> want(bytes), shared(bytes + 64, 0xA5);
+      quantize_activation(f, x.data(), want.data(), n);
+      quantize_to_shared(f, x.data(), n, shared.data(), staging);
+      EXPECT_EQ(std::memcmp(shared.data(), want.data(), bytes), 0);
+      // Nothing past the vector's bytes is touched.
+      for (std::size_t i = bytes; i < shared.size(); ++i) ASSERT_EQ(shared[i], 0xA5) << "byte " << i;
+    }
 }
 
 }  // namespace
