@@ -42,7 +42,7 @@ TEST(VectorOps, RmsNormMatchesALongDoubleReference) {
     rms_norm(in_place.data(), weight.data(), in_place.data(), n, eps);
     for (int i = 0; i < n; ++i) {
       const long double want = static_cast<long double>(x[i]) * scale * weight[i];
-      // Two float roundings (the scale, then the products) on top of the reference.
+      // Three float roundings (the scale and the two products) on top of the reference.
       const double tolerance = 4 * std::numeric_limits<float>::epsilon() * std::fabs(static_cast<double>(want)) + 1e-30;
       ASSERT_NEAR(y[i], static_cast<double>(want), tolerance) << "element " << i;
       ASSERT_EQ(in_place[i], y[i]) << "element " << i;
@@ -53,6 +53,7 @@ TEST(VectorOps, RmsNormMatchesALongDoubleReference) {
 TEST(VectorOps, QuantizeToSharedWritesWhatTheQuantizerWrites) {
   std::mt19937 g(fresh_seed());
   std::vector<std::uint8_t> staging;  // reused, as the forward passes reuse theirs
+  // Q8_K again after Q8_1: the staging buffer reused between formats and sizes.
   for (const ActFormat f : {ActFormat::Q8_K, ActFormat::Q8_1, ActFormat::Q8_K})
     for (const std::int64_t n : {256, 4096, 10752}) {
       SCOPED_TRACE(std::string(to_string(f)) + " n=" + std::to_string(n));
