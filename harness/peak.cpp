@@ -499,4 +499,91 @@ const GpuPeakResult& gpu_peak() {
   return peak;
 }
 
+std::vector<HandoverRound> measure_handover(int threads, int rounds, const std::string& read_loop,
+                                            std::size_t buffer_bytes,
+                                            const std::function<void(const HandoverRound&, int)>& each) {
+  if (threads < 2) throw std::invalid_argument("the hand-over needs a team of 2 or more threads");
+  const ReadLoop loop = usable_read_loop(read_loop);
+  const std::size_t words = (buffer_bytes ? buffer_bytes : cold_buffer_bytes()) / sizeof(std::uint64_t);
+  WeightMemory memory(words * sizeof(std::uint64_t));
+  auto* buf = static_cast<std::uint64_t*>(memory.data());
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::size_t i = 0; i < words; ++i) buf[i] = i;
+  // The hand-over's lines, aligned so that no other data shares them.
+  constexpr std::size_t kWords = kHandoverBytes / sizeof(std::uint64_t), kLine = 64 / sizeof(std::uint64_t);
+  std::vector<std::uint64_t> shared_storage(kWords + kLine);
+  std::uint64_t* shared = shared_storage.data();
+  while (reinterpret_cast<std::uintptr_t>(shared) % 64 != 0) ++shared;
+  constexpr int kRegions = 2000, kHandovers = 1000;
+  using Clock = std::chrono::steady_clock;
+  auto micros = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  volatile std::uint64_t sink = 0;
+  std::vector<HandoverRound> out;
+  std::vector<double> region(kRegions), handover(kHandovers);
+  for (int r = 0; r < rounds; ++r) {
+    HandoverRound round;
+    auto t0 = Clock::now();
+    sink = sink + read_with_threads(loop, buf, words, threads);
+    round.read_gbps = static_cast<double>(words * sizeof(std::uint64_t)) / 1e3 / micros(t0, Clock::now());
+    for (double& us : region) {
+      t0 = Clock::now();
+      // As a kernel's team is opened: one piece of work per thread, and nothing in it,
+      // so that what is timed is the team's start and its closing barrier.
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int t = 0; t < threads; ++t) asm volatile("" ::: "memory");
+      us = micros(t0, Clock::now());
+    }
+    for (int k = 0; k < kHandovers; ++k) {
+      // The team reads the lines, as kernels read an activation; then one thread writes
+      // them again, as the next activation is made: that write is the hand-over.
+      std::uint64_t total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+      for (std::size_t i = 0; i < kWords; i += kLine) total += shared[i];
+      sink = sink + total;
+      t0 = Clock::now();
+      for (std::size_t i = 0; i < kWords; ++i) shared[i] = i + static_cast<std::uint64_t>(k);
+      handover[static_cast<std::size_t>(k)] = micros(t0, Clock::now());
+    }
+    round.region_us = median_of(region);
+    round.handover_us = median_of(handover);
+    out.push_back(round);
+    if (each) each(round, r);
+  }
+  return out;
+}
+
+std::vector<HandoverGroup> group_by_read_speed(std::vector<HandoverRound> rounds) {
+  if (rounds.empty()) return {};
+  std::sort(rounds.begin(), rounds.end(),
+            [](const HandoverRound& a, const HandoverRound& b) { return a.read_gbps < b.read_gbps; });
+  std::size_t split = rounds.size();  // the first round of the faster group
+  if (rounds.back().read_gbps >= 1.3 * rounds.front().read_gbps) {
+    double widest = 0;
+    for (std::size_t i = 1; i < rounds.size(); ++i)
+      if (const double gap = rounds[i].read_gbps / rounds[i - 1].read_gbps; gap > widest) {
+        widest = gap;
+        split = i;
+      }
+  }
+  std::vector<HandoverGroup> out;
+  for (const auto& [begin, end] : {std::pair{std::size_t{0}, split}, std::pair{split, rounds.size()}}) {
+    if (begin == end) continue;
+    HandoverGroup g;
+    g.rounds = static_cast<int>(end - begin);
+    g.read_min_gbps = rounds[begin].read_gbps;
+    g.read_max_gbps = rounds[end - 1].read_gbps;
+    std::vector<double> region, handover;
+    for (std::size_t i = begin; i < end; ++i) {
+      region.push_back(rounds[i].region_us);
+      handover.push_back(rounds[i].handover_us);
+    }
+    g.region_us = median_of(region);
+    g.handover_us = median_of(handover);
+    out.push_back(g);
+  }
+  return out;
+}
+
 }  // namespace qmv

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -105,6 +106,34 @@ PeakResult measure_read_bandwidth(int threads, int repetitions = 7, const std::s
 // A buffer size that defeats the caches: 4x the last-level cache, at least 1 GiB,
 // at most a quarter of the RAM.
 std::size_t cold_buffer_bytes();
+
+// What a CPU decode pays each time its threads meet, beside the read speed of the same
+// moment: one round of measure_handover.
+struct HandoverRound {
+  double read_gbps = 0;    // one pass of the read loop over the cold buffer
+  double region_us = 0;    // an empty parallel region of the team (median of the round's)
+  double handover_us = 0;  // one thread writing kHandoverBytes the whole team read last (median)
+};
+// The bytes of the hand-over: an activation vector of a few thousand values.
+inline constexpr std::size_t kHandoverBytes = 8192;
+
+// `rounds` rounds with a team of `threads` >= 2 OpenMP threads, each a pass of
+// `read_loop` over the buffer (cold_buffer_bytes(), or `buffer_bytes` when not 0), then
+// the region and hand-over timings; each(round, index) as each ends. Throws
+// std::invalid_argument for fewer than two threads or an unusable loop.
+std::vector<HandoverRound> measure_handover(int threads, int rounds, const std::string& read_loop,
+                                            std::size_t buffer_bytes,
+                                            const std::function<void(const HandoverRound&, int)>& each = {});
+
+// Rounds of one read speed: their count, read range and median costs.
+struct HandoverGroup {
+  int rounds = 0;
+  double read_min_gbps = 0, read_max_gbps = 0, region_us = 0, handover_us = 0;
+};
+// The rounds split at the widest gap between neighbouring read speeds where the fastest
+// read is 1.3x the slowest or more (a host with two speeds), else one group; slowest
+// first. None for no rounds.
+std::vector<HandoverGroup> group_by_read_speed(std::vector<HandoverRound> rounds);
 
 // The GPU's bandwidth, two ways: a large device-to-device copy (bytes read plus bytes
 // written, CUDA events) and a streaming read (bytes read, no writes: a GEMV's traffic,

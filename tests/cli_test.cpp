@@ -178,6 +178,17 @@ TEST(Cli, GpuWindowsAreRefusedBeforeAnythingIsMeasured) {
   expect_error(args, "'q9_K:16x256': 'q9_K' is not a weight type");
   EXPECT_EQ(qmvlab(args).output.find("GPU peak"), std::string::npos) << "a peak ran before the sizes were read";
 }
+TEST(Cli, HandoverRunsItsRoundsAndRefusesWhatItCannotDo) {
+  const CliRun r = qmvlab("peak --threads 2 --handover 2 --buffer-mib 8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count_lines(r.output, "hand-over of 8 KiB"), 2) << r.output;
+  EXPECT_EQ(count_lines(r.output, "(medians)"), 1) << r.output;
+  EXPECT_EQ(r.output.find("peak read bandwidth"), std::string::npos) << "the bandwidth search ran too";
+  expect_error("peak --threads 1 --handover 2", "--handover needs a thread count of 2 or more");
+  expect_error("peak --threads 2 --handover 2 --out " + tmp("handover.csv"), "--handover prints its rounds");
+  EXPECT_FALSE(std::filesystem::exists(tmp("handover.csv")));
+  expect_error("peak --threads 2 --handover 0", "--handover");
+}
 TEST(Cli, PeakBufferMustBeAtLeastOneMiB) { EXPECT_EQ(qmvlab("peak --device cpu --buffer-mib 0").code, 2); }
 TEST(Cli, BadThreads) { expect_error("bench --kernels q4_K.cpu.scalar_f32 --threads 0", "bad thread count '0'"); }
 TEST(Cli, UnknownOption) { EXPECT_EQ(qmvlab("check --frobnicate").code, 2); }

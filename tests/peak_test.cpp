@@ -245,6 +245,48 @@ TEST(ReadPeak, OneLoopAloneWhenNamed) {
   EXPECT_THROW(measure_read_bandwidth(1, 1, "no.such.loop", std::size_t(1) << 20), std::invalid_argument);
 }
 
+TEST(Handover, EachRoundIsMeasuredAndATeamIsNeeded) {
+  int seen = 0;
+  const auto rounds = measure_handover(2, 2, usable_read_loops().front().name, std::size_t(8) << 20,
+                                       [&](const HandoverRound&, int i) { EXPECT_EQ(i, seen++); });
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_EQ(seen, 2);
+  for (const HandoverRound& r : rounds) {
+    EXPECT_TRUE(std::isfinite(r.read_gbps) && r.read_gbps > 0);
+    EXPECT_TRUE(std::isfinite(r.region_us) && r.region_us > 0);
+    EXPECT_TRUE(std::isfinite(r.handover_us) && r.handover_us > 0);
+  }
+  EXPECT_THROW(measure_handover(1, 1, usable_read_loops().front().name, std::size_t(8) << 20), std::invalid_argument);
+  EXPECT_THROW(measure_handover(2, 1, "no.such.loop", std::size_t(8) << 20), std::invalid_argument);
+}
+
+TEST(Handover, RoundsOfTwoReadSpeedsSplitAtTheWidestGap) {
+  std::mt19937 g(testing::fresh_seed());
+  std::uniform_real_distribution<double> jitter(-1.0, 1.0);
+  // Four slow rounds and three fast ones, shuffled; each speed's costs its own.
+  std::vector<HandoverRound> rounds;
+  for (int i = 0; i < 4; ++i) rounds.push_back({35 + jitter(g), 0.5 + 0.01 * i, 0.8 + 0.01 * i});
+  for (int i = 0; i < 3; ++i) rounds.push_back({60 + jitter(g), 1.2 + 0.01 * i, 1.7 + 0.01 * i});
+  std::shuffle(rounds.begin(), rounds.end(), g);
+  const auto two = group_by_read_speed(rounds);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].rounds, 4);
+  EXPECT_EQ(two[1].rounds, 3);
+  EXPECT_LT(two[0].read_max_gbps, 37);
+  EXPECT_GT(two[1].read_min_gbps, 58);
+  EXPECT_DOUBLE_EQ(two[0].region_us, 0.52);  // the upper median of 0.50..0.53
+  EXPECT_DOUBLE_EQ(two[1].handover_us, 1.71);
+  // One speed, within 1.3x: one group of every round.
+  std::vector<HandoverRound> one = {{35, 0.5, 0.8}, {40, 0.6, 0.9}, {44, 0.7, 1.0}};
+  const auto whole = group_by_read_speed(one);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].rounds, 3);
+  EXPECT_DOUBLE_EQ(whole[0].read_min_gbps, 35);
+  EXPECT_DOUBLE_EQ(whole[0].read_max_gbps, 44);
+  EXPECT_DOUBLE_EQ(whole[0].region_us, 0.6);
+  EXPECT_TRUE(group_by_read_speed({}).empty());
+}
+
 TEST(PeakCsv, RowsRoundTripWithTheirReadLoop) {
   const RunContext ctx{"m", "cpu", "gpu0", "gcc", "abc", "qmvlab peak"};
   std::mt19937_64 rng(99);

@@ -48,6 +48,11 @@ class PeakCommand : public Command {
                      "cpu, cuda (the GPU alone: exits 1 when there is no device to measure) or all")
         ->check(CLI::IsMember({"cpu", "cuda", "all"}))
         ->capture_default_str();
+    cmd_->add_option("--handover", handover_rounds_,
+                     "CPU: instead of the bandwidth, this many rounds of what the threads pay to meet, each beside a "
+                     "read pass of the cold buffer: an empty parallel region, and one thread rewriting 8 KiB the "
+                     "team read last (as a decode hands each activation over); per thread count of 2 or more")
+        ->check(CLI::Range(1, 10000));
     cmd_->add_option("--gpu-windows", windows_,
                      "GPU: also the ceiling of a GEMV launched once per matrix of these sizes: the read loops reading "
                      "one window per launch, back to back, cold, on a stream and from a CUDA graph; each size BYTES or "
@@ -59,6 +64,7 @@ class PeakCommand : public Command {
 
   int run(const std::string& command_line) override {
     const RunContext ctx = current_context(command_line);
+    if (handover_rounds_ > 0) return measure_handovers();
     // Sizes are parsed before anything is measured, so a typo costs nothing.
     std::vector<std::pair<std::string, std::size_t>> windows;
     for (const std::string& w : windows_) try {
@@ -97,6 +103,35 @@ class PeakCommand : public Command {
     return 0;
   }
 
+  // --handover: the rounds as they end, then their costs grouped by the host's read speed.
+  int measure_handovers() {
+    if (!out_.empty() || append_ || !windows_.empty() || all_loops_ || device_ == "cuda")
+      throw std::invalid_argument("--handover prints its rounds on the CPU alone: it takes --threads, --read-loop, "
+                                  "--buffer-mib, not --out, --append, --all-loops, --gpu-windows or --device cuda");
+    std::vector<int> teams;
+    for (int t : parse_threads(threads_))
+      if (t >= 2) teams.push_back(t);
+    if (teams.empty()) throw std::invalid_argument("--handover needs a thread count of 2 or more (--threads)");
+    const std::string loop = read_loop_.empty() ? usable_read_loops().front().name : read_loop_;
+    for (int t : teams) {
+      const auto rounds = measure_handover(
+          t, handover_rounds_, loop, static_cast<std::size_t>(buffer_mib_) << 20,
+          [&](const HandoverRound& r, int i) {
+            fmt::print("round {}/{}, {} threads: read {:.1f} GB/s ({}), parallel region {:.2f} us, hand-over of {} "
+                       "KiB {:.2f} us\n",
+                       i + 1, handover_rounds_, t, r.read_gbps, loop, r.region_us, kHandoverBytes / 1024,
+                       r.handover_us);
+            std::fflush(stdout);
+          });
+      for (const HandoverGroup& g : group_by_read_speed(rounds))
+        fmt::print("{} threads, {} round{} reading {:.1f}-{:.1f} GB/s: parallel region {:.2f} us, hand-over {:.2f} "
+                   "us (medians)\n",
+                   t, g.rounds, g.rounds == 1 ? "" : "s", g.read_min_gbps, g.read_max_gbps, g.region_us,
+                   g.handover_us);
+    }
+    return 0;
+  }
+
   // The window reads, each size on a stream and from a graph, appended to --out.
   int measure_windows(const RunContext& ctx, const std::vector<std::pair<std::string, std::size_t>>& windows) {
     const GpuPeakResult& peak = gpu_peak();
@@ -132,7 +167,7 @@ class PeakCommand : public Command {
   CLI::App* cmd_ = nullptr;
   std::string threads_ = "1,all", out_, device_ = "all", read_loop_;
   std::vector<std::string> windows_;
-  int reps_ = 7, buffer_mib_ = 0;
+  int reps_ = 7, buffer_mib_ = 0, handover_rounds_ = 0;
   bool append_ = false, all_loops_ = false;
 };
 
