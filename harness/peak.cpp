@@ -251,19 +251,32 @@ std::uint64_t read_with_threads(const ReadLoop& loop, const std::uint64_t* buf, 
   return total;
 }
 
+namespace {
+
+// The words of the buffer a read pass reads: `buffer_bytes`, or the cold size.
+std::size_t read_buffer_words(std::size_t buffer_bytes) {
+  return (buffer_bytes ? buffer_bytes : cold_buffer_bytes()) / sizeof(std::uint64_t);
+}
+
+// First touch by the threads that will read the buffer, so its pages land on their node.
+void first_touch(std::uint64_t* buf, std::size_t words, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::size_t i = 0; i < words; ++i) buf[i] = i;
+}
+
+}  // namespace
+
 PeakResult measure_read_bandwidth(int threads, int repetitions, const std::string& only_loop,
                                   std::size_t buffer_bytes) {
   const std::vector<ReadLoop> loops =
       only_loop.empty() ? usable_read_loops() : std::vector{usable_read_loop(only_loop)};
   repetitions = std::max(repetitions, 1);
-  const std::size_t words = (buffer_bytes ? buffer_bytes : cold_buffer_bytes()) / sizeof(std::uint64_t);
+  const std::size_t words = read_buffer_words(buffer_bytes);
   // Weight memory, as the kernels read: the same pages (huge where granted), so the
   // ceiling is the one their reads meet.
   WeightMemory memory(words * sizeof(std::uint64_t));
   auto* buf = static_cast<std::uint64_t*>(memory.data());
-  // First touch by the threads that will read it, so pages land on their node.
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::size_t i = 0; i < words; ++i) buf[i] = i;
+  first_touch(buf, words, threads);
 
   volatile std::uint64_t sink = 0;
   const double gigabytes = static_cast<double>(words * sizeof(std::uint64_t)) / 1e9;
@@ -504,11 +517,10 @@ std::vector<HandoverRound> measure_handover(int threads, int rounds, const std::
                                             const std::function<void(const HandoverRound&, int)>& each) {
   if (threads < 2) throw std::invalid_argument("the hand-over needs a team of 2 or more threads");
   const ReadLoop loop = usable_read_loop(read_loop);
-  const std::size_t words = (buffer_bytes ? buffer_bytes : cold_buffer_bytes()) / sizeof(std::uint64_t);
+  const std::size_t words = read_buffer_words(buffer_bytes);
   WeightMemory memory(words * sizeof(std::uint64_t));
   auto* buf = static_cast<std::uint64_t*>(memory.data());
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::size_t i = 0; i < words; ++i) buf[i] = i;
+  first_touch(buf, words, threads);
   // The hand-over's lines, aligned so that no other data shares them.
   constexpr std::size_t kWords = kHandoverBytes / sizeof(std::uint64_t), kLine = 64 / sizeof(std::uint64_t);
   std::vector<std::uint64_t> shared_storage(kWords + kLine);

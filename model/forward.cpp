@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/activation_quantizers.h"
 #include "kernels/cpu_features.h"
 #include "kernels/outliers.h"
 #include "model/attention.h"
