@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 
 #include "harness/bench.h"
 #include "harness/machine.h"
+#include "harness/peak.h"
 #include "harness/tuning_store.h"
 #include "kernels/availability.h"
 #include "kernels/build_id.h"
@@ -37,6 +39,41 @@ KernelSpeed speed_of(const TuningRow& r, const std::string& source) {
   return {r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps, r.time_median_us, source, r.n};
 }
 
+// Where a stored figure came from, for the plan table: the day, and the memory's read
+// speed then where it is known.
+std::string store_source(const TuningRow& r) {
+  return r.read_gbps > 0 ? fmt::format("store, {} at {:.0f} GB/s read", r.date(), r.read_gbps)
+                         : "store, " + r.date();
+}
+
+// How far apart two read speeds are, as a ratio's log (0: the same).
+double speed_distance(double a_gbps, double b_gbps) { return std::abs(std::log(a_gbps / b_gbps)); }
+
+// Whether a row was measured at the read speed `now` (> 0) is not known or not so.
+bool other_speed(const TuningRow& r, double now) {
+  return now > 0 && (r.read_gbps <= 0 || !same_read_speed(r.read_gbps, now));
+}
+
+// Of `rows` (one kernel's at one matvec), the one to use at read speed `now` (0:
+// unknown, any row): the nearest in speed of those measured at the same speed, the
+// newest first among equals. With `any_speed`, when none is: one of unknown speed, else
+// the nearest of the others. Null when there is none.
+const TuningRow* row_for_speed(const std::vector<const TuningRow*>& rows, double now, bool any_speed) {
+  const TuningRow* best = nullptr;
+  auto rank = [&](const TuningRow& r) {
+    if (now <= 0) return 0.0;
+    if (!other_speed(r, now)) return speed_distance(r.read_gbps, now);
+    if (!any_speed) return -1.0;
+    return r.read_gbps <= 0 ? 1e3 : 1e6 + speed_distance(r.read_gbps, now);
+  };
+  for (const TuningRow* r : rows) {
+    const double k = rank(*r);
+    if (k < 0) continue;
+    if (!best || k < rank(*best) || (k == rank(*best) && r->measured_at > best->measured_at)) best = r;
+  }
+  return best;
+}
+
 std::string describe(const AutoMatvec& m) {
   std::string ops;
   for (const Op op : m.ops) ops += fmt::format("{}{}", ops.empty() ? "" : "+", to_string(op));
@@ -45,9 +82,22 @@ std::string describe(const AutoMatvec& m) {
 
 // Times `kernels` on one shape with `n` vectors per call, `reps` interleaved
 // repetitions each.
+// What the read speed of a plan is measured over: 256 MiB, eight times a 32 MiB
+// last-level cache, or eight times a larger one.
+std::size_t read_speed_buffer_bytes() {
+  return std::max(std::size_t{256} << 20, 8 * static_cast<std::size_t>(machine_info().llc_bytes));
+}
+
+// Cold, `read_loop` is timed among them, each row's peak_gbps then its median: the
+// memory's speed while they ran.
 std::vector<BenchRow> time_kernels(const std::vector<const KernelSpec*>& kernels, Shape shape, int n, int threads,
-                                   bool warm, int reps, double min_time_s, double peak_gbps) {
+                                   bool warm, int reps, double min_time_s, double peak_gbps,
+                                   const std::string& read_loop) {
   BenchConfig cfg;
+  if (!warm && !read_loop.empty()) {
+    cfg.peak_read_loops[threads] = {read_loop};
+    cfg.peak_buffer_bytes = read_speed_buffer_bytes();
+  }
   cfg.threads = {threads};
   cfg.vectors = {n};
   cfg.warm = warm;
@@ -60,6 +110,19 @@ std::vector<BenchRow> time_kernels(const std::vector<const KernelSpec*>& kernels
 }
 
 }  // namespace
+
+ReadSpeedNow read_speed_now(int threads, std::string loop) {
+  if (loop.empty()) {
+    if (const auto p = TuningStore().peak(threads)) loop = p->kernel;
+    const std::vector<ReadLoop> usable = usable_read_loops();
+    const bool known = std::any_of(usable.begin(), usable.end(), [&](const ReadLoop& l) { return l.name == loop; });
+    if (!known) loop = usable.front().name;
+  }
+  // A few passes, as a plan cannot wait a peak's minute, and the two speeds it tells
+  // apart are far more than a pass's noise apart.
+  const PeakResult p = measure_read_bandwidth(threads, 3, loop, read_speed_buffer_bytes());
+  return {p.median_gbps, loop};
+}
 
 std::string model_cache_state(const ModelWeights& weights) {
   std::uint64_t bytes = 0;
@@ -78,11 +141,15 @@ std::string AutoPlanEvidence::summary() const {
   const std::string batch = n > 1 ? fmt::format(" of a batch of {} (batch kernels)", n) : "";
   std::string s = backend == Backend::CUDA
                       ? fmt::format("tuning: {} matvec shape(s){} for auto on the GPU: ", matvecs, batch)
-                      : fmt::format("tuning: {} matvec shape(s){} for auto, {} thread(s), weights {}: ", matvecs, batch,
-                                    threads, cache == "cold" ? "from memory (cold)" : "in the cache (warm)");
+                      : fmt::format("tuning: {} matvec shape(s){} for auto, {} thread(s), weights {}{}: ", matvecs,
+                                    batch, threads, cache == "cold" ? "from memory (cold)" : "in the cache (warm)",
+                                    read_gbps > 0 ? fmt::format(", memory reading {:.1f} GB/s now{}", read_gbps,
+                                                                read_loop.empty() ? "" : " (" + read_loop + ")")
+                                                  : "");
   std::vector<std::string> parts;
   if (measured) parts.push_back(fmt::format("{} measured now in {:.0f} s", measured, seconds));
   if (from_store) parts.push_back(fmt::format("{} from the store", from_store));
+  if (other_speed) parts.push_back(fmt::format("{} of them by rows of another or an unknown read speed", other_speed));
   if (unmeasured) parts.push_back(fmt::format("{} unmeasured (static order)", unmeasured));
   for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
   if (!measured) s += "; nothing timed";
@@ -114,18 +181,27 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
 
   const std::vector<TuningRow> rows = store.usable_rows(&ev.warning);
   if (!ev.warning.empty()) say(ev.warning);
-  // The store's figure for a kernel at a matvec (the newest), or null.
-  auto stored = [&](const KernelSpec& k, const AutoMatvec& m) -> const TuningRow* {
-    const TuningRow* best = nullptr;
+  const bool streamed = cpu && ev.cache == "cold";
+  if (options.read_gbps > 0) {
+    ev.read_gbps = options.read_gbps;
+  } else if (options.read_gbps < 0 && streamed) {
+    const ReadSpeedNow now = read_speed_now(options.threads);
+    ev.read_gbps = now.gbps;
+    ev.read_loop = now.loop;
+  }
+  // The store's figure for a kernel at a matvec at the read speed now (row_for_speed),
+  // or null; with `any_speed`, the nearest speed's when none is at this one.
+  auto stored = [&](const KernelSpec& k, const AutoMatvec& m, bool any_speed = false) -> const TuningRow* {
+    std::vector<const TuningRow*> mine;
     for (const TuningRow& r : rows)
       if (r.kind == "kernel" && r.kernel == k.name && r.rows == m.shape.rows && r.cols == m.shape.cols &&
-          r.n == options.n && (!cpu || (r.threads == options.threads && r.cache == ev.cache)) &&
-          (!best || r.measured_at > best->measured_at))
-        best = &r;
-    return best;
+          r.n == options.n && (!cpu || (r.threads == options.threads && r.cache == ev.cache)))
+        mine.push_back(&r);
+    return row_for_speed(mine, ev.read_gbps, any_speed);
   };
   double peak_gbps = 0;
   if (const auto p = store.peak(options.threads)) peak_gbps = p->gbps;
+  const std::string read_loop = streamed ? ev.read_loop : "";
 
   std::vector<const AutoMatvec*> missing;
   for (const AutoMatvec& m : matvecs) {
@@ -137,21 +213,24 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
       ++ev.from_store;
       for (const KernelSpec* k : kernels) {
         const TuningRow* r = stored(*k, m);
-        ev.speeds.push_back(speed_of(*r, "store, " + r->date()));
+        ev.speeds.push_back(speed_of(*r, store_source(*r)));
       }
     } else if (!kernels.empty()) {
       missing.push_back(&m);
     }
   }
-  // Partly covered matvecs keep the figures they have when nothing is timed.
+  // Partly covered matvecs keep the figures they have when nothing is timed, those of
+  // the nearest read speed where none is of this one.
   auto keep_partial = [&](const AutoMatvec& m) {
-    bool any = false;
+    bool any = false, other = false;
     for (const KernelSpec* k : auto_candidates(m, options.backend, options.n))
-      if (const TuningRow* r = stored(*k, m)) {
-        ev.speeds.push_back(speed_of(*r, "store, " + r->date()));
+      if (const TuningRow* r = stored(*k, m, true)) {
+        ev.speeds.push_back(speed_of(*r, store_source(*r)));
         any = true;
+        other = other || other_speed(*r, ev.read_gbps);
       }
     any ? ++ev.from_store : ++ev.unmeasured;
+    if (other) ++ev.other_speed;
   };
   if (!options.measure || missing.empty()) {
     for (const AutoMatvec* m : missing) keep_partial(*m);
@@ -177,7 +256,8 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
                     i + 1, missing.size(), options.spent_s + elapsed()));
     // Screening: one short repetition each; the slow ones are settled by it.
     std::vector<BenchRow> screened =
-        time_kernels(kernels, m.shape, options.n, options.threads, warm, 1, options.screen_min_time_s, peak_gbps);
+        time_kernels(kernels, m.shape, options.n, options.threads, warm, 1, options.screen_min_time_s, peak_gbps,
+                     read_loop);
     double fastest = 0;
     for (const BenchRow& r : screened)
       if (r.time_median_us > 0 && (fastest == 0 || r.time_median_us < fastest)) fastest = r.time_median_us;
@@ -188,18 +268,22 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
     std::vector<BenchRow> final_rows;
     if (finalists.size() > 1)
       final_rows =
-          time_kernels(finalists, m.shape, options.n, options.threads, warm, 3, options.final_min_time_s, peak_gbps);
+          time_kernels(finalists, m.shape, options.n, options.threads, warm, 3, options.final_min_time_s, peak_gbps,
+                       read_loop);
     for (BenchRow& r : screened) {
       const auto again = std::find_if(final_rows.begin(), final_rows.end(),
                                       [&](const BenchRow& f) { return f.kernel == r.kernel; });
       if (again != final_rows.end()) r = *again;
       if (r.time_median_us <= 0) continue;
       fresh.push_back(tuning_row(r, "auto"));
+      // The memory's speed while it ran: the loop timed beside it, else the plan's.
+      fresh.back().read_gbps = !read_loop.empty() && r.peak_gbps > 0 ? r.peak_gbps : ev.read_gbps;
       ev.speeds.push_back(speed_of(fresh.back(), "measured now"));
     }
     ++ev.measured;
   }
   ev.seconds = elapsed();
+  release_bench_read_buffer();  // what runs next (a decode) needs its memory
   if (const std::string error = store.add(fresh); !error.empty()) {
     ev.warning = "the tuning store was not updated: " + error;
     say(ev.warning);

@@ -11,6 +11,16 @@
 // the nearest measured shape of its weight type, else the static order, and the plan
 // table says which.
 //
+// Where the weights stream from memory (CPU, cold), the figures are those measured at
+// the memory's speed now: a host whose memory runs at two speeds, minutes apart, can
+// have a different fastest kernel at each (harness/tuning_store.h, read_gbps). `auto`
+// times one read pass beside its plan, takes each kernel's row measured nearest that
+// speed, and counts a matvec covered only when every candidate has a row at the same
+// speed (kSameReadSpeed); what it times then keeps the read loop timed beside it, so a
+// host measures each of its speeds once. Rows of another or an unknown speed (a file
+// written before the column) answer only where nothing is timed (--no-tune, a spent
+// budget), the unknown first, and the plan's summary counts them.
+//
 // With n > 1 (`decode --batch B`, n = B) the same is done for the batch decode's
 // matvecs: the candidates are the batch kernels that take n vectors per call, and the
 // rows read, timed and kept are those of n vectors per call. The one-vector kernel
@@ -37,6 +47,9 @@ struct AutoPlanOptions {
   // batch plan's speeds.
   int n = 1;
   std::string store_path; // "" : TuningStore::default_path(backend)
+  // The memory's read speed now, GB/s: < 0 measured here where the weights stream from
+  // memory (CPU, cold; else unknown), 0 unknown (each kernel's newest row), > 0 given.
+  double read_gbps = -1;
   // Seconds per repetition of the screening pass and of the finalists' three.
   double screen_min_time_s = 0.02, final_min_time_s = 0.05;
   std::function<void(const std::string&)> progress;  // one line per step, for stderr
@@ -52,6 +65,11 @@ struct AutoPlanEvidence {
   bool static_order = false;  // the plan takes the fixed order, whatever was measured
   Backend backend = Backend::CPU;
   std::string cache;   // "cold" or "warm": how the model's weights are met
+  double read_gbps = 0;   // the memory's read speed the rows were chosen for; 0: unknown
+  std::string read_loop;  // the loop that measured it here ("" when given or unknown)
+  // Matvecs answered, without timing (--no-tune or a spent budget), by rows of another
+  // or an unknown read speed than the one now.
+  int other_speed = 0;
   std::string store;   // the store's path
   std::string warning; // a damaged store, or one that could not be written ("" if neither)
   // One line for the plan's header: what was measured and where the rest came from.
@@ -66,6 +84,14 @@ inline constexpr double kFinalistRatio = 1.25;
 // machine, or on this GPU for the CUDA backend; with options.n > 1, every plain matvec
 // that has a batch kernel taking n vectors.
 AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& weights, const AutoPlanOptions& options);
+
+// The memory's read speed now on `threads` threads: the median of three passes of
+// `loop` (the stored peak's loop when "") over a buffer well past the last-level cache.
+struct ReadSpeedNow {
+  double gbps = 0;
+  std::string loop;
+};
+ReadSpeedNow read_speed_now(int threads, std::string loop = {});
 
 // qmvlab's own kernels that can run the matvec here, what auto weighs for it; with
 // n > 1, the batch kernels (OpKind::MatVecBatch) that take n vectors per call, for a

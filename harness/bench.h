@@ -81,6 +81,11 @@ struct BenchOutcome {
 // called as each point has all its repetitions (CSV rows written as they come; with an
 // interleaved peak, once the whole run is done, as the rows need its median);
 // `on_progress` after every timed kernel repetition.
+// Unmaps the buffer the interleaved read loops keep between runs (BenchConfig::
+// peak_read_loops), for a process that goes on to other work, as a decode after its
+// plan's timing.
+void release_bench_read_buffer();
+
 BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std::vector<Shape>& shapes,
                        const BenchConfig& config, const std::map<int, double>& peak_gbps,
                        const std::function<void(const BenchRow&, int done, int total)>& on_row = {},

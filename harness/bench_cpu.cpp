@@ -32,8 +32,13 @@ namespace {
 // all read the same pages, mapped at its first group rather than after others' have
 // come and gone. Its share in huge pages is reported with the rows' peak, as a buffer
 // in ordinary pages reads slower than weights in huge ones.
-const WeightMemory& in_run_peak_buffer(std::size_t bytes) {
+WeightMemory& peak_buffer_of_process() {
   static WeightMemory buffer;
+  return buffer;
+}
+
+const WeightMemory& in_run_peak_buffer(std::size_t bytes) {
+  WeightMemory& buffer = peak_buffer_of_process();
   if (buffer.bytes() != bytes) {
     buffer = WeightMemory();  // the old one goes before the new one is mapped
     buffer = WeightMemory(bytes);
@@ -419,3 +424,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
 }
 
 }  // namespace qmv::bench_detail
+
+namespace qmv {
+void release_bench_read_buffer() { bench_detail::peak_buffer_of_process() = WeightMemory(); }
+}  // namespace qmv

@@ -100,6 +100,9 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
   // Time kernels as decode will meet their weights: from memory, unless the whole
   // model fits in the last-level cache (a toy model), where warm is what decode sees.
   bench.warm = model_cache_state(weights) == "warm";
+  // The roofline's read loop timed among the kernels: the memory's speed while they ran,
+  // which the store keeps with their rows (a host's two speeds can rank them apart).
+  if (!bench.warm && !roofline.read_loop.empty()) bench.peak_read_loops[config.threads] = {roofline.read_loop};
   for (const auto& [type, ks] : by_type) {
     std::vector<const KernelSpec*> in_budget;
     for (const KernelSpec* k : ks.first)
@@ -109,13 +112,13 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
     say(fmt::format("timing {} {} kernel(s) within the budget on {} shape(s), {}, interleaved", in_budget.size(),
                     to_string(type), ks.second.size(), bench.warm ? "warm (the model fits in the cache)" : "cold"));
     const BenchOutcome out = run_bench(in_budget, ks.second, bench, peaks);
-    record_in_store(out.rows, "tune");
+    record_in_store(out.rows, "tune", out.interleaved_peak_gbps);
     for (const BenchRow& row : out.rows) {
       const KernelSpec* k = global_registry().find(row.kernel);
       for (TuneCandidate* c : find(k, {row.rows, row.cols})) {
         c->time_us = row.time_median_us;
         c->gbps = row.gbps_median;
-        c->peak_pct = row.peak_pct;
+        c->peak_pct = 100.0 * row.gbps_median / roofline.gbps;
       }
     }
   }

@@ -29,13 +29,15 @@
 namespace qmv {
 namespace {
 
-// `n` last and optional: a file written before it reads as one vector per call, and a
-// reader that predates it reads a newer file.
-constexpr std::array<const char*, 19> kColumns = {
-    "kind",    "machine", "isa",         "cpu_model",      "kernel", "kernel_build", "op",     "weight_type", "rows",
-    "cols",    "threads", "repetitions", "time_median_us", "gbps",   "cache",        "source", "measured_at", "git_commit",
-    "n"};
-constexpr std::size_t kRequiredColumns = kColumns.size() - 1;
+// `n` and `read_gbps` last and optional: a file written before them reads as one vector
+// per call at an unknown read speed, and a reader that predates them reads a newer file.
+constexpr std::array<const char*, 20> kColumns = {
+    "kind",   "machine",     "isa",        "cpu_model", "kernel",     "kernel_build", "op",
+    "weight_type", "rows",   "cols",       "threads",   "repetitions", "time_median_us", "gbps",
+    "cache",  "source",      "measured_at", "git_commit", "n",        "read_gbps"};
+constexpr std::size_t kRequiredColumns = kColumns.size() - 2;
+// A key keeps this many rows at distinct read speeds; a new one displaces the oldest.
+constexpr std::size_t kReadSpeedsPerKey = 3;
 
 // The features this process may use: what the CPU has, within the ISA mask.
 std::string usable_isa() {
@@ -70,7 +72,8 @@ std::vector<std::string> fields_of(const TuningRow& r) {
           r.source,
           r.measured_at,
           r.git_commit,
-          std::to_string(r.n)};
+          std::to_string(r.n),
+          fmt::format("{:.6g}", r.read_gbps)};
 }
 
 // Refuses what no writer of ours produces, so a garbled file is not half believed.
@@ -83,6 +86,8 @@ void validate(const TuningRow& r, const std::string& path, unsigned line) {
   if (!(r.gbps > 0) || !std::isfinite(r.gbps)) bad(fmt::format("gbps {} is not a positive number", r.gbps));
   if (r.threads < 0 || r.repetitions < 0) bad("a negative thread or repetition count");
   if (r.n < 1) bad(fmt::format("n {} is not a count of vectors", r.n));
+  if (!(r.read_gbps >= 0) || !std::isfinite(r.read_gbps))
+    bad(fmt::format("read_gbps {} is neither 0 (unknown) nor a positive number", r.read_gbps));
   if (r.n > 1 && r.op != to_string(OpKind::MatVecBatch))
     bad(fmt::format("n {} on a {} row: only a batch kernel takes more than one vector per call", r.n, one_line(r.op)));
   if (r.kind == "kernel") {
@@ -167,6 +172,7 @@ std::vector<TuningRow> TuningStore::read_all() const {
     r.threads = f.required<int>("threads");
     r.cache = f["cache"];
     r.n = f.number_or<int>("n", 1);
+    r.read_gbps = f.number_or<double>("read_gbps", 0);
     r.repetitions = f.required<int>("repetitions");
     r.time_median_us = f.required<double>("time_median_us");
     r.gbps = f.required<double>("gbps");
@@ -223,11 +229,18 @@ std::string TuningStore::add(const std::vector<TuningRow>& rows) const {
   const FileLock lock(path_);
   if (!lock.held()) return fmt::format("{}: cannot lock {}.lock", path_, path_);
 
-  std::map<Key, TuningRow> merged;
-  std::vector<Key> order;  // first-seen order, so the file reads as it grew
+  // Per key, its rows at distinct read speeds, oldest first; the keys in first-seen
+  // order, so the file reads as it grew.
+  std::map<Key, std::vector<TuningRow>> merged;
+  std::vector<Key> order;
   auto put = [&](const TuningRow& r) {
     const Key k = key_of(r);
-    if (merged.insert_or_assign(k, r).second) order.push_back(k);
+    auto [it, fresh] = merged.try_emplace(k);
+    if (fresh) order.push_back(k);
+    std::vector<TuningRow>& kept = it->second;
+    std::erase_if(kept, [&](const TuningRow& old) { return same_read_speed(old.read_gbps, r.read_gbps); });
+    kept.push_back(r);
+    if (kept.size() > kReadSpeedsPerKey) kept.erase(kept.begin());
   };
   std::string note;
   try {
@@ -242,7 +255,8 @@ std::string TuningStore::add(const std::vector<TuningRow>& rows) const {
   const std::string aside = fmt::format("{}.{}.tmp", path_, ::getpid());
   {
     CsvWriter out(aside, tuning_store_header(), false);
-    for (const Key& k : order) out.write(fields_of(merged.at(k)));
+    for (const Key& k : order)
+      for (const TuningRow& r : merged.at(k)) out.write(fields_of(r));
   }
   std::filesystem::rename(aside, p, ec);
   if (ec) {
@@ -251,6 +265,11 @@ std::string TuningStore::add(const std::vector<TuningRow>& rows) const {
   }
   if (!note.empty()) std::fprintf(stderr, "qmvlab: tuning store rewritten%s\n", note.c_str());
   return "";
+}
+
+bool same_read_speed(double a_gbps, double b_gbps) {
+  if (a_gbps <= 0 || b_gbps <= 0) return true;
+  return std::max(a_gbps, b_gbps) <= kSameReadSpeed * std::min(a_gbps, b_gbps);
 }
 
 std::string utc_timestamp() {
@@ -306,7 +325,8 @@ TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop
   return r;
 }
 
-void record_in_store(const std::vector<BenchRow>& rows, const std::string& source) {
+void record_in_store(const std::vector<BenchRow>& rows, const std::string& source,
+                     const std::map<int, double>& read_gbps) {
   std::vector<TuningRow> cpu, gpu;
   const CpuTiling usual;
   const StoreScope scope = StoreScope::here();
@@ -316,8 +336,12 @@ void record_in_store(const std::vector<BenchRow>& rows, const std::string& sourc
     if (b.n != 1 && b.op != to_string(OpKind::MatVecBatch)) continue;
     // What decode would meet: CPU rows under the row tiling decode runs with; CUDA rows
     // of weights streamed from memory, on this process's device.
-    if (b.backend == "cpu" && b.tile_rows == usual.tile_rows && b.min_parallel_rows == usual.min_parallel_rows)
+    if (b.backend == "cpu" && b.tile_rows == usual.tile_rows && b.min_parallel_rows == usual.min_parallel_rows) {
       cpu.push_back(tuning_row(b, source, scope));
+      // A kernel streaming its weights from memory is as quick as the memory was then.
+      if (const auto read = read_gbps.find(b.threads); read != read_gbps.end() && b.cache == "cold")
+        cpu.back().read_gbps = read->second;
+    }
     else if (b.backend == "cuda" && b.cache == "cold" && !scope.gpu_machine.empty())
       gpu.push_back(tuning_row(b, source, scope));
   }

@@ -14,12 +14,21 @@
 //                divides by), written by `peak` and by the first `decode` that needs it.
 // A row is used only on the machine and ISA mask (for a CUDA kernel: the GPU and its
 // architecture) that wrote it, and a kernel row only
-// while the kernel's build (kernels/build_id.h) is the one measured. A newer row replaces
-// the one of the same key. A damaged file is reported in one line and read as empty;
-// writers take a lock, merge, write aside and rename, so concurrent writers lose no row
-// and a reader never sees half a file.
+// while the kernel's build (kernels/build_id.h) is the one measured.
+//
+// A cold CPU kernel row also keeps the read bandwidth measured beside it (read_gbps):
+// a host whose memory runs at two speeds, minutes apart, can have a different fastest
+// kernel at each (results/README.md), so a newer row replaces the one of its key
+// measured at the same read speed (within kSameReadSpeed), and rows at other speeds
+// stay beside it, up to three per key. `auto` reads the rows nearest the speed the
+// memory reads at when it plans (harness/auto_plan.h).
+//
+// A damaged file is reported in one line and read as empty; writers take a lock, merge,
+// write aside and rename, so concurrent writers lose no row and a reader never sees
+// half a file.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +65,10 @@ struct TuningRow {
   std::string measured_at;   // UTC, ISO 8601
   std::string source;        // the command that measured it: bench, sweep, tune, auto, peak, decode
   std::string git_commit;
+  // A cold CPU kernel row: the read bandwidth of the read loop timed in the same run
+  // (BenchRow::peak_gbps), the memory's speed while the kernel was timed; 0: unknown
+  // (a warm or GPU row, a file written before the column).
+  double read_gbps = 0;
   // "2026-11-28", what a plan table shows.
   std::string date() const { return measured_at.substr(0, 10); }
 };
@@ -86,8 +99,8 @@ class TuningStore {
   // The newest usable peak row for `threads`.
   std::optional<TuningRow> peak(int threads) const;
 
-  // Adds rows, each replacing a row of the same key (kind, machine, isa, kernel, build,
-  // op, shape, threads, cache, n). Returns "" on success, else one line saying why the
+  // Adds rows, each replacing the rows of the same key (kind, machine, isa, kernel,
+  // build, op, shape, threads, cache, n) at the same read speed. Returns "" on success, else one line saying why the
   // store was not written (the caller warns; a measurement is never lost for it). A
   // damaged file is kept beside the new one as <path>.damaged.
   std::string add(const std::vector<TuningRow>& rows) const;
@@ -95,6 +108,13 @@ class TuningStore {
  private:
   std::string path_;
 };
+
+// Two read bandwidths within this ratio are one speed of the memory: the two speeds of
+// the host in results/amd-zen4-2c/handover.txt read 28.8-36.8 and 49.9-63.8 GB/s single
+// passes, and a run's read figure is a median over its passes, nearer its speed's middle.
+inline constexpr double kSameReadSpeed = 1.25;
+// Whether two rows' read speeds are the same speed (an unknown one, 0, matches any).
+bool same_read_speed(double a_gbps, double b_gbps);
 
 // The current time as TuningRow::measured_at writes it.
 std::string utc_timestamp();
@@ -107,8 +127,11 @@ TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop
 // Adds bench rows to the default store of their backend (what decode would meet: CPU
 // rows under decode's row tiling, cold CUDA rows; a batch kernel's at every n it was
 // timed with, what `decode --batch` would meet), printing one line on stderr if it
-// cannot be written.
-void record_in_store(const std::vector<BenchRow>& rows, const std::string& source);
+// cannot be written. `read_gbps`: per thread count, the read loops' speed timed among
+// the kernels (BenchOutcome::interleaved_peak_gbps), each cold CPU row's read_gbps; a
+// row of a thread count without one keeps an unknown speed.
+void record_in_store(const std::vector<BenchRow>& rows, const std::string& source,
+                     const std::map<int, double>& read_gbps = {});
 
 // The CPU read bandwidth every share of the roofline divides by, one figure per machine
 // and thread count: the peak row of this machine's store (`qmvlab peak` keeps its

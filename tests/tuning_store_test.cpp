@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -122,6 +123,85 @@ TEST(TuningStore, ANewerRowReplacesTheOneOfItsKey) {
   ASSERT_EQ(rows.size(), 2u) << ::testing::PrintToString(kernels_of(rows));
   EXPECT_DOUBLE_EQ(rows[0].time_median_us, 40);
   EXPECT_EQ(rows[1].rows, 512);
+}
+
+// A cold row measured while the memory read at `read_gbps`.
+TuningRow row_at_speed(const std::string& kernel, std::int64_t rows, double time_us, double read_gbps) {
+  TuningRow r = kernel_row(kernel, rows, 256, time_us);
+  r.read_gbps = read_gbps;
+  return r;
+}
+
+std::vector<double> read_speeds_of(const std::vector<TuningRow>& rows) {
+  std::vector<double> out;
+  for (const TuningRow& r : rows) out.push_back(r.read_gbps);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(TuningStore, ARowAtAnotherReadSpeedStaysBesideTheNewerOne) {
+  // Speeds in tenths, which the file's six digits keep exactly.
+  const auto tenths = [](double gbps) { return std::round(gbps * 10) / 10; };
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double slow = tenths(std::uniform_real_distribution<double>(25, 40)(rng)), fast = tenths(slow * 1.7);
+  const TuningStore store(store_path("read_speeds"));
+  const std::string k = "q4_K.cpu.scalar_f32";
+  ASSERT_EQ(store.add({row_at_speed(k, 256, 50, slow)}), "");
+  ASSERT_EQ(store.add({row_at_speed(k, 256, 30, fast)}), "");
+  EXPECT_EQ(read_speeds_of(store.read_all()), (std::vector<double>{slow, fast}));
+  // Within kSameReadSpeed of the slow one: the same speed, a newer measurement of it.
+  const double slow_again = tenths(slow * 1.1);
+  ASSERT_EQ(store.add({row_at_speed(k, 256, 45, slow_again)}), "");
+  auto rows = store.read_all();
+  ASSERT_EQ(read_speeds_of(rows), (std::vector<double>{slow_again, fast}));
+  for (const TuningRow& r : rows) EXPECT_DOUBLE_EQ(r.time_median_us, r.read_gbps == fast ? 30 : 45);
+  // A key keeps three speeds; a fourth displaces the oldest (the fast one, now).
+  const double faster = tenths(fast * 1.6), fastest = tenths(faster * 1.6);
+  ASSERT_EQ(store.add({row_at_speed(k, 256, 20, faster)}), "");
+  ASSERT_EQ(store.add({row_at_speed(k, 256, 10, fastest)}), "");
+  EXPECT_EQ(read_speeds_of(store.read_all()), (std::vector<double>{slow_again, faster, fastest}));
+  // A row of unknown speed is the newest of every speed; one of a known speed replaces it.
+  ASSERT_EQ(store.add({row_at_speed(k, 256, 15, 0)}), "");
+  EXPECT_EQ(read_speeds_of(store.read_all()), (std::vector<double>{0}));
+  ASSERT_EQ(store.add({row_at_speed(k, 256, 40, slow)}), "");
+  EXPECT_EQ(read_speeds_of(store.read_all()), (std::vector<double>{slow}));
+}
+
+TEST(TuningStore, SameReadSpeedIsWithinItsRatio) {
+  EXPECT_TRUE(same_read_speed(33, 33 * kSameReadSpeed));
+  EXPECT_FALSE(same_read_speed(33, 33 * kSameReadSpeed * 1.001));
+  EXPECT_FALSE(same_read_speed(57, 33));
+  EXPECT_TRUE(same_read_speed(0, 57));
+  EXPECT_TRUE(same_read_speed(33, 0));
+}
+
+TEST(TuningStore, BenchRowsKeepTheReadSpeedTimedBesideThem) {
+  const std::string path = store_path("bench_read_speed");
+  const qmv::testing::ScopedEnv one_file({{"QMV_TUNING_STORE", path}});
+  std::vector<BenchRow> rows;
+  for (const int threads : {1, 2})
+    for (const char* cache : {"cold", "warm"}) {
+      BenchRow b;
+      b.kernel = "q4_K.cpu.scalar_f32";
+      b.op = "matvec";
+      b.weight_type = "q4_K";
+      b.backend = "cpu";
+      b.rows = b.cols = 256;
+      b.threads = threads;
+      b.cache = cache;
+      b.repetitions = 3;
+      b.time_median_us = fresh_time_us("bench row");
+      b.gbps_median = 10;
+      b.tile_rows = CpuTiling{}.tile_rows;
+      b.min_parallel_rows = CpuTiling{}.min_parallel_rows;
+      rows.push_back(b);
+    }
+  record_in_store(rows, "bench", {{2, 41.5}});
+  std::map<std::pair<int, std::string>, double> speeds;
+  for (const TuningRow& r : TuningStore(path).read_all()) speeds[{r.threads, r.cache}] = r.read_gbps;
+  // Only a cold row of a thread count the loops were timed on has a speed.
+  EXPECT_EQ(speeds, (std::map<std::pair<int, std::string>, double>{
+                        {{1, "cold"}, 0}, {{1, "warm"}, 0}, {{2, "cold"}, 41.5}, {{2, "warm"}, 0}}));
 }
 
 TEST(TuningStore, RowsOfAnotherMachineMaskOrKernelBuildAreNotUsed) {
@@ -262,6 +342,8 @@ TEST(TuningStore, ADamagedStoreIsIgnoredWithOneLineAndRewrittenAside) {
       {"not a number", [](std::string& t) { set_first_row_field(t, "rows", "twelve"); }},
       {"a NaN speed", [](std::string& t) { set_first_row_field(t, "gbps", "nan"); }},
       {"an unknown kind", [](std::string& t) { set_first_row_field(t, "kind", "wisdom"); }},
+      {"a negative read speed", [](std::string& t) { set_first_row_field(t, "read_gbps", "-33"); }},
+      {"an infinite read speed", [](std::string& t) { set_first_row_field(t, "read_gbps", "inf"); }},
       {"a column gone", [](std::string& t) { t.replace(t.find("kernel_build"), 12, "kernel_bild"); }},
       {"empty", [](std::string& t) { t.clear(); }},
   };
@@ -347,13 +429,15 @@ TEST(TuningStore, AFileWrittenBeforeTheNColumnReadsAsOneVectorPerCall) {
   const double t = fresh_time_us("old store");
   ASSERT_EQ(store.add({kernel_row("q4_K.cpu.scalar_f32", 256, 256, t), kernel_row("q6_K.cpu.scalar_f32", 512, 256, 2 * t)}),
             "");
-  // The file as a writer before the column left it: the last column gone from every line.
+  // The file as a writer before the column left it: the last two columns (n, then
+  // read_gbps) gone from every line.
   rewrite(path, [](std::string& text) {
     std::string out;
     for (std::size_t at = 0; at < text.size();) {
       const std::size_t end = text.find('\n', at);
       const std::string line = text.substr(at, end - at);
-      out += line.substr(0, line.rfind(',')) + "\n";
+      const std::string without_read_speed = line.substr(0, line.rfind(','));
+      out += without_read_speed.substr(0, without_read_speed.rfind(',')) + "\n";
       at = end + 1;
     }
     text = out;
@@ -378,6 +462,28 @@ TEST(TuningStore, AFileWrittenBeforeTheNColumnReadsAsOneVectorPerCall) {
   EXPECT_EQ(again[1].n, 1);
   EXPECT_EQ(again[2].n, 4);
   EXPECT_FALSE(std::filesystem::exists(path + ".damaged"));
+}
+
+TEST(TuningStore, AFileWrittenBeforeTheReadSpeedColumnReadsAsUnknownSpeed) {
+  const std::string path = store_path("before_read_gbps");
+  const TuningStore store(path);
+  ASSERT_EQ(store.add({row_at_speed("q4_K.cpu.scalar_f32", 256, fresh_time_us("old"), 33)}), "");
+  rewrite(path, [](std::string& text) {
+    std::string out;
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t end = text.find('\n', at);
+      const std::string line = text.substr(at, end - at);
+      out += line.substr(0, line.rfind(',')) + "\n";
+      at = end + 1;
+    }
+    text = out;
+  });
+  std::string warning;
+  const auto rows = store.usable_rows(&warning);
+  EXPECT_TRUE(warning.empty()) << warning;
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].read_gbps, 0);
+  EXPECT_EQ(rows[0].n, 1);
 }
 
 // A store written before kernels were renamed (kernels/former_names.h): its rows are
@@ -632,6 +738,120 @@ TEST(AutoPlan, OnTheGpuPicksFromTheGpusRowsAndMeasuresWhatTheyLack) {
     }
     break;
   }
+}
+
+// Two Q4_K kernels of the tiny model's attn_q that run here, or fewer.
+std::vector<std::string> two_attn_q_kernels(const TinyQ4K& m) {
+  std::vector<std::string> out;
+  for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights))
+    if (a.kind == OpKind::MatVec && a.shape == Shape{256, 256})
+      for (const KernelSpec* k : auto_candidates(a, Backend::CPU))
+        if (out.size() < 2) out.push_back(k->name);
+  return out;
+}
+
+// Rows making `fastest` the fastest, each measured on `day` while the memory read at
+// `read_gbps`.
+std::vector<TuningRow> rows_at_speed(const ModelWeights& w, const std::string& fastest, double read_gbps,
+                                     const std::string& day) {
+  std::vector<TuningRow> rows = rows_making_fastest(w, fastest, 1);
+  for (TuningRow& r : rows) {
+    r.read_gbps = read_gbps;
+    r.measured_at = day + "T12:00:00Z";
+  }
+  return rows;
+}
+
+TEST(AutoPlan, PicksFromTheRowsMeasuredAtTheMemorysSpeedNow) {
+  const TinyQ4K m;
+  const std::vector<std::string> two = two_attn_q_kernels(m);
+  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double slow = std::uniform_real_distribution<double>(25, 40)(rng), fast = slow * 1.7;
+  AutoPlanOptions options;
+  options.threads = 1;
+  options.measure = false;
+  options.store_path = store_path("by_speed");
+  // The first kernel fastest at the slow speed, the second at the fast one (written last).
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[0], slow, "2026-01-01")), "");
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[1], fast, "2026-01-02")), "");
+  const std::vector<std::tuple<double, std::string, double>> cases = {
+      {slow * 1.05, two[0], slow}, {fast / 1.1, two[1], fast}, {0, two[1], fast}};
+  for (const auto& [now, expected, rows_speed] : cases) {
+    SCOPED_TRACE(fmt::format("memory reading {} GB/s now", now));
+    options.read_gbps = now;
+    const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+    EXPECT_EQ(ev.from_store, ev.matvecs);
+    EXPECT_EQ(ev.other_speed, 0);
+    const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
+    const PlannedMatvec& q = planned_op(planned, Op::AttnQ);
+    EXPECT_EQ(q.kernel->name, expected);
+    EXPECT_NE(q.source.find(fmt::format("at {:.0f} GB/s read", rows_speed)), std::string::npos) << q.source;
+    if (now > 0) {
+      EXPECT_NE(ev.summary().find(fmt::format("{:.1f} GB/s now", now)), std::string::npos) << ev.summary();
+    }
+  }
+}
+
+TEST(AutoPlan, AtASpeedTheStoreHasNotSeenMeasuresOnceOrWithoutTuningTakesTheNearest) {
+  const TinyQ4K m;
+  const std::vector<std::string> two = two_attn_q_kernels(m);
+  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double slow = std::uniform_real_distribution<double>(25, 40)(rng);
+  AutoPlanOptions options;
+  options.threads = 1;
+  options.store_path = store_path("unseen_speed");
+  options.screen_min_time_s = options.final_min_time_s = 0.002;
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[1], 1.8 * slow, "2026-01-01")), "");
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[0], 3.5 * slow, "2026-01-02")), "");
+  options.read_gbps = slow;
+  // Without timing: the rows of the nearest speed, and the summary says they are another's.
+  options.measure = false;
+  const AutoPlanEvidence nearest = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(nearest.from_store, nearest.matvecs);
+  EXPECT_EQ(nearest.other_speed, nearest.matvecs);
+  EXPECT_NE(nearest.summary().find("another or an unknown read speed"), std::string::npos) << nearest.summary();
+  EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, nearest.speeds), Op::AttnQ).kernel->name, two[1]);
+  // With timing: every matvec is timed at this speed once; the next plan times nothing.
+  options.measure = true;
+  const AutoPlanEvidence first = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(first.measured, first.matvecs);
+  const AutoPlanEvidence second = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(second.measured, 0);
+  EXPECT_EQ(second.from_store, second.matvecs);
+  EXPECT_EQ(second.other_speed, 0);
+}
+
+TEST(AutoPlan, RowsOfAnUnknownReadSpeedAnswerOnlyWithoutTiming) {
+  const TinyQ4K m;
+  const std::vector<std::string> two = two_attn_q_kernels(m);
+  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double now = std::uniform_real_distribution<double>(25, 60)(rng);
+  AutoPlanOptions options;
+  options.threads = 1;
+  options.store_path = store_path("unknown_speed");
+  options.screen_min_time_s = options.final_min_time_s = 0.002;
+  options.read_gbps = now;
+  // The second kernel fastest by rows of unknown speed (a row of a known speed would
+  // replace them: one key holds rows of known speeds or one of an unknown).
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[1], 0, "2026-01-01")), "");
+  options.measure = false;
+  const AutoPlanEvidence stored = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(stored.from_store, stored.matvecs);
+  EXPECT_EQ(stored.other_speed, stored.matvecs);
+  EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, stored.speeds), Op::AttnQ).kernel->name, two[1]);
+  // The read speed unknown now, they are as good as any.
+  options.read_gbps = 0;
+  EXPECT_EQ(auto_plan_evidence(KernelPlan{}, m.weights, options).other_speed, 0);
+  // Timing, they cover no matvec at a known speed now; what is timed keeps that speed.
+  options.read_gbps = now;
+  options.measure = true;
+  const AutoPlanEvidence timed = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(timed.measured, timed.matvecs);
+  for (const TuningRow& r : TuningStore(options.store_path).read_all())
+    EXPECT_DOUBLE_EQ(r.read_gbps, std::stod(fmt::format("{:.6g}", now))) << r.kernel;
 }
 
 TEST(AutoPlan, WithoutTuningAnUnmeasuredMatvecTakesTheStaticOrder) {

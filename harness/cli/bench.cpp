@@ -131,7 +131,7 @@ class BenchCommand : public Command {
           std::fflush(stdout);
         });
     // An overlapped launch's time belongs to a pair of kernels, not to the kernel alone.
-    if (!cfg.gpu_overlap) record_in_store(res.rows, "bench");
+    if (!cfg.gpu_overlap) record_in_store(res.rows, "bench", res.interleaved_peak_gbps);
     print_interleaved_peaks(res);
     for (const auto& s : res.skipped) fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
     fmt::print("\n");

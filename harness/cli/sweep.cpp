@@ -287,6 +287,7 @@ int SweepCommand::run(const std::string& command_line) {
     // row for each of its points not yet written, naming the error; the sweep goes on.
     std::set<const SweepPoint*> written;
     std::vector<BenchRow> measured;  // for the tuning store: the points that passed their check
+    std::map<int, double> read_speeds;  // the read loops timed among them: the memory's speed then
     auto progress = [&](const SweepPoint& p, const std::string& result) {
       ++done;
       const double s = std::chrono::duration<double>(Clock::now() - started).count();
@@ -360,6 +361,7 @@ int SweepCommand::run(const std::string& command_line) {
         }
 
       print_interleaved_peaks(res);
+      read_speeds = res.interleaved_peak_gbps;
     } catch (const std::exception& e) {
       const std::string reason = fmt::format("the run of this group failed: {}",
                                              dynamic_cast<const std::bad_alloc*>(&e) ? "out of memory (std::bad_alloc)"
@@ -371,7 +373,7 @@ int SweepCommand::run(const std::string& command_line) {
         progress(*p, "FAILED: " + reason);
       }
     }
-    record_in_store(measured, "sweep");
+    record_in_store(measured, "sweep", read_speeds);
   }
   const double s = std::chrono::duration<double>(Clock::now() - started).count();
   fmt::print("sweep {}: {} point(s) run, {} failed, {} skipped, in {}; wrote {}\n", exp.name, done, failed, skipped,
