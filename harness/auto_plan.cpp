@@ -55,20 +55,17 @@ bool other_speed(const TuningRow& r, double now) {
 }
 
 // Of `rows` (one kernel's at one matvec), the one to use at read speed `now` (0:
-// unknown, any row): the nearest in speed of those measured at the same speed, the
-// newest first among equals. With `any_speed`, when none is: one of unknown speed, else
-// the nearest of the others. Null when there is none.
-const TuningRow* row_for_speed(const std::vector<const TuningRow*>& rows, double now, bool any_speed) {
+// unknown, any row): the nearest in speed of those measured at the same speed, else one
+// of unknown speed, else the nearest of the others; the newest first among equals.
+const TuningRow* row_for_speed(const std::vector<const TuningRow*>& rows, double now) {
   const TuningRow* best = nullptr;
   auto rank = [&](const TuningRow& r) {
     if (now <= 0) return 0.0;
     if (!other_speed(r, now)) return speed_distance(r.read_gbps, now);
-    if (!any_speed) return -1.0;
     return r.read_gbps <= 0 ? 1e3 : 1e6 + speed_distance(r.read_gbps, now);
   };
   for (const TuningRow* r : rows) {
     const double k = rank(*r);
-    if (k < 0) continue;
     if (!best || k < rank(*best) || (k == rank(*best) && r->measured_at > best->measured_at)) best = r;
   }
   return best;
@@ -149,7 +146,8 @@ std::string AutoPlanEvidence::summary() const {
   std::vector<std::string> parts;
   if (measured) parts.push_back(fmt::format("{} measured now in {:.0f} s", measured, seconds));
   if (from_store) parts.push_back(fmt::format("{} from the store", from_store));
-  if (other_speed) parts.push_back(fmt::format("{} of them by rows of another or an unknown read speed", other_speed));
+  if (other_speed)
+    parts.push_back(fmt::format("{} of them by rows measured at another or an unknown read speed", other_speed));
   if (unmeasured) parts.push_back(fmt::format("{} unmeasured (static order)", unmeasured));
   for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
   if (!measured) s += "; nothing timed";
@@ -189,20 +187,33 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
     ev.read_gbps = now.gbps;
     ev.read_loop = now.loop;
   }
-  // The store's figure for a kernel at a matvec at the read speed now (row_for_speed),
-  // or null; with `any_speed`, the nearest speed's when none is at this one.
-  auto stored = [&](const KernelSpec& k, const AutoMatvec& m, bool any_speed = false) -> const TuningRow* {
+  // The store's figure for a kernel at a matvec nearest the read speed now
+  // (row_for_speed), or null.
+  auto stored = [&](const KernelSpec& k, const AutoMatvec& m) -> const TuningRow* {
     std::vector<const TuningRow*> mine;
     for (const TuningRow& r : rows)
       if (r.kind == "kernel" && r.kernel == k.name && r.rows == m.shape.rows && r.cols == m.shape.cols &&
           r.n == options.n && (!cpu || (r.threads == options.threads && r.cache == ev.cache)))
         mine.push_back(&r);
-    return row_for_speed(mine, ev.read_gbps, any_speed);
+    return row_for_speed(mine, ev.read_gbps);
   };
   double peak_gbps = 0;
   if (const auto p = store.peak(options.threads)) peak_gbps = p->gbps;
   const std::string read_loop = streamed ? ev.read_loop : "";
 
+  // The figures the store has for a matvec, those nearest the read speed now; whether
+  // it had any.
+  auto take_stored = [&](const AutoMatvec& m) {
+    bool any = false, other = false;
+    for (const KernelSpec* k : auto_candidates(m, options.backend, options.n))
+      if (const TuningRow* r = stored(*k, m)) {
+        ev.speeds.push_back(speed_of(*r, store_source(*r)));
+        any = true;
+        other = other || other_speed(*r, ev.read_gbps);
+      }
+    if (other) ++ev.other_speed;
+    return any;
+  };
   std::vector<const AutoMatvec*> missing;
   for (const AutoMatvec& m : matvecs) {
     const auto kernels = auto_candidates(m, options.backend, options.n);
@@ -210,28 +221,14 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
       return stored(*k, m) != nullptr;
     });
     if (covered) {
+      take_stored(m);
       ++ev.from_store;
-      for (const KernelSpec* k : kernels) {
-        const TuningRow* r = stored(*k, m);
-        ev.speeds.push_back(speed_of(*r, store_source(*r)));
-      }
     } else if (!kernels.empty()) {
       missing.push_back(&m);
     }
   }
-  // Partly covered matvecs keep the figures they have when nothing is timed, those of
-  // the nearest read speed where none is of this one.
-  auto keep_partial = [&](const AutoMatvec& m) {
-    bool any = false, other = false;
-    for (const KernelSpec* k : auto_candidates(m, options.backend, options.n))
-      if (const TuningRow* r = stored(*k, m, true)) {
-        ev.speeds.push_back(speed_of(*r, store_source(*r)));
-        any = true;
-        other = other || other_speed(*r, ev.read_gbps);
-      }
-    any ? ++ev.from_store : ++ev.unmeasured;
-    if (other) ++ev.other_speed;
-  };
+  // Partly covered matvecs keep the figures they have when nothing is timed.
+  auto keep_partial = [&](const AutoMatvec& m) { take_stored(m) ? ++ev.from_store : ++ev.unmeasured; };
   if (!options.measure || missing.empty()) {
     for (const AutoMatvec* m : missing) keep_partial(*m);
     return ev;

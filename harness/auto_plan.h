@@ -11,15 +11,14 @@
 // the nearest measured shape of its weight type, else the static order, and the plan
 // table says which.
 //
-// Where the weights stream from memory (CPU, cold), the figures are those measured at
-// the memory's speed now: a host whose memory runs at two speeds, minutes apart, can
-// have a different fastest kernel at each (harness/tuning_store.h, read_gbps). `auto`
-// times one read pass beside its plan, takes each kernel's row measured nearest that
-// speed, and counts a matvec covered only when every candidate has a row at the same
-// speed (kSameReadSpeed); what it times then keeps the read loop timed beside it, so a
-// host measures each of its speeds once. Rows of another or an unknown speed (a file
-// written before the column) answer only where nothing is timed (--no-tune, a spent
-// budget), the unknown first, and the plan's summary counts them.
+// Where the weights stream from memory (CPU, cold), the figures taken are those
+// measured nearest the memory's speed now: a host whose memory runs at two speeds,
+// minutes apart, keeps rows of each (harness/tuning_store.h, read_gbps). `auto` times a
+// few read passes as it plans and takes, per kernel, its row at that speed (within
+// kSameReadSpeed), else one of unknown speed (a file written before the column), else
+// the nearest; what it times keeps the read loop timed beside it. A matvec with rows at
+// any speed is covered, so the second run of a model times nothing; the summary counts
+// the matvecs answered by rows of another or an unknown speed.
 //
 // With n > 1 (`decode --batch B`, n = B) the same is done for the batch decode's
 // matvecs: the candidates are the batch kernels that take n vectors per call, and the
@@ -67,8 +66,7 @@ struct AutoPlanEvidence {
   std::string cache;   // "cold" or "warm": how the model's weights are met
   double read_gbps = 0;   // the memory's read speed the rows were chosen for; 0: unknown
   std::string read_loop;  // the loop that measured it here ("" when given or unknown)
-  // Matvecs answered, without timing (--no-tune or a spent budget), by rows of another
-  // or an unknown read speed than the one now.
+  // Matvecs answered by rows of another or an unknown read speed than the one now.
   int other_speed = 0;
   std::string store;   // the store's path
   std::string warning; // a damaged store, or one that could not be written ("" if neither)

@@ -793,7 +793,7 @@ TEST(AutoPlan, PicksFromTheRowsMeasuredAtTheMemorysSpeedNow) {
   }
 }
 
-TEST(AutoPlan, AtASpeedTheStoreHasNotSeenMeasuresOnceOrWithoutTuningTakesTheNearest) {
+TEST(AutoPlan, AtASpeedTheStoreHasNotSeenItTakesTheNearestAndTimesNothing) {
   const TinyQ4K m;
   const std::vector<std::string> two = two_attn_q_kernels(m);
   if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
@@ -806,24 +806,24 @@ TEST(AutoPlan, AtASpeedTheStoreHasNotSeenMeasuresOnceOrWithoutTuningTakesTheNear
   ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[1], 1.8 * slow, "2026-01-01")), "");
   ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[0], 3.5 * slow, "2026-01-02")), "");
   options.read_gbps = slow;
-  // Without timing: the rows of the nearest speed, and the summary says they are another's.
-  options.measure = false;
-  const AutoPlanEvidence nearest = auto_plan_evidence(KernelPlan{}, m.weights, options);
-  EXPECT_EQ(nearest.from_store, nearest.matvecs);
-  EXPECT_EQ(nearest.other_speed, nearest.matvecs);
-  EXPECT_NE(nearest.summary().find("another or an unknown read speed"), std::string::npos) << nearest.summary();
-  EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, nearest.speeds), Op::AttnQ).kernel->name, two[1]);
-  // With timing: every matvec is timed at this speed once; the next plan times nothing.
-  options.measure = true;
-  const AutoPlanEvidence first = auto_plan_evidence(KernelPlan{}, m.weights, options);
-  EXPECT_EQ(first.measured, first.matvecs);
-  const AutoPlanEvidence second = auto_plan_evidence(KernelPlan{}, m.weights, options);
-  EXPECT_EQ(second.measured, 0);
-  EXPECT_EQ(second.from_store, second.matvecs);
-  EXPECT_EQ(second.other_speed, 0);
+  std::vector<std::string> progress;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  // Timing allowed, the rows cover every matvec: the nearest speed's, and the summary
+  // says they are another's.
+  const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(ev.measured, 0);
+  EXPECT_TRUE(progress.empty());
+  EXPECT_EQ(ev.from_store, ev.matvecs);
+  EXPECT_EQ(ev.other_speed, ev.matvecs);
+  EXPECT_NE(ev.summary().find("another or an unknown read speed"), std::string::npos) << ev.summary();
+  const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
+  EXPECT_EQ(planned_op(planned, Op::AttnQ).kernel->name, two[1]);
+  EXPECT_NE(planned_op(planned, Op::AttnQ).source.find(fmt::format("at {:.0f} GB/s read", 1.8 * slow)),
+            std::string::npos)
+      << planned_op(planned, Op::AttnQ).source;
 }
 
-TEST(AutoPlan, RowsOfAnUnknownReadSpeedAnswerOnlyWithoutTiming) {
+TEST(AutoPlan, RowsOfAnUnknownReadSpeedComeBeforeThoseOfAnother) {
   const TinyQ4K m;
   const std::vector<std::string> two = two_attn_q_kernels(m);
   if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
@@ -831,27 +831,53 @@ TEST(AutoPlan, RowsOfAnUnknownReadSpeedAnswerOnlyWithoutTiming) {
   const double now = std::uniform_real_distribution<double>(25, 60)(rng);
   AutoPlanOptions options;
   options.threads = 1;
-  options.store_path = store_path("unknown_speed");
+  options.measure = false;
+  options.read_gbps = now;
+  // One key holds rows of known speeds or one of an unknown: a row of a known speed
+  // replaces it. So the unknown rows are in one store, the other speed's in another.
+  const std::string unknown = store_path("unknown_speed"), other = store_path("other_speed");
+  ASSERT_EQ(TuningStore(unknown).add(rows_at_speed(m.weights, two[1], 0, "2026-01-01")), "");
+  ASSERT_EQ(TuningStore(other).add(rows_at_speed(m.weights, two[0], 2.5 * now, "2026-01-02")), "");
+  std::vector<TuningRow> both = TuningStore(unknown).read_all();
+  for (const TuningRow& r : TuningStore(other).read_all()) both.push_back(r);
+  options.store_path = store_path("unknown_and_other");
+  // Both files' rows in one, as a merge by hand would leave them.
+  {
+    std::ofstream out(options.store_path);
+    for (const std::string& path : {unknown, other}) {
+      std::ifstream in(path);
+      std::string line;
+      for (bool header = true; std::getline(in, line); header = false)
+        if (!header || path == unknown) out << line << "\n";
+    }
+  }
+  ASSERT_EQ(TuningStore(options.store_path).read_all().size(), both.size());
+  const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(ev.from_store, ev.matvecs);
+  EXPECT_EQ(ev.other_speed, ev.matvecs);
+  EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds), Op::AttnQ).kernel->name, two[1]);
+  // The read speed unknown now, any row answers: the newest, and none is another's.
+  options.read_gbps = 0;
+  const AutoPlanEvidence any = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(any.other_speed, 0);
+  EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, any.speeds), Op::AttnQ).kernel->name, two[0]);
+}
+
+TEST(AutoPlan, WhatItTimesKeepsTheReadSpeedOfItsPlan) {
+  const TinyQ4K m;
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double now = std::uniform_real_distribution<double>(25, 60)(rng);
+  AutoPlanOptions options;
+  options.threads = 1;
+  options.store_path = store_path("timed_read_speed");
   options.screen_min_time_s = options.final_min_time_s = 0.002;
   options.read_gbps = now;
-  // The second kernel fastest by rows of unknown speed (a row of a known speed would
-  // replace them: one key holds rows of known speeds or one of an unknown).
-  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[1], 0, "2026-01-01")), "");
-  options.measure = false;
-  const AutoPlanEvidence stored = auto_plan_evidence(KernelPlan{}, m.weights, options);
-  EXPECT_EQ(stored.from_store, stored.matvecs);
-  EXPECT_EQ(stored.other_speed, stored.matvecs);
-  EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, stored.speeds), Op::AttnQ).kernel->name, two[1]);
-  // The read speed unknown now, they are as good as any.
-  options.read_gbps = 0;
-  EXPECT_EQ(auto_plan_evidence(KernelPlan{}, m.weights, options).other_speed, 0);
-  // Timing, they cover no matvec at a known speed now; what is timed keeps that speed.
-  options.read_gbps = now;
-  options.measure = true;
   const AutoPlanEvidence timed = auto_plan_evidence(KernelPlan{}, m.weights, options);
   EXPECT_EQ(timed.measured, timed.matvecs);
-  for (const TuningRow& r : TuningStore(options.store_path).read_all())
-    EXPECT_DOUBLE_EQ(r.read_gbps, std::stod(fmt::format("{:.6g}", now))) << r.kernel;
+  const auto rows = TuningStore(options.store_path).read_all();
+  ASSERT_FALSE(rows.empty());
+  // The tiny model is met warm (no read loop beside its kernels): the plan's speed.
+  for (const TuningRow& r : rows) EXPECT_DOUBLE_EQ(r.read_gbps, std::stod(fmt::format("{:.6g}", now))) << r.kernel;
 }
 
 TEST(AutoPlan, WithoutTuningAnUnmeasuredMatvecTakesTheStaticOrder) {
