@@ -54,21 +54,46 @@ bool other_speed(const TuningRow& r, double now) {
   return now > 0 && (r.read_gbps <= 0 || !same_read_speed(r.read_gbps, now));
 }
 
-// Of `rows` (one kernel's at one matvec), the one to use at read speed `now` (0:
-// unknown, any row): the nearest in speed of those measured at the same speed, else one
-// of unknown speed, else the nearest of the others; the newest first among equals.
-const TuningRow* row_for_speed(const std::vector<const TuningRow*>& rows, double now) {
-  const TuningRow* best = nullptr;
-  auto rank = [&](const TuningRow& r) {
-    if (now <= 0) return 0.0;
-    if (!other_speed(r, now)) return speed_distance(r.read_gbps, now);
-    return r.read_gbps <= 0 ? 1e3 : 1e6 + speed_distance(r.read_gbps, now);
-  };
-  for (const TuningRow* r : rows) {
-    const double k = rank(*r);
-    if (!best || k < rank(*best) || (k == rank(*best) && r->measured_at > best->measured_at)) best = r;
+// The rows of one matvec's candidates that `auto` compares: each kernel's at one read
+// speed, so no kernel's figure from a fast minute is set against another's from a slow
+// one. Of the speeds at which every kernel has a row (a row of unknown speed matches
+// any), the one nearest `now` (0: unknown, the newest row's speed), unknown after the
+// same speed and before the others; each kernel's row nearest it, the newest among
+// equals. Empty when no speed has a row of every kernel.
+std::vector<const TuningRow*> rows_at_one_speed(const std::vector<std::vector<const TuningRow*>>& by_kernel,
+                                                double now) {
+  std::vector<double> speeds;
+  const TuningRow* newest = nullptr;
+  for (const auto& rows : by_kernel) {
+    if (rows.empty()) return {};
+    for (const TuningRow* r : rows) {
+      speeds.push_back(r->read_gbps);
+      if (!newest || r->measured_at > newest->measured_at) newest = r;
+    }
   }
-  return best;
+  const double target = now > 0 ? now : newest->read_gbps;
+  // The same speed as the target first (nearest first), then unknown, then the others.
+  auto distance = [&](double s) {
+    if (target <= 0 || s <= 0) return s == target ? 0.0 : 1e3;
+    return same_read_speed(s, target) ? speed_distance(s, target) : 1e6 + speed_distance(s, target);
+  };
+  auto nearest = [&](const std::vector<const TuningRow*>& rows, double s) {
+    const TuningRow* best = nullptr;
+    for (const TuningRow* r : rows)
+      if (s <= 0 ? r->read_gbps <= 0 : same_read_speed(r->read_gbps, s)) {
+        const double d = distance(r->read_gbps), b = best ? distance(best->read_gbps) : 0;
+        if (!best || d < b || (d == b && r->measured_at > best->measured_at)) best = r;
+      }
+    return best;
+  };
+  std::stable_sort(speeds.begin(), speeds.end(), [&](double a, double b) { return distance(a) < distance(b); });
+  for (const double s : speeds) {
+    std::vector<const TuningRow*> chosen;
+    for (const auto& rows : by_kernel)
+      if (const TuningRow* r = nearest(rows, s)) chosen.push_back(r);
+    if (chosen.size() == by_kernel.size()) return chosen;
+  }
+  return {};
 }
 
 std::string describe(const AutoMatvec& m) {
@@ -187,48 +212,58 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
     ev.read_gbps = now.gbps;
     ev.read_loop = now.loop;
   }
-  // The store's figure for a kernel at a matvec nearest the read speed now
-  // (row_for_speed), or null.
-  auto stored = [&](const KernelSpec& k, const AutoMatvec& m) -> const TuningRow* {
+  // The store's rows of a kernel at a matvec.
+  auto stored = [&](const KernelSpec& k, const AutoMatvec& m) {
     std::vector<const TuningRow*> mine;
     for (const TuningRow& r : rows)
       if (r.kind == "kernel" && r.kernel == k.name && r.rows == m.shape.rows && r.cols == m.shape.cols &&
           r.n == options.n && (!cpu || (r.threads == options.threads && r.cache == ev.cache)))
         mine.push_back(&r);
-    return row_for_speed(mine, ev.read_gbps);
+    return mine;
   };
   double peak_gbps = 0;
   if (const auto p = store.peak(options.threads)) peak_gbps = p->gbps;
   const std::string read_loop = streamed ? ev.read_loop : "";
 
-  // The figures the store has for a matvec, those nearest the read speed now; whether
-  // it had any.
-  auto take_stored = [&](const AutoMatvec& m) {
-    bool any = false, other = false;
-    for (const KernelSpec* k : auto_candidates(m, options.backend, options.n))
-      if (const TuningRow* r = stored(*k, m)) {
-        ev.speeds.push_back(speed_of(*r, store_source(*r)));
-        any = true;
-        other = other || other_speed(*r, ev.read_gbps);
-      }
+  auto use = [&](const std::vector<const TuningRow*>& chosen) {
+    bool other = false;
+    for (const TuningRow* r : chosen) {
+      ev.speeds.push_back(speed_of(*r, store_source(*r)));
+      other = other || other_speed(*r, ev.read_gbps);
+    }
     if (other) ++ev.other_speed;
-    return any;
   };
+  // A matvec is covered where every candidate has a row at one read speed.
   std::vector<const AutoMatvec*> missing;
   for (const AutoMatvec& m : matvecs) {
     const auto kernels = auto_candidates(m, options.backend, options.n);
-    const bool covered = !kernels.empty() && std::all_of(kernels.begin(), kernels.end(), [&](const KernelSpec* k) {
-      return stored(*k, m) != nullptr;
-    });
-    if (covered) {
-      take_stored(m);
-      ++ev.from_store;
-    } else if (!kernels.empty()) {
+    if (kernels.empty()) continue;
+    std::vector<std::vector<const TuningRow*>> by_kernel;
+    for (const KernelSpec* k : kernels) by_kernel.push_back(stored(*k, m));
+    const std::vector<const TuningRow*> chosen = rows_at_one_speed(by_kernel, ev.read_gbps);
+    if (chosen.empty()) {
       missing.push_back(&m);
+      continue;
     }
+    use(chosen);
+    ++ev.from_store;
   }
-  // Partly covered matvecs keep the figures they have when nothing is timed.
-  auto keep_partial = [&](const AutoMatvec& m) { take_stored(m) ? ++ev.from_store : ++ev.unmeasured; };
+  // Partly covered matvecs keep, when nothing is timed, the rows of the speed that
+  // answers for the most kernels: those kernels are compared at one speed.
+  auto keep_partial = [&](const AutoMatvec& m) {
+    std::vector<std::vector<const TuningRow*>> by_kernel;
+    for (const KernelSpec* k : auto_candidates(m, options.backend, options.n))
+      if (auto mine = stored(*k, m); !mine.empty()) by_kernel.push_back(std::move(mine));
+    std::vector<const TuningRow*> best;
+    // Drop kernels, the fewest rows first, until the rest share a speed.
+    std::stable_sort(by_kernel.begin(), by_kernel.end(),
+                     [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    for (std::size_t keep = by_kernel.size(); keep > 0 && best.empty(); --keep)
+      best = rows_at_one_speed({by_kernel.begin(), by_kernel.begin() + static_cast<std::ptrdiff_t>(keep)},
+                               ev.read_gbps);
+    use(best);
+    best.empty() ? ++ev.unmeasured : ++ev.from_store;
+  };
   if (!options.measure || missing.empty()) {
     for (const AutoMatvec* m : missing) keep_partial(*m);
     return ev;

@@ -11,14 +11,15 @@
 // the nearest measured shape of its weight type, else the static order, and the plan
 // table says which.
 //
-// Where the weights stream from memory (CPU, cold), the figures taken are those
-// measured nearest the memory's speed now: a host whose memory runs at two speeds,
-// minutes apart, keeps rows of each (harness/tuning_store.h, read_gbps). `auto` times a
-// few read passes as it plans and takes, per kernel, its row at that speed (within
-// kSameReadSpeed), else one of unknown speed (a file written before the column), else
-// the nearest; what it times keeps the read loop timed beside it. A matvec with rows at
-// any speed is covered, so the second run of a model times nothing; the summary counts
-// the matvecs answered by rows of another or an unknown speed.
+// Where the weights stream from memory (CPU, cold), the figures compared are of one
+// memory speed: a host whose memory runs at two speeds, minutes apart, keeps rows of each
+// (harness/tuning_store.h, read_gbps), and a kernel's figure from a fast minute says
+// nothing against another's from a slow one. `auto` times a few read passes as it plans;
+// a matvec is covered where every candidate has a row at one speed (a row of unknown
+// speed, from a file written before the column, matches any), and of those speeds the
+// one nearest the speed now answers. What it times keeps the read loop timed beside it.
+// So the second run of a model times nothing whatever the speed; the summary counts the
+// matvecs answered at another or an unknown speed.
 //
 // With n > 1 (`decode --batch B`, n = B) the same is done for the batch decode's
 // matvecs: the candidates are the batch kernels that take n vectors per call, and the

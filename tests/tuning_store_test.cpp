@@ -863,6 +863,46 @@ TEST(AutoPlan, RowsOfAnUnknownReadSpeedComeBeforeThoseOfAnother) {
   EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, any.speeds), Op::AttnQ).kernel->name, two[0]);
 }
 
+TEST(AutoPlan, ComparesTheCandidatesOfAMatvecAtOneReadSpeed) {
+  const TinyQ4K m;
+  const std::vector<std::string> two = two_attn_q_kernels(m);
+  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double slow = std::uniform_real_distribution<double>(25, 40)(rng), fast = 1.7 * slow;
+  AutoPlanOptions options;
+  options.threads = 1;
+  options.store_path = store_path("one_speed");
+  options.screen_min_time_s = options.final_min_time_s = 0.002;
+  // Every candidate at the slow speed, the first kernel fastest; at the fast speed only
+  // the second, quicker than any slow figure. Read fast now, the second kernel's figure
+  // is of the speed now, but there is no other at it to set against.
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[0], slow, "2026-01-01")), "");
+  std::vector<TuningRow> fast_rows;
+  for (TuningRow r : rows_at_speed(m.weights, two[1], fast, "2026-01-02"))
+    if (r.kernel == two[1]) {
+      r.time_median_us = 5;
+      fast_rows.push_back(r);
+    }
+  ASSERT_EQ(TuningStore(options.store_path).add(fast_rows), "");
+  options.read_gbps = fast;
+  std::vector<std::string> progress;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(ev.measured, 0);
+  EXPECT_TRUE(progress.empty());
+  EXPECT_EQ(ev.from_store, ev.matvecs);
+  EXPECT_EQ(ev.other_speed, ev.matvecs);
+  const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
+  EXPECT_EQ(planned_op(planned, Op::AttnQ).kernel->name, two[0]);
+  for (const KernelSpeed& sp : ev.speeds)
+    EXPECT_NE(sp.source.find(fmt::format("at {:.0f} GB/s read", slow)), std::string::npos) << sp.kernel << " " << sp.source;
+  // Without the slow rows, no speed has every candidate: the matvecs are timed.
+  options.store_path = store_path("one_speed_missing");
+  ASSERT_EQ(TuningStore(options.store_path).add(fast_rows), "");
+  const AutoPlanEvidence timed = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(timed.measured, timed.matvecs);
+}
+
 TEST(AutoPlan, WhatItTimesKeepsTheReadSpeedOfItsPlan) {
   const TinyQ4K m;
   std::mt19937_64 rng(qmv::testing::fresh_seed());
