@@ -102,16 +102,15 @@ std::string describe(const AutoMatvec& m) {
   return fmt::format("{} {} {}", ops, to_string(m.weight), to_string(m.shape));
 }
 
-// Times `kernels` on one shape with `n` vectors per call, `reps` interleaved
-// repetitions each.
 // What the read speed of a plan is measured over: 256 MiB, eight times a 32 MiB
 // last-level cache, or eight times a larger one.
 std::size_t read_speed_buffer_bytes() {
   return std::max(std::size_t{256} << 20, 8 * static_cast<std::size_t>(machine_info().llc_bytes));
 }
 
-// Cold, `read_loop` is timed among them, each row's peak_gbps then its median: the
-// memory's speed while they ran.
+// Times `kernels` on one shape with `n` vectors per call, `reps` interleaved
+// repetitions each. Cold, `read_loop` is timed among them, each row's peak_gbps then its
+// median: the memory's speed while they ran.
 std::vector<BenchRow> time_kernels(const std::vector<const KernelSpec*>& kernels, Shape shape, int n, int threads,
                                    bool warm, int reps, double min_time_s, double peak_gbps,
                                    const std::string& read_loop) {

@@ -32,9 +32,9 @@ namespace {
 // `n` and `read_gbps` last and optional: a file written before them reads as one vector
 // per call at an unknown read speed, and a reader that predates them reads a newer file.
 constexpr std::array<const char*, 20> kColumns = {
-    "kind",   "machine",     "isa",        "cpu_model", "kernel",     "kernel_build", "op",
-    "weight_type", "rows",   "cols",       "threads",   "repetitions", "time_median_us", "gbps",
-    "cache",  "source",      "measured_at", "git_commit", "n",        "read_gbps"};
+    "kind",        "machine", "isa",  "cpu_model", "kernel",      "kernel_build",   "op",
+    "weight_type", "rows",    "cols", "threads",   "repetitions", "time_median_us", "gbps",
+    "cache",       "source",  "measured_at", "git_commit", "n", "read_gbps"};
 constexpr std::size_t kRequiredColumns = kColumns.size() - 2;
 // A key keeps this many rows at distinct read speeds; a new one displaces the oldest.
 constexpr std::size_t kReadSpeedsPerKey = 3;
