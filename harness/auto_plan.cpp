@@ -39,61 +39,76 @@ KernelSpeed speed_of(const TuningRow& r, const std::string& source) {
   return {r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps, r.time_median_us, source, r.n};
 }
 
-// Where a stored figure came from, for the plan table: the day, and the memory's read
-// speed then where it is known.
-std::string store_source(const TuningRow& r) {
-  return r.read_gbps > 0 ? fmt::format("store, {} at {:.0f} GB/s read", r.date(), r.read_gbps)
-                         : "store, " + r.date();
-}
+// The rows of one kernel at one matvec, grouped with the other candidates' by the
+// memory's read speed they were timed at.
+using KernelRows = std::vector<const TuningRow*>;
 
-// How far apart two read speeds are, as a ratio's log (0: the same).
-double speed_distance(double a_gbps, double b_gbps) { return std::abs(std::log(a_gbps / b_gbps)); }
-
-// Whether a row was measured at the read speed `now` (> 0) is not known or not so.
-bool other_speed(const TuningRow& r, double now) {
-  return now > 0 && (r.read_gbps <= 0 || !same_read_speed(r.read_gbps, now));
-}
-
-// The rows of one matvec's candidates that `auto` compares: each kernel's at one read
-// speed, so no kernel's figure from a fast minute is set against another's from a slow
-// one. Of the speeds at which every kernel has a row (a row of unknown speed matches
-// any), the one nearest `now` (0: unknown, the newest row's speed), unknown after the
-// same speed and before the others; each kernel's row nearest it, the newest among
-// equals. Empty when no speed has a row of every kernel.
-std::vector<const TuningRow*> rows_at_one_speed(const std::vector<std::vector<const TuningRow*>>& by_kernel,
-                                                double now) {
-  std::vector<double> speeds;
-  const TuningRow* newest = nullptr;
-  for (const auto& rows : by_kernel) {
+// The read speeds at which every candidate of a matvec has a row, and each kernel's row
+// at each (its newest in the group; a row of unknown speed, from a file written before
+// the column, answers in any): rows[k][g] is kernel k's at speed g. The known speeds
+// are grouped from the slowest up, each group spanning kSameReadSpeed. Where every
+// kernel has rows of unknown speed alone, those form the one group. Empty when no
+// group has a row of every kernel.
+struct SpeedGroups {
+  std::vector<double> speeds;              // a group's slowest row's speed; 0: unknown
+  std::vector<std::vector<const TuningRow*>> rows;  // [kernel][group]
+};
+SpeedGroups speed_groups(const std::vector<KernelRows>& by_kernel) {
+  SpeedGroups out;
+  out.rows.resize(by_kernel.size());
+  std::vector<double> known;
+  for (const KernelRows& rows : by_kernel) {
     if (rows.empty()) return {};
-    for (const TuningRow* r : rows) {
-      speeds.push_back(r->read_gbps);
-      if (!newest || r->measured_at > newest->measured_at) newest = r;
-    }
+    for (const TuningRow* r : rows)
+      if (r->read_gbps > 0) known.push_back(r->read_gbps);
   }
-  const double target = now > 0 ? now : newest->read_gbps;
-  // The same speed as the target first (nearest first), then unknown, then the others.
-  auto distance = [&](double s) {
-    if (target <= 0 || s <= 0) return s == target ? 0.0 : 1e3;
-    return same_read_speed(s, target) ? speed_distance(s, target) : 1e6 + speed_distance(s, target);
-  };
-  auto nearest = [&](const std::vector<const TuningRow*>& rows, double s) {
+  std::sort(known.begin(), known.end());
+  auto newest_where = [](const KernelRows& rows, auto&& keep) {
     const TuningRow* best = nullptr;
     for (const TuningRow* r : rows)
-      if (s <= 0 ? r->read_gbps <= 0 : same_read_speed(r->read_gbps, s)) {
-        const double d = distance(r->read_gbps), b = best ? distance(best->read_gbps) : 0;
-        if (!best || d < b || (d == b && r->measured_at > best->measured_at)) best = r;
-      }
+      if (keep(*r) && (!best || r->measured_at > best->measured_at)) best = r;
     return best;
   };
-  std::stable_sort(speeds.begin(), speeds.end(), [&](double a, double b) { return distance(a) < distance(b); });
-  for (const double s : speeds) {
+  auto add_group = [&](double speed, auto&& keep) {
     std::vector<const TuningRow*> chosen;
-    for (const auto& rows : by_kernel)
-      if (const TuningRow* r = nearest(rows, s)) chosen.push_back(r);
-    if (chosen.size() == by_kernel.size()) return chosen;
+    for (const KernelRows& rows : by_kernel)
+      if (const TuningRow* r = newest_where(rows, keep)) chosen.push_back(r);
+    if (chosen.size() != by_kernel.size()) return;
+    out.speeds.push_back(speed);
+    for (std::size_t k = 0; k < chosen.size(); ++k) out.rows[k].push_back(chosen[k]);
+  };
+  for (std::size_t i = 0; i < known.size();) {
+    const double low = known[i], high = low * kSameReadSpeed;
+    add_group(low, [&](const TuningRow& r) { return r.read_gbps <= 0 || (r.read_gbps >= low && r.read_gbps <= high); });
+    while (i < known.size() && known[i] <= high) ++i;
   }
-  return {};
+  if (out.speeds.empty()) add_group(0.0, [](const TuningRow& r) { return r.read_gbps <= 0; });
+  if (out.speeds.empty()) return {};
+  return out;
+}
+
+// One kernel's figure over the speed groups: the geometric mean of its times (and of its
+// GB/s) at each, so a kernel that ties at one speed and wins at the other ranks ahead,
+// and where the figure came from.
+KernelSpeed speed_over_groups(const std::vector<const TuningRow*>& rows, const std::vector<double>& speeds) {
+  double log_time = 0, log_gbps = 0;
+  const TuningRow* newest = rows.front();
+  for (const TuningRow* r : rows) {
+    log_time += std::log(r->time_median_us);
+    log_gbps += std::log(r->gbps);
+    if (r->measured_at > newest->measured_at) newest = r;
+  }
+  const double n = static_cast<double>(rows.size());
+  std::string read;
+  for (std::size_t g = 0; g < speeds.size(); ++g)
+    if (rows[g]->read_gbps > 0)
+      read += fmt::format("{}{:.0f}", read.empty() ? "" : (g + 1 == speeds.size() ? " and " : ", "), rows[g]->read_gbps);
+  const std::string source =
+      read.empty() ? "store, " + newest->date() : fmt::format("store, {} at {} GB/s read", newest->date(), read);
+  KernelSpeed k = speed_of(*newest, source);
+  k.time_median_us = std::exp(log_time / n);
+  k.gbps_median = std::exp(log_gbps / n);
+  return k;
 }
 
 std::string describe(const AutoMatvec& m) {
@@ -132,19 +147,6 @@ std::vector<BenchRow> time_kernels(const std::vector<const KernelSpec*>& kernels
 
 }  // namespace
 
-ReadSpeedNow read_speed_now(int threads, std::string loop) {
-  if (loop.empty()) {
-    if (const auto p = TuningStore().peak(threads)) loop = p->kernel;
-    const std::vector<ReadLoop> usable = usable_read_loops();
-    const bool known = std::any_of(usable.begin(), usable.end(), [&](const ReadLoop& l) { return l.name == loop; });
-    if (!known) loop = usable.front().name;
-  }
-  // A few passes, as a plan cannot wait a peak's minute, and the two speeds it tells
-  // apart are far more than a pass's noise apart.
-  const PeakResult p = measure_read_bandwidth(threads, 3, loop, read_speed_buffer_bytes());
-  return {p.median_gbps, loop};
-}
-
 std::string model_cache_state(const ModelWeights& weights) {
   std::uint64_t bytes = 0;
   auto add = [&](const gguf::Tensor* t) { bytes += t ? t->bytes : 0; };
@@ -162,16 +164,12 @@ std::string AutoPlanEvidence::summary() const {
   const std::string batch = n > 1 ? fmt::format(" of a batch of {} (batch kernels)", n) : "";
   std::string s = backend == Backend::CUDA
                       ? fmt::format("tuning: {} matvec shape(s){} for auto on the GPU: ", matvecs, batch)
-                      : fmt::format("tuning: {} matvec shape(s){} for auto, {} thread(s), weights {}{}: ", matvecs,
-                                    batch, threads, cache == "cold" ? "from memory (cold)" : "in the cache (warm)",
-                                    read_gbps > 0 ? fmt::format(", memory reading {:.1f} GB/s now{}", read_gbps,
-                                                                read_loop.empty() ? "" : " (" + read_loop + ")")
-                                                  : "");
+                      : fmt::format("tuning: {} matvec shape(s){} for auto, {} thread(s), weights {}: ", matvecs, batch,
+                                    threads, cache == "cold" ? "from memory (cold)" : "in the cache (warm)");
   std::vector<std::string> parts;
   if (measured) parts.push_back(fmt::format("{} measured now in {:.0f} s", measured, seconds));
   if (from_store) parts.push_back(fmt::format("{} from the store", from_store));
-  if (other_speed)
-    parts.push_back(fmt::format("{} of them by rows measured at another or an unknown read speed", other_speed));
+  if (over_speeds) parts.push_back(fmt::format("{} of them ranked over two or more read speeds", over_speeds));
   if (unmeasured) parts.push_back(fmt::format("{} unmeasured (static order)", unmeasured));
   for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
   if (!measured) s += "; nothing timed";
@@ -203,17 +201,18 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
 
   const std::vector<TuningRow> rows = store.usable_rows(&ev.warning);
   if (!ev.warning.empty()) say(ev.warning);
-  const bool streamed = cpu && ev.cache == "cold";
-  if (options.read_gbps > 0) {
-    ev.read_gbps = options.read_gbps;
-  } else if (options.read_gbps < 0 && streamed) {
-    const ReadSpeedNow now = read_speed_now(options.threads);
-    ev.read_gbps = now.gbps;
-    ev.read_loop = now.loop;
+  // Cold CPU timing keeps the memory's speed beside each row: the store peak's read loop.
+  std::string read_loop;
+  if (cpu && ev.cache == "cold") {
+    const std::vector<ReadLoop> usable = usable_read_loops();
+    if (const auto p = store.peak(options.threads))
+      for (const ReadLoop& l : usable)
+        if (l.name == p->kernel) read_loop = l.name;
+    if (read_loop.empty() && !usable.empty()) read_loop = usable.front().name;
   }
   // The store's rows of a kernel at a matvec.
   auto stored = [&](const KernelSpec& k, const AutoMatvec& m) {
-    std::vector<const TuningRow*> mine;
+    KernelRows mine;
     for (const TuningRow& r : rows)
       if (r.kind == "kernel" && r.kernel == k.name && r.rows == m.shape.rows && r.cols == m.shape.cols &&
           r.n == options.n && (!cpu || (r.threads == options.threads && r.cache == ev.cache)))
@@ -222,46 +221,40 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
   };
   double peak_gbps = 0;
   if (const auto p = store.peak(options.threads)) peak_gbps = p->gbps;
-  const std::string read_loop = streamed ? ev.read_loop : "";
 
-  auto use = [&](const std::vector<const TuningRow*>& chosen) {
-    bool other = false;
-    for (const TuningRow* r : chosen) {
-      ev.speeds.push_back(speed_of(*r, store_source(*r)));
-      other = other || other_speed(*r, ev.read_gbps);
-    }
-    if (other) ++ev.other_speed;
+  // The kernels' figures over the speed groups of `by_kernel` (speed_groups); false
+  // when there is none.
+  auto use = [&](const std::vector<KernelRows>& by_kernel) {
+    const SpeedGroups g = speed_groups(by_kernel);
+    if (g.speeds.empty()) return false;
+    for (const auto& rows_of_kernel : g.rows) ev.speeds.push_back(speed_over_groups(rows_of_kernel, g.speeds));
+    if (g.speeds.size() > 1) ++ev.over_speeds;
+    return true;
   };
-  // A matvec is covered where every candidate has a row at one read speed.
+  // A matvec is covered where every candidate has a row at one read speed at least.
   std::vector<const AutoMatvec*> missing;
   for (const AutoMatvec& m : matvecs) {
     const auto kernels = auto_candidates(m, options.backend, options.n);
     if (kernels.empty()) continue;
-    std::vector<std::vector<const TuningRow*>> by_kernel;
+    std::vector<KernelRows> by_kernel;
     for (const KernelSpec* k : kernels) by_kernel.push_back(stored(*k, m));
-    const std::vector<const TuningRow*> chosen = rows_at_one_speed(by_kernel, ev.read_gbps);
-    if (chosen.empty()) {
+    if (use(by_kernel))
+      ++ev.from_store;
+    else
       missing.push_back(&m);
-      continue;
-    }
-    use(chosen);
-    ++ev.from_store;
   }
-  // Partly covered matvecs keep, when nothing is timed, the rows of the speed that
-  // answers for the most kernels: those kernels are compared at one speed.
+  // Partly covered matvecs keep, when nothing is timed, the figures of the kernels that
+  // share a speed: dropping those with the fewest rows first until the rest do.
   auto keep_partial = [&](const AutoMatvec& m) {
-    std::vector<std::vector<const TuningRow*>> by_kernel;
+    std::vector<KernelRows> by_kernel;
     for (const KernelSpec* k : auto_candidates(m, options.backend, options.n))
-      if (auto mine = stored(*k, m); !mine.empty()) by_kernel.push_back(std::move(mine));
-    std::vector<const TuningRow*> best;
-    // Drop kernels, the fewest rows first, until the rest share a speed.
+      if (KernelRows mine = stored(*k, m); !mine.empty()) by_kernel.push_back(std::move(mine));
     std::stable_sort(by_kernel.begin(), by_kernel.end(),
-                     [](const auto& a, const auto& b) { return a.size() > b.size(); });
-    for (std::size_t keep = by_kernel.size(); keep > 0 && best.empty(); --keep)
-      best = rows_at_one_speed({by_kernel.begin(), by_kernel.begin() + static_cast<std::ptrdiff_t>(keep)},
-                               ev.read_gbps);
-    use(best);
-    best.empty() ? ++ev.unmeasured : ++ev.from_store;
+                     [](const KernelRows& a, const KernelRows& b) { return a.size() > b.size(); });
+    bool any = false;
+    for (std::size_t keep = by_kernel.size(); keep > 0 && !any; --keep)
+      any = use({by_kernel.begin(), by_kernel.begin() + static_cast<std::ptrdiff_t>(keep)});
+    any ? ++ev.from_store : ++ev.unmeasured;
   };
   if (!options.measure || missing.empty()) {
     for (const AutoMatvec* m : missing) keep_partial(*m);
@@ -307,8 +300,7 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
       if (again != final_rows.end()) r = *again;
       if (r.time_median_us <= 0) continue;
       fresh.push_back(tuning_row(r, "auto"));
-      // The memory's speed while it ran: the loop timed beside it, else the plan's.
-      fresh.back().read_gbps = !read_loop.empty() && r.peak_gbps > 0 ? r.peak_gbps : ev.read_gbps;
+      if (!read_loop.empty()) fresh.back().read_gbps = r.peak_gbps;  // the loop timed beside it
       ev.speeds.push_back(speed_of(fresh.back(), "measured now"));
     }
     ++ev.measured;

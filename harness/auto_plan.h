@@ -11,15 +11,15 @@
 // the nearest measured shape of its weight type, else the static order, and the plan
 // table says which.
 //
-// Where the weights stream from memory (CPU, cold), the figures compared are of one
-// memory speed: a host whose memory runs at two speeds, minutes apart, keeps rows of each
-// (harness/tuning_store.h, read_gbps), and a kernel's figure from a fast minute says
-// nothing against another's from a slow one. `auto` times a few read passes as it plans;
-// a matvec is covered where every candidate has a row at one speed (a row of unknown
-// speed, from a file written before the column, matches any), and of those speeds the
-// one nearest the speed now answers. What it times keeps the read loop timed beside it.
-// So the second run of a model times nothing whatever the speed; the summary counts the
-// matvecs answered at another or an unknown speed.
+// Where the weights stream from memory (CPU, cold), a kernel's figure is of the memory
+// speed it met: a host whose memory runs at two speeds, minutes apart, keeps rows of
+// each (harness/tuning_store.h, read_gbps), and the speed a decode will meet is not the
+// one its plan was made at. So a matvec's candidates are compared only at speeds where
+// every one of them has a row (a row of unknown speed, from a file written before the
+// column, answers at any), and where there are several, by the geometric mean of each
+// kernel's times over them: a kernel that ties at the slow speed and wins at the fast
+// one ranks ahead. A matvec is covered where one such speed exists, so the second run
+// of a model times nothing. What auto times keeps the read loop timed beside it.
 //
 // With n > 1 (`decode --batch B`, n = B) the same is done for the batch decode's
 // matvecs: the candidates are the batch kernels that take n vectors per call, and the
@@ -47,9 +47,6 @@ struct AutoPlanOptions {
   // batch plan's speeds.
   int n = 1;
   std::string store_path; // "" : TuningStore::default_path(backend)
-  // The memory's read speed now, GB/s: < 0 measured here where the weights stream from
-  // memory (CPU, cold; else unknown), 0 unknown (each kernel's newest row), > 0 given.
-  double read_gbps = -1;
   // Seconds per repetition of the screening pass and of the finalists' three.
   double screen_min_time_s = 0.02, final_min_time_s = 0.05;
   std::function<void(const std::string&)> progress;  // one line per step, for stderr
@@ -65,10 +62,7 @@ struct AutoPlanEvidence {
   bool static_order = false;  // the plan takes the fixed order, whatever was measured
   Backend backend = Backend::CPU;
   std::string cache;   // "cold" or "warm": how the model's weights are met
-  double read_gbps = 0;   // the memory's read speed the rows were chosen for; 0: unknown
-  std::string read_loop;  // the loop that measured it here ("" when given or unknown)
-  // Matvecs answered by rows of another or an unknown read speed than the one now.
-  int other_speed = 0;
+  int over_speeds = 0;  // matvecs whose figures are means over two or more read speeds
   std::string store;   // the store's path
   std::string warning; // a damaged store, or one that could not be written ("" if neither)
   // One line for the plan's header: what was measured and where the rest came from.
@@ -83,14 +77,6 @@ inline constexpr double kFinalistRatio = 1.25;
 // machine, or on this GPU for the CUDA backend; with options.n > 1, every plain matvec
 // that has a batch kernel taking n vectors.
 AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& weights, const AutoPlanOptions& options);
-
-// The memory's read speed now on `threads` threads: the median of three passes of
-// `loop` (the stored peak's loop when "") over a buffer well past the last-level cache.
-struct ReadSpeedNow {
-  double gbps = 0;
-  std::string loop;
-};
-ReadSpeedNow read_speed_now(int threads, std::string loop = {});
 
 // qmvlab's own kernels that can run the matvec here, what auto weighs for it; with
 // n > 1, the batch kernels (OpKind::MatVecBatch) that take n vectors per call, for a

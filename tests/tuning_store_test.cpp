@@ -762,162 +762,109 @@ std::vector<TuningRow> rows_at_speed(const ModelWeights& w, const std::string& f
   return rows;
 }
 
-TEST(AutoPlan, PicksFromTheRowsMeasuredAtTheMemorysSpeedNow) {
+// Rows for every candidate at `read_gbps`, `first` taking first_us and `second`
+// second_us, every other 20 us.
+std::vector<TuningRow> rows_timed(const ModelWeights& w, const std::string& first, double first_us,
+                                  const std::string& second, double second_us, double read_gbps,
+                                  const std::string& day) {
+  std::vector<TuningRow> rows = rows_at_speed(w, first, read_gbps, day);
+  for (TuningRow& r : rows) {
+    r.time_median_us = r.kernel == first ? first_us : r.kernel == second ? second_us : 20;
+    r.gbps = 1e3 / r.time_median_us;
+  }
+  return rows;
+}
+
+TEST(AutoPlan, RanksOverEveryReadSpeedWhereAllCandidatesWereTimed) {
   const TinyQ4K m;
   const std::vector<std::string> two = two_attn_q_kernels(m);
   if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
   std::mt19937_64 rng(qmv::testing::fresh_seed());
-  const double slow = std::uniform_real_distribution<double>(25, 40)(rng), fast = slow * 1.7;
+  const double slow = std::round(std::uniform_real_distribution<double>(25, 40)(rng)), fast = std::round(1.7 * slow);
   AutoPlanOptions options;
   options.threads = 1;
   options.measure = false;
-  options.store_path = store_path("by_speed");
-  // The first kernel fastest at the slow speed, the second at the fast one (written last).
-  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[0], slow, "2026-01-01")), "");
-  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[1], fast, "2026-01-02")), "");
-  const std::vector<std::tuple<double, std::string, double>> cases = {
-      {slow * 1.05, two[0], slow}, {fast / 1.1, two[1], fast}, {0, two[1], fast}};
-  for (const auto& [now, expected, rows_speed] : cases) {
-    SCOPED_TRACE(fmt::format("memory reading {} GB/s now", now));
-    options.read_gbps = now;
-    const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
-    EXPECT_EQ(ev.from_store, ev.matvecs);
-    EXPECT_EQ(ev.other_speed, 0);
-    const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
-    const PlannedMatvec& q = planned_op(planned, Op::AttnQ);
-    EXPECT_EQ(q.kernel->name, expected);
-    EXPECT_NE(q.source.find(fmt::format("at {:.0f} GB/s read", rows_speed)), std::string::npos) << q.source;
-    if (now > 0) {
-      EXPECT_NE(ev.summary().find(fmt::format("{:.1f} GB/s now", now)), std::string::npos) << ev.summary();
+  options.store_path = store_path("over_speeds");
+  // At the slow speed the first kernel is a little quicker; at the fast one the second
+  // is four times quicker.
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_timed(m.weights, two[0], 10, two[1], 11, slow, "2026-01-01")), "");
+  const AutoPlanEvidence one = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(one.over_speeds, 0);
+  EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, one.speeds), Op::AttnQ).kernel->name, two[0]);
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_timed(m.weights, two[0], 20, two[1], 5, fast, "2026-01-02")), "");
+  const AutoPlanEvidence both = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(both.from_store, both.matvecs);
+  EXPECT_EQ(both.over_speeds, both.matvecs);
+  EXPECT_NE(both.summary().find("ranked over two or more read speeds"), std::string::npos) << both.summary();
+  const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, both.speeds);
+  const PlannedMatvec& q = planned_op(planned, Op::AttnQ);
+  EXPECT_EQ(q.kernel->name, two[1]);
+  EXPECT_NE(q.source.find(fmt::format("at {:.0f} and {:.0f} GB/s read", slow, fast)), std::string::npos) << q.source;
+  // The figure is the geometric mean over the two speeds.
+  for (const KernelSpeed& sp : both.speeds)
+    if (sp.kernel == two[1] && sp.rows == 256 && sp.cols == 256) {
+      EXPECT_NEAR(sp.time_median_us, std::sqrt(11.0 * 5), 1e-9);
     }
-  }
 }
 
-TEST(AutoPlan, AtASpeedTheStoreHasNotSeenItTakesTheNearestAndTimesNothing) {
+TEST(AutoPlan, ComparesOnlyAtSpeedsWhereEveryCandidateWasTimed) {
   const TinyQ4K m;
   const std::vector<std::string> two = two_attn_q_kernels(m);
   if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
   std::mt19937_64 rng(qmv::testing::fresh_seed());
-  const double slow = std::uniform_real_distribution<double>(25, 40)(rng);
-  AutoPlanOptions options;
-  options.threads = 1;
-  options.store_path = store_path("unseen_speed");
-  options.screen_min_time_s = options.final_min_time_s = 0.002;
-  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[1], 1.8 * slow, "2026-01-01")), "");
-  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[0], 3.5 * slow, "2026-01-02")), "");
-  options.read_gbps = slow;
-  std::vector<std::string> progress;
-  options.progress = [&](const std::string& line) { progress.push_back(line); };
-  // Timing allowed, the rows cover every matvec: the nearest speed's, and the summary
-  // says they are another's.
-  const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
-  EXPECT_EQ(ev.measured, 0);
-  EXPECT_TRUE(progress.empty());
-  EXPECT_EQ(ev.from_store, ev.matvecs);
-  EXPECT_EQ(ev.other_speed, ev.matvecs);
-  EXPECT_NE(ev.summary().find("another or an unknown read speed"), std::string::npos) << ev.summary();
-  const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
-  EXPECT_EQ(planned_op(planned, Op::AttnQ).kernel->name, two[1]);
-  EXPECT_NE(planned_op(planned, Op::AttnQ).source.find(fmt::format("at {:.0f} GB/s read", 1.8 * slow)),
-            std::string::npos)
-      << planned_op(planned, Op::AttnQ).source;
-}
-
-TEST(AutoPlan, RowsOfAnUnknownReadSpeedComeBeforeThoseOfAnother) {
-  const TinyQ4K m;
-  const std::vector<std::string> two = two_attn_q_kernels(m);
-  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
-  std::mt19937_64 rng(qmv::testing::fresh_seed());
-  const double now = std::uniform_real_distribution<double>(25, 60)(rng);
-  AutoPlanOptions options;
-  options.threads = 1;
-  options.measure = false;
-  options.read_gbps = now;
-  // One key holds rows of known speeds or one of an unknown: a row of a known speed
-  // replaces it. So the unknown rows are in one store, the other speed's in another.
-  const std::string unknown = store_path("unknown_speed"), other = store_path("other_speed");
-  ASSERT_EQ(TuningStore(unknown).add(rows_at_speed(m.weights, two[1], 0, "2026-01-01")), "");
-  ASSERT_EQ(TuningStore(other).add(rows_at_speed(m.weights, two[0], 2.5 * now, "2026-01-02")), "");
-  std::vector<TuningRow> both = TuningStore(unknown).read_all();
-  for (const TuningRow& r : TuningStore(other).read_all()) both.push_back(r);
-  options.store_path = store_path("unknown_and_other");
-  // Both files' rows in one, as a merge by hand would leave them.
-  {
-    std::ofstream out(options.store_path);
-    for (const std::string& path : {unknown, other}) {
-      std::ifstream in(path);
-      std::string line;
-      for (bool header = true; std::getline(in, line); header = false)
-        if (!header || path == unknown) out << line << "\n";
-    }
-  }
-  ASSERT_EQ(TuningStore(options.store_path).read_all().size(), both.size());
-  const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
-  EXPECT_EQ(ev.from_store, ev.matvecs);
-  EXPECT_EQ(ev.other_speed, ev.matvecs);
-  EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds), Op::AttnQ).kernel->name, two[1]);
-  // The read speed unknown now, any row answers: the newest, and none is another's.
-  options.read_gbps = 0;
-  const AutoPlanEvidence any = auto_plan_evidence(KernelPlan{}, m.weights, options);
-  EXPECT_EQ(any.other_speed, 0);
-  EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, any.speeds), Op::AttnQ).kernel->name, two[0]);
-}
-
-TEST(AutoPlan, ComparesTheCandidatesOfAMatvecAtOneReadSpeed) {
-  const TinyQ4K m;
-  const std::vector<std::string> two = two_attn_q_kernels(m);
-  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
-  std::mt19937_64 rng(qmv::testing::fresh_seed());
-  const double slow = std::uniform_real_distribution<double>(25, 40)(rng), fast = 1.7 * slow;
+  const double slow = std::round(std::uniform_real_distribution<double>(25, 40)(rng)), fast = std::round(1.7 * slow);
   AutoPlanOptions options;
   options.threads = 1;
   options.store_path = store_path("one_speed");
   options.screen_min_time_s = options.final_min_time_s = 0.002;
   // Every candidate at the slow speed, the first kernel fastest; at the fast speed only
-  // the second, quicker than any slow figure. Read fast now, the second kernel's figure
-  // is of the speed now, but there is no other at it to set against.
-  ASSERT_EQ(TuningStore(options.store_path).add(rows_at_speed(m.weights, two[0], slow, "2026-01-01")), "");
+  // the second, quicker than any slow figure but with nothing of its speed to set against.
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_timed(m.weights, two[0], 10, two[1], 20, slow, "2026-01-01")), "");
   std::vector<TuningRow> fast_rows;
-  for (TuningRow r : rows_at_speed(m.weights, two[1], fast, "2026-01-02"))
-    if (r.kernel == two[1]) {
-      r.time_median_us = 5;
-      fast_rows.push_back(r);
-    }
+  for (const TuningRow& r : rows_timed(m.weights, two[0], 20, two[1], 5, fast, "2026-01-02"))
+    if (r.kernel == two[1]) fast_rows.push_back(r);
   ASSERT_EQ(TuningStore(options.store_path).add(fast_rows), "");
-  options.read_gbps = fast;
   std::vector<std::string> progress;
   options.progress = [&](const std::string& line) { progress.push_back(line); };
   const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
   EXPECT_EQ(ev.measured, 0);
   EXPECT_TRUE(progress.empty());
   EXPECT_EQ(ev.from_store, ev.matvecs);
-  EXPECT_EQ(ev.other_speed, ev.matvecs);
+  EXPECT_EQ(ev.over_speeds, 0);
   const auto planned = resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds);
   EXPECT_EQ(planned_op(planned, Op::AttnQ).kernel->name, two[0]);
   for (const KernelSpeed& sp : ev.speeds)
     EXPECT_NE(sp.source.find(fmt::format("at {:.0f} GB/s read", slow)), std::string::npos) << sp.kernel << " " << sp.source;
-  // Without the slow rows, no speed has every candidate: the matvecs are timed.
+  // Without the slow rows no speed has every candidate: the matvecs are timed.
   options.store_path = store_path("one_speed_missing");
   ASSERT_EQ(TuningStore(options.store_path).add(fast_rows), "");
   const AutoPlanEvidence timed = auto_plan_evidence(KernelPlan{}, m.weights, options);
   EXPECT_EQ(timed.measured, timed.matvecs);
 }
 
-TEST(AutoPlan, WhatItTimesKeepsTheReadSpeedOfItsPlan) {
+TEST(AutoPlan, ARowOfUnknownReadSpeedAnswersAtAnySpeed) {
   const TinyQ4K m;
+  const std::vector<std::string> two = two_attn_q_kernels(m);
+  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
   std::mt19937_64 rng(qmv::testing::fresh_seed());
-  const double now = std::uniform_real_distribution<double>(25, 60)(rng);
+  const double slow = std::round(std::uniform_real_distribution<double>(25, 40)(rng));
   AutoPlanOptions options;
   options.threads = 1;
-  options.store_path = store_path("timed_read_speed");
-  options.screen_min_time_s = options.final_min_time_s = 0.002;
-  options.read_gbps = now;
-  const AutoPlanEvidence timed = auto_plan_evidence(KernelPlan{}, m.weights, options);
-  EXPECT_EQ(timed.measured, timed.matvecs);
-  const auto rows = TuningStore(options.store_path).read_all();
-  ASSERT_FALSE(rows.empty());
-  // The tiny model is met warm (no read loop beside its kernels): the plan's speed.
-  for (const TuningRow& r : rows) EXPECT_DOUBLE_EQ(r.read_gbps, std::stod(fmt::format("{:.6g}", now))) << r.kernel;
+  options.measure = false;
+  // Every candidate at the slow speed, the first at 8 us; the second only in a row of
+  // unknown speed (a file written before the column), a little quicker or slower.
+  for (const double unknown_us : {7.0, 9.0}) {
+    SCOPED_TRACE(unknown_us);
+    options.store_path = store_path("unknown_speed");
+    std::vector<TuningRow> rows = rows_timed(m.weights, two[0], 8, two[1], unknown_us, slow, "2026-01-01");
+    for (TuningRow& r : rows)
+      if (r.kernel == two[1]) r.read_gbps = 0;
+    ASSERT_EQ(TuningStore(options.store_path).add(rows), "");
+    const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+    EXPECT_EQ(ev.from_store, ev.matvecs);
+    EXPECT_EQ(planned_op(resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds), Op::AttnQ).kernel->name,
+              unknown_us < 8 ? two[1] : two[0]);
+  }
 }
 
 TEST(AutoPlan, WithoutTuningAnUnmeasuredMatvecTakesTheStaticOrder) {

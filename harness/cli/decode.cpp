@@ -527,8 +527,7 @@ int DecodeCommand::run(const std::string& command_line) {
   AutoPlanEvidence batch_evidence;
   if (o.batch > 1 && o.auto_plan.bench_csv.empty()) {
     const auto batch_speeds =
-        auto_plan_speeds(o.auto_plan, plan, m.weights, o.threads, backend, &batch_evidence, o.batch, evidence.seconds,
-                         evidence.read_gbps);
+        auto_plan_speeds(o.auto_plan, plan, m.weights, o.threads, backend, &batch_evidence, o.batch, evidence.seconds);
     speeds.insert(speeds.end(), batch_speeds.begin(), batch_speeds.end());
   }
   // The roofline's bandwidth, settled before the weights are made resident, so that a

@@ -151,7 +151,7 @@ void check_utf8(std::string_view text, const std::string& what) {
 
 std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const KernelPlan& plan,
                                           const ModelWeights& weights, int threads, Backend backend,
-                                          AutoPlanEvidence* evidence, int n, double spent_s, double read_gbps) {
+                                          AutoPlanEvidence* evidence, int n, double spent_s) {
   if (!choice.bench_csv.empty()) return kernel_speeds(read_bench_csv(choice.bench_csv));
   // A plan that names a kernel it cannot use is refused before a minute of timing.
   (void)resolve_plan(plan, weights, threads, {}, backend);
@@ -160,7 +160,6 @@ std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const Ke
   options.backend = backend;
   options.n = n;
   options.spent_s = spent_s;
-  options.read_gbps = read_gbps;
   options.measure = !choice.no_tune;
   options.screen_min_time_s *= choice.tune_time_s / options.final_min_time_s;
   options.final_min_time_s = choice.tune_time_s;

@@ -51,13 +51,10 @@ void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice);
 // `evidence` (when given) gets what was done. With `n` > 1, the store's speeds of the
 // batch kernels at n vectors per call, which batch_plan picks by (`decode --batch n`),
 // timed within what `spent_s` of timing before left of the budget, one budget for a
-// run; a bench CSV's speeds are those of every n whatever `n` is. `read_gbps`: the
-// memory's read speed the rows are chosen for (AutoPlanOptions::read_gbps; < 0:
-// measured here), so a run's two plans are chosen for one speed.
+// run; a bench CSV's speeds are those of every n whatever `n` is.
 std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const KernelPlan& plan,
                                           const ModelWeights& weights, int threads, Backend backend,
-                                          AutoPlanEvidence* evidence = nullptr, int n = 1, double spent_s = 0,
-                                          double read_gbps = -1);
+                                          AutoPlanEvidence* evidence = nullptr, int n = 1, double spent_s = 0);
 
 // The text of --prompt-file: a regular file, or standard input for "-", at most 64 MiB
 // (a prompt too long for the command line). Throws std::invalid_argument naming the path.
