@@ -20,8 +20,8 @@
 // a host whose memory runs at two speeds, minutes apart, can have a different fastest
 // kernel at each (results/README.md), so a newer row replaces the one of its key
 // measured at the same read speed (within kSameReadSpeed), and rows at other speeds
-// stay beside it, up to three per key. `auto` reads the rows nearest the speed the
-// memory reads at when it plans (harness/auto_plan.h).
+// stay beside it, up to three per key. `auto` ranks kernels over the speeds they were
+// all timed at (harness/auto_plan.h).
 //
 // A damaged file is reported in one line and read as empty; writers take a lock, merge,
 // write aside and rename, so concurrent writers lose no row and a reader never sees
