@@ -775,16 +775,30 @@ std::vector<TuningRow> rows_timed(const ModelWeights& w, const std::string& firs
   return rows;
 }
 
+// Two Q4_K kernels of the tiny model's attn_q (false when fewer run here), two read
+// speeds drawn afresh, whole GB/s, the fast one 1.7x the slow one, and options for one
+// thread on a fresh store named `store`.
+struct TwoKernelsTwoSpeeds {
+  std::vector<std::string> two;
+  double slow = 0, fast = 0;
+  AutoPlanOptions options;
+};
+bool two_kernels_two_speeds(const TinyQ4K& m, const std::string& store, TwoKernelsTwoSpeeds& out) {
+  out.options.threads = 1;
+  out.options.store_path = store_path(store);
+  out.two = two_attn_q_kernels(m);
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  out.slow = std::round(std::uniform_real_distribution<double>(25, 40)(rng));
+  out.fast = std::round(1.7 * out.slow);
+  return out.two.size() >= 2;
+}
+
 TEST(AutoPlan, RanksOverEveryReadSpeedWhereAllCandidatesWereTimed) {
   const TinyQ4K m;
-  const std::vector<std::string> two = two_attn_q_kernels(m);
-  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
-  std::mt19937_64 rng(qmv::testing::fresh_seed());
-  const double slow = std::round(std::uniform_real_distribution<double>(25, 40)(rng)), fast = std::round(1.7 * slow);
-  AutoPlanOptions options;
-  options.threads = 1;
+  TwoKernelsTwoSpeeds t;
+  if (!two_kernels_two_speeds(m, "over_speeds", t)) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  auto& [two, slow, fast, options] = t;
   options.measure = false;
-  options.store_path = store_path("over_speeds");
   // At the slow speed the first kernel is a little quicker; at the fast one the second
   // is four times quicker.
   ASSERT_EQ(TuningStore(options.store_path).add(rows_timed(m.weights, two[0], 10, two[1], 11, slow, "2026-01-01")), "");
@@ -809,13 +823,9 @@ TEST(AutoPlan, RanksOverEveryReadSpeedWhereAllCandidatesWereTimed) {
 
 TEST(AutoPlan, ComparesOnlyAtSpeedsWhereEveryCandidateWasTimed) {
   const TinyQ4K m;
-  const std::vector<std::string> two = two_attn_q_kernels(m);
-  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
-  std::mt19937_64 rng(qmv::testing::fresh_seed());
-  const double slow = std::round(std::uniform_real_distribution<double>(25, 40)(rng)), fast = std::round(1.7 * slow);
-  AutoPlanOptions options;
-  options.threads = 1;
-  options.store_path = store_path("one_speed");
+  TwoKernelsTwoSpeeds t;
+  if (!two_kernels_two_speeds(m, "one_speed", t)) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  auto& [two, slow, fast, options] = t;
   options.screen_min_time_s = options.final_min_time_s = 0.002;
   // Every candidate at the slow speed, the first kernel fastest; at the fast speed only
   // the second, quicker than any slow figure but with nothing of its speed to set against.
@@ -844,12 +854,10 @@ TEST(AutoPlan, ComparesOnlyAtSpeedsWhereEveryCandidateWasTimed) {
 
 TEST(AutoPlan, ARowOfUnknownReadSpeedAnswersAtAnySpeed) {
   const TinyQ4K m;
-  const std::vector<std::string> two = two_attn_q_kernels(m);
-  if (two.size() < 2) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
-  std::mt19937_64 rng(qmv::testing::fresh_seed());
-  const double slow = std::round(std::uniform_real_distribution<double>(25, 40)(rng));
-  AutoPlanOptions options;
-  options.threads = 1;
+  TwoKernelsTwoSpeeds t;
+  if (!two_kernels_two_speeds(m, "unknown_speed", t)) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  auto& [two, slow, fast, options] = t;
+  (void)fast;
   options.measure = false;
   // Every candidate at the slow speed, the first at 8 us; the second only in a row of
   // unknown speed (a file written before the column), a little quicker or slower.
