@@ -39,8 +39,7 @@ KernelSpeed speed_of(const TuningRow& r, const std::string& source) {
   return {r.kernel, r.weight_type, r.rows, r.cols, r.threads, r.gbps, r.time_median_us, source, r.n};
 }
 
-// The rows of one kernel at one matvec, grouped with the other candidates' by the
-// memory's read speed they were timed at.
+// The store's rows of one kernel at one matvec, at whatever read speeds they were timed.
 using KernelRows = std::vector<const TuningRow*>;
 
 // The read speeds at which every candidate of a matvec has a row, and each kernel's row
@@ -83,7 +82,6 @@ SpeedGroups speed_groups(const std::vector<KernelRows>& by_kernel) {
     while (i < known.size() && known[i] <= high) ++i;
   }
   if (out.speeds.empty()) add_group(0.0, [](const TuningRow& r) { return r.read_gbps <= 0; });
-  if (out.speeds.empty()) return {};
   return out;
 }
 
@@ -117,8 +115,8 @@ std::string describe(const AutoMatvec& m) {
   return fmt::format("{} {} {}", ops, to_string(m.weight), to_string(m.shape));
 }
 
-// What the read speed of a plan is measured over: 256 MiB, eight times a 32 MiB
-// last-level cache, or eight times a larger one.
+// The buffer of the read loop timed among auto's kernels: 256 MiB, eight times a 32 MiB
+// last-level cache, or eight times a larger one (a bench's default is 1 GiB and more).
 std::size_t read_speed_buffer_bytes() {
   return std::max(std::size_t{256} << 20, 8 * static_cast<std::size_t>(machine_info().llc_bytes));
 }
