@@ -298,7 +298,10 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
       if (again != final_rows.end()) r = *again;
       if (r.time_median_us <= 0) continue;
       fresh.push_back(tuning_row(r, "auto"));
-      if (!read_loop.empty()) fresh.back().read_gbps = r.peak_gbps;  // the loop timed beside it
+      // The loop timed beside it. One row at the run's speed, not one per speed its few
+      // repetitions met (as bench keeps them): every candidate then has a row at one
+      // speed, so the next run finds the matvec covered.
+      if (!read_loop.empty()) fresh.back().read_gbps = r.peak_gbps;
       ev.speeds.push_back(speed_of(fresh.back(), "measured now"));
     }
     ++ev.measured;

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 
 #include "harness/bench_points.h"
+#include "harness/tuning_store.h"
 #include "kernels/availability.h"
 #include "kernels/cpu_tiling.h"
 
@@ -24,6 +27,52 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+std::vector<double> repetitions_ended(const std::vector<BenchCall>& calls, const std::vector<std::int64_t>& iterations,
+                                      const std::vector<double>& seconds_per_call) {
+  std::vector<bool> used(calls.size(), false);
+  std::vector<double> out;
+  for (std::size_t r = 0; r < iterations.size() && r < seconds_per_call.size(); ++r) {
+    std::size_t best = calls.size();
+    for (std::size_t c = 0; c < calls.size(); ++c)
+      if (!used[c] && calls[c].iterations == iterations[r] &&
+          (best == calls.size() || std::abs(calls[c].seconds_per_call - seconds_per_call[r]) <
+                                       std::abs(calls[best].seconds_per_call - seconds_per_call[r])))
+        best = c;
+    if (best == calls.size()) {
+      out.push_back(-1);
+      continue;
+    }
+    used[best] = true;
+    out.push_back(calls[best].end_s);
+  }
+  return out;
+}
+
+std::vector<double> nearest_read_speeds(const std::vector<double>& at, std::vector<std::pair<double, double>> reads) {
+  std::sort(reads.begin(), reads.end());
+  std::vector<double> out;
+  out.reserve(at.size());
+  for (const double pos : at) {
+    const auto after = std::lower_bound(reads.begin(), reads.end(), std::pair{pos, 0.0});
+    const bool has_after = after != reads.end(), has_before = after != reads.begin();
+    if (pos < 0 || (!has_after && !has_before)) {
+      out.push_back(0);
+      continue;
+    }
+    if (!has_before || (has_after && after->first - pos < pos - std::prev(after)->first)) {
+      out.push_back(after->second);
+      continue;
+    }
+    const auto before = std::prev(after);
+    if (!has_after || pos - before->first < after->first - pos) {
+      out.push_back(before->second);
+      continue;
+    }
+    out.push_back(same_read_speed(before->second, after->second) ? (before->second + after->second) / 2 : 0.0);
+  }
+  return out;
 }
 
 std::size_t matrix_bytes(const Point& pt) {

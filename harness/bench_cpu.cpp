@@ -174,10 +174,11 @@ double act_quant_median_us(ActFormat f, const std::vector<float>& x) {
   return us[us.size() / 2];
 }
 
-// Collects the per-repetition time of each point.
+// Collects the per-repetition time of each point, and its count of iterations.
 class Collector : public benchmark::BenchmarkReporter {
  public:
   std::map<std::string, std::vector<double>> seconds_per_call;
+  std::map<std::string, std::vector<std::int64_t>> iterations;
   std::map<std::string, std::string> errors;
   std::function<void(const std::string& name, bool point_done)> on_run;
 
@@ -192,10 +193,26 @@ class Collector : public benchmark::BenchmarkReporter {
       if (r.run_type != Run::RT_Iteration || r.iterations == 0) continue;
       auto& v = seconds_per_call[name];
       v.push_back(r.real_accumulated_time / static_cast<double>(r.iterations));
+      iterations[name].push_back(r.iterations);
       if (on_run) on_run(name, static_cast<std::int64_t>(v.size()) == r.repetitions);
     }
   }
 };
+
+// Every call of every benchmark function, by name (see BenchCall).
+using CallLog = std::map<std::string, std::vector<BenchCall>>;
+
+// Runs `loop` (a benchmark's timed loop) and logs the call.
+template <class Loop>
+void logged_call(benchmark::State& st, CallLog& log, const std::string& name, Loop&& loop) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  loop();
+  const auto t1 = Clock::now();
+  if (st.iterations() > 0)
+    log[name].push_back({std::chrono::duration<double>(t1.time_since_epoch()).count(), st.iterations(),
+                         std::chrono::duration<double>(t1 - t0).count() / static_cast<double>(st.iterations())});
+}
 
 }  // namespace
 
@@ -242,6 +259,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
       y2(static_cast<std::size_t>(max_rows));
 
   std::map<std::string, std::size_t> index_of;
+  auto calls = std::make_shared<CallLog>();
   benchmark::ClearRegisteredBenchmarks();
   // What each point with a weight transform hands PreparedStore::ensure.
   struct PrepareJob {
@@ -273,7 +291,8 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     if (pt.spec->prepare) prepare_jobs.push_back({pt.spec, args, arena.data(), stride, slots});
     benchmark::RegisterBenchmark(
         pt.name.c_str(),
-        [spec = pt.spec, base = arena.data(), stride, slots = slots, fused, args, prepared](benchmark::State& st) mutable {
+        [spec = pt.spec, base = arena.data(), stride, slots = slots, fused, args, prepared, calls,
+         name = pt.name](benchmark::State& st) mutable {
           const PreparedStore::Rotation* rotation = nullptr;
           if (spec->prepare) {
             if (const Status s = prepared->ensure(*spec, args, base, stride, slots, rotation); !s.ok()) {
@@ -283,17 +302,19 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
             slots = rotation->slots.size();
           }
           std::size_t slot = 0;
-          for (auto _ : st) {
-            args.w = base + slot * stride;
-            if (rotation) args.prepared = rotation->slots[slot].handle();
-            args.w2 = fused ? base + slot * stride + stride / 2 : nullptr;
-            if (const Status s = invoke(*spec, args); !s.ok()) {
-              st.SkipWithError(s.error.c_str());
-              break;
+          logged_call(st, *calls, name, [&] {
+            for (auto _ : st) {
+              args.w = base + slot * stride;
+              if (rotation) args.prepared = rotation->slots[slot].handle();
+              args.w2 = fused ? base + slot * stride + stride / 2 : nullptr;
+              if (const Status s = invoke(*spec, args); !s.ok()) {
+                st.SkipWithError(s.error.c_str());
+                break;
+              }
+              benchmark::ClobberMemory();
+              if (++slot == slots) slot = 0;
             }
-            benchmark::ClobberMemory();
-            if (++slot == slots) slot = 0;
-          }
+          });
         })
         ->UseRealTime()
         ->MinTime(cfg.min_time_s)
@@ -302,10 +323,12 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
 
   // The interleaved read peak: per thread count, the loops the config names, on a buffer
   // of their own (weight memory, as every buffer timed), registered together as one
-  // point per shape of the run (at least three, at least one per loop), taking turns.
-  // Each loop's peak is the median over all its repetitions: samples of the machine
-  // spread over the run, as a kernel's are over its shapes, where one point's few would
-  // be at the mercy of a slow spell.
+  // point per shape of the run and per kReadPointEvery kernel points (at least three,
+  // at least one per loop), taking turns. Each loop's peak is the median over all its
+  // repetitions: samples of the machine spread over the run, as a kernel's are over its
+  // shapes, where one point's few would be at the mercy of a slow spell. Their density
+  // also dates the memory's speed changes within the run, for each kernel repetition's
+  // read speed.
   const WeightMemory* peak_buffer = nullptr;
   struct PeakPoint {
     int threads;
@@ -314,11 +337,14 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   std::map<std::string, PeakPoint> peak_points;  // by benchmark name
   std::map<int, std::vector<std::string>> peak_loops_of;
   std::map<int, std::set<std::pair<std::int64_t, std::int64_t>>> shapes_of;
+  std::map<int, std::size_t> points_of;
+  constexpr std::size_t kReadPointEvery = 6;  // a sixth more time, a read about every seventh repetition
   if (!cfg.warm)
     for (const Point& pt : points)
       if (const auto l = cfg.peak_read_loops.find(pt.threads); l != cfg.peak_read_loops.end() && !l->second.empty()) {
         peak_loops_of[pt.threads] = l->second;
         shapes_of[pt.threads].insert({pt.shape.rows, pt.shape.cols});
+        ++points_of[pt.threads];
       }
   const std::size_t peak_bytes =
       (cfg.peak_buffer_bytes ? cfg.peak_buffer_bytes : cold_buffer_bytes()) / 64 * 64;
@@ -331,16 +357,20 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     for (const std::string& name : names)
       if (std::none_of(chosen.begin(), chosen.end(), [&](const ReadLoop& l) { return l.name == name; }))
         chosen.push_back(usable_read_loop(name));
-    const std::size_t instances = std::max({std::size_t{3}, shapes_of.at(threads).size(), chosen.size()});
+    const std::size_t instances =
+        std::max({std::size_t{3}, shapes_of.at(threads).size(), chosen.size(),
+                  (points_of.at(threads) + kReadPointEvery - 1) / kReadPointEvery});
     for (std::size_t i = 0; i < instances; ++i) {
       const ReadLoop& loop = chosen[i % chosen.size()];
       const std::string name = fmt::format("peak/{}/threads:{}/{}", loop.name, threads, i / chosen.size() + 1);
       peak_points[name] = {threads, loop.name};
       benchmark::RegisterBenchmark(name.c_str(),
                                    [loop, buf = static_cast<const std::uint64_t*>(peak_buffer->data()),
-                                    words = peak_bytes / 8, threads = threads](benchmark::State& st) {
-                                     for (auto _ : st)
-                                       benchmark::DoNotOptimize(read_with_threads(loop, buf, words, threads));
+                                    words = peak_bytes / 8, threads = threads, calls, name](benchmark::State& st) {
+                                     logged_call(st, *calls, name, [&] {
+                                       for (auto _ : st)
+                                         benchmark::DoNotOptimize(read_with_threads(loop, buf, words, threads));
+                                     });
                                    })
           ->UseRealTime()
           ->MinTime(cfg.min_time_s)
@@ -373,7 +403,8 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   benchmark::Initialize(&argc, argv);
 
   Collector collector;
-  std::vector<BenchRow> held_rows;  // with an interleaved peak: the rows wait for its median
+  // With an interleaved peak, the rows (and their benchmarks' names) wait for its median.
+  std::vector<std::pair<std::string, BenchRow>> held_rows;
   collector.on_run = [&](const std::string& name, bool point_done) {
     if (peak_points.count(name)) return;
     const Point& pt = points[index_of.at(name)];
@@ -391,7 +422,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
       row.prepared_bytes = static_cast<std::int64_t>(b->second.bytes);
     }
     if (peak_loops_of.count(pt.threads))
-      held_rows.push_back(std::move(row));
+      held_rows.emplace_back(name, std::move(row));
     else
       progress.point_done(out, std::move(row));
   };
@@ -414,10 +445,30 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
         out.interleaved_peak_loop[threads] = loop;
       }
     }
-  for (BenchRow& row : held_rows) {
+  // Each repetition's read speed, from the read loops' repetitions nearest it in time:
+  // the memory's speed can change between a run's first and last minute.
+  auto ended = [&](const std::string& name) {
+    return repetitions_ended((*calls)[name], collector.iterations.at(name), collector.seconds_per_call.at(name));
+  };
+  // Every loop's repetitions count, each scaled by its median's ratio to the fastest's.
+  std::map<int, std::vector<std::pair<double, double>>> peak_reads;
+  for (const auto& [name, pp] : peak_points) {
+    if (!collector.seconds_per_call.count(name)) continue;
+    const double scale = out.interleaved_peak_gbps.at(pp.threads) / out.interleaved_loop_gbps.at(pp.threads).at(pp.loop);
+    const std::vector<double> at = ended(name);
+    const std::vector<double>& seconds = collector.seconds_per_call.at(name);
+    for (std::size_t i = 0; i < at.size(); ++i)
+      if (at[i] >= 0)
+        peak_reads[pp.threads].emplace_back(at[i], scale * static_cast<double>(peak_bytes) / (seconds[i] * 1e9));
+  }
+  for (auto& [name, row] : held_rows) {
     if (const auto p = out.interleaved_peak_gbps.find(row.threads); p != out.interleaved_peak_gbps.end()) {
       row.peak_gbps = p->second;
       row.peak_pct = 100.0 * row.gbps_median / row.peak_gbps;
+    }
+    if (const auto reads = peak_reads.find(row.threads); reads != peak_reads.end()) {
+      for (const double s : collector.seconds_per_call.at(name)) row.rep_us.push_back(s * 1e6);
+      row.rep_read_gbps = nearest_read_speeds(ended(name), reads->second);
     }
     progress.point_done(out, std::move(row));
   }

@@ -3,9 +3,11 @@
 // a point's times. Internal to the bench; harness/bench.h is its interface.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/bench.h"
@@ -44,6 +46,25 @@ struct Progress {
 
 // The middle value of v (0 for none).
 double median(std::vector<double> v);
+// One call of a benchmark's function: when it ended (steady clock, seconds), its
+// iterations and their time per call by the same clock. Google Benchmark calls it
+// several times per repetition, reports the last, and reports a point's repetitions
+// together once its last is done, so the report says nothing of when each one ran.
+struct BenchCall {
+  double end_s = 0;
+  std::int64_t iterations = 0;
+  double seconds_per_call = 0;
+};
+// When each reported repetition (its iterations and seconds per call, in the report's
+// order) ended: the call of the same iterations whose time per call is nearest its,
+// each call matched once; -1 where no call is left to match.
+std::vector<double> repetitions_ended(const std::vector<BenchCall>& calls, const std::vector<std::int64_t>& iterations,
+                                      const std::vector<double>& seconds_per_call);
+// The read loop's speed nearest in time each of the instants `at` (seconds; one below
+// 0 is unknown), `reads` being the read loop's repetitions as (when they ended, GB/s):
+// the nearer read's speed; between two equally near, their mean where they are one
+// speed (kSameReadSpeed) and 0, unknown, where they are not. All 0 without reads.
+std::vector<double> nearest_read_speeds(const std::vector<double>& at, std::vector<std::pair<double, double>> reads);
 // The bytes of the weights one call of a point reads: both matrices of a fused pair.
 std::size_t matrix_bytes(const Point& pt);
 // A point's row from its per-call times (seconds); its share of the peak for its thread

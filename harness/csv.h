@@ -67,6 +67,11 @@ struct BenchRow {
   std::string gpu_name, gpu_driver;
   int gpu_sm_count = 0, gpu_sm_clock_mhz = 0, gpu_mem_clock_mhz = 0, gpu_bus_bits = 0;
   std::int64_t gpu_l2_bytes = 0;
+  // In memory only, no column: per repetition of a cold CPU point timed beside the read
+  // loop, in the order they ran, its time per call and the read loop's speed nearest it
+  // in the run (0: unknown). The tuning store keeps the repetitions at each read speed
+  // apart (tuning_rows_by_read_speed), as the memory may change speed within one run.
+  std::vector<double> rep_us, rep_read_gbps;
 };
 
 struct CheckRow {

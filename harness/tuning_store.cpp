@@ -306,6 +306,53 @@ TuningRow tuning_row(const BenchRow& b, const std::string& source, const StoreSc
   return r;
 }
 
+std::vector<RepsAtSpeed> reps_by_read_speed(const std::vector<double>& rep_us, const std::vector<double>& rep_read_gbps,
+                                            double bytes_per_call) {
+  std::vector<std::size_t> known;
+  for (std::size_t i = 0; i < rep_us.size() && i < rep_read_gbps.size(); ++i)
+    if (rep_read_gbps[i] > 0 && rep_us[i] > 0 &&
+        !(bytes_per_call > 0 && bytes_per_call / (rep_us[i] * 1e3) > kSameReadSpeed * rep_read_gbps[i]))
+      known.push_back(i);
+  std::sort(known.begin(), known.end(),
+            [&](std::size_t a, std::size_t b) { return rep_read_gbps[a] < rep_read_gbps[b]; });
+  auto upper_median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<RepsAtSpeed> out;
+  for (std::size_t i = 0; i < known.size();) {
+    const double high = rep_read_gbps[known[i]] * kSameReadSpeed;
+    std::vector<double> times, reads;
+    for (; i < known.size() && rep_read_gbps[known[i]] <= high; ++i) {
+      times.push_back(rep_us[known[i]]);
+      reads.push_back(rep_read_gbps[known[i]]);
+    }
+    if (static_cast<int>(times.size()) >= kMinRepsAtSpeed || times.size() == rep_us.size())
+      out.push_back({upper_median(times), upper_median(reads), static_cast<int>(times.size())});
+  }
+  return out;
+}
+
+std::vector<TuningRow> tuning_rows_by_read_speed(const BenchRow& b, const std::string& source, double read_gbps,
+                                                 const StoreScope& scope) {
+  const TuningRow whole = tuning_row(b, source, scope);
+  if (b.cache != "cold") return {whole};
+  std::vector<TuningRow> out;
+  for (const RepsAtSpeed& g : reps_by_read_speed(b.rep_us, b.rep_read_gbps, static_cast<double>(b.bytes_per_call))) {
+    TuningRow r = whole;
+    r.time_median_us = g.time_median_us;
+    r.gbps = b.gbps_median * b.time_median_us / g.time_median_us;
+    r.repetitions = g.repetitions;
+    r.read_gbps = g.read_gbps;
+    out.push_back(std::move(r));
+  }
+  if (out.empty()) {
+    out.push_back(whole);
+    out.back().read_gbps = read_gbps;
+  }
+  return out;
+}
+
 TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop, int repetitions,
                           const std::string& source) {
   const MachineInfo& m = machine_info();
@@ -337,10 +384,10 @@ void record_in_store(const std::vector<BenchRow>& rows, const std::string& sourc
     // What decode would meet: CPU rows under the row tiling decode runs with; CUDA rows
     // of weights streamed from memory, on this process's device.
     if (b.backend == "cpu" && b.tile_rows == usual.tile_rows && b.min_parallel_rows == usual.min_parallel_rows) {
-      cpu.push_back(tuning_row(b, source, scope));
       // A kernel streaming its weights from memory is as quick as the memory was then.
-      if (const auto read = read_gbps.find(b.threads); read != read_gbps.end() && b.cache == "cold")
-        cpu.back().read_gbps = read->second;
+      const auto read = read_gbps.find(b.threads);
+      for (TuningRow& r : tuning_rows_by_read_speed(b, source, read != read_gbps.end() ? read->second : 0.0, scope))
+        cpu.push_back(std::move(r));
     }
     else if (b.backend == "cuda" && b.cache == "cold" && !scope.gpu_machine.empty())
       gpu.push_back(tuning_row(b, source, scope));

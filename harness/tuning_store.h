@@ -121,6 +121,24 @@ std::string utc_timestamp();
 // A store row of `scope` for a bench row (`source`: the command that timed it): a CUDA
 // row names the GPU, the others the CPU.
 TuningRow tuning_row(const BenchRow& bench, const std::string& source, const StoreScope& scope = StoreScope::here());
+// A cold row's repetitions at each read speed they met (BenchRow::rep_read_gbps):
+// grouped from the slowest read up, each group spanning kSameReadSpeed, a group kept
+// where it holds kMinRepsAtSpeed of them or all of them; a repetition of unknown
+// speed joins none, nor does one that read its `bytes_per_call` (0: not checked) more
+// than kSameReadSpeed times faster than the speed given it: the memory changed speed
+// between it and the read nearest it. Each group's time and read speed are its medians.
+struct RepsAtSpeed {
+  double time_median_us = 0, read_gbps = 0;
+  int repetitions = 0;
+};
+inline constexpr int kMinRepsAtSpeed = 2;
+std::vector<RepsAtSpeed> reps_by_read_speed(const std::vector<double>& rep_us, const std::vector<double>& rep_read_gbps,
+                                            double bytes_per_call = 0);
+// The store rows of a bench row: a cold one with its repetitions' read speeds gives one
+// row per speed they met (reps_by_read_speed), each of its own median time; any other,
+// one row of read speed `read_gbps` (0: unknown; warm rows always unknown).
+std::vector<TuningRow> tuning_rows_by_read_speed(const BenchRow& bench, const std::string& source, double read_gbps,
+                                                 const StoreScope& scope = StoreScope::here());
 // A peak row of this machine: `gbps` read by `read_loop` on `threads` threads.
 TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop, int repetitions,
                           const std::string& source);
@@ -128,8 +146,9 @@ TuningRow peak_tuning_row(int threads, double gbps, const std::string& read_loop
 // rows under decode's row tiling, cold CUDA rows; a batch kernel's at every n it was
 // timed with, what `decode --batch` would meet), printing one line on stderr if it
 // cannot be written. `read_gbps`: per thread count, the read loops' speed timed among
-// the kernels (BenchOutcome::interleaved_peak_gbps), each cold CPU row's read_gbps; a
-// row of a thread count without one keeps an unknown speed.
+// the kernels (BenchOutcome::interleaved_peak_gbps), a cold CPU row's read_gbps where
+// its repetitions' own speeds are not known (tuning_rows_by_read_speed); a row of a
+// thread count without one keeps an unknown speed.
 void record_in_store(const std::vector<BenchRow>& rows, const std::string& source,
                      const std::map<int, double>& read_gbps = {});
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "harness/bench.h"
+#include "harness/bench_points.h"
 #include "harness/csv.h"
 #include "harness/peak.h"
 #include "kernels/cpu_features.h"
@@ -392,6 +393,16 @@ TEST(InterleavedPeak, ColdRowsAreAShareOfTheReadLoopTimedAmongThem) {
     EXPECT_EQ(r.peak_gbps, out.interleaved_peak_gbps.at(r.threads)) << r.kernel << " " << r.threads;
     EXPECT_NEAR(r.peak_pct, 100.0 * r.gbps_median / r.peak_gbps, 1e-9 * r.peak_pct) << r.kernel;
   }
+  // Each repetition keeps its own time, in the order run, and the read speed nearest it:
+  // one of the loop's (or 0 between two that disagree).
+  for (const BenchRow& r : out.rows) {
+    ASSERT_EQ(r.rep_us.size(), static_cast<std::size_t>(r.repetitions)) << r.kernel;
+    ASSERT_EQ(r.rep_read_gbps.size(), r.rep_us.size()) << r.kernel;
+    EXPECT_DOUBLE_EQ(bench_detail::median(r.rep_us), r.time_median_us) << r.kernel;
+    for (const double gbps : r.rep_read_gbps) {
+      EXPECT_TRUE(gbps == 0 || (gbps > 0.01 && std::isfinite(gbps))) << r.kernel << ": " << gbps;
+    }
+  }
   // The loops' buffer's share in huge pages is measured (-1: not measured).
   EXPECT_GE(out.interleaved_peak_huge_page_share, 0.0);
   EXPECT_LE(out.interleaved_peak_huge_page_share, 1.0);
@@ -428,15 +439,56 @@ TEST(InterleavedPeak, ThreadCountsWithoutALoopAndWarmRunsKeepThePeakGiven) {
   const BenchOutcome cold = run_bench(two_scalar_kernels(), {{64, 512}}, cfg, given);
   ASSERT_EQ(cold.rows.size(), 4u);
   ASSERT_EQ(cold.interleaved_peak_gbps.size(), 1u);
-  for (const BenchRow& r : cold.rows)
+  for (const BenchRow& r : cold.rows) {
     EXPECT_EQ(r.peak_gbps, r.threads == 1 ? cold.interleaved_peak_gbps.at(1) : given.at(2)) << r.kernel;
+    EXPECT_EQ(r.rep_read_gbps.size(), r.threads == 1 ? 3u : 0u) << "only beside a loop: " << r.kernel;
+  }
 
   cfg.warm = true;
   const BenchOutcome warm = run_bench(two_scalar_kernels(), {{64, 512}}, cfg, given);
   ASSERT_EQ(warm.rows.size(), 4u);
   EXPECT_TRUE(warm.interleaved_peak_gbps.empty());
   EXPECT_EQ(warm.interleaved_peak_huge_page_share, -1.0);
-  for (const BenchRow& r : warm.rows) EXPECT_EQ(r.peak_gbps, given.at(r.threads)) << r.kernel;
+  for (const BenchRow& r : warm.rows) {
+    EXPECT_EQ(r.peak_gbps, given.at(r.threads)) << r.kernel;
+    EXPECT_TRUE(r.rep_read_gbps.empty()) << r.kernel;
+  }
+}
+
+TEST(InterleavedPeak, ARepetitionTakesTheSpeedOfTheReadNearestIt) {
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double slow = std::uniform_real_distribution<double>(20, 40)(rng), fast = slow * 1.6;
+  const double slow2 = slow * 1.1;  // one speed with `slow` (within kSameReadSpeed)
+  // Reads ending at 3 s (slow), 9 s (fast), 13 s (slow2), 17 s (fast), given out of order.
+  const std::vector<std::pair<double, double>> reads{{13, slow2}, {3, slow}, {17, fast}, {9, fast}};
+  const std::vector<double> at{0, 4, 5, 7, 10, 11, 15, 20};
+  const std::vector<double> got = bench_detail::nearest_read_speeds(at, reads);
+  ASSERT_EQ(got.size(), at.size());
+  EXPECT_EQ(got[0], slow);   // only a read after it
+  EXPECT_EQ(got[1], slow);   // 1 after the slow one, 5 before the fast one
+  EXPECT_EQ(got[2], slow);
+  EXPECT_EQ(got[3], fast);   // 2 before the fast one, 4 after the slow one
+  EXPECT_EQ(got[4], fast);
+  EXPECT_EQ(got[5], 0.0);    // 2 from the fast one and 2 from slow2: they disagree
+  EXPECT_EQ(got[6], 0.0);    // the same between slow2 and the fast one at 17
+  EXPECT_EQ(got[7], fast);   // only a read before it
+  // Equally near two reads of one speed: their mean.
+  const std::vector<double> between = bench_detail::nearest_read_speeds({8}, {{3, slow}, {13, slow2}});
+  EXPECT_DOUBLE_EQ(between.at(0), (slow + slow2) / 2);
+  EXPECT_EQ(bench_detail::nearest_read_speeds({1, 2}, {}), (std::vector<double>{0, 0}));
+  EXPECT_EQ(bench_detail::nearest_read_speeds({-1}, reads), (std::vector<double>{0}));  // when unknown
+}
+
+TEST(InterleavedPeak, ARepetitionIsTheCallOfItsIterationsNearestItsTime) {
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double t = std::uniform_real_distribution<double>(1e-6, 1e-3)(rng);
+  // Probing calls (fewer iterations), then the repetitions, one of whose time per call
+  // the report's is nearest; the report lists them in another order.
+  const std::vector<bench_detail::BenchCall> calls{
+      {1.0, 10, t * 1.3}, {2.0, 100, t}, {3.0, 100, t * 1.2}, {4.0, 100, t * 0.9}, {5.0, 7, t}};
+  const std::vector<double> ended =
+      bench_detail::repetitions_ended(calls, {100, 100, 100, 100}, {t * 0.91, t * 1.19, t * 1.01, t});
+  EXPECT_EQ(ended, (std::vector<double>{4.0, 3.0, 2.0, -1.0}));  // the fourth finds no call left
 }
 
 TEST(InterleavedPeak, AnUnknownReadLoopIsRefused) {

@@ -204,6 +204,81 @@ TEST(TuningStore, BenchRowsKeepTheReadSpeedTimedBesideThem) {
                         {{1, "cold"}, 0}, {{1, "warm"}, 0}, {{2, "cold"}, 41.5}, {{2, "warm"}, 0}}));
 }
 
+TEST(TuningStore, RepetitionsAreGroupedByTheReadSpeedTheyMet) {
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  std::uniform_real_distribution<double> jitter(0.97, 1.03);
+  const double slow = std::uniform_real_distribution<double>(25, 40)(rng), fast = slow * 1.6;
+  const double slow_us = std::uniform_real_distribution<double>(100, 400)(rng), fast_us = slow_us / 1.5;
+  // Five repetitions at the slow speed, three at the fast one, interleaved, one of
+  // unknown speed and one alone at a third speed.
+  std::vector<double> us, read;
+  for (int i = 0; i < 5; ++i) {
+    us.push_back(slow_us * jitter(rng));
+    read.push_back(slow * jitter(rng));
+    if (i < 3) {
+      us.push_back(fast_us * jitter(rng));
+      read.push_back(fast * jitter(rng));
+    }
+  }
+  us.push_back(1);
+  read.push_back(0);
+  us.push_back(2);
+  read.push_back(fast * 2);
+  const auto upper_median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> slow_times, fast_times;
+  for (std::size_t i = 0; i + 2 < us.size(); ++i) (read[i] < slow * 1.1 ? slow_times : fast_times).push_back(us[i]);
+  const std::vector<RepsAtSpeed> groups = reps_by_read_speed(us, read);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].repetitions, 5);
+  EXPECT_EQ(groups[1].repetitions, 3);
+  EXPECT_EQ(groups[0].time_median_us, upper_median(slow_times));
+  EXPECT_EQ(groups[1].time_median_us, upper_median(fast_times));
+  EXPECT_NEAR(groups[0].read_gbps, slow, 0.04 * slow);
+  EXPECT_NEAR(groups[1].read_gbps, fast, 0.04 * fast);
+  // A repetition faster than the memory it was given cannot have met that speed.
+  const double bytes = slow * 1e3 * slow_us;  // read at exactly `slow` in slow_us
+  EXPECT_EQ(reps_by_read_speed({slow_us, slow_us}, {slow, slow}, bytes).size(), 1u);
+  EXPECT_TRUE(reps_by_read_speed({slow_us / 1.3, slow_us / 1.3}, {slow, slow}, bytes).empty());
+  EXPECT_EQ(reps_by_read_speed({slow_us / 1.3, slow_us / 1.3}, {slow, slow}).size(), 1u);  // unchecked
+  // A single repetition is a group of all there are; none known, no group.
+  EXPECT_EQ(reps_by_read_speed({42}, {slow}).size(), 1u);
+  EXPECT_TRUE(reps_by_read_speed({42, 43}, {0, 0}).empty());
+}
+
+TEST(TuningStore, ABenchRowsRepetitionsAtTwoReadSpeedsBecomeARowAtEach) {
+  const std::string path = store_path("bench_two_speeds");
+  const qmv::testing::ScopedEnv one_file({{"QMV_TUNING_STORE", path}});
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double slow = std::round(std::uniform_real_distribution<double>(25, 40)(rng)), fast = slow * 1.5;
+  const double slow_us = std::round(std::uniform_real_distribution<double>(100, 400)(rng)), fast_us = slow_us - 37;
+  BenchRow b;
+  b.kernel = "q4_K.cpu.scalar_f32";
+  b.op = "matvec";
+  b.weight_type = "q4_K";
+  b.backend = "cpu";
+  b.rows = b.cols = 256;
+  b.threads = 2;
+  b.cache = "cold";
+  b.tile_rows = CpuTiling{}.tile_rows;
+  b.min_parallel_rows = CpuTiling{}.min_parallel_rows;
+  b.rep_us = {slow_us, fast_us, slow_us + 1, fast_us + 1, slow_us - 1};
+  b.rep_read_gbps = {slow, fast, slow, fast, slow};
+  b.repetitions = 5;
+  b.time_median_us = slow_us;
+  b.gbps_median = 10;
+  BenchRow warm = b;
+  warm.cache = "warm";
+  record_in_store({b, warm}, "bench", {{2, 41.5}});
+  std::map<std::pair<std::string, double>, std::pair<double, int>> got;  // (cache, read) -> (time, reps)
+  for (const TuningRow& r : TuningStore(path).read_all()) got[{r.cache, r.read_gbps}] = {r.time_median_us, r.repetitions};
+  // Each speed's row has its own repetitions' median; the warm row no speed.
+  EXPECT_EQ(got, (std::map<std::pair<std::string, double>, std::pair<double, int>>{
+                     {{"cold", slow}, {slow_us, 3}}, {{"cold", fast}, {fast_us + 1, 2}}, {{"warm", 0}, {slow_us, 5}}}));
+}
+
 TEST(TuningStore, RowsOfAnotherMachineMaskOrKernelBuildAreNotUsed) {
   const TuningStore store(store_path("foreign"));
   TuningRow mine = kernel_row("q4_K.cpu.scalar_f32", 256, 256, 50);
