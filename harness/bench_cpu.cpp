@@ -454,7 +454,8 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   std::map<int, std::vector<std::pair<double, double>>> peak_reads;
   for (const auto& [name, pp] : peak_points) {
     if (!collector.seconds_per_call.count(name)) continue;
-    const double scale = out.interleaved_peak_gbps.at(pp.threads) / out.interleaved_loop_gbps.at(pp.threads).at(pp.loop);
+    const double scale =
+        out.interleaved_peak_gbps.at(pp.threads) / out.interleaved_loop_gbps.at(pp.threads).at(pp.loop);
     const std::vector<double> at = ended(name);
     const std::vector<double>& seconds = collector.seconds_per_call.at(name);
     for (std::size_t i = 0; i < at.size(); ++i)

@@ -175,27 +175,31 @@ TEST(TuningStore, SameReadSpeedIsWithinItsRatio) {
   EXPECT_TRUE(same_read_speed(33, 0));
 }
 
+// A bench row of the scalar Q4_K kernel on 256x256, under decode's row tiling.
+BenchRow scalar_bench_row(int threads, const std::string& cache, int repetitions, double time_us) {
+  BenchRow b;
+  b.kernel = "q4_K.cpu.scalar_f32";
+  b.op = "matvec";
+  b.weight_type = "q4_K";
+  b.backend = "cpu";
+  b.rows = b.cols = 256;
+  b.threads = threads;
+  b.cache = cache;
+  b.repetitions = repetitions;
+  b.time_median_us = time_us;
+  b.gbps_median = 10;
+  b.tile_rows = CpuTiling{}.tile_rows;
+  b.min_parallel_rows = CpuTiling{}.min_parallel_rows;
+  return b;
+}
+
 TEST(TuningStore, BenchRowsKeepTheReadSpeedTimedBesideThem) {
   const std::string path = store_path("bench_read_speed");
   const qmv::testing::ScopedEnv one_file({{"QMV_TUNING_STORE", path}});
   std::vector<BenchRow> rows;
   for (const int threads : {1, 2})
-    for (const char* cache : {"cold", "warm"}) {
-      BenchRow b;
-      b.kernel = "q4_K.cpu.scalar_f32";
-      b.op = "matvec";
-      b.weight_type = "q4_K";
-      b.backend = "cpu";
-      b.rows = b.cols = 256;
-      b.threads = threads;
-      b.cache = cache;
-      b.repetitions = 3;
-      b.time_median_us = fresh_time_us("bench row");
-      b.gbps_median = 10;
-      b.tile_rows = CpuTiling{}.tile_rows;
-      b.min_parallel_rows = CpuTiling{}.min_parallel_rows;
-      rows.push_back(b);
-    }
+    for (const char* cache : {"cold", "warm"})
+      rows.push_back(scalar_bench_row(threads, cache, 3, fresh_time_us("bench row")));
   record_in_store(rows, "bench", {{2, 41.5}});
   std::map<std::pair<int, std::string>, double> speeds;
   for (const TuningRow& r : TuningStore(path).read_all()) speeds[{r.threads, r.cache}] = r.read_gbps;
@@ -254,26 +258,15 @@ TEST(TuningStore, ABenchRowsRepetitionsAtTwoReadSpeedsBecomeARowAtEach) {
   std::mt19937_64 rng(qmv::testing::fresh_seed());
   const double slow = std::round(std::uniform_real_distribution<double>(25, 40)(rng)), fast = slow * 1.5;
   const double slow_us = std::round(std::uniform_real_distribution<double>(100, 400)(rng)), fast_us = slow_us - 37;
-  BenchRow b;
-  b.kernel = "q4_K.cpu.scalar_f32";
-  b.op = "matvec";
-  b.weight_type = "q4_K";
-  b.backend = "cpu";
-  b.rows = b.cols = 256;
-  b.threads = 2;
-  b.cache = "cold";
-  b.tile_rows = CpuTiling{}.tile_rows;
-  b.min_parallel_rows = CpuTiling{}.min_parallel_rows;
+  BenchRow b = scalar_bench_row(2, "cold", 5, slow_us);
   b.rep_us = {slow_us, fast_us, slow_us + 1, fast_us + 1, slow_us - 1};
   b.rep_read_gbps = {slow, fast, slow, fast, slow};
-  b.repetitions = 5;
-  b.time_median_us = slow_us;
-  b.gbps_median = 10;
   BenchRow warm = b;
   warm.cache = "warm";
   record_in_store({b, warm}, "bench", {{2, 41.5}});
   std::map<std::pair<std::string, double>, std::pair<double, int>> got;  // (cache, read) -> (time, reps)
-  for (const TuningRow& r : TuningStore(path).read_all()) got[{r.cache, r.read_gbps}] = {r.time_median_us, r.repetitions};
+  for (const TuningRow& r : TuningStore(path).read_all())
+    got[{r.cache, r.read_gbps}] = {r.time_median_us, r.repetitions};
   // Each speed's row has its own repetitions' median; the warm row no speed.
   EXPECT_EQ(got, (std::map<std::pair<std::string, double>, std::pair<double, int>>{
                      {{"cold", slow}, {slow_us, 3}}, {{"cold", fast}, {fast_us + 1, 2}}, {{"warm", 0}, {slow_us, 5}}}));
