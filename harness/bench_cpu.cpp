@@ -450,17 +450,16 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   auto ended = [&](const std::string& name) {
     return repetitions_ended((*calls)[name], collector.iterations.at(name), collector.seconds_per_call.at(name));
   };
-  // Every loop's repetitions count, each scaled by its median's ratio to the fastest's.
+  // Every loop's repetitions count, as they read: the loops timed are the screening's
+  // finalists, a few percent apart at one speed, and their medians are no guide to a
+  // ratio between them when the run straddles two speeds (one median can land on each).
   std::map<int, std::vector<std::pair<double, double>>> peak_reads;
   for (const auto& [name, pp] : peak_points) {
     if (!collector.seconds_per_call.count(name)) continue;
-    const double scale =
-        out.interleaved_peak_gbps.at(pp.threads) / out.interleaved_loop_gbps.at(pp.threads).at(pp.loop);
     const std::vector<double> at = ended(name);
     const std::vector<double>& seconds = collector.seconds_per_call.at(name);
     for (std::size_t i = 0; i < at.size(); ++i)
-      if (at[i] >= 0)
-        peak_reads[pp.threads].emplace_back(at[i], scale * static_cast<double>(peak_bytes) / (seconds[i] * 1e9));
+      if (at[i] >= 0) peak_reads[pp.threads].emplace_back(at[i], static_cast<double>(peak_bytes) / (seconds[i] * 1e9));
   }
   for (auto& [name, row] : held_rows) {
     if (const auto p = out.interleaved_peak_gbps.find(row.threads); p != out.interleaved_peak_gbps.end()) {
