@@ -17,10 +17,11 @@
 // while the kernel's build (kernels/build_id.h) is the one measured.
 //
 // A cold CPU kernel row also keeps the read bandwidth measured beside it (read_gbps):
-// a host whose memory runs at two speeds, minutes apart, can have a different fastest
-// kernel at each (results/README.md), so a newer row replaces the one of its key
-// measured at the same read speed (within kSameReadSpeed), and rows at other speeds
-// stay beside it, up to three per key. `auto` ranks kernels over the speeds they were
+// a host whose memory runs at two speeds, minutes or seconds apart, can have a
+// different fastest kernel at each (results/README.md). A bench's repetitions are
+// kept apart by the speed each met (tuning_rows_by_read_speed); a newer row replaces
+// the one of its key measured at the same read speed (within kSameReadSpeed), and rows
+// at other speeds stay beside it, up to three per key. `auto` ranks kernels over the speeds they were
 // all timed at (harness/auto_plan.h).
 //
 // A damaged file is reported in one line and read as empty; writers take a lock, merge,
