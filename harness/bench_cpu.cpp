@@ -466,7 +466,9 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
       row.peak_gbps = p->second;
       row.peak_pct = 100.0 * row.gbps_median / row.peak_gbps;
     }
-    if (const auto reads = peak_reads.find(row.threads); reads != peak_reads.end()) {
+    // Only among interleaved repetitions: run one point after another, a kernel's
+    // repetitions are minutes from most reads.
+    if (const auto reads = peak_reads.find(row.threads); cfg.interleave && reads != peak_reads.end()) {
       for (const double s : collector.seconds_per_call.at(name)) row.rep_us.push_back(s * 1e6);
       row.rep_read_gbps = nearest_read_speeds(ended(name), reads->second);
     }

@@ -453,6 +453,13 @@ TEST(InterleavedPeak, ThreadCountsWithoutALoopAndWarmRunsKeepThePeakGiven) {
     EXPECT_EQ(r.peak_gbps, given.at(r.threads)) << r.kernel;
     EXPECT_TRUE(r.rep_read_gbps.empty()) << r.kernel;
   }
+
+  // Not interleaved, the reads run apart from most repetitions: no speed per repetition.
+  cfg.warm = false;
+  cfg.interleave = false;
+  const BenchOutcome apart = run_bench(two_scalar_kernels(), {{64, 512}}, cfg, given);
+  ASSERT_EQ(apart.rows.size(), 4u);
+  for (const BenchRow& r : apart.rows) EXPECT_TRUE(r.rep_read_gbps.empty()) << r.kernel;
 }
 
 TEST(InterleavedPeak, ARepetitionTakesTheSpeedOfTheReadNearestIt) {
