@@ -76,10 +76,9 @@ SpeedGroups speed_groups(const std::vector<KernelRows>& by_kernel) {
     out.speeds.push_back(speed);
     for (std::size_t k = 0; k < chosen.size(); ++k) out.rows[k].push_back(chosen[k]);
   };
-  for (std::size_t i = 0; i < known.size();) {
-    const double low = known[i], high = low * kSameReadSpeed;
+  for (const auto& [begin, end] : read_speed_groups(known)) {
+    const double low = known[begin], high = known[end - 1];
     add_group(low, [&](const TuningRow& r) { return r.read_gbps <= 0 || (r.read_gbps >= low && r.read_gbps <= high); });
-    while (i < known.size() && known[i] <= high) ++i;
   }
   if (out.speeds.empty()) add_group(0.0, [](const TuningRow& r) { return r.read_gbps <= 0; });
   return out;

@@ -272,6 +272,17 @@ bool same_read_speed(double a_gbps, double b_gbps) {
   return std::max(a_gbps, b_gbps) <= kSameReadSpeed * std::min(a_gbps, b_gbps);
 }
 
+std::vector<std::pair<std::size_t, std::size_t>> read_speed_groups(const std::vector<double>& ascending_gbps) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t i = 0; i < ascending_gbps.size();) {
+    const std::size_t begin = i;
+    const double high = ascending_gbps[begin] * kSameReadSpeed;
+    while (i < ascending_gbps.size() && ascending_gbps[i] <= high) ++i;
+    out.emplace_back(begin, i);
+  }
+  return out;
+}
+
 std::string utc_timestamp() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};
@@ -319,11 +330,12 @@ std::vector<RepsAtSpeed> reps_by_read_speed(const std::vector<double>& rep_us, c
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
+  std::vector<double> ascending;
+  for (const std::size_t i : known) ascending.push_back(rep_read_gbps[i]);
   std::vector<RepsAtSpeed> out;
-  for (std::size_t i = 0; i < known.size();) {
-    const double high = rep_read_gbps[known[i]] * kSameReadSpeed;
+  for (const auto& [begin, end] : read_speed_groups(ascending)) {
     std::vector<double> times, reads;
-    for (; i < known.size() && rep_read_gbps[known[i]] <= high; ++i) {
+    for (std::size_t i = begin; i < end; ++i) {
       times.push_back(rep_us[known[i]]);
       reads.push_back(rep_read_gbps[known[i]]);
     }

@@ -32,6 +32,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/csv.h"
@@ -116,6 +117,9 @@ class TuningStore {
 inline constexpr double kSameReadSpeed = 1.25;
 // Whether two rows' read speeds are the same speed (an unknown one, 0, matches any).
 bool same_read_speed(double a_gbps, double b_gbps);
+// Read speeds in ascending order cut into groups from the slowest up, each spanning
+// kSameReadSpeed from its first: each group's [begin, end) in `ascending_gbps`.
+std::vector<std::pair<std::size_t, std::size_t>> read_speed_groups(const std::vector<double>& ascending_gbps);
 
 // The current time as TuningRow::measured_at writes it.
 std::string utc_timestamp();
