@@ -52,6 +52,7 @@ class InterleavedRead {
   void pass();  // reads the next slice, timed
   int passes() const { return static_cast<int>(gbps_.size()); }
   double median_gbps() const;  // 0 before the first pass
+  const std::vector<double>& pass_gbps() const { return gbps_; }  // each pass's speed, in order
   const std::string& loop_name() const { return loop_.name; }
   std::size_t slice_bytes() const { return slice_words_ * sizeof(std::uint64_t); }
   std::uint64_t checksum() const { return sum_; }  // the read loop's sum over every pass
@@ -71,6 +72,11 @@ class InterleavedRead {
 // long out of the caches), in whole pages; 0 (read nothing) when that is less than twice
 // `cache_bytes`, as a pass would then be read from the cache.
 std::size_t read_between_slice_bytes(std::size_t weight_bytes, std::size_t cache_bytes);
+
+// How often consecutive passes of an InterleavedRead differ in speed by more than
+// `ratio` (either way): a memory that changes speed between a decode's tokens, or a host
+// that stalls a pass, makes that run's share of the roofline an unsteady figure.
+int read_speed_changes(std::span<const double> pass_gbps, double ratio);
 
 struct ReadLoopSpeed {
   std::string name;

@@ -176,9 +176,17 @@ std::vector<std::string> decode_header_with_read_after() {
 // Then where the roofline's bandwidth (peak_gbps) came from, and the machine's stored
 // read peak with the decode's share of it: the same figure as peak_gbps unless the
 // roofline was read between the tokens.
-std::vector<std::string> decode_header() {
+std::vector<std::string> decode_header_with_stored_peak() {
   std::vector<std::string> h = decode_header_with_read_after();
   h.insert(h.end() - 1, {"roofline_source", "stored_peak_gbps", "stored_peak_pct"});
+  return h;
+}
+
+// Then, where the read ran between the tokens, how often it changed speed
+// (read_speed_changes): a run whose share of the roofline is not a steady figure.
+std::vector<std::string> decode_header() {
+  std::vector<std::string> h = decode_header_with_stored_peak();
+  h.insert(h.end() - 1, "read_speed_changes");
   return h;
 }
 
@@ -628,6 +636,7 @@ int DecodeCommand::run(const std::string& command_line) {
   const double roofline_pct = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
   const double stored_pct =
       stored_peak > 0 ? 100 * r.decode_tok_s() * r.bytes_per_token / (stored_peak * 1e9) : 0.0;
+  const int speed_changes = read_between_ran ? read_speed_changes(read_between->pass_gbps(), kSameReadSpeed) : 0;
 
   fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
              weight_bytes / 1e6);
@@ -668,6 +677,13 @@ int DecodeCommand::run(const std::string& command_line) {
       fmt::print("roofline: {:.2f} MB/token (weights + KV cache) at {:.2f} GB/s read bandwidth ({}) = "
                  "{:.2f} tok/s; decode reaches {:.1f}% of it\n",
                  r.bytes_per_token / 1e6, peak, peak_source, roofline_tok_s, roofline_pct);
+    if (speed_changes > 0) {
+      const auto [slowest, fastest] = std::minmax_element(read_between->pass_gbps().begin(),
+                                                          read_between->pass_gbps().end());
+      fmt::print("unsteady: the read between the tokens changed speed by more than {:g}x {} time(s) in {} passes "
+                 "({:.1f}-{:.1f} GB/s), so this run's shares mix the memory's speeds\n",
+                 kSameReadSpeed, speed_changes, read_between->passes(), *slowest, *fastest);
+    }
     if (read_between_ran && stored_peak > 0)
       fmt::print("stored read peak: {:.2f} GB/s ({}); decode reaches {:.1f}% of it\n", stored_peak, roofline.source,
                  stored_pct);
@@ -738,6 +754,7 @@ int DecodeCommand::run(const std::string& command_line) {
       j["stored_peak_pct"] = stored_pct;
     }
     if (read_between_ran) j["read_between_passes"] = read_between->passes();
+    if (read_between_ran) j["read_speed_changes"] = speed_changes;
     if (o.auto_plan.bench_csv.empty()) {
       nlohmann::json tuning;
       tuning["matvecs"] = evidence.matvecs;
@@ -775,8 +792,9 @@ int DecodeCommand::run(const std::string& command_line) {
   if (!o.csv_out.empty()) {
     const RunContext ctx = current_context(command_line);
     const std::string path = expand_machine(o.csv_out);
-    if (widen_csv_header(path, decode_header(), {decode_header_without_op_times(), decode_header_without_read_after(),
-                                                     decode_header_with_read_after()}))
+    if (widen_csv_header(path, decode_header(),
+                         {decode_header_without_op_times(), decode_header_without_read_after(),
+                          decode_header_with_read_after(), decode_header_with_stored_peak()}))
       fmt::print("{}: rewritten with the newer columns, empty in its earlier rows\n", path);
     CsvWriter csv(path, decode_header(), true);
     const std::string file = o.model.substr(o.model.find_last_of('/') + 1);
@@ -799,6 +817,7 @@ int DecodeCommand::run(const std::string& command_line) {
     fields.push_back(peak > 0 ? peak_source : "");
     fields.push_back(stored_peak > 0 ? fmt::format("{:.3f}", stored_peak) : "");
     fields.push_back(stored_peak > 0 ? fmt::format("{:.2f}", stored_pct) : "");
+    fields.push_back(read_between_ran ? std::to_string(speed_changes) : "");
     fields.push_back(ctx.command);
     csv.write(fields);
     fmt::print("appended a row to {}\n", csv.path());
