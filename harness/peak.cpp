@@ -381,15 +381,6 @@ std::size_t read_between_slice_bytes(std::size_t weight_bytes, std::size_t cache
   return slice >= 2 * cache_bytes && slice > 0 ? slice : 0;
 }
 
-int read_speed_changes(std::span<const double> pass_gbps, double ratio) {
-  int changes = 0;
-  for (std::size_t p = 1; p < pass_gbps.size(); ++p) {
-    const double a = pass_gbps[p - 1], b = pass_gbps[p];
-    if (std::max(a, b) > ratio * std::min(a, b)) ++changes;
-  }
-  return changes;
-}
-
 double InterleavedRead::median_gbps() const {
   if (gbps_.empty()) return 0;
   std::vector<double> v = gbps_;

@@ -73,11 +73,6 @@ class InterleavedRead {
 // `cache_bytes`, as a pass would then be read from the cache.
 std::size_t read_between_slice_bytes(std::size_t weight_bytes, std::size_t cache_bytes);
 
-// How often consecutive passes of an InterleavedRead differ in speed by more than
-// `ratio` (either way): a memory that changes speed between a decode's tokens, or a host
-// that stalls a pass, makes that run's share of the roofline an unsteady figure.
-int read_speed_changes(std::span<const double> pass_gbps, double ratio);
-
 struct ReadLoopSpeed {
   std::string name;
   double best_gbps = 0, median_gbps = 0;

@@ -283,6 +283,13 @@ std::vector<std::pair<std::size_t, std::size_t>> read_speed_groups(const std::ve
   return out;
 }
 
+int read_speed_changes(const std::vector<double>& gbps_in_order) {
+  int changes = 0;
+  for (std::size_t p = 1; p < gbps_in_order.size(); ++p)
+    if (!same_read_speed(gbps_in_order[p - 1], gbps_in_order[p])) ++changes;
+  return changes;
+}
+
 std::string utc_timestamp() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};

@@ -21,8 +21,8 @@
 // different fastest kernel at each (results/README.md). A bench's repetitions are
 // kept apart by the speed each met (tuning_rows_by_read_speed); a newer row replaces
 // the one of its key measured at the same read speed (within kSameReadSpeed), and rows
-// at other speeds stay beside it, up to three per key. `auto` ranks kernels over the speeds they were
-// all timed at (harness/auto_plan.h).
+// at other speeds stay beside it, up to three per key. `auto` ranks kernels over the
+// speeds they were all timed at (harness/auto_plan.h).
 //
 // A damaged file is reported in one line and read as empty; writers take a lock, merge,
 // write aside and rename, so concurrent writers lose no row and a reader never sees
@@ -120,6 +120,10 @@ bool same_read_speed(double a_gbps, double b_gbps);
 // Read speeds in ascending order cut into groups from the slowest up, each spanning
 // kSameReadSpeed from its first: each group's [begin, end) in `ascending_gbps`.
 std::vector<std::pair<std::size_t, std::size_t>> read_speed_groups(const std::vector<double>& ascending_gbps);
+// How often consecutive reads (an InterleavedRead's passes, in order) are not the same
+// speed: a memory that changes speed between a decode's tokens, or a host that stalls a
+// pass, makes that run's share of the roofline an unsteady figure.
+int read_speed_changes(const std::vector<double>& gbps_in_order);
 
 // The current time as TuningRow::measured_at writes it.
 std::string utc_timestamp();

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -162,16 +161,6 @@ TEST(InterleavedRead, TheSliceIsAQuarterOfTheWeightsAtMost256MiBAndNoneWhenCache
   EXPECT_EQ(read_between_slice_bytes(256 * MiB, 32 * MiB), 64 * MiB);
   EXPECT_EQ(read_between_slice_bytes(255 * MiB, 32 * MiB), 0u);  // a slice would sit in the cache
   EXPECT_EQ(read_between_slice_bytes(0, 0), 0u);
-}
-
-TEST(InterleavedRead, SpeedChangesCountNeighboursApartByMoreThanTheRatio) {
-  std::mt19937_64 g(testing::fresh_seed());
-  const double base = std::uniform_real_distribution<double>(30, 40)(g);
-  EXPECT_EQ(read_speed_changes(std::vector<double>{}, 1.25), 0);
-  EXPECT_EQ(read_speed_changes(std::vector<double>{base}, 1.25), 0);
-  EXPECT_EQ(read_speed_changes(std::vector<double>{base, base * 1.2, base, base * 0.85}, 1.25), 0);
-  EXPECT_EQ(read_speed_changes(std::vector<double>{base, base * 1.3, base * 1.3, base}, 1.25), 2);
-  EXPECT_EQ(read_speed_changes(std::vector<double>{base * 1.7, base, base * 1.7, base, base}, 1.25), 3);
 }
 
 TEST(ReadLoops, TheIsaMaskDecidesTheWidths) {

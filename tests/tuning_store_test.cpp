@@ -175,6 +175,16 @@ TEST(TuningStore, SameReadSpeedIsWithinItsRatio) {
   EXPECT_TRUE(same_read_speed(33, 0));
 }
 
+TEST(TuningStore, ReadSpeedChangesCountNeighboursNotTheSameSpeed) {
+  std::mt19937_64 g(qmv::testing::fresh_seed());
+  const double base = std::uniform_real_distribution<double>(30, 40)(g);
+  EXPECT_EQ(read_speed_changes(std::vector<double>{}), 0);
+  EXPECT_EQ(read_speed_changes(std::vector<double>{base}), 0);
+  EXPECT_EQ(read_speed_changes(std::vector<double>{base, base * 1.2, base, base * 0.85}), 0);
+  EXPECT_EQ(read_speed_changes(std::vector<double>{base, base * 1.3, base * 1.3, base}), 2);
+  EXPECT_EQ(read_speed_changes(std::vector<double>{base * 1.7, base, base * 1.7, base, base}), 3);
+}
+
 // A bench row of the scalar Q4_K kernel on 256x256, under decode's row tiling.
 BenchRow scalar_bench_row(int threads, const std::string& cache, int repetitions, double time_us) {
   BenchRow b;

@@ -636,7 +636,7 @@ int DecodeCommand::run(const std::string& command_line) {
   const double roofline_pct = roofline_tok_s > 0 ? 100 * r.decode_tok_s() / roofline_tok_s : 0.0;
   const double stored_pct =
       stored_peak > 0 ? 100 * r.decode_tok_s() * r.bytes_per_token / (stored_peak * 1e9) : 0.0;
-  const int speed_changes = read_between_ran ? read_speed_changes(read_between->pass_gbps(), kSameReadSpeed) : 0;
+  const int speed_changes = read_between_ran ? read_speed_changes(read_between->pass_gbps()) : 0;
 
   fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
              weight_bytes / 1e6);
