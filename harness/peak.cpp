@@ -4,12 +4,16 @@
 
 #include <fmt/format.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -373,6 +377,60 @@ void InterleavedRead::pass() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sum_ += total;
   gbps_.push_back(static_cast<double>(slice_bytes()) / 1e9 / seconds);
+  if (threads_ >= 2) round_trip_ns_.push_back(thread_round_trip_ns());
+}
+
+double InterleavedRead::median_round_trip_ns() const {
+  if (round_trip_ns_.empty()) return 0;
+  std::vector<double> v = round_trip_ns_;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+double thread_round_trip_ns(int rounds) {
+  if (rounds < 1) return 0;
+  // The ball's line, alone: thread 0 sends on the odd values, thread 1 on the even.
+  struct alignas(64) Ball {
+    std::atomic<int> value{0};
+  } ball;
+  // Timed in batches, each batch's time over its round trips: one round trip is a few
+  // ticks of the clock, and the median batch leaves out a preempted one.
+  constexpr int kBatches = 8;
+  std::vector<double> ns(kBatches);
+  bool two = false;
+  auto wait_for = [&ball](int v) {
+    // A thread that shares its CPU with the other yields now and then, so the other runs.
+    for (unsigned spins = 1; ball.value.load(std::memory_order_acquire) != v; ++spins) {
+      _mm_pause();
+      if (spins % 4096 == 0) std::this_thread::yield();
+    }
+  };
+#pragma omp parallel num_threads(2)
+  {
+    if (omp_get_num_threads() == 2) {
+      const bool first = omp_get_thread_num() == 0;
+      int sent = 0;
+      for (int b = 0; b < kBatches; ++b) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < rounds; ++i, sent += 2) {
+          if (first) {
+            ball.value.store(sent + 1, std::memory_order_release);
+            wait_for(sent + 2);
+          } else {
+            wait_for(sent + 1);
+            ball.value.store(sent + 2, std::memory_order_release);
+          }
+        }
+        if (first)
+          ns[static_cast<std::size_t>(b)] =
+              std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / rounds;
+      }
+      if (first) two = true;
+    }
+  }
+  if (!two) return 0;
+  std::nth_element(ns.begin(), ns.begin() + kBatches / 2, ns.end());
+  return ns[kBatches / 2];
 }
 
 std::size_t read_between_slice_bytes(std::size_t weight_bytes, std::size_t cache_bytes) {

@@ -53,6 +53,10 @@ class InterleavedRead {
   int passes() const { return static_cast<int>(gbps_.size()); }
   double median_gbps() const;  // 0 before the first pass
   const std::vector<double>& pass_gbps() const { return gbps_; }  // each pass's speed, in order
+  // With two threads or more, each pass also times thread_round_trip_ns after its read:
+  // the round trips in pass order (empty with one thread), and their median (0: none).
+  const std::vector<double>& pass_round_trip_ns() const { return round_trip_ns_; }
+  double median_round_trip_ns() const;
   const std::string& loop_name() const { return loop_.name; }
   std::size_t slice_bytes() const { return slice_words_ * sizeof(std::uint64_t); }
   std::uint64_t checksum() const { return sum_; }  // the read loop's sum over every pass
@@ -65,7 +69,17 @@ class InterleavedRead {
   std::size_t span_ = 0, word_ = 0;  // where the next slice starts
   std::uint64_t sum_ = 0;
   std::vector<double> gbps_;
+  std::vector<double> round_trip_ns_;
 };
+
+// Nanoseconds for a cache line to go from OpenMP thread 0 to thread 1 and back: the
+// median of 8 batches of `rounds` ping-pongs between the two, each batch's time over its
+// rounds (0 with fewer than two threads). It is
+// the cost of every hand-over between the kernels' threads (a parallel region's start
+// and end, one thread's output read by the other), and it tells where the host put the
+// threads: cores that share a last-level cache answer several times faster than cores
+// that do not (results/README.md, "Two placements").
+double thread_round_trip_ns(int rounds = 16);
 
 // The slice an InterleavedRead of a decode's weights reads between two tokens: at most
 // 256 MiB and a quarter of the weights (so the slices go round and each finds its bytes

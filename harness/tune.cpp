@@ -198,4 +198,17 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
   return result;
 }
 
+double PlanRound::default_over_tuned() const {
+  return (default_tok_s[0] + default_tok_s[1]) / (tuned_tok_s[0] + tuned_tok_s[1]);
+}
+
+double default_share_of_tuned(const std::vector<PlanRound>& rounds) {
+  std::vector<double> ratios;
+  for (const PlanRound& r : rounds) ratios.push_back(r.default_over_tuned());
+  if (ratios.empty()) return 0;
+  std::sort(ratios.begin(), ratios.end());
+  const std::size_t mid = ratios.size() / 2;
+  return ratios.size() % 2 ? ratios[mid] : (ratios[mid - 1] + ratios[mid]) / 2;
+}
+
 }  // namespace qmv

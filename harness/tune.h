@@ -51,4 +51,19 @@ struct TuneResult {
 TuneResult tune_model(const ModelWeights& weights, const std::string& model_name, const TuneConfig& config,
                       const std::function<void(const std::string&)>& progress = {});
 
+// One round of the decode comparison: the default plan, the tuned plan twice, the
+// default again. A host whose speed drifts steadily through the round weighs on both
+// plans' means alike, so the round's ratio survives what the host's speed does between
+// rounds, which the ratio of the two plans' medians does not.
+struct PlanRound {
+  double default_tok_s[2] = {0, 0};  // the round's first and last run
+  double tuned_tok_s[2] = {0, 0};    // its second and third
+  // The default plan's mean tokens/s over the tuned plan's.
+  double default_over_tuned() const;
+};
+
+// The median of the rounds' default_over_tuned (0 for none): how much of the tuned
+// plan's speed the default plan reaches.
+double default_share_of_tuned(const std::vector<PlanRound>& rounds);
+
 }  // namespace qmv

@@ -19,6 +19,7 @@
 
 #include "harness/csv.h"
 #include "harness/fccp.h"
+#include "harness/tune.h"
 #include "harness/tuning_store.h"
 #include "model/config.h"
 #include "model/forward.h"
@@ -290,6 +291,7 @@ TEST(DecodeCli, TheRooflineComesFromTheStoreOnceMeasured) {
   EXPECT_NE(j["peak_source"].get<std::string>().find("from the tuning store"), std::string::npos) << j.dump();
   EXPECT_FALSE(j.contains("read_between_passes")) << j.dump();
   EXPECT_FALSE(j.contains("read_speed_changes")) << j.dump();  // counted only where the read ran
+  EXPECT_FALSE(j.contains("thread_round_trip_ns")) << j.dump();  // timed only after its passes
   // The share is the decode's bytes per second over the roofline's.
   const double expected = 100.0 * j["decode_tok_s"].get<double>() * j["bytes_per_token"].get<double>() / 12.5e9;
   EXPECT_NEAR(j["roofline_pct"].get<double>(), expected, 1e-6 * expected);
@@ -399,7 +401,7 @@ TEST(DecodeCli, CsvRowsHoldEachOpsTimeAndAnOlderFileIsWidened) {
     std::getline(ss, name, ',');
     const bool op_time = name == "op_timed_tokens" || name.rfind("read_after_", 0) == 0 ||
                          name.rfind("stored_peak_", 0) == 0 || name == "roofline_source" ||
-                         name == "read_speed_changes" ||
+                         name == "read_speed_changes" || name == "thread_round_trip_ns" ||
                          (name.find("_ms_per_token") != std::string::npos && name != "decode_ms_per_token");
     if (!op_time) older += (older.empty() ? "" : ",") + name;
   }
@@ -578,7 +580,8 @@ TEST(TuneCli, WritesAPlanWithinTheBudgetThatDecodeTakes) {
   const CliRun r = qmvlab("tune --model " + model + " --threads 1 --budget-nmse 1e-9 --reps 2 --min-time 0.002 "
                           "--decode-tokens 4 --rounds 1 --out " + plan);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("tuned plan"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("round 1/1: default "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the default plan reaches "), std::string::npos) << r.output;
   std::ifstream in(plan);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   int rules = 0;
@@ -620,6 +623,36 @@ TEST(TuneCli, SharesOfThePeakAreOfTheStoredRoofline) {
     ++rows;
   }
   EXPECT_GT(rows, 8) << r.output;
+}
+
+// A host whose speed drifts steadily through each round, and jumps between rounds:
+// every round's ratio is the plans' true one, which the ratio of their medians is not.
+TEST(TuneRounds, TheDefaultsShareIsTheMedianOfEachRoundsRatio) {
+  std::mt19937_64 g(testing::fresh_seed());
+  std::uniform_real_distribution<double> speed(20, 90), slope(-0.1, 0.1), truth(0.8, 1.2);
+  const double ratio = truth(g);
+  std::vector<PlanRound> rounds(5);
+  for (PlanRound& r : rounds) {
+    const double tuned = speed(g), drift = slope(g);
+    // Runs at times 0, 1, 2, 3 of the round: default, tuned, tuned, default.
+    r.default_tok_s[0] = ratio * tuned;
+    r.tuned_tok_s[0] = tuned * (1 + drift);
+    r.tuned_tok_s[1] = tuned * (1 + 2 * drift);
+    r.default_tok_s[1] = ratio * tuned * (1 + 3 * drift);
+    EXPECT_NEAR(r.default_over_tuned(), ratio, 1e-12);
+  }
+  EXPECT_NEAR(default_share_of_tuned(rounds), ratio, 1e-12);
+  // Odd and even counts: the middle one, or the mean of the middle two.
+  std::vector<PlanRound> three(3);
+  const double shares[] = {1.1, 0.9, 1.0};
+  for (int i = 0; i < 3; ++i) {
+    three[i].tuned_tok_s[0] = three[i].tuned_tok_s[1] = speed(g);
+    three[i].default_tok_s[0] = three[i].default_tok_s[1] = shares[i] * three[i].tuned_tok_s[0];
+  }
+  EXPECT_NEAR(default_share_of_tuned(three), 1.0, 1e-12);
+  three.pop_back();
+  EXPECT_NEAR(default_share_of_tuned(three), 1.0, 1e-12);
+  EXPECT_EQ(default_share_of_tuned({}), 0);
 }
 
 TEST(TuneCli, RefusesWhatCannotBeTuned) {

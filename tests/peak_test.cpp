@@ -141,6 +141,23 @@ TEST(InterleavedRead, EachPassReadsTheNextSliceRoundTheSpans) {
   EXPECT_EQ(read.passes(), passes);
   EXPECT_GT(read.median_gbps(), 0.0);
   EXPECT_EQ(read.loop_name(), loop.name);
+  // Two threads: each pass timed a round trip between them as well.
+  ASSERT_EQ(read.pass_round_trip_ns().size(), static_cast<std::size_t>(passes));
+  for (double ns : read.pass_round_trip_ns()) EXPECT_TRUE(std::isfinite(ns) && ns > 0) << ns;
+  std::vector<double> sorted = read.pass_round_trip_ns();
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(read.median_round_trip_ns(), sorted[passes / 2]);
+  // One thread has no other to hand a line to.
+  InterleavedRead alone(loop, spans, 1, slice_words * sizeof(std::uint64_t));
+  alone.pass();
+  EXPECT_TRUE(alone.pass_round_trip_ns().empty());
+  EXPECT_EQ(alone.median_round_trip_ns(), 0.0);
+}
+
+TEST(ThreadRoundTrip, TimesAHandOverOnlyBetweenTwoThreads) {
+  const double ns = thread_round_trip_ns(16);
+  EXPECT_TRUE(std::isfinite(ns) && ns > 0) << ns;
+  EXPECT_EQ(thread_round_trip_ns(0), 0.0);
 }
 
 TEST(InterleavedRead, RefusesASliceLongerThanItsMemoryOrAMisalignedSpan) {

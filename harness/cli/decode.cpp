@@ -184,11 +184,25 @@ std::vector<std::string> decode_header_with_stored_peak() {
 
 // Then, where the read ran between the tokens, how often it changed speed
 // (read_speed_changes): a run whose share of the roofline is not a steady figure.
-std::vector<std::string> decode_header() {
+std::vector<std::string> decode_header_with_speed_changes() {
   std::vector<std::string> h = decode_header_with_stored_peak();
   h.insert(h.end() - 1, "read_speed_changes");
   return h;
 }
+
+// Then, where the read between the tokens ran on two threads or more, the median of the
+// round trips timed after its passes (thread_round_trip_ns): where the host put the
+// kernels' threads during the run.
+std::vector<std::string> decode_header() {
+  std::vector<std::string> h = decode_header_with_speed_changes();
+  h.insert(h.end() - 1, "thread_round_trip_ns");
+  return h;
+}
+
+// A round trip between the threads that much longer than another of the same run: the
+// host moved them between cores that share a cache and cores that do not (their round
+// trips differ several times over; results/README.md, "Two placements").
+constexpr double kOtherPlacement = 3;
 
 // The fields of decode_header's op columns: empty where the op did not run or nothing
 // was timed op by op.
@@ -637,6 +651,7 @@ int DecodeCommand::run(const std::string& command_line) {
   const double stored_pct =
       stored_peak > 0 ? 100 * r.decode_tok_s() * r.bytes_per_token / (stored_peak * 1e9) : 0.0;
   const int speed_changes = read_between_ran ? read_speed_changes(read_between->pass_gbps()) : 0;
+  const double round_trip_ns = read_between_ran ? read_between->median_round_trip_ns() : 0;
 
   fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
              weight_bytes / 1e6);
@@ -683,6 +698,16 @@ int DecodeCommand::run(const std::string& command_line) {
       fmt::print("unsteady: the read between the tokens changed speed by more than {:g}x {} time(s) in {} passes "
                  "({:.1f}-{:.1f} GB/s), so this run's shares mix the memory's speeds\n",
                  kSameReadSpeed, speed_changes, read_between->passes(), *slowest, *fastest);
+    }
+    if (round_trip_ns > 0) {
+      const auto [shortest, longest] = std::minmax_element(read_between->pass_round_trip_ns().begin(),
+                                                           read_between->pass_round_trip_ns().end());
+      fmt::print("threads: a cache line went from one kernel thread to another and back in {:.0f} ns (median after "
+                 "{} passes, {:.0f}-{:.0f}){}\n",
+                 round_trip_ns, read_between->pass_round_trip_ns().size(), *shortest, *longest,
+                 *longest > kOtherPlacement * *shortest
+                     ? "; the host moved the threads between cores that share a cache and cores that do not"
+                     : "");
     }
     if (read_between_ran && stored_peak > 0)
       fmt::print("stored read peak: {:.2f} GB/s ({}); decode reaches {:.1f}% of it\n", stored_peak, roofline.source,
@@ -755,6 +780,7 @@ int DecodeCommand::run(const std::string& command_line) {
     }
     if (read_between_ran) j["read_between_passes"] = read_between->passes();
     if (read_between_ran) j["read_speed_changes"] = speed_changes;
+    if (round_trip_ns > 0) j["thread_round_trip_ns"] = round_trip_ns;
     if (o.auto_plan.bench_csv.empty()) {
       nlohmann::json tuning;
       tuning["matvecs"] = evidence.matvecs;
@@ -794,7 +820,8 @@ int DecodeCommand::run(const std::string& command_line) {
     const std::string path = expand_machine(o.csv_out);
     if (widen_csv_header(path, decode_header(),
                          {decode_header_without_op_times(), decode_header_without_read_after(),
-                          decode_header_with_read_after(), decode_header_with_stored_peak()}))
+                          decode_header_with_read_after(), decode_header_with_stored_peak(),
+                          decode_header_with_speed_changes()}))
       fmt::print("{}: rewritten with the newer columns, empty in its earlier rows\n", path);
     CsvWriter csv(path, decode_header(), true);
     const std::string file = o.model.substr(o.model.find_last_of('/') + 1);
@@ -818,6 +845,7 @@ int DecodeCommand::run(const std::string& command_line) {
     fields.push_back(stored_peak > 0 ? fmt::format("{:.3f}", stored_peak) : "");
     fields.push_back(stored_peak > 0 ? fmt::format("{:.2f}", stored_pct) : "");
     fields.push_back(read_between_ran ? std::to_string(speed_changes) : "");
+    fields.push_back(round_trip_ns > 0 ? fmt::format("{:.0f}", round_trip_ns) : "");
     fields.push_back(ctx.command);
     csv.write(fields);
     fmt::print("appended a row to {}\n", csv.path());
