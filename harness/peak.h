@@ -73,12 +73,12 @@ class InterleavedRead {
 };
 
 // Nanoseconds for a cache line to go from OpenMP thread 0 to thread 1 and back: the
-// median of 8 batches of `rounds` ping-pongs between the two, each batch's time over its
-// rounds (0 with fewer than two threads). It is
-// the cost of every hand-over between the kernels' threads (a parallel region's start
-// and end, one thread's output read by the other), and it tells where the host put the
-// threads: cores that share a last-level cache answer several times faster than cores
-// that do not (results/README.md, "Two placements").
+// median of 8 batches of `rounds` ping-pongs between the two, each batch's time over
+// its rounds (0 with fewer than two threads). It is the cost of every hand-over between
+// the kernels' threads (a parallel region's start and end, one thread's output read by
+// the other), and it tells where the host put the threads: cores that share a
+// last-level cache answer several times faster than cores that do not
+// (results/README.md, "Two placements").
 double thread_round_trip_ns(int rounds = 16);
 
 // The slice an InterleavedRead of a decode's weights reads between two tokens: at most
