@@ -381,10 +381,7 @@ void InterleavedRead::pass() {
 }
 
 double InterleavedRead::median_round_trip_ns() const {
-  if (round_trip_ns_.empty()) return 0;
-  std::vector<double> v = round_trip_ns_;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
+  return round_trip_ns_.empty() ? 0 : median_of(round_trip_ns_);
 }
 
 double thread_round_trip_ns(int rounds) {
@@ -428,9 +425,7 @@ double thread_round_trip_ns(int rounds) {
       if (first) two = true;
     }
   }
-  if (!two) return 0;
-  std::nth_element(ns.begin(), ns.begin() + kBatches / 2, ns.end());
-  return ns[kBatches / 2];
+  return two ? median_of(ns) : 0;
 }
 
 std::size_t read_between_slice_bytes(std::size_t weight_bytes, std::size_t cache_bytes) {
@@ -439,12 +434,7 @@ std::size_t read_between_slice_bytes(std::size_t weight_bytes, std::size_t cache
   return slice >= 2 * cache_bytes && slice > 0 ? slice : 0;
 }
 
-double InterleavedRead::median_gbps() const {
-  if (gbps_.empty()) return 0;
-  std::vector<double> v = gbps_;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
+double InterleavedRead::median_gbps() const { return gbps_.empty() ? 0 : median_of(gbps_); }
 
 double PeakResult::steady_gbps() const {
   const ReadLoopSpeed* l = steadiest(*this);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 
+#include "harness/accuracy.h"
 #include "harness/auto_plan.h"
 #include "harness/bench.h"
 #include "harness/check.h"
@@ -203,12 +204,10 @@ double PlanRound::default_over_tuned() const {
 }
 
 double default_share_of_tuned(const std::vector<PlanRound>& rounds) {
+  if (rounds.empty()) return 0;
   std::vector<double> ratios;
   for (const PlanRound& r : rounds) ratios.push_back(r.default_over_tuned());
-  if (ratios.empty()) return 0;
-  std::sort(ratios.begin(), ratios.end());
-  const std::size_t mid = ratios.size() / 2;
-  return ratios.size() % 2 ? ratios[mid] : (ratios[mid - 1] + ratios[mid]) / 2;
+  return median_of(ratios);
 }
 
 }  // namespace qmv

@@ -140,7 +140,6 @@ int TuneCommand::run(const std::string&) {
   fmt::print("\nthe default plan ({}):\n", evidence.summary());
   print_plan(standard);
   std::vector<PlanRound> rounds;
-  std::vector<double> tuned_s, standard_s;
   for (int i = 0; i < o.rounds; ++i) {
     PlanRound r;
     r.default_tok_s[0] = decode_tok_s(m, standard, o.config.threads, o.decode_tokens);
@@ -152,11 +151,13 @@ int TuneCommand::run(const std::string&) {
                r.default_over_tuned());
     std::fflush(stdout);
     rounds.push_back(r);
-    standard_s.insert(standard_s.end(), {r.default_tok_s[0], r.default_tok_s[1]});
-    tuned_s.insert(tuned_s.end(), {r.tuned_tok_s[0], r.tuned_tok_s[1]});
   }
-  std::vector<double> ratios;
-  for (const PlanRound& r : rounds) ratios.push_back(r.default_over_tuned());
+  std::vector<double> ratios, standard_s, tuned_s;
+  for (const PlanRound& r : rounds) {
+    ratios.push_back(r.default_over_tuned());
+    standard_s.insert(standard_s.end(), std::begin(r.default_tok_s), std::end(r.default_tok_s));
+    tuned_s.insert(tuned_s.end(), std::begin(r.tuned_tok_s), std::end(r.tuned_tok_s));
+  }
   const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
   fmt::print("\ndecode, {} thread(s), {} tokens, {} round(s) of default, tuned, tuned, default: the default plan "
              "reaches {:.1f}% of the tuned plan's tok/s (median of the rounds' ratios, range {:.1f}-{:.1f}%); "
