@@ -384,6 +384,16 @@ double InterleavedRead::median_round_trip_ns() const {
   return round_trip_ns_.empty() ? 0 : median_of(round_trip_ns_);
 }
 
+bool one_placement(std::span<const double> round_trip_ns) {
+  double shortest = 0, longest = 0;
+  for (const double ns : round_trip_ns) {
+    if (ns <= 0) continue;
+    shortest = shortest > 0 ? std::min(shortest, ns) : ns;
+    longest = std::max(longest, ns);
+  }
+  return longest <= kOtherPlacementRatio * shortest;
+}
+
 double thread_round_trip_ns(int rounds) {
   if (rounds < 1) return 0;
   // The ball's line, alone: thread 0 sends on the odd values, thread 1 on the even.

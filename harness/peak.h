@@ -81,6 +81,14 @@ class InterleavedRead {
 // (results/README.md, "Two placements").
 double thread_round_trip_ns(int rounds = 16);
 
+// One round trip this much longer than another: the host moved the threads between
+// cores that share a cache and cores that do not in between (their round trips differ
+// several times over; results/README.md, "Two placements").
+inline constexpr double kOtherPlacementRatio = 3;
+// Whether round trips timed at several moments all met one placement of the threads
+// (zeros, untimed, are left out).
+bool one_placement(std::span<const double> round_trip_ns);
+
 // The slice an InterleavedRead of a decode's weights reads between two tokens: at most
 // 256 MiB and a quarter of the weights (so the slices go round and each finds its bytes
 // long out of the caches), in whole pages; 0 (read nothing) when that is less than twice

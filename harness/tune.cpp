@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 
@@ -11,6 +12,7 @@
 #include "harness/bench.h"
 #include "harness/check.h"
 #include "harness/machine.h"
+#include "harness/peak.h"
 #include "harness/tuning_store.h"
 #include "kernels/availability.h"
 #include "kernels/registry.h"
@@ -203,10 +205,19 @@ double PlanRound::default_over_tuned() const {
   return (default_tok_s[0] + default_tok_s[1]) / (tuned_tok_s[0] + tuned_tok_s[1]);
 }
 
+bool PlanRound::one_placement() const { return qmv::one_placement(round_trip_ns); }
+
+std::vector<PlanRound> rounds_to_weigh(const std::vector<PlanRound>& rounds) {
+  std::vector<PlanRound> kept;
+  std::copy_if(rounds.begin(), rounds.end(), std::back_inserter(kept),
+               [](const PlanRound& r) { return r.one_placement(); });
+  return kept.empty() ? rounds : kept;
+}
+
 double default_share_of_tuned(const std::vector<PlanRound>& rounds) {
   if (rounds.empty()) return 0;
   std::vector<double> ratios;
-  for (const PlanRound& r : rounds) ratios.push_back(r.default_over_tuned());
+  for (const PlanRound& r : rounds_to_weigh(rounds)) ratios.push_back(r.default_over_tuned());
   return median_of(ratios);
 }
 

@@ -54,16 +54,28 @@ TuneResult tune_model(const ModelWeights& weights, const std::string& model_name
 // One round of the decode comparison: the default plan, the tuned plan twice, the
 // default again. A host whose speed drifts steadily through the round weighs on both
 // plans' means alike, so the round's ratio survives what the host's speed does between
-// rounds, which the ratio of the two plans' medians does not.
+// rounds, which the ratio of the two plans' medians does not. A host that moves the
+// threads between cores that share a cache and cores that do not changes its speed by
+// up to 1.6x (results/README.md, "Two placements"), far more than a drift, so a round
+// in which it did says little of the plans: each run is followed by a round trip
+// between the threads (thread_round_trip_ns), which tells the two placements apart.
 struct PlanRound {
   double default_tok_s[2] = {0, 0};  // the round's first and last run
   double tuned_tok_s[2] = {0, 0};    // its second and third
+  // After each run, in run order (default, tuned, tuned, default); 0: not timed (one thread).
+  double round_trip_ns[4] = {0, 0, 0, 0};
   // The default plan's mean tokens/s over the tuned plan's.
   double default_over_tuned() const;
+  // Whether its four runs met one placement of the threads (or it is not known).
+  bool one_placement() const;
 };
 
-// The median of the rounds' default_over_tuned (0 for none): how much of the tuned
-// plan's speed the default plan reaches.
+// The rounds default_share_of_tuned weighs: those whose runs met one placement, or all
+// of them when none did.
+std::vector<PlanRound> rounds_to_weigh(const std::vector<PlanRound>& rounds);
+
+// The median of default_over_tuned over rounds_to_weigh (0 for none): how much of the
+// tuned plan's speed the default plan reaches.
 double default_share_of_tuned(const std::vector<PlanRound>& rounds);
 
 }  // namespace qmv

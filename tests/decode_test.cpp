@@ -575,12 +575,19 @@ TEST(TuneCli, WritesAPlanWithinTheBudgetThatDecodeTakes) {
   const std::string store = tmp("tuning-tune-plan.csv");
   std::filesystem::remove(store);
   const testing::ScopedEnv env({{"QMV_TUNING_STORE", store}});
-  ASSERT_EQ(TuningStore(store).add({peak_tuning_row(1, 12.5, "avx2.s4", 7, "peak")}), "");
+  ASSERT_EQ(TuningStore(store).add({peak_tuning_row(2, 12.5, "avx2.s4", 7, "peak")}), "");
   // A budget only float activations meet: every chosen kernel must read f32.
-  const CliRun r = qmvlab("tune --model " + model + " --threads 1 --budget-nmse 1e-9 --reps 2 --min-time 0.002 "
-                          "--decode-tokens 4 --rounds 1 --out " + plan);
+  const CliRun r = qmvlab("tune --model " + model + " --threads 2 --budget-nmse 1e-9 --reps 2 --min-time 0.002 "
+                          "--decode-tokens 4 --rounds 2 --out " + plan);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("round 1/1: default "), std::string::npos) << r.output;
+  // Each round with the threads' round trip after each of its four runs.
+  for (const char* round : {"round 1/2: default ", "round 2/2: default "}) {
+    const std::size_t at = r.output.find(round);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_NE(line.find("; threads "), std::string::npos) << line;
+    EXPECT_NE(line.find(" ns"), std::string::npos) << line;
+  }
   EXPECT_NE(r.output.find("the default plan reaches "), std::string::npos) << r.output;
   std::ifstream in(plan);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
@@ -653,6 +660,42 @@ TEST(TuneRounds, TheDefaultsShareIsTheMedianOfEachRoundsRatio) {
   three.pop_back();
   EXPECT_NEAR(default_share_of_tuned(three), 1.0, 1e-12);
   EXPECT_EQ(default_share_of_tuned({}), 0);
+}
+
+// A host that moves the threads within a round: that round's ratio is the move's, not
+// the plans', and the share leaves it out while other rounds met one placement.
+TEST(TuneRounds, RoundsThatMetTwoPlacementsAreLeftOut) {
+  std::mt19937_64 g(testing::fresh_seed());
+  std::uniform_real_distribution<double> speed(20, 90), truth(0.9, 1.1), near(55, 70), far(300, 420);
+  const double ratio = truth(g);
+  auto steady = [&](double round_trip) {
+    PlanRound r;
+    const double tuned = speed(g);
+    r.tuned_tok_s[0] = r.tuned_tok_s[1] = tuned;
+    r.default_tok_s[0] = r.default_tok_s[1] = ratio * tuned;
+    for (double& ns : r.round_trip_ns) ns = round_trip * (1 + 0.1 * std::generate_canonical<double, 32>(g));
+    return r;
+  };
+  // Apart for the default's runs, sharing a cache, 1.6x slower, for the tuned plan's.
+  auto moved = [&] {
+    PlanRound r = steady(near(g));
+    r.round_trip_ns[0] = r.round_trip_ns[3] = far(g);
+    for (double& t : r.default_tok_s) t *= 1.6;
+    return r;
+  };
+  std::vector<PlanRound> rounds = {moved(), steady(near(g)), moved(), steady(far(g)), moved()};
+  std::shuffle(rounds.begin(), rounds.end(), g);
+  EXPECT_EQ(rounds_to_weigh(rounds).size(), 2u);
+  EXPECT_NEAR(default_share_of_tuned(rounds), ratio, 1e-12);
+  // None met one placement: the median of them all, the moves included.
+  const std::vector<PlanRound> all_moved = {moved(), moved(), moved()};
+  EXPECT_EQ(rounds_to_weigh(all_moved).size(), 3u);
+  EXPECT_NEAR(default_share_of_tuned(all_moved), 1.6 * ratio, 1e-12);
+  // Untimed round trips (one thread) leave every round in.
+  std::vector<PlanRound> untimed = rounds;
+  for (PlanRound& r : untimed) std::fill(std::begin(r.round_trip_ns), std::end(r.round_trip_ns), 0.0);
+  EXPECT_EQ(rounds_to_weigh(untimed).size(), untimed.size());
+  EXPECT_NEAR(default_share_of_tuned(untimed), 1.6 * ratio, 1e-12);
 }
 
 TEST(TuneCli, RefusesWhatCannotBeTuned) {

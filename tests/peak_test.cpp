@@ -154,6 +154,21 @@ TEST(InterleavedRead, EachPassReadsTheNextSliceRoundTheSpans) {
   EXPECT_EQ(alone.median_round_trip_ns(), 0.0);
 }
 
+TEST(OnePlacement, RoundTripsOverThreeTimesApartAreTwoPlacements) {
+  std::mt19937_64 g(testing::fresh_seed());
+  std::uniform_real_distribution<double> shortest(40, 400), within(1, 2.99), beyond(3.01, 8);
+  for (int trial = 0; trial < 20; ++trial) {
+    const double s = shortest(g);
+    std::vector<double> ns = {s, s * within(g), s * within(g), 0};  // 0: a run not timed
+    std::shuffle(ns.begin(), ns.end(), g);
+    EXPECT_TRUE(one_placement(ns)) << s;
+    ns.push_back(s * beyond(g));
+    std::shuffle(ns.begin(), ns.end(), g);
+    EXPECT_FALSE(one_placement(ns)) << s;
+  }
+  EXPECT_TRUE(one_placement(std::vector<double>{}));
+}
+
 TEST(ThreadRoundTrip, TimesAHandOverOnlyBetweenTwoThreads) {
   const double ns = thread_round_trip_ns(16);
   EXPECT_TRUE(std::isfinite(ns) && ns > 0) << ns;

@@ -199,11 +199,6 @@ std::vector<std::string> decode_header() {
   return h;
 }
 
-// A round trip between the threads that much longer than another of the same run: the
-// host moved them between cores that share a cache and cores that do not (their round
-// trips differ several times over; results/README.md, "Two placements").
-constexpr double kOtherPlacement = 3;
-
 // The fields of decode_header's op columns: empty where the op did not run or nothing
 // was timed op by op.
 std::vector<std::string> op_time_fields(const StepTimes& t, int timed_steps) {
@@ -705,7 +700,7 @@ int DecodeCommand::run(const std::string& command_line) {
       fmt::print("threads: a cache line went from one kernel thread to another and back in {:.0f} ns (median after "
                  "{} passes, {:.0f}-{:.0f}){}\n",
                  round_trip_ns, read_between->pass_round_trip_ns().size(), *shortest, *longest,
-                 *longest > kOtherPlacement * *shortest
+                 !one_placement(read_between->pass_round_trip_ns())
                      ? "; the host moved the threads between cores that share a cache and cores that do not"
                      : "");
     }

@@ -12,6 +12,7 @@
 #include "harness/cli/command.h"
 #include "harness/cli/options.h"
 #include "harness/machine.h"
+#include "harness/peak.h"
 #include "harness/table.h"
 #include "harness/tune.h"
 #include "model/config.h"
@@ -91,7 +92,7 @@ TuneCommand::TuneCommand(CLI::App& app) {
       ->check(CLI::Range(2, 4096))->capture_default_str();
   o.cmd->add_option("--rounds", o.rounds,
                     "Decode rounds of the comparison, each the default plan, the tuned plan twice, the default again "
-                    "(the median of the rounds' ratios is reported)")
+                    "(the median of the rounds' ratios is reported, of those whose runs met one placement of the threads)")
       ->check(CLI::Range(1, 50))->capture_default_str();
   o.cmd->add_flag("--no-decode", o.no_decode, "Skip the decode comparison");
 }
@@ -139,31 +140,50 @@ int TuneCommand::run(const std::string&) {
   const auto standard = resolve_plan(KernelPlan{}, w, o.config.threads, speeds);
   fmt::print("\nthe default plan ({}):\n", evidence.summary());
   print_plan(standard);
+  const bool two_threads = o.config.threads >= 2;
   std::vector<PlanRound> rounds;
   for (int i = 0; i < o.rounds; ++i) {
     PlanRound r;
-    r.default_tok_s[0] = decode_tok_s(m, standard, o.config.threads, o.decode_tokens);
-    r.tuned_tok_s[0] = decode_tok_s(m, tuned, o.config.threads, o.decode_tokens);
-    r.tuned_tok_s[1] = decode_tok_s(m, tuned, o.config.threads, o.decode_tokens);
-    r.default_tok_s[1] = decode_tok_s(m, standard, o.config.threads, o.decode_tokens);
-    fmt::print("round {}/{}: default {:.2f}, {:.2f} tok/s; tuned {:.2f}, {:.2f} tok/s; default/tuned {:.3f}\n", i + 1,
+    // Each run, then where the host had the threads (a few microseconds).
+    auto run = [&](const std::vector<PlannedMatvec>& plan, double& tok_s, int order) {
+      tok_s = decode_tok_s(m, plan, o.config.threads, o.decode_tokens);
+      if (two_threads) r.round_trip_ns[order] = thread_round_trip_ns();
+    };
+    run(standard, r.default_tok_s[0], 0);
+    run(tuned, r.tuned_tok_s[0], 1);
+    run(tuned, r.tuned_tok_s[1], 2);
+    run(standard, r.default_tok_s[1], 3);
+    std::string threads;
+    if (two_threads)
+      threads = fmt::format("; threads {:.0f}, {:.0f}, {:.0f}, {:.0f} ns{}", r.round_trip_ns[0], r.round_trip_ns[1],
+                            r.round_trip_ns[2], r.round_trip_ns[3],
+                            r.one_placement() ? "" : ": the host moved them within the round");
+    fmt::print("round {}/{}: default {:.2f}, {:.2f} tok/s; tuned {:.2f}, {:.2f} tok/s; default/tuned {:.3f}{}\n", i + 1,
                o.rounds, r.default_tok_s[0], r.default_tok_s[1], r.tuned_tok_s[0], r.tuned_tok_s[1],
-               r.default_over_tuned());
+               r.default_over_tuned(), threads);
     std::fflush(stdout);
     rounds.push_back(r);
   }
+  const std::vector<PlanRound> weighed = rounds_to_weigh(rounds);
   std::vector<double> ratios, standard_s, tuned_s;
+  for (const PlanRound& r : weighed) ratios.push_back(r.default_over_tuned());
   for (const PlanRound& r : rounds) {
-    ratios.push_back(r.default_over_tuned());
     standard_s.insert(standard_s.end(), std::begin(r.default_tok_s), std::end(r.default_tok_s));
     tuned_s.insert(tuned_s.end(), std::begin(r.tuned_tok_s), std::end(r.tuned_tok_s));
   }
   const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
+  const std::string which =
+      weighed.size() == rounds.size()
+          ? "the rounds' ratios"
+          : fmt::format("the ratios of the {} of {} rounds whose runs met one placement of the threads",
+                        weighed.size(), rounds.size());
   fmt::print("\ndecode, {} thread(s), {} tokens, {} round(s) of default, tuned, tuned, default: the default plan "
-             "reaches {:.1f}% of the tuned plan's tok/s (median of the rounds' ratios, range {:.1f}-{:.1f}%); "
+             "reaches {:.1f}% of the tuned plan's tok/s (median of {}, range {:.1f}-{:.1f}%); "
              "medians of the runs: default plan {:.2f} tok/s, tuned plan {:.2f} tok/s\n",
-             o.config.threads, o.decode_tokens, o.rounds, 100 * default_share_of_tuned(rounds), 100 * *low,
+             o.config.threads, o.decode_tokens, o.rounds, 100 * default_share_of_tuned(rounds), which, 100 * *low,
              100 * *high, median(standard_s), median(tuned_s));
+  if (two_threads && std::none_of(rounds.begin(), rounds.end(), [](const PlanRound& r) { return r.one_placement(); }))
+    fmt::print("every round met two placements of the threads; the median is of them all\n");
   return 0;
 }
 
