@@ -92,7 +92,8 @@ TuneCommand::TuneCommand(CLI::App& app) {
       ->check(CLI::Range(2, 4096))->capture_default_str();
   o.cmd->add_option("--rounds", o.rounds,
                     "Decode rounds of the comparison, each the default plan, the tuned plan twice, the default again "
-                    "(the median of the rounds' ratios is reported, of those whose runs met one placement of the threads)")
+                    "(the median of the rounds' ratios is reported, of those whose runs met one placement of the "
+                    "threads)")
       ->check(CLI::Range(1, 50))->capture_default_str();
   o.cmd->add_flag("--no-decode", o.no_decode, "Skip the decode comparison");
 }
