@@ -19,6 +19,12 @@ the commit before it, built in a second tree).
 
 The runs skip decode's peak measurement (--no-peak): the comparison is between runs,
 not against the roofline, and each measurement would cost seconds of the host's time.
+With two threads or more, each run's row holds a round trip between its threads timed
+after its tokens (thread_round_trip_ns). A host that moves the threads between cores
+that share a cache and cores that do not changes its speed by up to 1.6x
+(results/README.md, "Two placements"): a round whose round trips differ more than 3x
+met both, and the medians are then of the rounds that met one placement (all of them
+where none did), saying how many.
 An option string that is one option alone is written with '=' (--extra=--mmap).
 
 Exit status 0 when every run succeeded; 1 when one failed (its output is printed) or a
@@ -54,6 +60,25 @@ def op_time(row, ops, path):
         if row[column]:
             total += float(row[column])
     return total
+
+
+# A round trip this much longer than another: the threads were moved in between
+# (harness/peak.h, kOtherPlacementRatio).
+OTHER_PLACEMENT_RATIO = 3
+
+
+def one_placement(round_trips_ns):
+    """Whether round trips timed after several runs all met one placement of the threads
+    (zeros, untimed, left out)."""
+    timed = [ns for ns in round_trips_ns if ns > 0]
+    return not timed or max(timed) <= OTHER_PLACEMENT_RATIO * min(timed)
+
+
+def rounds_to_weigh(rounds):
+    """The rounds whose runs met one placement (each round a dict with 'round_trips_ns'),
+    or all of them where none did."""
+    kept = [r for r in rounds if one_placement(r["round_trips_ns"])]
+    return kept or rounds
 
 
 def last_row(path):
@@ -98,14 +123,19 @@ def main():
             print(res.stdout, file=sys.stderr)
             sys.exit(f"decode_ab: round {rnd} {side} failed (exit {res.returncode}): {shlex.join(cmd)}")
         row = last_row(args.out)
-        print(f"round {rnd} {side}: {float(row['decode_tok_s']):.2f} tok/s", flush=True)
+        threads = f", threads {float(row['thread_round_trip_ns']):.0f} ns" if row.get("thread_round_trip_ns") else ""
+        print(f"round {rnd} {side}: {float(row['decode_tok_s']):.2f} tok/s{threads}", flush=True)
         return row
 
     per_round = []
     for rnd in range(1, args.rounds + 1):
         rows = {"A": [], "B": []}
+        round_trips = []
         for side in "ABBA":
             rows[side].append(run(side, rnd))
+            round_trips.append(float(rows[side][-1].get("thread_round_trip_ns") or 0))
+        if not one_placement(round_trips):
+            print(f"round {rnd}: the host moved the threads within the round", flush=True)
         tok = {s: statistics.mean(float(r["decode_tok_s"]) for r in rows[s]) for s in rows}
         ratios = []
         for text, (num, den) in args.ratio:
@@ -117,20 +147,25 @@ def main():
                              "(each side needs time in NUM and in DEN)")
                 share[s] = statistics.mean(n / d for n, d in times)
             ratios.append(share["B"] / share["A"])
-        per_round.append((tok["B"] / tok["A"], ratios))
+        per_round.append({"tok": tok["B"] / tok["A"], "ratios": ratios, "round_trips_ns": round_trips})
 
     def named(side, opts):
         return opts + (f" ({binaries[side]})" if args.b_qmvlab else "")
 
+    weighed = rounds_to_weigh(per_round)
+    which = ("" if len(weighed) == len(per_round) else
+             f"; the {len(weighed)} of {args.rounds} rounds whose runs met one placement of the threads")
     print(f"\nB over A, per round ({args.rounds} rounds of A B B A; A: {named('A', args.a)}; "
-          f"B: {named('B', args.b)}):")
-    tok_ratios = [r[0] for r in per_round]
+          f"B: {named('B', args.b)}{which}):")
+    tok_ratios = [r["tok"] for r in weighed]
     print(f"  tok/s: median {statistics.median(tok_ratios):.3f} (range {min(tok_ratios):.3f}-"
           f"{max(tok_ratios):.3f}; B faster in {sum(r > 1 for r in tok_ratios)} of {len(tok_ratios)})")
     for i, (text, _) in enumerate(args.ratio):
-        vals = [r[1][i] for r in per_round]
+        vals = [r["ratios"][i] for r in weighed]
         print(f"  {text} time: median {statistics.median(vals):.3f} (range {min(vals):.3f}-{max(vals):.3f}; "
               f"below 1, B's share is smaller, in {sum(v < 1 for v in vals)} of {len(vals)})")
+    if not any(one_placement(r["round_trips_ns"]) for r in per_round):
+        print("every round met two placements of the threads; the medians are of them all")
     print(f"rows appended to {args.out}")
 
 

@@ -1,9 +1,12 @@
 """scripts/decode_ab.py on the CPU with a fresh toy model: every round runs A B B A, each
 run appends its decode row, the per-round ratios are printed; a --ratio naming an op
 the CSV lacks, an op a run did not time, and a failing variant each stop it with a
-message and exit 1. The printed medians are recomputed from the rows."""
+message and exit 1. The printed medians are recomputed from the rows. With two threads
+each row holds the round trip timed after its tokens, and the rounds weighed are those
+whose round trips met one placement of the threads."""
 import argparse
 import csv
+import importlib.util
 import os
 import random
 import re
@@ -66,6 +69,33 @@ for text in ("ffn_gate+ffn_up/ffn_down", "attn_q/lm_head"):
 for label, values in expected.items():
     got, want = printed_median(label), statistics.median(values)
     assert abs(got - want) <= 0.0011, f"{label}: printed median {got}, the rows give {want:.4f}\n{res.stdout}"
+
+# Two threads: each run's row and line carry the round trip timed after its tokens.
+before = len(rows)
+res = run("--a", apart, "--b", apart, "--rounds", "1", "--threads", "2")
+assert res.returncode == 0, res.stdout
+two = list(csv.DictReader(open(out)))[before:]
+round_trips = [r["thread_round_trip_ns"] for r in two]
+assert len(two) == 4 and all(float(ns) > 0 for ns in round_trips), round_trips
+assert len(re.findall(r"round 1 [AB]: \d+\.\d+ tok/s, threads \d+ ns", res.stdout)) == 4, res.stdout
+
+# The rounds weighed: those whose round trips met one placement, all where none did.
+spec = importlib.util.spec_from_file_location("decode_ab", args.script)
+ab = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ab)
+rng = random.Random(seed)
+for _ in range(20):
+    short = rng.uniform(40, 400)
+    same = [short, short * rng.uniform(1, 2.99), short * rng.uniform(1, 2.99), 0.0]
+    rng.shuffle(same)
+    moved = same + [short * rng.uniform(3.01, 8)]
+    rng.shuffle(moved)
+    assert ab.one_placement(same) and not ab.one_placement(moved), (same, moved)
+    rounds = [{"tok": rng.uniform(0.5, 2), "round_trips_ns": rng.choice([same, moved])} for _ in range(5)]
+    kept = ab.rounds_to_weigh(rounds)
+    want = [r for r in rounds if r["round_trips_ns"] is same] or rounds
+    assert kept == want, (kept, want)
+assert ab.one_placement([]) and ab.rounds_to_weigh([]) == []
 
 res = run("--a", apart, "--b", apart, "--rounds", "1", "--ratio", "ffn_sideways/ffn_down")
 assert res.returncode == 1 and "no column ffn_sideways_ms_per_token" in res.stdout, res.stdout

@@ -291,11 +291,26 @@ TEST(DecodeCli, TheRooflineComesFromTheStoreOnceMeasured) {
   EXPECT_NE(j["peak_source"].get<std::string>().find("from the tuning store"), std::string::npos) << j.dump();
   EXPECT_FALSE(j.contains("read_between_passes")) << j.dump();
   EXPECT_FALSE(j.contains("read_speed_changes")) << j.dump();  // counted only where the read ran
-  EXPECT_FALSE(j.contains("thread_round_trip_ns")) << j.dump();  // timed only after its passes
+  EXPECT_FALSE(j.contains("thread_round_trip_ns")) << j.dump();  // one thread hands nothing over
   // The share is the decode's bytes per second over the roofline's.
   const double expected = 100.0 * j["decode_tok_s"].get<double>() * j["bytes_per_token"].get<double>() / 12.5e9;
   EXPECT_NEAR(j["roofline_pct"].get<double>(), expected, 1e-6 * expected);
   EXPECT_NEAR(j["stored_peak_pct"].get<double>(), expected, 1e-6 * expected);
+}
+
+// Without the read between the tokens (no passes to time it after), two threads still
+// time one round trip after the tokens: where the host had them (decode_ab.py's rounds).
+TEST(DecodeCli, TwoThreadsTimeARoundTripWithoutTheReadBetweenTheTokens) {
+  const std::string model = toy_model("llama", "q4_K_m");
+  const std::string args = "--model " + model + " --prompt-tokens 1,2 -n 4 --threads 2 --quiet --no-peak --no-tune";
+  const nlohmann::json j = decode_json(args);
+  EXPECT_FALSE(j.contains("read_between_passes")) << j.dump();
+  ASSERT_TRUE(j.contains("thread_round_trip_ns")) << j.dump();
+  const double ns = j["thread_round_trip_ns"].get<double>();
+  EXPECT_TRUE(std::isfinite(ns) && ns > 0) << ns;
+  const CliRun r = qmvlab("decode " + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(" ns (after the tokens)"), std::string::npos) << r.output;
 }
 
 nlohmann::json decode_json(const std::string& args) {

@@ -190,9 +190,10 @@ std::vector<std::string> decode_header_with_speed_changes() {
   return h;
 }
 
-// Then, where the read between the tokens ran on two threads or more, the median of the
-// round trips timed after its passes (thread_round_trip_ns): where the host put the
-// kernels' threads during the run.
+// Then, with two threads or more on the CPU, the median of the round trips timed after
+// the read's passes between the tokens (thread_round_trip_ns), or, where that read did
+// not run, the one round trip timed after the tokens: where the host put the kernels'
+// threads during the run.
 std::vector<std::string> decode_header() {
   std::vector<std::string> h = decode_header_with_speed_changes();
   h.insert(h.end() - 1, "thread_round_trip_ns");
@@ -646,7 +647,13 @@ int DecodeCommand::run(const std::string& command_line) {
   const double stored_pct =
       stored_peak > 0 ? 100 * r.decode_tok_s() * r.bytes_per_token / (stored_peak * 1e9) : 0.0;
   const int speed_changes = read_between_ran ? read_speed_changes(read_between->pass_gbps()) : 0;
-  const double round_trip_ns = read_between_ran ? read_between->median_round_trip_ns() : 0;
+  // Without the read between the tokens (--no-peak, a model the caches hold), one round
+  // trip after the tokens still says where the host had the threads (decode_ab.py sorts
+  // its rounds by it).
+  const bool round_trip_after = !read_between_ran && backend == Backend::CPU && o.threads >= 2;
+  const double round_trip_ns = read_between_ran   ? read_between->median_round_trip_ns()
+                               : round_trip_after ? thread_round_trip_ns()
+                                                  : 0;
 
   fmt::print("\nmodel {} ({}, {} layers, {:.1f} MB of weights read per token)\n", c.name, c.arch, c.n_layers,
              weight_bytes / 1e6);
@@ -694,7 +701,11 @@ int DecodeCommand::run(const std::string& command_line) {
                  "({:.1f}-{:.1f} GB/s), so this run's shares mix the memory's speeds\n",
                  kSameReadSpeed, speed_changes, read_between->passes(), *slowest, *fastest);
     }
-    if (round_trip_ns > 0) {
+    if (round_trip_ns > 0 && !read_between_ran) {
+      fmt::print("threads: a cache line went from one kernel thread to another and back in {:.0f} ns (after the "
+                 "tokens)\n",
+                 round_trip_ns);
+    } else if (round_trip_ns > 0) {
       const auto [shortest, longest] = std::minmax_element(read_between->pass_round_trip_ns().begin(),
                                                            read_between->pass_round_trip_ns().end());
       fmt::print("threads: a cache line went from one kernel thread to another and back in {:.0f} ns (median after "
