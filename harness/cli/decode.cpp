@@ -701,19 +701,17 @@ int DecodeCommand::run(const std::string& command_line) {
                  "({:.1f}-{:.1f} GB/s), so this run's shares mix the memory's speeds\n",
                  kSameReadSpeed, speed_changes, read_between->passes(), *slowest, *fastest);
     }
-    if (round_trip_ns > 0 && !read_between_ran) {
-      fmt::print("threads: a cache line went from one kernel thread to another and back in {:.0f} ns (after the "
-                 "tokens)\n",
-                 round_trip_ns);
-    } else if (round_trip_ns > 0) {
-      const auto [shortest, longest] = std::minmax_element(read_between->pass_round_trip_ns().begin(),
-                                                           read_between->pass_round_trip_ns().end());
-      fmt::print("threads: a cache line went from one kernel thread to another and back in {:.0f} ns (median after "
-                 "{} passes, {:.0f}-{:.0f}){}\n",
-                 round_trip_ns, read_between->pass_round_trip_ns().size(), *shortest, *longest,
-                 !one_placement(read_between->pass_round_trip_ns())
-                     ? "; the host moved the threads between cores that share a cache and cores that do not"
-                     : "");
+    if (round_trip_ns > 0) {
+      std::string when = "after the tokens", verdict;
+      if (read_between_ran) {
+        const std::vector<double>& passes = read_between->pass_round_trip_ns();
+        const auto [shortest, longest] = std::minmax_element(passes.begin(), passes.end());
+        when = fmt::format("median after {} passes, {:.0f}-{:.0f}", passes.size(), *shortest, *longest);
+        if (!one_placement(passes))
+          verdict = "; the host moved the threads between cores that share a cache and cores that do not";
+      }
+      fmt::print("threads: a cache line went from one kernel thread to another and back in {:.0f} ns ({}){}\n",
+                 round_trip_ns, when, verdict);
     }
     if (read_between_ran && stored_peak > 0)
       fmt::print("stored read peak: {:.2f} GB/s ({}); decode reaches {:.1f}% of it\n", stored_peak, roofline.source,
