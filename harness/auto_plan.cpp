@@ -114,11 +114,9 @@ std::string describe(const AutoMatvec& m) {
   return fmt::format("{} {} {}", ops, to_string(m.weight), to_string(m.shape));
 }
 
-// The buffer of the read loop timed among auto's kernels: 256 MiB, eight times a 32 MiB
-// last-level cache, or eight times a larger one (a bench's default is 1 GiB and more).
-std::size_t read_speed_buffer_bytes() {
-  return std::max(std::size_t{256} << 20, 8 * static_cast<std::size_t>(machine_info().llc_bytes));
-}
+// The buffer of the read loop timed among auto's kernels: as cold as their rotations
+// (a bench's default is 1 GiB and more).
+std::size_t read_speed_buffer_bytes() { return cold_rotation_bytes(); }
 
 // Times `kernels` on one shape with `n` vectors per call, `reps` interleaved
 // repetitions each. Cold, `read_loop` is timed among them, each row's peak_gbps then its

@@ -52,6 +52,9 @@ struct BenchConfig {
   // runs, keep the peak_gbps passed to run_bench.
   std::map<int, std::vector<std::string>> peak_read_loops;
   std::size_t peak_buffer_bytes = 0;
+  // Cold CPU runs: the bytes of weights each point's calls go round (a kernel's prepared
+  // copies, or windows of the arena for one without a transform); 0: cold_rotation_bytes().
+  std::size_t rotation_bytes = 0;
 };
 
 struct BenchSkip {

@@ -80,21 +80,34 @@ struct FirstPrepare {
   double median_us = 0;
   std::size_t bytes = 0;
 };
-using PrepareKey = std::tuple<const KernelSpec*, std::int64_t, std::int64_t>;  // kernel, rows, cols
+// Kernels with the same weight transform make the same copies of a window, so they
+// share a rotation: one per transform and shape, not one per kernel.
+using PrepareFn = decltype(KernelSpec::prepare);
+using PrepareKey = std::tuple<PrepareFn, std::int64_t, std::int64_t>;  // transform, rows, cols
+PrepareKey prepare_key(const KernelSpec& k, Shape s) { return {k.prepare, s.rows, s.cols}; }
 
-// The prepared copies (KernelSpec::prepare) of each (kernel, shape)'s weight windows,
-// shared by its points of other thread counts. Rotations stay alive while they fit in a
-// quarter of the RAM: an interleaved run then prepares each once, and no point's timing
-// follows the freeing and faulting-in of another's copies, which slows the reads after
-// it (harness/README.md, "Prepared weights"). Past that, the oldest are dropped and re-made at their next
-// turn, the same work. A rotation only has to outrun the caches, so it holds copies of
-// the first windows adding up to 4x the last-level cache (at least 64 MiB, at least two
-// copies, at most a 24th of the budget), not the whole arena.
+// The windows a cold point's calls go round: `target` bytes of them (at least two), or
+// as many as the arena holds.
+std::size_t rotation_windows(std::size_t stride, std::size_t arena_windows, std::size_t target) {
+  return std::min(arena_windows, std::max<std::size_t>(2, (target + stride - 1) / stride));
+}
+
+// The prepared copies (KernelSpec::prepare) of each (transform, shape)'s weight windows,
+// shared by the kernels of that transform and their points of other thread counts.
+// Rotations stay alive while they fit in a quarter of the RAM: an interleaved run then
+// prepares each once, and no point's timing follows the freeing and faulting-in of
+// another's copies, which slows the reads after it (harness/README.md, "Prepared
+// weights"). Past that, the oldest are dropped and re-made at their next turn, the same
+// work. A rotation only has to outrun the caches, so it holds copies of the first
+// rotation_windows(), not the whole arena.
 struct PreparedStore {
   struct Rotation {
     std::vector<PreparedMatrix> slots;
     std::size_t bytes = 0;
     std::uint64_t made = 0;  // order of building, for dropping the oldest
+    // The copy the next call reads, whichever kernel makes it: each call reads the copy
+    // after the one read last, never one read a few calls ago.
+    std::size_t next = 0;
   };
   std::map<PrepareKey, Rotation> rotations;
   std::size_t held_bytes = 0, budget_bytes = 0;
@@ -103,23 +116,15 @@ struct PreparedStore {
   std::map<PrepareKey, FirstPrepare> first_builds;
 
   static std::size_t budget() { return std::max<std::size_t>(machine_info().ram_bytes / 4, std::size_t{1} << 30); }
-  static std::size_t rotation_target_bytes() {
-    return std::clamp<std::size_t>(4 * machine_info().llc_bytes, std::size_t{64} << 20, budget() / 24);
-  }
 
-  static std::size_t copies(std::size_t stride, std::size_t max_slots) {
-    return std::min(max_slots, std::max<std::size_t>(2, (rotation_target_bytes() + stride - 1) / stride));
-  }
-
-  // The rotation of (k, args.shape) over the windows base + i * stride, i < max_slots.
+  // The rotation of (k, args.shape) over the windows base + i * stride, i < count.
   Status ensure(const KernelSpec& k, MatVecArgs args, const std::uint8_t* base, std::size_t stride,
-                std::size_t max_slots, const Rotation*& out) {
-    const PrepareKey key{&k, args.shape.rows, args.shape.cols};
+                std::size_t count, Rotation*& out) {
+    const PrepareKey key = prepare_key(k, args.shape);
     if (const auto r = rotations.find(key); r != rotations.end()) {
       out = &r->second;
       return Status::Ok();
     }
-    const std::size_t count = copies(stride, max_slots);
     // Making room first keeps the peak of memory held near the budget.
     while (!rotations.empty() && held_bytes + count * stride > budget_bytes) {
       auto oldest = std::min_element(rotations.begin(), rotations.end(),
@@ -233,7 +238,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   for (const Point& pt : points) {
     max_n = std::max(max_n, pt.n);
     auto& need = arena_need[pt.spec->weight];
-    need = std::max(need, cfg.warm ? matrix_bytes(pt) : std::max(cold_bytes, 2 * matrix_bytes(pt)));
+    need = std::max(need, cfg.warm ? matrix_bytes(pt) : std::max({cold_bytes, 2 * matrix_bytes(pt), cfg.rotation_bytes}));
     max_rows = std::max(max_rows, pt.shape.rows);
   }
   std::map<WeightType, WeightArena> arenas;
@@ -259,6 +264,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
       y2(static_cast<std::size_t>(max_rows));
 
   std::map<std::string, std::size_t> index_of;
+  std::map<std::string, std::size_t> rotation_bytes_of;  // by point: the weight windows its calls go round
   auto calls = std::make_shared<CallLog>();
   benchmark::ClearRegisteredBenchmarks();
   // What each point with a weight transform hands PreparedStore::ensure.
@@ -275,7 +281,10 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     const WeightArena& arena = arenas.at(pt.spec->weight);
     const std::vector<std::uint8_t>& x = activations.at({pt.spec->act, pt.shape.cols});
     const std::size_t stride = matrix_bytes(pt);
-    const std::size_t slots = cfg.warm ? 1 : arena.bytes / stride;
+    const std::size_t slots =
+        cfg.warm ? 1
+                 : rotation_windows(stride, arena.bytes / stride,
+                                    cfg.rotation_bytes ? cfg.rotation_bytes : cold_rotation_bytes());
     const bool fused = pt.spec->op == OpKind::FusedUpGate;
     MatVecArgs args;
     args.shape = pt.shape;
@@ -289,11 +298,15 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     args.y2_len = fused ? static_cast<std::size_t>(pt.shape.rows) : 0;
     args.threads = pt.threads;
     if (pt.spec->prepare) prepare_jobs.push_back({pt.spec, args, arena.data(), stride, slots});
+    rotation_bytes_of[pt.name] = stride * slots;
+    // The window a call of a kernel without a transform reads next, kept across its
+    // point's repetitions as a rotation's is across its kernels.
+    auto next_window = std::make_shared<std::size_t>(0);
     benchmark::RegisterBenchmark(
         pt.name.c_str(),
-        [spec = pt.spec, base = arena.data(), stride, slots = slots, fused, args, prepared, calls,
+        [spec = pt.spec, base = arena.data(), stride, slots = slots, fused, args, prepared, calls, next_window,
          name = pt.name](benchmark::State& st) mutable {
-          const PreparedStore::Rotation* rotation = nullptr;
+          PreparedStore::Rotation* rotation = nullptr;
           if (spec->prepare) {
             if (const Status s = prepared->ensure(*spec, args, base, stride, slots, rotation); !s.ok()) {
               st.SkipWithError(("preparing the weights: " + s.error).c_str());
@@ -301,7 +314,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
             }
             slots = rotation->slots.size();
           }
-          std::size_t slot = 0;
+          std::size_t& slot = rotation ? rotation->next : *next_window;
           logged_call(st, *calls, name, [&] {
             for (auto _ : st) {
               args.w = base + slot * stride;
@@ -383,12 +396,12 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   if (cfg.interleave) {
     std::map<PrepareKey, std::size_t> need;
     for (const PrepareJob& j : prepare_jobs)
-      need[{j.spec, j.args.shape.rows, j.args.shape.cols}] = j.stride * PreparedStore::copies(j.stride, j.slots);
+      need[prepare_key(*j.spec, j.args.shape)] = j.stride * j.slots;
     std::size_t total = 0;
     for (const auto& [key, bytes] : need) total += bytes;
     if (total <= prepared->budget_bytes)
       for (const PrepareJob& j : prepare_jobs) {
-        const PreparedStore::Rotation* unused = nullptr;
+        PreparedStore::Rotation* unused = nullptr;
         // A failure here recurs at the point's turn, which reports it.
         (void)prepared->ensure(*j.spec, j.args, j.base, j.stride, j.slots, unused);
       }
@@ -416,7 +429,8 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     if (!point_done) return;
     BenchRow row = make_row(pt, collector.seconds_per_call[name], cfg, peak_gbps);
     if (row.act_quant == "before") row.act_quant_median_us = quant_us.at({pt.spec->act, pt.shape.cols});
-    if (const auto b = prepared->first_builds.find({pt.spec, pt.shape.rows, pt.shape.cols});
+    row.rotation_bytes = static_cast<std::int64_t>(rotation_bytes_of.at(name));
+    if (const auto b = prepared->first_builds.find(prepare_key(*pt.spec, pt.shape));
         b != prepared->first_builds.end()) {
       row.prepare_us = b->second.median_us;
       row.prepared_bytes = static_cast<std::int64_t>(b->second.bytes);

@@ -36,6 +36,12 @@ std::size_t cold_buffer_bytes() {
   return bytes;
 }
 
+std::size_t cold_rotation_bytes() {
+  const MachineInfo& m = machine_info();
+  const std::size_t rotations_budget = std::max<std::size_t>(m.ram_bytes / 4, std::size_t(1) << 30);
+  return std::min(std::max<std::size_t>(16 * m.llc_bytes, std::size_t(512) << 20), rotations_budget / 12);
+}
+
 namespace {
 
 // The read family. A kernel reads its weights as several row streams at once, with

@@ -29,13 +29,14 @@
 namespace qmv {
 namespace {
 
-// `n` and `read_gbps` last and optional: a file written before them reads as one vector
-// per call at an unknown read speed, and a reader that predates them reads a newer file.
-constexpr std::array<const char*, 20> kColumns = {
+// `n`, `read_gbps` and `rotation_bytes` last and optional: a file written before them
+// reads as one vector per call at an unknown read speed and rotation, and a reader that
+// predates them reads a newer file.
+constexpr std::array<const char*, 21> kColumns = {
     "kind",        "machine", "isa",  "cpu_model", "kernel",      "kernel_build",   "op",
     "weight_type", "rows",    "cols", "threads",   "repetitions", "time_median_us", "gbps",
-    "cache",       "source",  "measured_at", "git_commit", "n", "read_gbps"};
-constexpr std::size_t kRequiredColumns = kColumns.size() - 2;
+    "cache",       "source",  "measured_at", "git_commit", "n", "read_gbps", "rotation_bytes"};
+constexpr std::size_t kRequiredColumns = kColumns.size() - 3;
 // A key keeps this many rows at distinct read speeds; a new one displaces the oldest.
 constexpr std::size_t kReadSpeedsPerKey = 3;
 
@@ -73,7 +74,8 @@ std::vector<std::string> fields_of(const TuningRow& r) {
           r.measured_at,
           r.git_commit,
           std::to_string(r.n),
-          fmt::format("{:.6g}", r.read_gbps)};
+          fmt::format("{:.6g}", r.read_gbps),
+          std::to_string(r.rotation_bytes)};
 }
 
 // Refuses what no writer of ours produces, so a garbled file is not half believed.
@@ -88,6 +90,7 @@ void validate(const TuningRow& r, const std::string& path, unsigned line) {
   if (r.n < 1) bad(fmt::format("n {} is not a count of vectors", r.n));
   if (!(r.read_gbps >= 0) || !std::isfinite(r.read_gbps))
     bad(fmt::format("read_gbps {} is neither 0 (unknown) nor a positive number", r.read_gbps));
+  if (r.rotation_bytes < 0) bad(fmt::format("rotation_bytes {} is negative", r.rotation_bytes));
   if (r.n > 1 && r.op != to_string(OpKind::MatVecBatch))
     bad(fmt::format("n {} on a {} row: only a batch kernel takes more than one vector per call", r.n, one_line(r.op)));
   if (r.kind == "kernel") {
@@ -127,6 +130,11 @@ bool gpu_kernel(const std::string& kernel) {
 }
 
 }  // namespace
+
+bool cold_enough(const KernelSpec& k, const TuningRow& r) {
+  return k.backend != Backend::CPU || r.cache != "cold" ||
+         r.rotation_bytes >= static_cast<std::int64_t>(cold_rotation_bytes());
+}
 
 StoreScope StoreScope::here() {
   const MachineInfo& m = machine_info();
@@ -173,6 +181,7 @@ std::vector<TuningRow> TuningStore::read_all() const {
     r.cache = f["cache"];
     r.n = f.number_or<int>("n", 1);
     r.read_gbps = f.number_or<double>("read_gbps", 0);
+    r.rotation_bytes = f.number_or<std::int64_t>("rotation_bytes", 0);
     r.repetitions = f.required<int>("repetitions");
     r.time_median_us = f.required<double>("time_median_us");
     r.gbps = f.required<double>("gbps");
@@ -204,6 +213,7 @@ std::vector<TuningRow> TuningStore::usable_rows(std::string* warning, const Stor
     if (r.kind == "kernel") {
       const KernelSpec* k = global_registry().find(r.kernel);
       if (!k || r.kernel_build != kernel_build_id(*k) || r.kernel_build == "unknown") continue;
+      if (!cold_enough(*k, r)) continue;
     }
     out.push_back(std::move(r));
   }
@@ -315,6 +325,7 @@ TuningRow tuning_row(const BenchRow& b, const std::string& source, const StoreSc
   r.threads = b.threads;
   r.cache = b.cache;
   r.n = b.n;
+  r.rotation_bytes = b.rotation_bytes;
   r.repetitions = b.repetitions;
   r.time_median_us = b.time_median_us;
   r.gbps = b.gbps_median;

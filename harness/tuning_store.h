@@ -13,8 +13,9 @@
 //   kind=peak    the machine's read bandwidth on a thread count (the roofline `decode`
 //                divides by), written by `peak` and by the first `decode` that needs it.
 // A row is used only on the machine and ISA mask (for a CUDA kernel: the GPU and its
-// architecture) that wrote it, and a kernel row only
-// while the kernel's build (kernels/build_id.h) is the one measured.
+// architecture) that wrote it, and a kernel row only while the kernel's build
+// (kernels/build_id.h) is the one measured and, cold on the CPU, only when its calls went
+// round a footprint that outruns the caches (cold_enough).
 //
 // A cold CPU kernel row also keeps the read bandwidth measured beside it (read_gbps):
 // a host whose memory runs at two speeds, minutes or seconds apart, can have a
@@ -71,12 +72,21 @@ struct TuningRow {
   // (BenchRow::peak_gbps), the memory's speed while the kernel was timed; 0: unknown
   // (a warm or GPU row, a file written before the column).
   double read_gbps = 0;
+  // A CPU kernel row: the bytes of weight copies its calls went round (BenchRow::
+  // rotation_bytes); 0: unknown (a file written before the column).
+  std::int64_t rotation_bytes = 0;
   // "2026-11-28", what a plan table shows.
   std::string date() const { return measured_at.substr(0, 10); }
 };
 
 // The store's columns, in file order.
 std::vector<std::string> tuning_store_header();
+
+// Whether a kernel row was measured cold enough to rank by: a cold CPU row whose calls
+// went round at least cold_rotation_bytes() of weights (harness/peak.h). One timed on a
+// smaller rotation (before the column, when rotations were 4x the last-level cache)
+// read part of its weights from that cache, some kernels more than others.
+bool cold_enough(const KernelSpec& k, const TuningRow& r);
 
 class TuningStore {
  public:

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "harness/auto_plan.h"
+#include "harness/peak.h"
 #include "harness/tuning_store.h"
 #include "kernels/registry.h"
 #include "model/batch_forward.h"
@@ -101,6 +102,7 @@ TuningRow store_row(const KernelSpec& k, Shape s, int n, double time_us, int thr
   b.n = n;
   b.time_median_us = time_us;
   b.gbps_median = static_cast<double>(bytes_moved(k, s, n)) / (time_us * 1e3);
+  b.rotation_bytes = cache == "cold" ? static_cast<std::int64_t>(cold_rotation_bytes()) : 0;
   return tuning_row(b, "test");
 }
 

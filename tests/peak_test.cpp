@@ -21,6 +21,7 @@
 #include "harness/bench_points.h"
 #include "harness/csv.h"
 #include "harness/peak.h"
+#include "kernels/availability.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
@@ -528,6 +529,45 @@ TEST(InterleavedPeak, ARepetitionIsTheCallOfItsIterationsNearestItsTime) {
   const std::vector<double> ended =
       bench_detail::repetitions_ended(calls, {100, 100, 100, 100}, {t * 0.91, t * 1.19, t * 1.01, t});
   EXPECT_EQ(ended, (std::vector<double>{4.0, 3.0, 2.0, -1.0}));  // the fourth finds no call left
+}
+
+// Cold, every point's calls go round at least cold_rotation_bytes() of weights, a kernel
+// with a weight transform (its prepared copies) as one without (the arena's windows), so
+// no kernel reads part of its weights from a cache the others do not; warm, one copy.
+TEST(ColdRotation, EveryColdPointGoesRoundTheColdFootprintAndAWarmOneReadsOneCopy) {
+  std::vector<const KernelSpec*> kernels = two_scalar_kernels();
+  const KernelSpec* transformed = nullptr;
+  for (const KernelSpec& k : global_registry().all())
+    if (k.backend == Backend::CPU && k.prepare && k.op == OpKind::MatVec && k.peer.empty() &&
+        k.supports({64, 512}) && availability(k).available)
+      transformed = &k;
+  ASSERT_NE(transformed, nullptr) << "every build has a row-interleaved kernel this CPU runs";
+  kernels.push_back(transformed);
+  BenchConfig cfg = quick_cold_bench();
+  cfg.threads = {1};
+  cfg.repetitions = 1;
+  const BenchOutcome cold = run_bench(kernels, {{64, 512}}, cfg, {{1, kGivenPeak}});
+  ASSERT_EQ(cold.rows.size(), kernels.size());
+  for (const BenchRow& r : cold.rows)
+    EXPECT_GE(r.rotation_bytes, static_cast<std::int64_t>(cold_rotation_bytes())) << r.kernel;
+  // A footprint asked for (bench --cold-mib): the fewest whole windows that cover it.
+  std::mt19937_64 rng(qmv::testing::fresh_seed("rotation"));
+  cfg.rotation_bytes = std::uniform_int_distribution<std::size_t>(1 << 20, 64 << 20)(rng);
+  const BenchOutcome asked = run_bench(kernels, {{64, 512}}, cfg, {{1, kGivenPeak}});
+  ASSERT_EQ(asked.rows.size(), kernels.size());
+  for (const BenchRow& r : asked.rows) {
+    const auto window = static_cast<std::int64_t>(64 * row_bytes(global_registry().find(r.kernel)->weight, 512));
+    EXPECT_EQ(r.rotation_bytes % window, 0) << r.kernel;
+    EXPECT_GE(r.rotation_bytes, static_cast<std::int64_t>(cfg.rotation_bytes)) << r.kernel;
+    EXPECT_LT(r.rotation_bytes, static_cast<std::int64_t>(cfg.rotation_bytes) + window) << r.kernel;
+  }
+  cfg.warm = true;
+  const BenchOutcome warm = run_bench(kernels, {{64, 512}}, cfg, {{1, kGivenPeak}});
+  ASSERT_EQ(warm.rows.size(), kernels.size());
+  for (const BenchRow& r : warm.rows) {
+    const KernelSpec& k = *global_registry().find(r.kernel);
+    EXPECT_EQ(r.rotation_bytes, static_cast<std::int64_t>(64 * row_bytes(k.weight, 512))) << r.kernel;
+  }
 }
 
 TEST(InterleavedPeak, AnUnknownReadLoopIsRefused) {

@@ -19,12 +19,14 @@
 
 #include "harness/auto_plan.h"
 #include "harness/machine.h"
+#include "harness/peak.h"
 #include "kernels/availability.h"
 #include "kernels/build_id.h"
 #include "kernels/cpu_tiling.h"
 #include "kernels/former_names.h"
 #include "kernels/registry.h"
 #include "model/batch_forward.h"
+#include "tests/cli_run.h"
 #include "tests/scoped_env.h"
 #include "tests/tiny_model.h"
 #include "tests/test_seed.h"
@@ -64,6 +66,7 @@ TuningRow kernel_row(const std::string& kernel, std::int64_t rows, std::int64_t 
   b.repetitions = 3;
   b.time_median_us = time_us;
   b.gbps_median = static_cast<double>(bytes_moved(*k, {rows, cols})) / (time_us * 1e3);
+  b.rotation_bytes = static_cast<std::int64_t>(cold_rotation_bytes());
   return tuning_row(b, "test", scope);
 }
 
@@ -303,6 +306,53 @@ TEST(TuningStore, RowsOfAnotherMachineMaskOrKernelBuildAreNotUsed) {
   EXPECT_FALSE(store.peak(1).has_value());
 }
 
+// A cold row is a kernel's speed from memory only when its calls went round enough
+// weights to outrun the caches; one timed on a smaller rotation (as every row was before
+// the column) read part of them from the last-level cache. A warm row has no such bound.
+TEST(TuningStore, ColdRowsOfARotationTheCachesCouldHoldAreNotUsed) {
+  const TuningStore store(store_path("rotation"));
+  std::mt19937_64 rng(qmv::testing::fresh_seed("rotation"));
+  const auto cold = static_cast<std::int64_t>(cold_rotation_bytes());
+  TuningRow enough = kernel_row("q4_K.cpu.scalar_f32", 256, 256, 50);
+  enough.rotation_bytes = std::uniform_int_distribution<std::int64_t>(cold, 4 * cold)(rng);
+  TuningRow small = kernel_row("q4_K.cpu.scalar_f32", 512, 256, 50);
+  small.rotation_bytes = std::uniform_int_distribution<std::int64_t>(1, cold - 1)(rng);
+  TuningRow unknown = kernel_row("q4_K.cpu.scalar_f32", 768, 256, 50);
+  unknown.rotation_bytes = 0;
+  TuningRow warm = kernel_row("q4_K.cpu.scalar_f32", 1024, 256, 50);
+  warm.cache = "warm";
+  warm.rotation_bytes = std::uniform_int_distribution<std::int64_t>(1, cold - 1)(rng);
+  ASSERT_EQ(store.add({enough, small, unknown, warm}), "");
+  const auto rows = store.read_all();
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].rotation_bytes, enough.rotation_bytes);
+  EXPECT_EQ(rows[1].rotation_bytes, small.rotation_bytes);
+  const auto usable = store.usable_rows();
+  EXPECT_EQ(kernels_of(usable), (std::vector<std::string>{"q4_K.cpu.scalar_f32@256", "q4_K.cpu.scalar_f32@1024"}));
+}
+
+// `bench --cold-mib` below the cold footprint times what the caches can answer in part:
+// its rows go to the CSV, never to the store, where they would displace cold rows.
+TEST(TuningStore, ABenchOverLessThanTheColdFootprintLeavesTheStoreAlone) {
+  const std::string path = store_path("cold_mib");
+  const qmv::testing::ScopedEnv env({{"QMV_TUNING_STORE", path}});
+  std::mt19937_64 rng(qmv::testing::fresh_seed("cold mib"));
+  const int mib = std::uniform_int_distribution<int>(1, 64)(rng);
+  const std::string args =
+      "bench --kernels q4_K.cpu.scalar_f32 --shapes 64x256 --threads 1 --reps 1 --min-time 0.001 --peak-reps 1 "
+      "--peak-buffer-mib 16";
+  const qmv::testing::CliRun small = qmv::testing::qmvlab(args + " --cold-mib " + std::to_string(mib));
+  ASSERT_EQ(small.code, 0) << small.output;
+  EXPECT_NE(small.output.find(fmt::format("not added to the tuning store: timed over {} MiB", mib)), std::string::npos)
+      << small.output;
+  EXPECT_FALSE(std::filesystem::exists(path));
+  const qmv::testing::CliRun cold = qmv::testing::qmvlab(args);
+  ASSERT_EQ(cold.code, 0) << cold.output;
+  const auto rows = TuningStore(path).usable_rows();
+  ASSERT_EQ(rows.size(), 1u) << cold.output;
+  EXPECT_GE(rows[0].rotation_bytes, static_cast<std::int64_t>(cold_rotation_bytes()));
+}
+
 // A Q4_K CUDA kernel auto could weigh (one with a known build); null in a build
 // without CUDA, which registers none.
 const KernelSpec* some_cuda_kernel() {
@@ -398,6 +448,21 @@ void rewrite(const std::string& path, const std::function<void(std::string&)>& e
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   edit(text);
   std::ofstream(path, std::ios::trunc) << text;
+}
+
+// The store file as a writer before its last `count` columns left it.
+void drop_last_columns(const std::string& path, int count) {
+  rewrite(path, [count](std::string& text) {
+    std::string out;
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t end = text.find('\n', at);
+      std::string line = text.substr(at, end - at);
+      for (int i = 0; i < count; ++i) line.erase(line.rfind(','));
+      out += line + "\n";
+      at = end + 1;
+    }
+    text = out;
+  });
 }
 
 // Replaces the field of `column` in the first row of a store's text.
@@ -507,19 +572,8 @@ TEST(TuningStore, AFileWrittenBeforeTheNColumnReadsAsOneVectorPerCall) {
   const double t = fresh_time_us("old store");
   ASSERT_EQ(store.add({kernel_row("q4_K.cpu.scalar_f32", 256, 256, t), kernel_row("q6_K.cpu.scalar_f32", 512, 256, 2 * t)}),
             "");
-  // The file as a writer before the column left it: the last two columns (n, then
-  // read_gbps) gone from every line.
-  rewrite(path, [](std::string& text) {
-    std::string out;
-    for (std::size_t at = 0; at < text.size();) {
-      const std::size_t end = text.find('\n', at);
-      const std::string line = text.substr(at, end - at);
-      const std::string without_read_speed = line.substr(0, line.rfind(','));
-      out += without_read_speed.substr(0, without_read_speed.rfind(',')) + "\n";
-      at = end + 1;
-    }
-    text = out;
-  });
+  // The file as a writer before the column left it: the columns from n on gone.
+  drop_last_columns(path, 3);
   {
     std::ifstream in(path);
     std::string header;
@@ -528,8 +582,9 @@ TEST(TuningStore, AFileWrittenBeforeTheNColumnReadsAsOneVectorPerCall) {
     ASSERT_NE(header.find("git_commit"), std::string::npos) << header;
   }
   std::string warning;
-  const auto rows = store.usable_rows(&warning);
+  EXPECT_TRUE(store.usable_rows(&warning).empty()) << "cold rows of an unknown rotation";
   EXPECT_TRUE(warning.empty()) << warning;
+  const auto rows = store.read_all();
   ASSERT_EQ(rows.size(), 2u);
   for (const TuningRow& r : rows) EXPECT_EQ(r.n, 1) << r.kernel;
   // Written again, it gains the column and keeps its rows.
@@ -546,22 +601,15 @@ TEST(TuningStore, AFileWrittenBeforeTheReadSpeedColumnReadsAsUnknownSpeed) {
   const std::string path = store_path("before_read_gbps");
   const TuningStore store(path);
   ASSERT_EQ(store.add({row_at_speed("q4_K.cpu.scalar_f32", 256, fresh_time_us("old"), 33)}), "");
-  rewrite(path, [](std::string& text) {
-    std::string out;
-    for (std::size_t at = 0; at < text.size();) {
-      const std::size_t end = text.find('\n', at);
-      const std::string line = text.substr(at, end - at);
-      out += line.substr(0, line.rfind(',')) + "\n";
-      at = end + 1;
-    }
-    text = out;
-  });
+  drop_last_columns(path, 2);  // read_gbps and rotation_bytes
   std::string warning;
-  const auto rows = store.usable_rows(&warning);
-  EXPECT_TRUE(warning.empty()) << warning;
+  const auto rows = store.read_all();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].read_gbps, 0);
+  EXPECT_EQ(rows[0].rotation_bytes, 0);
   EXPECT_EQ(rows[0].n, 1);
+  EXPECT_TRUE(store.usable_rows(&warning).empty()) << "a cold row of an unknown rotation";
+  EXPECT_TRUE(warning.empty()) << warning;
 }
 
 // A store written before kernels were renamed (kernels/former_names.h): its rows are

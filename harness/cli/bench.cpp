@@ -57,6 +57,11 @@ class BenchCommand : public Command {
                      "CPU: read a buffer of this many MiB for the peak instead of the cold size (4x the last-level "
                      "cache, at least 1 GiB): seconds quicker, but not the roofline (a smoke run's option)")
         ->check(CLI::Range(1, 1 << 20));
+    cmd_->add_option("--cold-mib", cold_mib_,
+                     "CPU, cold: the weights each point's calls go round, in MiB, instead of 16x the last-level "
+                     "cache (at least 512 MiB): smaller, the cache answers part of the reads (how cold is cold); rows "
+                     "timed over less than the default are not added to the tuning store")
+        ->check(CLI::Range(1, 1 << 20));
     cmd_->add_flag(
         "--peak-once", peak_once_,
         "CPU, cold: every row's % of peak against the peak measured before the run (its best pass), not "
@@ -83,6 +88,12 @@ class BenchCommand : public Command {
     BenchConfig& cfg = config_;
     cfg.threads = parse_threads(threads_);
     cfg.interleave = !no_interleave_;
+    if (cold_mib_ > 0) {
+      cfg.rotation_bytes = static_cast<std::size_t>(cold_mib_) << 20;
+      if (const std::size_t ram = machine_info().ram_bytes; ram && cfg.rotation_bytes > ram / 4)
+        throw std::invalid_argument(fmt::format("--cold-mib {}: more than a quarter of the RAM ({} MiB)", cold_mib_,
+                                                ram / 4 >> 20));
+    }
     // A misspelt loop is refused before the up-front peak, not after it.
     for (const std::string& name : peak_loops_)
       try {
@@ -130,8 +141,13 @@ class BenchCommand : public Command {
                      cfg.repetitions, s, s * (runs_total - runs_done) / runs_done);
           std::fflush(stdout);
         });
+    const bool below_cold = !cfg.warm && cfg.rotation_bytes && cfg.rotation_bytes < cold_rotation_bytes();
+    if (below_cold)
+      fmt::print("not added to the tuning store: timed over {} MiB of weights, under the {} MiB a cold row needs\n",
+                 cold_mib_, cold_rotation_bytes() >> 20);
     // An overlapped launch's time belongs to a pair of kernels, not to the kernel alone.
-    if (!cfg.gpu_overlap) record_in_store(res.rows, "bench", res.interleaved_peak_gbps);
+    else if (!cfg.gpu_overlap)
+      record_in_store(res.rows, "bench", res.interleaved_peak_gbps);
     print_interleaved_peaks(res);
     for (const auto& s : res.skipped) fmt::print("SKIP {} {}: {}\n", s.kernel, to_string(s.shape), s.reason);
     fmt::print("\n");
@@ -181,6 +197,7 @@ class BenchCommand : public Command {
   bool append_ = false, no_interleave_ = false;
   int peak_reps_ = 5;
   int peak_buffer_mib_ = 0;  // 0: the cold size
+  int cold_mib_ = 0;         // 0: cold_rotation_bytes()
   bool peak_once_ = false;
   CpuTiling tiling_ = cpu_tiling();
 };
