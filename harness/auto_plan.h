@@ -6,7 +6,8 @@
 // kernel that can run it here has a usable store row. One that is not gets all its
 // candidates timed together, interleaved (a figure compared with one taken on another
 // day would carry that day's bandwidth): first a screening pass of one repetition each,
-// then the ones within kFinalistRatio of the fastest again, three repetitions. Timing
+// then the ones within kFinalistRatio of the fastest again, three repetitions (all of
+// them, where the memory's speed changed between the two passes). Timing
 // stops when the budget is spent; a matvec left unmeasured takes the kernel fastest at
 // the nearest measured shape of its weight type, else the static order, and the plan
 // table says which.
@@ -32,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/csv.h"
 #include "model/config.h"
 #include "model/plan.h"
 
@@ -83,6 +85,12 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
 // plain matvec (none fuses a pair). A kernel without a known build (one a test
 // registers) could never be found in the store again, so auto leaves it out.
 std::vector<const KernelSpec*> auto_candidates(const AutoMatvec& m, Backend backend, int n = 1);
+
+// Whether a matvec's screening pass and its finalists' pass met one speed of the memory
+// (kSameReadSpeed; a pass without a read loop timed among it, warm, meets any): where
+// not, `auto` times every candidate again together, so that one speed holds a row of
+// each and the next run finds the matvec covered.
+bool passes_met_one_speed(const std::vector<BenchRow>& screened, const std::vector<BenchRow>& finals);
 
 // Whether decode meets the model's weights from memory ("cold") or from the last-level
 // cache ("warm": the weights the matvecs read fit in half of it).

@@ -741,6 +741,29 @@ const PlannedMatvec& planned_op(const std::vector<PlannedMatvec>& planned, Op op
   return *it;
 }
 
+// A screening pass and a finalists' pass more than kSameReadSpeed apart would leave the
+// candidates' rows at two speeds, none covering the matvec: auto times them all again.
+TEST(AutoPlan, PassesMoreThanOneSpeedApartAreTimedAgain) {
+  std::mt19937_64 rng(qmv::testing::fresh_seed("passes"));
+  std::uniform_real_distribution<double> speed(5, 120);
+  auto pass = [](double gbps, int kernels) {
+    std::vector<BenchRow> rows(kernels);
+    for (BenchRow& r : rows) r.peak_gbps = gbps;
+    return rows;
+  };
+  for (int i = 0; i < 200; ++i) {
+    const double a = speed(rng), b = speed(rng);
+    const bool one = std::max(a, b) <= kSameReadSpeed * std::min(a, b);
+    EXPECT_EQ(passes_met_one_speed(pass(a, 7), pass(b, 3)), one) << a << " then " << b;
+  }
+  const double a = speed(rng);
+  EXPECT_FALSE(passes_met_one_speed(pass(a, 5), pass(a * kSameReadSpeed * 1.01, 2)));
+  EXPECT_TRUE(passes_met_one_speed(pass(a, 5), pass(a * kSameReadSpeed * 0.99, 2)));
+  // A warm pass has no read loop, and a single finalist no second pass.
+  EXPECT_TRUE(passes_met_one_speed(pass(0, 5), pass(0, 2)));
+  EXPECT_TRUE(passes_met_one_speed(pass(a, 5), {}));
+}
+
 TEST(AutoPlan, PicksWhatTheStoreMeasuredFastestAndTheStaticOrderWhenTold) {
   const TinyQ4K m;
   AutoPlanOptions options;
