@@ -238,7 +238,8 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
   for (const Point& pt : points) {
     max_n = std::max(max_n, pt.n);
     auto& need = arena_need[pt.spec->weight];
-    need = std::max(need, cfg.warm ? matrix_bytes(pt) : std::max({cold_bytes, 2 * matrix_bytes(pt), cfg.rotation_bytes}));
+    need = std::max(need, cfg.warm ? matrix_bytes(pt)
+                                   : std::max({cold_bytes, 2 * matrix_bytes(pt), cfg.rotation_bytes}));
     max_rows = std::max(max_rows, pt.shape.rows);
   }
   std::map<WeightType, WeightArena> arenas;
