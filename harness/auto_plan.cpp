@@ -114,10 +114,6 @@ std::string describe(const AutoMatvec& m) {
   return fmt::format("{} {} {}", ops, to_string(m.weight), to_string(m.shape));
 }
 
-// The buffer of the read loop timed among auto's kernels: as cold as their rotations
-// (a bench's default is 1 GiB and more).
-std::size_t read_speed_buffer_bytes() { return cold_rotation_bytes(); }
-
 // Times `kernels` on one shape with `n` vectors per call, `reps` interleaved
 // repetitions each. Cold, `read_loop` is timed among them, each row's peak_gbps then its
 // median: the memory's speed while they ran.
@@ -127,7 +123,8 @@ std::vector<BenchRow> time_kernels(const std::vector<const KernelSpec*>& kernels
   BenchConfig cfg;
   if (!warm && !read_loop.empty()) {
     cfg.peak_read_loops[threads] = {read_loop};
-    cfg.peak_buffer_bytes = read_speed_buffer_bytes();
+    // As cold as the kernels' rotations, not a bench's 1 GiB and more: a quicker read.
+    cfg.peak_buffer_bytes = cold_rotation_bytes();
   }
   cfg.threads = {threads};
   cfg.vectors = {n};

@@ -115,7 +115,6 @@ struct PreparedStore {
   // Only the first build counts: a re-made rotation is the same work.
   std::map<PrepareKey, FirstPrepare> first_builds;
 
-  static std::size_t budget() { return std::max<std::size_t>(machine_info().ram_bytes / 4, std::size_t{1} << 30); }
 
   // The rotation of (k, args.shape) over the windows base + i * stride, i < count.
   Status ensure(const KernelSpec& k, MatVecArgs args, const std::uint8_t* base, std::size_t stride,
@@ -260,7 +259,7 @@ void run_cpu_points(const std::vector<Point>& points, const BenchConfig& cfg, co
     if (pt.spec->act != ActFormat::F32) quant_us[{pt.spec->act, pt.shape.cols}] = act_quant_median_us(pt.spec->act, xf);
   }
   auto prepared = std::make_shared<PreparedStore>();
-  prepared->budget_bytes = PreparedStore::budget();
+  prepared->budget_bytes = prepared_copies_budget_bytes();
   std::vector<float> y(static_cast<std::size_t>(max_rows) * static_cast<std::size_t>(max_n)),
       y2(static_cast<std::size_t>(max_rows));
 

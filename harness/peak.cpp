@@ -36,10 +36,13 @@ std::size_t cold_buffer_bytes() {
   return bytes;
 }
 
+std::size_t prepared_copies_budget_bytes() {
+  return std::max<std::size_t>(machine_info().ram_bytes / 4, std::size_t(1) << 30);
+}
+
 std::size_t cold_rotation_bytes() {
-  const MachineInfo& m = machine_info();
-  const std::size_t rotations_budget = std::max<std::size_t>(m.ram_bytes / 4, std::size_t(1) << 30);
-  return std::min(std::max<std::size_t>(16 * m.llc_bytes, std::size_t(512) << 20), rotations_budget / 12);
+  return std::min(std::max<std::size_t>(16 * machine_info().llc_bytes, std::size_t(512) << 20),
+                  prepared_copies_budget_bytes() / 12);
 }
 
 namespace {

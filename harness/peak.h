@@ -129,9 +129,12 @@ PeakResult measure_read_bandwidth(int threads, int repetitions = 7, const std::s
 // A buffer size that defeats the caches: 4x the last-level cache, at least 1 GiB,
 // at most a quarter of the RAM.
 std::size_t cold_buffer_bytes();
+// What a bench's prepared weight copies may hold at once (harness/bench_cpu.cpp): a
+// quarter of the RAM, at least 1 GiB.
+std::size_t prepared_copies_budget_bytes();
 // The bytes of weight copies a cold bench point's calls go round (harness/bench_cpu.cpp),
 // and of the read loop timed among `auto`'s kernels: 16x the last-level cache, at least
-// 512 MiB, at most a 48th of the RAM (a twelfth of the quarter its rotations share).
+// 512 MiB, at most a twelfth of prepared_copies_budget_bytes() (a 48th of the RAM).
 // 4x the cache is not cold: a last-level cache that does not evict in LRU order keeps
 // part of a scan several times its size, and a host may spread the threads over two of
 // them (results/amd-zen5-2c/cold-footprint.csv).
