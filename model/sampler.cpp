@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
 
 namespace qmv {
 
@@ -15,14 +17,43 @@ void validate(const SamplerConfig& c) {
 
 Sampler::Sampler(SamplerConfig config) : config_(config), rng_(config.seed) { validate(config_); }
 
+namespace {
+
+// The first index of the largest logit. Every greedy token pays for this scan over the
+// vocabulary, so it runs in independent lanes the compiler vectorizes (the largest
+// value and a not-finite flag in one pass, then the value's first index) rather than
+// branching on each logit against the best so far.
+int first_largest(std::span<const float> logits) {
+  constexpr std::size_t kLanes = 16;
+  constexpr float kLargest = std::numeric_limits<float>::max();
+  const std::size_t n = logits.size();
+  float lane_max[kLanes];
+  std::fill(std::begin(lane_max), std::end(lane_max), -std::numeric_limits<float>::infinity());
+  bool not_finite = false;
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      const float v = logits[i + j];
+      not_finite |= !(std::fabs(v) <= kLargest);  // NaN fails the comparison too
+      lane_max[j] = v > lane_max[j] ? v : lane_max[j];
+    }
+  float largest = *std::max_element(std::begin(lane_max), std::end(lane_max));
+  for (; i < n; ++i) {
+    not_finite |= !(std::fabs(logits[i]) <= kLargest);
+    largest = logits[i] > largest ? logits[i] : largest;
+  }
+  if (not_finite) {
+    const auto bad = std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+    throw std::invalid_argument("sampler: logit " + std::to_string(bad - logits.begin()) + " is not finite");
+  }
+  return static_cast<int>(std::find(logits.begin(), logits.end(), largest) - logits.begin());
+}
+
+}  // namespace
+
 int Sampler::sample(std::span<const float> logits) {
   if (logits.empty()) throw std::invalid_argument("sampler: no logits");
-  int best = 0;
-  for (std::size_t i = 0; i < logits.size(); ++i) {
-    if (!std::isfinite(logits[i]))
-      throw std::invalid_argument("sampler: logit " + std::to_string(i) + " is not finite");
-    if (logits[i] > logits[static_cast<std::size_t>(best)]) best = static_cast<int>(i);
-  }
+  const int best = first_largest(logits);
   if (config_.temperature == 0.0f || config_.top_k == 1) return best;
 
   // Candidates in decreasing probability; only as many as top-k keeps get sorted.

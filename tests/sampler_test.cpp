@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace qmv {
@@ -31,6 +32,21 @@ TEST(Sampler, GreedyIsArgmax) {
   EXPECT_EQ(s.sample(logits), argmax(logits));
   Sampler top1({1.5f, 1, 1.0f, 7});  // top-k 1 is greedy at any temperature
   for (int i = 0; i < 50; ++i) EXPECT_EQ(top1.sample(logits), argmax(logits));
+}
+
+// Greedy over lengths the scan's lanes do not divide, with the largest value placed
+// anywhere (the tail included) and repeated further on: the first index wins.
+TEST(Sampler, GreedyTakesTheFirstOfTiedLargestLogitsAtAnyLength) {
+  std::mt19937_64 g(fresh_seed());
+  Sampler s({});
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t n = 1 + g() % 3000;
+    auto logits = random_logits(n, g());
+    const std::size_t at = g() % n;
+    logits[at] = 100.0f + static_cast<float>(g() % 8);
+    for (std::size_t later = at + 1 + g() % 40; later < n; later += 1 + g() % 500) logits[later] = logits[at];
+    ASSERT_EQ(s.sample(logits), static_cast<int>(at)) << "n " << n;
+  }
 }
 
 TEST(Sampler, SameSeedSameTokens) {
@@ -95,6 +111,30 @@ TEST(Sampler, BadSettingsAndLogitsAreRefused) {
   EXPECT_THROW(s.sample({}), std::invalid_argument);
   std::vector<float> nan = {0.0f, std::numeric_limits<float>::quiet_NaN()};
   EXPECT_THROW(s.sample(nan), std::invalid_argument);
+}
+
+// A NaN or an infinity anywhere, the tail included, is refused by both samplers, and
+// the error names the first one.
+TEST(Sampler, ANonFiniteLogitAnywhereIsNamed) {
+  std::mt19937_64 g(fresh_seed());
+  const float bad_values[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity()};
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::size_t n = 1 + g() % 2000;
+    auto logits = random_logits(n, g());
+    const std::size_t at = g() % n;
+    logits[at] = bad_values[trial % 3];
+    if (at + 1 < n) logits[at + 1 + g() % (n - at - 1)] = bad_values[(trial + 1) % 3];
+    for (const SamplerConfig& c : {SamplerConfig{}, SamplerConfig{0.8f, 0, 1.0f, 3}}) {
+      Sampler s(c);
+      try {
+        s.sample(logits);
+        ADD_FAILURE() << "a non-finite logit at " << at << " of " << n << " was taken";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_EQ(std::string(e.what()), "sampler: logit " + std::to_string(at) + " is not finite");
+      }
+    }
+  }
 }
 
 }  // namespace
