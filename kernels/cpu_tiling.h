@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <omp.h>
+
 #include "kernels/kernel.h"
 
 namespace qmv {
@@ -29,6 +31,13 @@ struct CpuTiling {
 const CpuTiling& cpu_tiling();
 void set_cpu_tiling(CpuTiling t);
 
+// A thread of a team that runs several kernel calls in one parallel region (the
+// model's calls that read one activation vector): its kernels' parallel loops share
+// their rows over the team it is in, without a barrier at their end, instead of
+// opening a region of their own. Every thread of the team makes the same calls.
+void set_in_call_team(bool member);
+bool in_call_team();
+
 // The tile height for `rows` over `threads`: at most cpu_tiling().tile_rows, sized so
 // every thread gets the same number of tiles (192 rows on 2 threads are 4 tiles of 48,
 // not 64+64 against 64), and a multiple of 4 rows where that fits, so multi-row
@@ -49,6 +58,13 @@ inline std::int64_t balanced_tile_rows(std::int64_t rows, int threads) {
 template <class TileFn>
 void parallel_row_tiles(std::int64_t rows, int threads, TileFn&& tile) {
   const CpuTiling t = cpu_tiling();
+  if (in_call_team()) {
+    const std::int64_t height = balanced_tile_rows(rows, omp_get_num_threads());
+    const std::int64_t n_tiles = (rows + height - 1) / height;
+#pragma omp for schedule(static) nowait
+    for (std::int64_t i = 0; i < n_tiles; ++i) tile(i * height, std::min(rows, (i + 1) * height));
+    return;
+  }
   if (threads <= 1 || rows < t.min_parallel_rows) {
     // Even a team of one costs a fraction of a microsecond to open, which is most of
     // a small call: stay out of OpenMP.

@@ -147,6 +147,12 @@ struct KernelSpec {
   void (*act_round_trip)(const float* x, float* seen, std::int64_t n) = nullptr;
   // Another project's kernel, measured beside qmvlab's (e.g. "ggml"); empty for ours.
   std::string peer;
+  // CPU: the kernel writes its outputs only from kernels/cpu_tiling.h's parallel loops,
+  // so every thread of a call team (set_in_call_team) can run it and take its share
+  // of the rows; the CPU forward then runs the matvecs that read one vector in one
+  // parallel region (CpuForward::set_call_groups). Off for a peer's kernels, which run
+  // on threads of their own.
+  bool joins_call_teams = false;
   // The file that registered it, relative to the source tree ("kernels/cpu/...cpp"):
   // what its build is named by (kernels/build_id.h).
   std::string source;
@@ -223,6 +229,7 @@ struct KernelRecord {
   const char* act_converted_to = nullptr;
   void (*act_round_trip)(const float* x, float* seen, std::int64_t n) = nullptr;
   const char* peer = nullptr;
+  bool joins_call_teams = false;
 };
 
 // The usual record of a CPU matvec: op MatVec, backend CPU, and the shape rule of
@@ -259,6 +266,7 @@ constexpr KernelRecord cpu_matvec_kernel(const char* name, WeightType weight, Ac
   }
   r.run = run;
   r.description = description;
+  r.joins_call_teams = true;
   return r;
 }
 

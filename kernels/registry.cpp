@@ -292,6 +292,7 @@ bool register_kernel(const KernelRecord& r, const char* source_file) {
   spec.act_converted_to = r.act_converted_to ? r.act_converted_to : "";
   spec.act_round_trip = r.act_round_trip;
   spec.peer = r.peer ? r.peer : "";
+  spec.joins_call_teams = r.joins_call_teams && r.backend == Backend::CPU;
   // __FILE__ is the path the compiler was given; the build table names files from the
   // tree's root.
   if (source_file) {
@@ -334,6 +335,12 @@ Status PreparedMatrix::prepare(const KernelSpec& spec, const MatVecArgs& args) {
   release_ = spec.release;
   return Status::Ok();
 }
+
+namespace {
+thread_local bool tls_in_call_team = false;
+}  // namespace
+void set_in_call_team(bool member) { tls_in_call_team = member; }
+bool in_call_team() { return tls_in_call_team; }
 
 void* thread_scratch(std::size_t bytes) {
   struct Buffer {

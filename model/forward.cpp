@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu_features.h"
+#include "kernels/cpu_tiling.h"
 #include "kernels/outliers.h"
 #include "model/attention.h"
 #include "model/vector_ops.h"
@@ -154,6 +155,7 @@ void CpuForward::place_weights(const gguf::File* file, WeightResidence residence
   program_.rope_cos = rope_cos_.data();
   program_.rope_sin = rope_sin_.data();
   prepare_all_weights(file, repacked_only);
+  count_part_bytes();
   // A read that faults one page of the file in maps its neighbours too where the page
   // cache holds them (the kernel's fault-around, up to 64 KiB): pages given back above
   // come again with the next tensor's first read. Once every copy is made, each tensor
@@ -223,6 +225,7 @@ std::uint64_t CpuForward::bytes_per_token(int pos) const {
 }
 
 void CpuForward::set_activation(const float* x, std::int64_t n) {
+  run_pending_calls();
   current_.x = x;
   current_.n = n;
   current_.ready = {};
@@ -258,6 +261,7 @@ const void* CpuForward::activation(ActFormat f, std::size_t& bytes) {
 void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
   const int part = static_cast<int>(m.part);
   const KernelSpec* kernel = m.kernel;
+  ++times_.matvecs[part];
   if (m.outlier_kernel) {
     ++times_.routable[part];
     if (has_outliers(m.outlier_k)) {
@@ -272,7 +276,6 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
                         [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, auto&&...) {
                           prepared_weights_.get(*kernel, m.shape, w, w_bytes, w2, w2_bytes);
                         });
-  const auto t0 = Clock::now();
   for_each_invocation(*kernel, m, y, y2,
                       [&](const void* w, std::size_t w_bytes, const void* w2, std::size_t w2_bytes, float* out,
                           float* out2) {
@@ -281,12 +284,91 @@ void CpuForward::matvec(const MatvecOp& m, float* y, float* y2) {
                         MatVecArgs a = matvec_args(m.shape, w, w_bytes, x, x_bytes, out, w2, w2_bytes, out2);
                         a.threads = threads_;
                         if (kernel->prepare) a.prepared = prepared_weights_.get(*kernel, m.shape, w, w_bytes, w2, w2_bytes);
-                        const Status st = invoke(*kernel, a);
-                        if (!st.ok())
-                          throw std::runtime_error(
-                              fmt::format("{} ({}): {}", to_string(m.part), kernel->name, st.error));
+                        pending_.push_back({kernel, m.outlier_kernel ? m.outlier_kernel : m.kernel, a, m.part});
                       });
-  times_.add(m.part, std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+namespace {
+
+bool shares_rows_in_a_team(const KernelSpec* k) { return !k || k->joins_call_teams; }
+
+// The op a call group's time and bytes count under: the stacked op of its matvecs.
+Op group_part(Op first) {
+  if (first == Op::AttnQ || first == Op::AttnK || first == Op::AttnV) return Op::AttnQkv;
+  if (first == Op::FfnGate || first == Op::FfnUp) return Op::FfnUpGate;
+  return first;
+}
+
+}  // namespace
+
+bool CpuForward::runs_as_group(std::span<const KernelSpec* const> kernels) const {
+  return call_groups_ && threads_ > 1 && kernels.size() > 1 &&
+         std::all_of(kernels.begin(), kernels.end(), shares_rows_in_a_team);
+}
+
+void CpuForward::set_call_groups(bool on) {
+  call_groups_ = on;
+  count_part_bytes();
+}
+
+void CpuForward::count_part_bytes() {
+  part_bytes_ = bound_.part_bytes;
+  for (const BoundLayer& l : bound_.layers) {
+    // The groups decode_step makes: q, k and v read one vector, and so do gate and up.
+    for (const std::array<const BoundMatvec*, 3> group :
+         {std::array<const BoundMatvec*, 3>{&l.q, &l.k, &l.v}, {&l.gate, &l.up, nullptr}}) {
+      std::vector<const KernelSpec*> kernels;
+      for (const BoundMatvec* b : group)
+        if (b && b->kernel) {
+          kernels.push_back(b->kernel);
+          if (b->outlier_kernel) kernels.push_back(b->outlier_kernel);
+        }
+      const bool matvecs = std::count_if(group.begin(), group.end(), [](auto* b) { return b && b->kernel; }) > 1;
+      if (!matvecs || !runs_as_group(kernels)) continue;
+      for (const BoundMatvec* b : group) {
+        if (!b || !b->kernel) continue;
+        const std::uint64_t bytes = b->w->bytes + (b->w2 ? b->w2->bytes : 0);
+        part_bytes_[static_cast<int>(b->part)] -= bytes;
+        part_bytes_[static_cast<int>(group_part(b->part))] += bytes;
+      }
+    }
+  }
+}
+
+void CpuForward::run_pending_calls() {
+  if (pending_.empty()) return;
+  const std::vector<PendingCall> calls = std::move(pending_);
+  pending_.clear();
+  auto fail = [](const PendingCall& c, const Status& st) {
+    throw std::runtime_error(fmt::format("{} ({}): {}", to_string(c.part), c.kernel->name, st.error));
+  };
+  std::vector<const KernelSpec*> kernels;
+  for (const PendingCall& c : calls) kernels.insert(kernels.end(), {c.kernel, c.sibling});
+  if (!runs_as_group(kernels)) {
+    for (const PendingCall& c : calls) {
+      const auto t0 = Clock::now();
+      if (const Status st = invoke(*c.kernel, c.args); !st.ok()) fail(c, st);
+      times_.add(c.part, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    return;
+  }
+  for (const PendingCall& c : calls)
+    if (const Status st = check_args(*c.kernel, c.args); !st.ok()) fail(c, st);
+  // What check_args passes, a kernel refuses on its own grounds alike on every thread:
+  // the main thread's refusals are reported once the team is done.
+  std::vector<Status> refused(calls.size(), Status::Ok());
+  const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads_)
+  {
+    set_in_call_team(true);
+    for (std::size_t i = 0; i < calls.size(); ++i)
+      if (Status st = calls[i].kernel->run(calls[i].args); !st.ok() && omp_get_thread_num() == 0)
+        refused[i] = std::move(st);
+    set_in_call_team(false);
+  }
+  times_.add(group_part(calls.front().part), std::chrono::duration<double>(Clock::now() - t0).count());
+  for (std::size_t i = 0; i < calls.size(); ++i)
+    if (!refused[i].ok()) fail(calls[i], refused[i]);
 }
 
 const void* PreparedWeightCache::get(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,
@@ -322,6 +404,7 @@ void CpuForward::timed(Op op, Fn&& fn) {
 }
 
 void CpuForward::embed() {
+  run_pending_calls();
   timed(Op::Embed, [&] {
     const auto* row = static_cast<const std::uint8_t*>(program_.token_embd) +
                       static_cast<std::size_t>(token_) * row_bytes(program_.embd_type, c_.n_embd);
@@ -331,6 +414,7 @@ void CpuForward::embed() {
 }
 
 void CpuForward::rms_norm(float* x, const float* residual, const float* weight, float* y, int n) {
+  run_pending_calls();
   timed(Op::Norm, [&] {
     if (residual)
       for (int i = 0; i < n; ++i) x[i] += residual[i];
@@ -339,6 +423,7 @@ void CpuForward::rms_norm(float* x, const float* residual, const float* weight, 
 }
 
 void CpuForward::head_step(const LayerOps& l) {
+  run_pending_calls();
   timed(Op::QkNormRope, [&] {
     const int hd = c_.head_dim, q_width = c_.n_head * hd, kv_width = c_.n_head_kv * hd;
     float *q = program_.q, *k = program_.k, *v = program_.v;
@@ -362,6 +447,7 @@ void CpuForward::head_step(const LayerOps& l) {
 }
 
 void CpuForward::attention(const LayerOps& l) {
+  run_pending_calls();
   timed(Op::Attention, [&] {
     const int hd = c_.head_dim, group = c_.n_head / c_.n_head_kv;
     const int n_pos = pos_ + 1;
@@ -423,6 +509,7 @@ void CpuForward::attention(const LayerOps& l) {
 }
 
 void CpuForward::swiglu(float* gate, const float* up, int n) {
+  run_pending_calls();
   timed(Op::Swiglu, [&] {
     qmv::swiglu(gate, up, n, avx2_exp_);
   });
@@ -435,6 +522,7 @@ std::span<const float> CpuForward::step(int token) {
     throw ContextFull(fmt::format("context full: position {} needs a context longer than {} tokens", pos_, context_));
   token_ = token;
   decode_step(*this, program_);
+  run_pending_calls();  // lm_head's
   ++pos_;
   return logits_;
 }

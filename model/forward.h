@@ -36,8 +36,11 @@ namespace qmv {
 struct StepTimes {
   std::array<double, static_cast<int>(Op::kCount)> seconds{};
   std::array<std::int64_t, static_cast<int>(Op::kCount)> calls{};
-  // Per matvec part, with outlier routing: the calls that could be routed (an int8
-  // kernel with an f32 sibling) and those that were.
+  // Per matvec part: the matvecs run (a call group, CpuForward::set_call_groups, is one
+  // call of its group's op and a matvec of each of its parts), and, with outlier
+  // routing, those that could be routed (an int8 kernel with an f32 sibling) and those
+  // that were.
+  std::array<std::int64_t, static_cast<int>(Op::kCount)> matvecs{};
   std::array<std::int64_t, static_cast<int>(Op::kCount)> routable{};
   std::array<std::int64_t, static_cast<int>(Op::kCount)> routed{};
   void clear() { *this = {}; }
@@ -114,7 +117,17 @@ class CpuForward {
   std::uint64_t bytes_per_token(int pos) const;
   std::uint64_t weight_bytes() const { return bound_.weight_bytes; }
   // Weight bytes the matvecs of one op read per step (0 for other ops).
-  std::uint64_t part_weight_bytes(Op p) const { return bound_.part_bytes[static_cast<int>(p)]; }
+  std::uint64_t part_weight_bytes(Op p) const { return part_bytes_[static_cast<int>(p)]; }
+
+  // Call groups: with two threads or more, the matvecs that read one activation vector
+  // (a layer's q, k and v; gate and up where they are two matvecs) run in one parallel
+  // region, each thread taking its share of every matrix in turn with no barrier
+  // between them (kernels/cpu_tiling.h, set_in_call_team), where all their kernels
+  // (and outlier siblings) are qmvlab's own CPU kernels. A group's time is one op's,
+  // the stacked op the GPU reports (attn_qkv, ffn_up_gate), and so are its weight
+  // bytes. On by default; off, each matvec opens a region of its own.
+  void set_call_groups(bool on);
+  bool call_groups() const { return call_groups_; }
 
   // The weight transforms of the plan's kernels (e.g. row-interleaved copies), made
   // when the forward is built, before any step: how many matrices, the memory the
@@ -229,6 +242,21 @@ class CpuForward {
   bool has_outliers(double k);
   template <class Fn>
   void timed(Op op, Fn&& fn);
+  // Call groups: the kernel calls of the matvecs that read the current activation
+  // vector, held until an op that is not one of them comes (run_pending_calls).
+  struct PendingCall {
+    const KernelSpec* kernel;
+    const KernelSpec* sibling;  // the matvec's outlier sibling, or its kernel
+    MatVecArgs args;
+    Op part;
+  };
+  std::vector<PendingCall> pending_;
+  bool call_groups_ = true;
+  std::array<std::uint64_t, kOpCount> part_bytes_{};  // part_weight_bytes, as call groups count them
+  // Whether these calls run as one call group (call_groups()).
+  bool runs_as_group(std::span<const KernelSpec* const> kernels) const;
+  void run_pending_calls();
+  void count_part_bytes();
 };
 
 }  // namespace qmv

@@ -92,6 +92,58 @@ TEST(Forward, ThreadsDoNotChangeTheLogits) {
   }
 }
 
+// Call groups (CpuForward::set_call_groups) run q, k and v, and gate and up where they
+// are two matvecs, in one parallel region: the logits of a region per matvec, bit for
+// bit, and each group timed as one op that holds its matrices' bytes.
+TEST(Forward, CallGroupsKeepTheLogitsAndCountAsOneOp) {
+  std::mt19937 rng(fresh_seed());
+  for (const char* arch : {"llama", "qwen2", "qwen3"})
+    for (const char* plan : {"auto", "ffn_up_gate=none"}) {
+      const LoadedModel m(toy_model(arch, "q4_K_m"));
+      const auto tokens = random_tokens(5, m.config.vocab_size, rng);
+      const auto planned = resolve_plan(load_plan(plan), m.weights, 2);
+      const bool fused = std::string(plan) == "auto";
+      const std::int64_t calls = static_cast<std::int64_t>(m.config.n_layers) * tokens.size();
+      std::vector<float> logits[2];
+      for (const bool grouped : {false, true}) {
+        CpuForward fwd(m.config, m.weights, planned, 2, static_cast<int>(tokens.size()));
+        fwd.set_call_groups(grouped);
+        for (int t : tokens) {
+          const auto l = fwd.step(t);
+          logits[grouped].insert(logits[grouped].end(), l.begin(), l.end());
+        }
+        const std::string what = fmt::format("{} {} grouped {}", arch, plan, grouped);
+        auto op_calls = [&](Op op) { return fwd.times().calls[static_cast<int>(op)]; };
+        EXPECT_EQ(op_calls(Op::AttnQkv), grouped ? calls : 0) << what;
+        EXPECT_EQ(op_calls(Op::AttnQ), grouped ? 0 : calls) << what;
+        EXPECT_EQ(fwd.times().matvecs[static_cast<int>(Op::AttnQ)], calls) << what;
+        EXPECT_EQ(op_calls(Op::FfnGate), grouped || fused ? 0 : calls) << what;
+        EXPECT_EQ(op_calls(Op::FfnUpGate), grouped || fused ? calls : 0) << what;
+        std::uint64_t qkv = 0, gate_up = 0;
+        for (const auto& t : m.file.tensors()) {
+          if (t.name.find("attn_q.weight") != std::string::npos || t.name.find("attn_k.weight") != std::string::npos ||
+              t.name.find("attn_v.weight") != std::string::npos)
+            qkv += t.bytes;
+          if (t.name.find("ffn_gate.weight") != std::string::npos || t.name.find("ffn_up.weight") != std::string::npos)
+            gate_up += t.bytes;
+        }
+        EXPECT_EQ(fwd.part_weight_bytes(Op::AttnQkv), grouped ? qkv : 0) << what;
+        EXPECT_EQ(fwd.part_weight_bytes(Op::AttnQ) + fwd.part_weight_bytes(Op::AttnK) +
+                      fwd.part_weight_bytes(Op::AttnV),
+                  grouped ? 0 : qkv)
+            << what;
+        EXPECT_EQ(fwd.part_weight_bytes(Op::FfnUpGate), grouped || fused ? gate_up : 0) << what;
+      }
+      EXPECT_EQ(logits[0], logits[1]) << arch << " " << plan;
+    }
+  // One thread has no team to group calls on.
+  const LoadedModel m(toy_model("llama", "q4_K_m"));
+  CpuForward one(m.config, m.weights, resolve_plan(load_plan("auto"), m.weights, 1), 1, 2);
+  one.step(1);
+  EXPECT_EQ(one.times().calls[static_cast<int>(Op::AttnQkv)], 0);
+  EXPECT_EQ(one.part_weight_bytes(Op::AttnQkv), 0u);
+}
+
 TEST(Forward, ResetReplaysTheSameLogits) {
   std::mt19937 rng(fresh_seed());
   const LoadedModel m(toy_model("llama", "q4_K_m"));

@@ -133,7 +133,7 @@ TEST(ForwardRouting, TrippingEveryVectorGivesTheF32SiblingsLogits) {
     for (Op part : kMatvecParts) {
       const int i = idx(part);
       EXPECT_EQ(all_routed.times.routed[i], all_routed.times.routable[i]) << to_string(part);
-      EXPECT_EQ(all_routed.times.routable[i], all_routed.times.calls[i]) << to_string(part);
+      EXPECT_EQ(all_routed.times.routable[i], all_routed.times.matvecs[i]) << to_string(part);
       EXPECT_EQ(plain.times.routable[i], 0) << to_string(part);
     }
     EXPECT_EQ(all_routed.times.calls[idx(Op::ActQuant)], 0) << mix;
@@ -157,7 +157,7 @@ TEST(ForwardRouting, AKNoVectorReachesChangesNothing) {
   for (Op part : kMatvecParts) {
     const int i = idx(part);
     EXPECT_EQ(never.times.routed[i], 0) << to_string(part);
-    EXPECT_EQ(never.times.routable[i], never.times.calls[i]) << to_string(part);
+    EXPECT_EQ(never.times.routable[i], never.times.matvecs[i]) << to_string(part);
   }
 }
 

@@ -64,6 +64,8 @@ KernelRecord reversed_record() {
                                      "test-only kernel reading its own (row-reversed) copy of the weights");
   r.prepare = prepare_reversed;
   r.release = release_reversed;
+  // It writes every output itself, after its reference call: not a call team's share.
+  r.joins_call_teams = false;
   return r;
 }
 

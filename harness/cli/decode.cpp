@@ -60,6 +60,7 @@ class DecodeCommand : public Command {
     CLI::Option* route = nullptr;
     std::string route_k;
     std::string device = "cpu";
+    bool no_call_groups = false;
     bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, no_stack_qkv = false, fuse_attention = false,
          overlap_weights = false, mmap = false;
     // logits
@@ -321,6 +322,7 @@ StepTimes add_counts(StepTimes a, const StepTimes& b) {
   for (std::size_t i = 0; i < a.calls.size(); ++i) {
     a.calls[i] += b.calls[i];
     a.seconds[i] += b.seconds[i];
+    a.matvecs[i] += b.matvecs[i];
     a.routable[i] += b.routable[i];
     a.routed[i] += b.routed[i];
   }
@@ -404,6 +406,9 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   d->add_flag("--mmap", o.mmap,
               "--device cpu: read the weights in place from the file's mapping (the page cache, 4 KiB pages) "
               "instead of loading them into weight memory (2 MiB pages where granted; see QMV_HUGE_PAGES)");
+  d->add_flag("--no-call-groups", o.no_call_groups,
+              "--device cpu: open a parallel region for each matvec, instead of one for the matvecs that read one "
+              "activation vector (q, k and v; gate and up)");
   d->add_flag("--no-cuda-graph", o.no_cuda_graph, "--device cuda: launch each step op by op, not as one CUDA graph");
   d->add_flag("--no-stack-gate-up", o.no_stack_gate_up,
               "--device cuda: run each layer's gate and up as two matvecs, not as one on both matrices");
@@ -580,6 +585,7 @@ int DecodeCommand::run(const std::string& command_line) {
   std::optional<CpuForward> fwd;
   if (backend == Backend::CPU)
     fwd.emplace(m, planned, o.threads, context, resident ? WeightResidence::Resident : WeightResidence::InPlace);
+  if (fwd) fwd->set_call_groups(!o.no_call_groups);
   Sampler sampler(o.sampler);
   // Resident weights are in memory already; those read in place are paged in here,
   // before any timing.

@@ -242,6 +242,11 @@ constexpr KernelRecord interleaved_record(OpKind op, const char* name, WeightTyp
 // sequential stream), or once for all of them where one thread is better.
 template <class RunRange>
 void parallel_groups(std::int64_t groups, std::int64_t rows, int threads, RunRange&& run_range) {
+  if (in_call_team()) {
+    const int t = omp_get_thread_num(), team = omp_get_num_threads();
+    run_range(groups * t / team, groups * (t + 1) / team);
+    return;
+  }
   if (threads <= 1 || rows < cpu_tiling().min_parallel_rows) {
     run_range(0, groups);
     return;

@@ -239,6 +239,7 @@ template <WeightType W>
 KernelRecord plain_record(const char* name, const char* description) {
   KernelRecord r = cpu_matvec_kernel(name, W, ActFormat::F32, run_plain<W>, description, ggml_build_features());
   r.peer = "ggml";
+  r.joins_call_teams = false;  // ggml's threads, not a call team's
   const char* dot = dot_format_name(W);
   if (*dot) {
     r.act_converted_to = dot;
