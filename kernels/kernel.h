@@ -149,9 +149,9 @@ struct KernelSpec {
   std::string peer;
   // CPU: the kernel writes its outputs only from kernels/cpu_tiling.h's parallel loops,
   // so every thread of a call team (set_in_call_team) can run it and take its share
-  // of the rows; the CPU forward then runs the matvecs that read one vector in one
-  // parallel region (CpuForward::set_call_groups). Off for a peer's kernels, which run
-  // on threads of their own.
+  // of the rows (the CPU forward's call groups run the matvecs that read one vector in
+  // one parallel region so). Off for a peer's kernels, which run on threads of their
+  // own.
   bool joins_call_teams = false;
   // The file that registered it, relative to the source tree ("kernels/cpu/...cpp"):
   // what its build is named by (kernels/build_id.h).

@@ -314,19 +314,19 @@ void CpuForward::set_call_groups(bool on) {
 void CpuForward::count_part_bytes() {
   part_bytes_ = bound_.part_bytes;
   for (const BoundLayer& l : bound_.layers) {
-    // The groups decode_step makes: q, k and v read one vector, and so do gate and up.
-    for (const std::array<const BoundMatvec*, 3> group :
-         {std::array<const BoundMatvec*, 3>{&l.q, &l.k, &l.v}, {&l.gate, &l.up, nullptr}}) {
+    // The groups decode_step makes: q, k and v read one vector, and so do gate and up
+    // where they are two matvecs (fused, gate and up have no kernel of their own).
+    using Group = std::vector<const BoundMatvec*>;
+    for (const Group& group : {Group{&l.q, &l.k, &l.v}, Group{&l.gate, &l.up}}) {
+      Group run;
       std::vector<const KernelSpec*> kernels;
       for (const BoundMatvec* b : group)
-        if (b && b->kernel) {
-          kernels.push_back(b->kernel);
-          if (b->outlier_kernel) kernels.push_back(b->outlier_kernel);
+        if (b->kernel) {
+          run.push_back(b);
+          kernels.insert(kernels.end(), {b->kernel, b->outlier_kernel});
         }
-      const bool matvecs = std::count_if(group.begin(), group.end(), [](auto* b) { return b && b->kernel; }) > 1;
-      if (!matvecs || !runs_as_group(kernels)) continue;
-      for (const BoundMatvec* b : group) {
-        if (!b || !b->kernel) continue;
+      if (run.size() < 2 || !runs_as_group(kernels)) continue;
+      for (const BoundMatvec* b : run) {
         const std::uint64_t bytes = b->w->bytes + (b->w2 ? b->w2->bytes : 0);
         part_bytes_[static_cast<int>(b->part)] -= bytes;
         part_bytes_[static_cast<int>(group_part(b->part))] += bytes;

@@ -36,8 +36,8 @@ namespace qmv {
 struct StepTimes {
   std::array<double, static_cast<int>(Op::kCount)> seconds{};
   std::array<std::int64_t, static_cast<int>(Op::kCount)> calls{};
-  // Per matvec part: the matvecs run (a call group, CpuForward::set_call_groups, is one
-  // call of its group's op and a matvec of each of its parts), and, with outlier
+  // Per matvec part: the matvecs the CPU forward ran (a call group, set_call_groups, is
+  // one call of its group's op and a matvec of each of its parts), and, with outlier
   // routing, those that could be routed (an int8 kernel with an f32 sibling) and those
   // that were.
   std::array<std::int64_t, static_cast<int>(Op::kCount)> matvecs{};
