@@ -123,9 +123,9 @@ class CpuForward {
   // (a layer's q, k and v; gate and up where they are two matvecs) run in one parallel
   // region, each thread taking its share of every matrix in turn with no barrier
   // between them (kernels/cpu_tiling.h, set_in_call_team), where all their kernels
-  // (and outlier siblings) are qmvlab's own CPU kernels. A group's time is one op's,
-  // the stacked op the GPU reports (attn_qkv, ffn_up_gate), and so are its weight
-  // bytes. On by default; off, each matvec opens a region of its own.
+  // (and outlier siblings) join call teams (KernelSpec::joins_call_teams). A group's
+  // time is one op's, the stacked op the GPU reports (attn_qkv, ffn_up_gate), and so
+  // are its weight bytes. On by default; off, each matvec opens a region of its own.
   void set_call_groups(bool on);
   bool call_groups() const { return call_groups_; }
 
