@@ -115,7 +115,6 @@ struct PreparedStore {
   // Only the first build counts: a re-made rotation is the same work.
   std::map<PrepareKey, FirstPrepare> first_builds;
 
-
   // The rotation of (k, args.shape) over the windows base + i * stride, i < count.
   Status ensure(const KernelSpec& k, MatVecArgs args, const std::uint8_t* base, std::size_t stride,
                 std::size_t count, Rotation*& out) {

@@ -137,7 +137,7 @@ std::size_t prepared_copies_budget_bytes();
 // 512 MiB, at most a twelfth of prepared_copies_budget_bytes() (a 48th of the RAM).
 // 4x the cache is not cold: a last-level cache that does not evict in LRU order keeps
 // part of a scan several times its size, and a host may spread the threads over two of
-// them (results/amd-zen5-2c/cold-footprint.csv).
+// them (results/amd-zen5-2c/cold-footprint-read.csv, cold-footprint-bench.csv).
 std::size_t cold_rotation_bytes();
 
 // What a CPU decode pays each time its threads meet, beside the read speed of the same

@@ -301,9 +301,8 @@ Op group_part(Op first) {
 
 }  // namespace
 
-bool CpuForward::runs_as_group(std::span<const KernelSpec* const> kernels) const {
-  return call_groups_ && threads_ > 1 && kernels.size() > 1 &&
-         std::all_of(kernels.begin(), kernels.end(), shares_rows_in_a_team);
+bool CpuForward::runs_as_group(std::size_t calls, bool all_join_call_teams) const {
+  return call_groups_ && threads_ > 1 && calls > 1 && all_join_call_teams;
 }
 
 void CpuForward::set_call_groups(bool on) {
@@ -319,13 +318,13 @@ void CpuForward::count_part_bytes() {
     using Group = std::vector<const BoundMatvec*>;
     for (const Group& group : {Group{&l.q, &l.k, &l.v}, Group{&l.gate, &l.up}}) {
       Group run;
-      std::vector<const KernelSpec*> kernels;
+      bool all_join = true;
       for (const BoundMatvec* b : group)
         if (b->kernel) {
           run.push_back(b);
-          kernels.insert(kernels.end(), {b->kernel, b->outlier_kernel});
+          all_join = all_join && shares_rows_in_a_team(b->kernel) && shares_rows_in_a_team(b->outlier_kernel);
         }
-      if (run.size() < 2 || !runs_as_group(kernels)) continue;
+      if (!runs_as_group(run.size(), all_join)) continue;
       for (const BoundMatvec* b : run) {
         const std::uint64_t bytes = b->w->bytes + (b->w2 ? b->w2->bytes : 0);
         part_bytes_[static_cast<int>(b->part)] -= bytes;
@@ -337,14 +336,17 @@ void CpuForward::count_part_bytes() {
 
 void CpuForward::run_pending_calls() {
   if (pending_.empty()) return;
-  const std::vector<PendingCall> calls = std::move(pending_);
-  pending_.clear();
+  // The calls move to running_ and pending_ takes its buffer: a step allocates nothing.
+  running_.clear();
+  running_.swap(pending_);
+  const std::vector<PendingCall>& calls = running_;
   auto fail = [](const PendingCall& c, const Status& st) {
     throw std::runtime_error(fmt::format("{} ({}): {}", to_string(c.part), c.kernel->name, st.error));
   };
-  std::vector<const KernelSpec*> kernels;
-  for (const PendingCall& c : calls) kernels.insert(kernels.end(), {c.kernel, c.sibling});
-  if (!runs_as_group(kernels)) {
+  const bool all_join = std::all_of(calls.begin(), calls.end(), [](const PendingCall& c) {
+    return shares_rows_in_a_team(c.kernel) && shares_rows_in_a_team(c.sibling);
+  });
+  if (!runs_as_group(calls.size(), all_join)) {
     for (const PendingCall& c : calls) {
       const auto t0 = Clock::now();
       if (const Status st = invoke(*c.kernel, c.args); !st.ok()) fail(c, st);
@@ -355,20 +357,23 @@ void CpuForward::run_pending_calls() {
   for (const PendingCall& c : calls)
     if (const Status st = check_args(*c.kernel, c.args); !st.ok()) fail(c, st);
   // What check_args passes, a kernel refuses on its own grounds alike on every thread:
-  // the main thread's refusals are reported once the team is done.
-  std::vector<Status> refused(calls.size(), Status::Ok());
+  // the main thread's first refusal is reported once the team is done.
+  std::size_t refused_at = calls.size();
+  Status refusal;
   const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads_)
   {
     set_in_call_team(true);
     for (std::size_t i = 0; i < calls.size(); ++i)
-      if (Status st = calls[i].kernel->run(calls[i].args); !st.ok() && omp_get_thread_num() == 0)
-        refused[i] = std::move(st);
+      if (Status st = calls[i].kernel->run(calls[i].args);
+          !st.ok() && omp_get_thread_num() == 0 && refused_at == calls.size()) {
+        refused_at = i;
+        refusal = std::move(st);
+      }
     set_in_call_team(false);
   }
   times_.add(group_part(calls.front().part), std::chrono::duration<double>(Clock::now() - t0).count());
-  for (std::size_t i = 0; i < calls.size(); ++i)
-    if (!refused[i].ok()) fail(calls[i], refused[i]);
+  if (refused_at < calls.size()) fail(calls[refused_at], refusal);
 }
 
 const void* PreparedWeightCache::get(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,

@@ -250,11 +250,12 @@ class CpuForward {
     MatVecArgs args;
     Op part;
   };
-  std::vector<PendingCall> pending_;
+  std::vector<PendingCall> pending_, running_;
   bool call_groups_ = true;
   std::array<std::uint64_t, kOpCount> part_bytes_{};  // part_weight_bytes, as call groups count them
-  // Whether these calls run as one call group (call_groups()).
-  bool runs_as_group(std::span<const KernelSpec* const> kernels) const;
+  // Whether `calls` matvec calls run as one call group (call_groups()), given whether
+  // all their kernels and outlier siblings join call teams.
+  bool runs_as_group(std::size_t calls, bool all_join_call_teams) const;
   void run_pending_calls();
   void count_part_bytes();
 };

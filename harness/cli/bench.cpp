@@ -141,11 +141,12 @@ class BenchCommand : public Command {
                      cfg.repetitions, s, s * (runs_total - runs_done) / runs_done);
           std::fflush(stdout);
         });
+    // Rows timed over less than the cold footprint, or of an overlapped launch (whose time
+    // belongs to a pair of kernels, not to the kernel alone), stay out of the store.
     const bool below_cold = !cfg.warm && cfg.rotation_bytes && cfg.rotation_bytes < cold_rotation_bytes();
     if (below_cold)
       fmt::print("not added to the tuning store: timed over {} MiB of weights, under the {} MiB a cold row needs\n",
                  cold_mib_, cold_rotation_bytes() >> 20);
-    // An overlapped launch's time belongs to a pair of kernels, not to the kernel alone.
     else if (!cfg.gpu_overlap)
       record_in_store(res.rows, "bench", res.interleaved_peak_gbps);
     print_interleaved_peaks(res);
