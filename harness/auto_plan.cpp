@@ -42,19 +42,23 @@ KernelSpeed speed_of(const TuningRow& r, const std::string& source) {
 // The store's rows of one kernel at one matvec, at whatever read speeds they were timed.
 using KernelRows = std::vector<const TuningRow*>;
 
-// The read speeds at which every candidate of a matvec has a row, and each kernel's row
-// at each (its newest in the group; a row of unknown speed, from a file written before
-// the column, answers in any): rows[k][g] is kernel k's at speed g. The known speeds
-// are grouped from the slowest up, each group spanning kSameReadSpeed. Where every
-// kernel has rows of unknown speed alone, those form the one group. Empty when no
-// group has a row of every kernel.
+// The read speeds a matvec's candidates are ranked at, and each ranked kernel's row at
+// each (its newest in the group; a row of unknown speed, from a file written before the
+// column, answers in any): rows[k][g] is kernel k's at speed g, empty for a kernel left
+// out. The known speeds are grouped from the slowest up, each group spanning
+// kSameReadSpeed. The speeds at which every candidate has a row are always ranked at;
+// so is one at which most of them have a row (the host moved the threads in the middle
+// of a pass, and some kernels' repetitions all met the other speed), and the kernels
+// without a row there are left out: a kernel not timed at a speed the memory runs at
+// could not be ranked there, and the speed decode meets is either. Where every kernel
+// has rows of unknown speed alone, those form the one group. Empty when no group has a
+// row of every kernel.
 struct SpeedGroups {
-  std::vector<double> speeds;              // a group's slowest row's speed; 0: unknown
+  std::vector<double> speeds;                       // a group's slowest row's speed; 0: unknown
   std::vector<std::vector<const TuningRow*>> rows;  // [kernel][group]
+  int left_out = 0;                                 // kernels without a row at a ranked speed
 };
 SpeedGroups speed_groups(const std::vector<KernelRows>& by_kernel) {
-  SpeedGroups out;
-  out.rows.resize(by_kernel.size());
   std::vector<double> known;
   for (const KernelRows& rows : by_kernel) {
     if (rows.empty()) return {};
@@ -68,19 +72,52 @@ SpeedGroups speed_groups(const std::vector<KernelRows>& by_kernel) {
       if (keep(*r) && (!best || r->measured_at > best->measured_at)) best = r;
     return best;
   };
+  // Each group's newest row of each kernel (null where it has none), and how many have one.
+  struct Group {
+    double speed;
+    std::vector<const TuningRow*> rows;
+    std::size_t kernels = 0;
+  };
+  std::vector<Group> groups;
   auto add_group = [&](double speed, auto&& keep) {
-    std::vector<const TuningRow*> chosen;
-    for (const KernelRows& rows : by_kernel)
-      if (const TuningRow* r = newest_where(rows, keep)) chosen.push_back(r);
-    if (chosen.size() != by_kernel.size()) return;
-    out.speeds.push_back(speed);
-    for (std::size_t k = 0; k < chosen.size(); ++k) out.rows[k].push_back(chosen[k]);
+    Group g{speed, {}, 0};
+    for (const KernelRows& rows : by_kernel) {
+      g.rows.push_back(newest_where(rows, keep));
+      if (g.rows.back()) ++g.kernels;
+    }
+    if (g.kernels > 0) groups.push_back(std::move(g));
   };
   for (const auto& [begin, end] : read_speed_groups(known)) {
     const double low = known[begin], high = known[end - 1];
     add_group(low, [&](const TuningRow& r) { return r.read_gbps <= 0 || (r.read_gbps >= low && r.read_gbps <= high); });
   }
-  if (out.speeds.empty()) add_group(0.0, [](const TuningRow& r) { return r.read_gbps <= 0; });
+  const std::size_t all = by_kernel.size();
+  if (std::none_of(groups.begin(), groups.end(), [&](const Group& g) { return g.kernels == all; })) {
+    groups.clear();
+    add_group(0.0, [](const TuningRow& r) { return r.read_gbps <= 0; });
+    if (groups.empty() || groups.front().kernels != all) return {};
+  }
+  // The groups of most kernels first; one joins while some kernel has a row in each so far.
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.kernels > b.kernels; });
+  std::vector<bool> ranked(all, true);
+  std::vector<const Group*> chosen;
+  for (const Group& g : groups) {
+    if (g.kernels < all && 2 * g.kernels <= all) break;
+    std::vector<bool> still = ranked;
+    for (std::size_t k = 0; k < all; ++k) still[k] = still[k] && g.rows[k];
+    if (std::find(still.begin(), still.end(), true) == still.end()) continue;
+    ranked = still;
+    chosen.push_back(&g);
+  }
+  std::sort(chosen.begin(), chosen.end(), [](const Group* a, const Group* b) { return a->speed < b->speed; });
+  SpeedGroups out;
+  out.rows.resize(all);
+  for (const Group* g : chosen) {
+    out.speeds.push_back(g->speed);
+    for (std::size_t k = 0; k < all; ++k)
+      if (ranked[k]) out.rows[k].push_back(g->rows[k]);
+  }
+  out.left_out = static_cast<int>(std::count(ranked.begin(), ranked.end(), false));
   return out;
 }
 
@@ -167,7 +204,9 @@ std::string AutoPlanEvidence::summary() const {
   std::vector<std::string> parts;
   if (measured) parts.push_back(fmt::format("{} measured now in {:.0f} s", measured, seconds));
   if (from_store) parts.push_back(fmt::format("{} from the store", from_store));
-  if (over_speeds) parts.push_back(fmt::format("{} of them ranked over two or more read speeds", over_speeds));
+  if (over_speeds)
+    parts.push_back(fmt::format("{} of them ranked over two or more read speeds{}", over_speeds,
+                                left_out ? fmt::format(" ({} kernel(s) not timed at each left out)", left_out) : ""));
   if (unmeasured) parts.push_back(fmt::format("{} unmeasured (static order)", unmeasured));
   for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
   if (!measured) s += "; nothing timed";
@@ -225,8 +264,10 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
   auto use = [&](const std::vector<KernelRows>& by_kernel) {
     const SpeedGroups g = speed_groups(by_kernel);
     if (g.speeds.empty()) return false;
-    for (const auto& rows_of_kernel : g.rows) ev.speeds.push_back(speed_over_groups(rows_of_kernel, g.speeds));
+    for (const auto& rows_of_kernel : g.rows)
+      if (!rows_of_kernel.empty()) ev.speeds.push_back(speed_over_groups(rows_of_kernel, g.speeds));
     if (g.speeds.size() > 1) ++ev.over_speeds;
+    ev.left_out += g.left_out;
     return true;
   };
   // A matvec is covered where every candidate has a row at one read speed at least.

@@ -15,12 +15,14 @@
 // Where the weights stream from memory (CPU, cold), a kernel's figure is of the memory
 // speed it met: a host whose memory runs at two speeds, minutes apart, keeps rows of
 // each (harness/tuning_store.h, read_gbps), and the speed a decode will meet is not the
-// one its plan was made at. So a matvec's candidates are compared only at speeds where
+// one its plan was made at. So a matvec's candidates are compared at the speeds where
 // every one of them has a row (a row of unknown speed, from a file written before the
-// column, answers at any), and where there are several, by the geometric mean of each
+// column, answers at any), and at one where most of them have a row, leaving out those
+// that have none there; where there are several speeds, by the geometric mean of each
 // kernel's times over them: a kernel that ties at the slow speed and wins at the fast
-// one ranks ahead. A matvec is covered where one such speed exists, so the second run
-// of a model times nothing. What auto times keeps the read loop timed beside it.
+// one ranks ahead. A matvec is covered where some speed has a row of every candidate,
+// so the second run of a model times nothing. What auto times keeps the read loop
+// timed beside it.
 //
 // With n > 1 (`decode --batch B`, n = B) the same is done for the batch decode's
 // matvecs: the candidates are the batch kernels that take n vectors per call, and the
@@ -65,6 +67,7 @@ struct AutoPlanEvidence {
   Backend backend = Backend::CPU;
   std::string cache;   // "cold" or "warm": how the model's weights are met
   int over_speeds = 0;  // matvecs whose figures are means over two or more read speeds
+  int left_out = 0;     // candidates not ranked: no row at one of their matvec's ranked speeds
   std::string store;   // the store's path
   std::string warning; // a damaged store, or one that could not be written ("" if neither)
   // One line for the plan's header: what was measured and where the rest came from.

@@ -1001,6 +1001,64 @@ TEST(AutoPlan, ComparesOnlyAtSpeedsWhereEveryCandidateWasTimed) {
   EXPECT_EQ(timed.measured, timed.matvecs);
 }
 
+// A run the host moved the threads in leaves some kernels' repetitions all at one
+// speed: most candidates have rows at both. The speed most were timed at is ranked at,
+// and a kernel with no row there is left out, however quick at the other speed; a
+// speed only a few were timed at is not.
+TEST(AutoPlan, RanksAtASpeedMostCandidatesWereTimedAtLeavingOutTheOthers) {
+  const TinyQ4K m;
+  TwoKernelsTwoSpeeds t;
+  if (!two_kernels_two_speeds(m, "most_timed", t)) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  auto& [two, slow, fast, options] = t;
+  options.measure = false;
+  std::vector<std::string> candidates;
+  for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights))
+    if (a.kind == OpKind::MatVec && a.shape == Shape{256, 256})
+      for (const KernelSpec* k : auto_candidates(a, Backend::CPU)) candidates.push_back(k->name);
+  if (candidates.size() < 3) GTEST_SKIP() << "fewer than three Q4_K kernels run on this CPU";
+  std::mt19937_64 rng(qmv::testing::fresh_seed("most_timed"));
+  std::shuffle(candidates.begin(), candidates.end(), rng);
+  // `absent` is the quickest at the slow speed and has no fast row; `winner` is second
+  // there and the quickest at the fast one.
+  const std::string absent = candidates[0], winner = candidates[1];
+  const std::vector<TuningRow> slow_rows = rows_timed(m.weights, absent, 10, winner, 11, slow, "2026-01-01");
+  const std::vector<TuningRow> fast_rows = rows_timed(m.weights, absent, 20, winner, 5, fast, "2026-01-02");
+  auto fast_rows_of = [&](std::size_t kernels) {
+    std::vector<TuningRow> out;
+    for (const TuningRow& r : fast_rows)
+      if (std::find(candidates.begin() + 1, candidates.begin() + 1 + kernels, r.kernel) != candidates.begin() + 1 + kernels)
+        out.push_back(r);
+    return out;
+  };
+  auto attn_q = [&](const AutoPlanEvidence& ev) {
+    return planned_op(resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds), Op::AttnQ).kernel->name;
+  };
+  const std::size_t all_but_absent = candidates.size() - 1;
+  ASSERT_EQ(TuningStore(options.store_path).add(slow_rows), "");
+  ASSERT_EQ(TuningStore(options.store_path).add(fast_rows_of(all_but_absent)), "");
+  const AutoPlanEvidence most = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(most.from_store, most.matvecs);
+  EXPECT_GE(most.over_speeds, 1);
+  EXPECT_GE(most.left_out, 1);
+  EXPECT_NE(most.summary().find("not timed at each left out"), std::string::npos) << most.summary();
+  EXPECT_EQ(attn_q(most), winner);
+  for (const KernelSpeed& sp : most.speeds) {
+    EXPECT_NE(sp.kernel, absent);
+    if (sp.rows == 256 && sp.cols == 256) {
+      EXPECT_NE(sp.source.find(fmt::format("at {:.0f} and {:.0f} GB/s read", slow, fast)), std::string::npos)
+          << sp.kernel << " " << sp.source;
+    }
+  }
+  // Half of them or fewer at the fast speed: it is not ranked at, and nothing is left out.
+  options.store_path = store_path("half_timed");
+  ASSERT_EQ(TuningStore(options.store_path).add(slow_rows), "");
+  ASSERT_EQ(TuningStore(options.store_path).add(fast_rows_of(candidates.size() / 2)), "");
+  const AutoPlanEvidence half = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(half.from_store, half.matvecs);
+  EXPECT_EQ(half.left_out, 0);
+  EXPECT_EQ(attn_q(half), absent);
+}
+
 TEST(AutoPlan, ARowOfUnknownReadSpeedAnswersAtAnySpeed) {
   const TinyQ4K m;
   TwoKernelsTwoSpeeds t;
