@@ -50,7 +50,7 @@ using KernelRows = std::vector<const TuningRow*>;
 // so is one at which most of them have a row (the host moved the threads in the middle
 // of a pass, and some kernels' repetitions all met the other speed), and the kernels
 // without a row there are left out: a kernel not timed at a speed the memory runs at
-// could not be ranked there, and the speed decode meets is either. Where every kernel
+// cannot be ranked there, and a decode may meet either speed. Where every kernel
 // has rows of unknown speed alone, those form the one group. Empty when no group has a
 // row of every kernel.
 struct SpeedGroups {
@@ -206,7 +206,7 @@ std::string AutoPlanEvidence::summary() const {
   if (from_store) parts.push_back(fmt::format("{} from the store", from_store));
   if (over_speeds)
     parts.push_back(fmt::format("{} of them ranked over two or more read speeds{}", over_speeds,
-                                left_out ? fmt::format(" ({} kernel(s) not timed at each left out)", left_out) : ""));
+                                left_out ? fmt::format(" ({} kernel(s) left out, not timed at each)", left_out) : ""));
   if (unmeasured) parts.push_back(fmt::format("{} unmeasured (static order)", unmeasured));
   for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
   if (!measured) s += "; nothing timed";
