@@ -889,13 +889,21 @@ TEST(AutoPlan, OnTheGpuPicksFromTheGpusRowsAndMeasuresWhatTheyLack) {
   }
 }
 
-// Two Q4_K kernels of the tiny model's attn_q that run here, or fewer.
-std::vector<std::string> two_attn_q_kernels(const TinyQ4K& m) {
+// The Q4_K kernels of the tiny model's attn_q that run here, auto's candidates for it.
+std::vector<std::string> attn_q_kernels(const TinyQ4K& m) {
   std::vector<std::string> out;
   for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights))
-    if (a.kind == OpKind::MatVec && a.shape == Shape{256, 256})
-      for (const KernelSpec* k : auto_candidates(a, Backend::CPU))
-        if (out.size() < 2) out.push_back(k->name);
+    if (a.kind == OpKind::MatVec && a.shape == Shape{256, 256}) {
+      for (const KernelSpec* k : auto_candidates(a, Backend::CPU)) out.push_back(k->name);
+      break;
+    }
+  return out;
+}
+
+// Two of them, or fewer.
+std::vector<std::string> two_attn_q_kernels(const TinyQ4K& m) {
+  std::vector<std::string> out = attn_q_kernels(m);
+  if (out.size() > 2) out.resize(2);
   return out;
 }
 
@@ -1011,10 +1019,7 @@ TEST(AutoPlan, RanksAtASpeedMostCandidatesWereTimedAtLeavingOutTheOthers) {
   if (!two_kernels_two_speeds(m, "most_timed", t)) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
   auto& [two, slow, fast, options] = t;
   options.measure = false;
-  std::vector<std::string> candidates;
-  for (const AutoMatvec& a : auto_matvecs(KernelPlan{}, m.weights))
-    if (a.kind == OpKind::MatVec && a.shape == Shape{256, 256})
-      for (const KernelSpec* k : auto_candidates(a, Backend::CPU)) candidates.push_back(k->name);
+  std::vector<std::string> candidates = attn_q_kernels(m);
   if (candidates.size() < 3) GTEST_SKIP() << "fewer than three Q4_K kernels run on this CPU";
   std::mt19937_64 rng(qmv::testing::fresh_seed("most_timed"));
   std::shuffle(candidates.begin(), candidates.end(), rng);
