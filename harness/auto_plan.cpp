@@ -57,6 +57,8 @@ struct SpeedGroups {
   std::vector<double> speeds;                       // a group's slowest row's speed; 0: unknown
   std::vector<std::vector<const TuningRow*>> rows;  // [kernel][group]
   int left_out = 0;                                 // kernels without a row at a ranked speed
+  // Every candidate's row at each ranked speed, null where it has none: [kernel][group].
+  std::vector<std::vector<const TuningRow*>> at_each;
 };
 SpeedGroups speed_groups(const std::vector<KernelRows>& by_kernel) {
   std::vector<double> known;
@@ -112,10 +114,13 @@ SpeedGroups speed_groups(const std::vector<KernelRows>& by_kernel) {
   std::sort(chosen.begin(), chosen.end(), [](const Group* a, const Group* b) { return a->speed < b->speed; });
   SpeedGroups out;
   out.rows.resize(all);
+  out.at_each.resize(all);
   for (const Group* g : chosen) {
     out.speeds.push_back(g->speed);
-    for (std::size_t k = 0; k < all; ++k)
+    for (std::size_t k = 0; k < all; ++k) {
       if (ranked[k]) out.rows[k].push_back(g->rows[k]);
+      out.at_each[k].push_back(g->rows[k]);
+    }
   }
   out.left_out = static_cast<int>(std::count(ranked.begin(), ranked.end(), false));
   return out;
@@ -143,6 +148,53 @@ KernelSpeed speed_over_groups(const std::vector<const TuningRow*>& rows, const s
   k.time_median_us = std::exp(log_time / n);
   k.gbps_median = std::exp(log_gbps / n);
   return k;
+}
+
+// Each ranked speed's slowest and fastest read among its rows (0, 0 where none is known).
+std::vector<std::pair<double, double>> group_ranges(const SpeedGroups& g) {
+  std::vector<std::pair<double, double>> out(g.speeds.size(), {0.0, 0.0});
+  for (const auto& rows_of_kernel : g.at_each)
+    for (std::size_t i = 0; i < rows_of_kernel.size(); ++i)
+      if (const TuningRow* row = rows_of_kernel[i]; row && row->read_gbps > 0) {
+        const double r = row->read_gbps;
+        out[i] = {out[i].first > 0 ? std::min(out[i].first, r) : r, std::max(out[i].second, r)};
+      }
+  return out;
+}
+
+// `g` ranked at its speed `i`: the kernels within kTieAtSpeedNow of the fastest there are
+// ranked by their geometric mean over the speeds where each of them has a row (`i`
+// among them), the slower ones drop out, and those with no row at `i` are left out.
+SpeedGroups at_speed(const SpeedGroups& g, std::size_t i) {
+  double fastest = 0;
+  for (const auto& rows_of_kernel : g.at_each)
+    if (const TuningRow* row = rows_of_kernel[i]; row && (fastest == 0 || row->time_median_us < fastest))
+      fastest = row->time_median_us;
+  const std::size_t kernels = g.at_each.size(), speeds = g.speeds.size();
+  std::vector<bool> tied(kernels, false);
+  int left_out = 0;
+  for (std::size_t k = 0; k < kernels; ++k) {
+    const TuningRow* row = g.at_each[k][i];
+    left_out += row ? 0 : 1;
+    tied[k] = row && row->time_median_us <= kTieAtSpeedNow * fastest;
+  }
+  std::vector<std::size_t> shared;  // the speeds every tied kernel has a row at
+  for (std::size_t j = 0; j < speeds; ++j) {
+    bool all = true;
+    for (std::size_t k = 0; k < kernels; ++k) all = all && (!tied[k] || g.at_each[k][j]);
+    if (all) shared.push_back(j);
+  }
+  SpeedGroups out;
+  out.left_out = left_out;
+  out.rows.resize(kernels);
+  out.at_each.resize(kernels);
+  for (const std::size_t j : shared) out.speeds.push_back(g.speeds[j]);
+  for (std::size_t k = 0; k < kernels; ++k)
+    for (const std::size_t j : shared) {
+      out.at_each[k].push_back(g.at_each[k][j]);
+      if (tied[k]) out.rows[k].push_back(g.at_each[k][j]);
+    }
+  return out;
 }
 
 std::string describe(const AutoMatvec& m) {
@@ -176,6 +228,23 @@ std::vector<BenchRow> time_kernels(const std::vector<const KernelSpec*>& kernels
 
 }  // namespace
 
+int group_at_speed(const std::vector<std::pair<double, double>>& group_ranges, double now_gbps) {
+  if (now_gbps <= 0) return -1;
+  int best = -1;
+  double best_ratio = kSameReadSpeed;
+  for (std::size_t i = 0; i < group_ranges.size(); ++i) {
+    const auto [low, high] = group_ranges[i];
+    if (low <= 0) continue;
+    // 1 inside the range, else how far outside it, as a ratio.
+    const double ratio = now_gbps < low ? low / now_gbps : now_gbps > high ? now_gbps / high : 1.0;
+    if (ratio <= best_ratio) {
+      best_ratio = ratio;
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
 bool passes_met_one_speed(const std::vector<BenchRow>& screened, const std::vector<BenchRow>& finals) {
   // Each pass's rows share the read loop timed among them (0 where none was: warm).
   if (screened.empty() || finals.empty()) return true;
@@ -204,9 +273,11 @@ std::string AutoPlanEvidence::summary() const {
   std::vector<std::string> parts;
   if (measured) parts.push_back(fmt::format("{} measured now in {:.0f} s", measured, seconds));
   if (from_store) parts.push_back(fmt::format("{} from the store", from_store));
-  if (over_speeds)
-    parts.push_back(fmt::format("{} of them ranked over two or more read speeds{}", over_speeds,
-                                left_out ? fmt::format(" ({} kernel(s) left out, not timed at each)", left_out) : ""));
+  const std::string left = left_out ? fmt::format(" ({} kernel(s) left out, not timed at each)", left_out) : "";
+  if (at_speed_now)
+    parts.push_back(fmt::format("{} of them ranked at the read speed now, {:.0f} GB/s{}", at_speed_now, read_gbps_now,
+                                over_speeds ? "" : left));
+  if (over_speeds) parts.push_back(fmt::format("{} of them ranked over two or more read speeds{}", over_speeds, left));
   if (unmeasured) parts.push_back(fmt::format("{} unmeasured (static order)", unmeasured));
   for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
   if (!measured) s += "; nothing timed";
@@ -259,14 +330,35 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
   double peak_gbps = 0;
   if (const auto p = store.peak(options.threads)) peak_gbps = p->gbps;
 
-  // The kernels' figures over the speed groups of `by_kernel` (speed_groups); false
-  // when there is none.
+  // The memory's read speed now, read once, when a matvec first has rows at two speeds.
+  bool now_known = options.read_gbps_now >= 0;
+  double now_gbps = std::max(options.read_gbps_now, 0.0);
+  auto speed_now = [&] {
+    if (!now_known) {
+      now_known = true;
+      if (!read_loop.empty()) {
+        const PeakResult p = measure_read_bandwidth(options.threads, 3, read_loop, cold_rotation_bytes());
+        if (!p.loops.empty()) now_gbps = p.loops.front().median_gbps;
+      }
+    }
+    return now_gbps;
+  };
+  // The kernels' figures over the speed groups of `by_kernel` (speed_groups), or at the
+  // one the memory reads at now; false when there is none.
   auto use = [&](const std::vector<KernelRows>& by_kernel) {
-    const SpeedGroups g = speed_groups(by_kernel);
+    SpeedGroups g = speed_groups(by_kernel);
     if (g.speeds.empty()) return false;
+    bool now = false;
+    if (g.speeds.size() > 1)
+      if (const int i = group_at_speed(group_ranges(g), speed_now()); i >= 0) {
+        g = at_speed(g, static_cast<std::size_t>(i));
+        now = true;
+        ++ev.at_speed_now;
+        ev.read_gbps_now = now_gbps;
+      }
     for (const auto& rows_of_kernel : g.rows)
       if (!rows_of_kernel.empty()) ev.speeds.push_back(speed_over_groups(rows_of_kernel, g.speeds));
-    if (g.speeds.size() > 1) ++ev.over_speeds;
+    if (!now && g.speeds.size() > 1) ++ev.over_speeds;
     ev.left_out += g.left_out;
     return true;
   };

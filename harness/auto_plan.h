@@ -18,7 +18,13 @@
 // one its plan was made at. So a matvec's candidates are compared at the speeds where
 // every one of them has a row (a row of unknown speed, from a file written before the
 // column, answers at any), and at one where most of them have a row, leaving out those
-// that have none there; where there are several speeds, by the geometric mean of each
+// that have none there. Where there are several speeds and the memory reads now at one
+// of them (AutoPlanOptions::read_gbps_now; `decode`, `plan`, `logits` and `tune` read it
+// just before they plan), the kernels are ranked at that speed: which kernel is fastest
+// differs between the speeds (results/README.md, "Ranked at the speed now"), and a
+// decode meets the speed of its minutes. Those within kTieAtSpeedNow of the fastest
+// there tie, and the geometric mean over the speeds decides between them; the slower
+// ones are out. Otherwise, by the geometric mean of each
 // kernel's times over them: a kernel that ties at the slow speed and wins at the fast
 // one ranks ahead. A matvec is covered where some speed has a row of every candidate,
 // so the second run of a model times nothing. What auto times keeps the read loop
@@ -54,6 +60,10 @@ struct AutoPlanOptions {
   // Seconds per repetition of the screening pass and of the finalists' three.
   double screen_min_time_s = 0.02, final_min_time_s = 0.05;
   std::function<void(const std::string&)> progress;  // one line per step, for stderr
+  // The memory's read speed now, in GB/s, for a matvec whose rows hold two or more read
+  // speeds: > 0, this speed; < 0, read it once when first needed (cold CPU weights, the
+  // rows' read loop); 0, rank over every speed instead (the geometric mean).
+  double read_gbps_now = 0;
 };
 
 struct AutoPlanEvidence {
@@ -68,11 +78,24 @@ struct AutoPlanEvidence {
   std::string cache;   // "cold" or "warm": how the model's weights are met
   int over_speeds = 0;  // matvecs whose figures are means over two or more read speeds
   int left_out = 0;     // candidates not ranked: no row at one of their matvec's ranked speeds
+  int at_speed_now = 0;  // matvecs ranked at the one stored speed the memory reads at now
+  double read_gbps_now = 0;  // that speed (0: not read, or no matvec needed it)
   std::string store;   // the store's path
   std::string warning; // a damaged store, or one that could not be written ("" if neither)
   // One line for the plan's header: what was measured and where the rest came from.
   std::string summary() const;
 };
+
+// At the speed now, kernels this close to the fastest there tie: a store's figure moves
+// by a few percent between runs, and kernels that tie at one speed of a host's memory can
+// differ by 10% in a decode at that speed (results/README.md, "Ranked at the speed
+// now"). Among the tied, the geometric mean over the speeds they all have rows at decides.
+inline constexpr double kTieAtSpeedNow = 1.05;
+
+// Of the read speeds a matvec's kernels were ranked at (each group's rows' slowest and
+// fastest read, GB/s), the one `now_gbps` falls in or nearest to, within kSameReadSpeed
+// of its rows; -1 where none is that near (or now_gbps is not above 0).
+int group_at_speed(const std::vector<std::pair<double, double>>& group_ranges, double now_gbps);
 
 // A fully covered matvec needs nothing timed; this ratio of the fastest screening time
 // decides which candidates are timed again.

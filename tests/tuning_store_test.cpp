@@ -1065,6 +1065,86 @@ TEST(AutoPlan, RanksAtASpeedMostCandidatesWereTimedAtLeavingOutTheOthers) {
   EXPECT_EQ(attn_q(half), absent);
 }
 
+// Where the memory reads now at one of the stored speeds, the kernels are ranked at that
+// speed: the kernel quickest there, though the geometric mean over both speeds favours
+// another; kernels within kTieAtSpeedNow of the quickest there tie, and the mean over
+// both speeds decides between them. Told no speed, or one near neither, the mean decides.
+TEST(AutoPlan, RanksAtTheSpeedTheMemoryReadsAtNow) {
+  const TinyQ4K m;
+  TwoKernelsTwoSpeeds t;
+  if (!two_kernels_two_speeds(m, "speed_now", t)) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  auto& [two, slow, fast, options] = t;
+  options.measure = false;
+  std::mt19937_64 rng(qmv::testing::fresh_seed("speed_now"));
+  const double first_slow_us = std::uniform_real_distribution<double>(8, 12)(rng);
+  // The second kernel at the slow speed `second_slow` times the first, at the fast one
+  // 0.6 against the first's 0.9: over both it ranks ahead for any `second_slow` below 1.35.
+  auto store_with = [&](const std::string& name, double second_slow) {
+    options.store_path = store_path(name);
+    const double us = first_slow_us;
+    EXPECT_EQ(TuningStore(options.store_path)
+                  .add(rows_timed(m.weights, two[0], us, two[1], second_slow * us, slow, "2026-01-01")),
+              "");
+    EXPECT_EQ(TuningStore(options.store_path)
+                  .add(rows_timed(m.weights, two[0], 0.9 * us, two[1], 0.6 * us, fast, "2026-01-02")),
+              "");
+  };
+  auto attn_q = [&](const AutoPlanEvidence& ev) {
+    return planned_op(resolve_plan(KernelPlan{}, m.weights, 1, ev.speeds), Op::AttnQ).kernel->name;
+  };
+  const double jitter = std::uniform_real_distribution<double>(0.92, 1.08)(rng);
+  // 1.3x slower at the slow speed: out of the ranking there, whatever the fast speed says.
+  store_with("speed_now", 1.3);
+  for (const auto& [now, winner] : {std::pair{slow * jitter, two[0]}, std::pair{fast * jitter, two[1]}}) {
+    SCOPED_TRACE(now);
+    options.read_gbps_now = now;
+    const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+    EXPECT_EQ(ev.from_store, ev.matvecs);
+    EXPECT_EQ(ev.at_speed_now, ev.matvecs);
+    EXPECT_EQ(ev.over_speeds, 0);
+    EXPECT_DOUBLE_EQ(ev.read_gbps_now, now);
+    EXPECT_NE(ev.summary().find(fmt::format("ranked at the read speed now, {:.0f} GB/s", now)), std::string::npos)
+        << ev.summary();
+    EXPECT_EQ(attn_q(ev), winner);
+  }
+  // No speed now, or one between the two and near neither: the geometric mean.
+  for (const double now : {0.0, std::sqrt(slow * fast)}) {
+    SCOPED_TRACE(now);
+    options.read_gbps_now = now;
+    const AutoPlanEvidence ev = auto_plan_evidence(KernelPlan{}, m.weights, options);
+    EXPECT_EQ(ev.at_speed_now, 0);
+    EXPECT_EQ(ev.over_speeds, ev.matvecs);
+    EXPECT_EQ(attn_q(ev), two[1]);
+  }
+  // 1.02x slower at the slow speed: a tie there, and the mean over both speeds picks it.
+  store_with("speed_now_tie", 1.02);
+  options.read_gbps_now = slow * jitter;
+  const AutoPlanEvidence tie = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(tie.at_speed_now, tie.matvecs);
+  EXPECT_EQ(attn_q(tie), two[1]);
+  for (const KernelSpeed& sp : tie.speeds)
+    if (sp.kernel == two[1] && sp.rows == 256 && sp.cols == 256) {
+      EXPECT_NEAR(sp.time_median_us, std::sqrt(1.02 * 0.6) * first_slow_us, 1e-5 * first_slow_us);  // the CSV's digits
+    }
+}
+
+TEST(AutoPlan, TheSpeedNowFallsInTheNearestStoredSpeedWithinTheSameSpeedRatio) {
+  std::mt19937_64 rng(qmv::testing::fresh_seed());
+  const double low = std::uniform_real_distribution<double>(20, 60)(rng);
+  // Two groups of rows: [low, 1.1 low] and [1.7 low, 1.8 low].
+  const std::vector<std::pair<double, double>> ranges = {{low, 1.1 * low}, {1.7 * low, 1.8 * low}};
+  EXPECT_EQ(group_at_speed(ranges, 1.05 * low), 0);
+  EXPECT_EQ(group_at_speed(ranges, 0.85 * low), 0);    // below the slowest, within kSameReadSpeed
+  EXPECT_EQ(group_at_speed(ranges, 1.3 * low), 0);     // 1.18x past the first, 1.31x short of the second
+  EXPECT_EQ(group_at_speed(ranges, 1.5 * low), 1);     // 1.36x past the first, 1.13x short of the second
+  EXPECT_EQ(group_at_speed(ranges, 1.75 * low), 1);
+  EXPECT_EQ(group_at_speed(ranges, 2.1 * low), 1);     // 1.17x past the fastest
+  EXPECT_EQ(group_at_speed(ranges, 2.4 * low), -1);    // 1.33x past it: near no stored speed
+  EXPECT_EQ(group_at_speed(ranges, 0.7 * low), -1);
+  EXPECT_EQ(group_at_speed(ranges, 0), -1);            // not read
+  EXPECT_EQ(group_at_speed({{0, 0}, {1.7 * low, 1.8 * low}}, 1.05 * low), -1);  // a group of unknown speed
+}
+
 TEST(AutoPlan, ARowOfUnknownReadSpeedAnswersAtAnySpeed) {
   const TinyQ4K m;
   TwoKernelsTwoSpeeds t;

@@ -105,6 +105,11 @@ void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice) {
       ->check(CLI::Range(1e-4, 10.0))
       ->capture_default_str()
       ->excludes(csv);
+  sub->add_flag("--rank-all-speeds", choice.rank_all_speeds,
+                "Where the store has rows of a matvec at two or more read speeds of the memory, `auto` ranks its "
+                "kernels by their geometric mean over all of them, instead of at the speed the memory reads at now "
+                "(one short read before planning)")
+      ->excludes(csv);
 }
 
 std::string read_prompt_file(const std::string& path) {
@@ -161,6 +166,7 @@ std::vector<KernelSpeed> auto_plan_speeds(const AutoPlanChoice& choice, const Ke
   options.n = n;
   options.spent_s = spent_s;
   options.measure = !choice.no_tune;
+  options.read_gbps_now = choice.rank_all_speeds ? 0 : -1;
   options.screen_min_time_s *= choice.tune_time_s / options.final_min_time_s;
   options.final_min_time_s = choice.tune_time_s;
   options.progress = [](const std::string& line) {

@@ -43,6 +43,8 @@ struct AutoPlanChoice {
   // --tune-time: seconds per timed repetition of the finalists; the screening pass keeps
   // its share of them that AutoPlanOptions' defaults have.
   double tune_time_s = AutoPlanOptions{}.final_min_time_s;
+  // --rank-all-speeds: the geometric mean over every stored read speed, not the speed now.
+  bool rank_all_speeds = false;
 };
 void add_auto_plan_options(CLI::App* sub, AutoPlanChoice& choice);
 
