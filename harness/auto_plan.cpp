@@ -163,8 +163,8 @@ std::vector<std::pair<double, double>> group_ranges(const SpeedGroups& g) {
 }
 
 // `g` ranked at its speed `i`: the kernels within kTieAtSpeedNow of the fastest there are
-// ranked by their geometric mean over the speeds where each of them has a row (`i`
-// among them), the slower ones drop out, and those with no row at `i` are left out.
+// ranked by their geometric mean over the speeds all of them have rows at (`i` among
+// them), the slower ones drop out, and those with no row at `i` are left out.
 SpeedGroups at_speed(const SpeedGroups& g, std::size_t i) {
   double fastest = 0;
   for (const auto& rows_of_kernel : g.at_each)

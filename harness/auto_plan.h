@@ -87,9 +87,8 @@ struct AutoPlanEvidence {
 };
 
 // At the speed now, kernels this close to the fastest there tie: a store's figure moves
-// by a few percent between runs, and kernels that tie at one speed of a host's memory can
-// differ by 10% in a decode at that speed (results/README.md, "Ranked at the speed
-// now"). Among the tied, the geometric mean over the speeds they all have rows at decides.
+// by a few percent between runs, so a lead that small at one speed says little. Among
+// the tied, the geometric mean over the speeds they all have rows at decides.
 inline constexpr double kTieAtSpeedNow = 1.05;
 
 // Of the read speeds a matvec's kernels were ranked at (each group's rows' slowest and
