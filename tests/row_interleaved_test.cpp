@@ -358,7 +358,8 @@ const std::vector<const char*> kFusedAvx2Kernels = {
     "q5_1.cpu.avx2_r8_up_gate_q8_1", "q5_1.cpu.avx2_r8x2_up_gate_q8_1", "q8_0.cpu.avx2_r8_up_gate_q8_1",
     "q8_0.cpu.avx2_r8x2_up_gate_q8_1", "q4_K.cpu.avx2_r8_up_gate_q8k",   "q4_K.cpu.avx2_r8x2_up_gate_q8k",
     "q5_K.cpu.avx2_r8_up_gate_q8k",   "q5_K.cpu.avx2_r8x2_up_gate_q8k",   "q6_K.cpu.avx2_r8x2_up_gate_q8k",
-    "q4_K.cpu.avx2_r8_up_gate_nopf_q8k", "q4_K.cpu.avx2_r8x2_up_gate_nopf_q8k", "q6_K.cpu.avx2_r8x2_up_gate_nopf_q8k"};
+    "q4_K.cpu.avx2_r8_up_gate_nopf_q8k", "q4_K.cpu.avx2_r8x2_up_gate_nopf_q8k", "q6_K.cpu.avx2_r8x2_up_gate_nopf_q8k",
+    "q4_K.cpu.avx2_r8_up_gate_pf4k_q8k"};
 const std::vector<const char*> kFusedVnniKernels = {
     "q4_0.cpu.avx512vnni_r8x2_up_gate_q8_1", "q4_1.cpu.avx512vnni_r8x2_up_gate_q8_1",
     "q5_0.cpu.avx512vnni_r8x2_up_gate_q8_1", "q5_1.cpu.avx512vnni_r8x2_up_gate_q8_1",
