@@ -187,13 +187,10 @@ SpeedGroups at_speed(const SpeedGroups& g, std::size_t i) {
   SpeedGroups out;
   out.left_out = left_out;
   out.rows.resize(kernels);
-  out.at_each.resize(kernels);
   for (const std::size_t j : shared) out.speeds.push_back(g.speeds[j]);
   for (std::size_t k = 0; k < kernels; ++k)
-    for (const std::size_t j : shared) {
-      out.at_each[k].push_back(g.at_each[k][j]);
-      if (tied[k]) out.rows[k].push_back(g.at_each[k][j]);
-    }
+    if (tied[k])
+      for (const std::size_t j : shared) out.rows[k].push_back(g.at_each[k][j]);
   return out;
 }
 
