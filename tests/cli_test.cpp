@@ -44,6 +44,11 @@ TEST(Cli, MisspeltExclusionIsRefused) {
   expect_error("check --kernels 'q4_K.*,!q4_K.cpu.scalr_f32' --shapes 8x256", "'!q4_K.cpu.scalr_f32' excludes no kernel");
   expect_error("tune --model /nonexistent.gguf --kernels '!q9_K.*'", "'!q9_K.*' excludes no kernel");
 }
+TEST(Cli, RankAllSpeedsAndABenchCsvAreRefusedTogether) {
+  // A bench CSV's figures have no read speeds to rank over: one line, exit 2.
+  expect_error("plan --model /nonexistent.gguf --rank-all-speeds --bench-csv x.csv",
+               "--bench-csv excludes --rank-all-speeds");
+}
 TEST(Cli, ExclusionTakesKernelsOut) {
   const CliRun r = qmvlab("list --kernels 'q4_K.cpu.scalar*,!q4_K.cpu.scalar_q8k'");
   ASSERT_EQ(r.code, 0) << r.output;
