@@ -65,6 +65,7 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights,
   rope_cos_.resize(c_.rope_dim / 2);
   rope_sin_.resize(c_.rope_dim / 2);
   place_weights(file, residence);
+  trials_ = KernelTrials(plan, program_);
 }
 
 void CpuForward::place_weights(const gguf::File* file, WeightResidence residence) {
@@ -350,7 +351,9 @@ void CpuForward::run_pending_calls() {
     for (const PendingCall& c : calls) {
       const auto t0 = Clock::now();
       if (const Status st = invoke(*c.kernel, c.args); !st.ok()) fail(c, st);
-      times_.add(c.part, std::chrono::duration<double>(Clock::now() - t0).count());
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      times_.add(c.part, seconds);
+      log_call(c.part, seconds);
     }
     return;
   }
@@ -372,32 +375,36 @@ void CpuForward::run_pending_calls() {
       }
     set_in_call_team(false);
   }
-  times_.add(group_part(calls.front().part), std::chrono::duration<double>(Clock::now() - t0).count());
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  times_.add(group_part(calls.front().part), seconds);
+  for (const PendingCall& c : calls) log_call(c.part, seconds);
   if (refused_at < calls.size()) fail(calls[refused_at], refusal);
 }
 
 const void* PreparedWeightCache::get(const KernelSpec& kernel, Shape shape, const void* w, std::size_t w_bytes,
                                      const void* w2, std::size_t w2_bytes) {
-  auto [it, made] = copies_.try_emplace({&kernel, w});
+  auto [it, made] = copies_.try_emplace({kernel.prepare, w});
   if (made) {
-    const Status st = it->second.prepare(kernel, matvec_args(shape, w, w_bytes, nullptr, 0, nullptr, w2, w2_bytes));
+    it->second.matrices = kernel.op == OpKind::FusedUpGate ? 2 : 1;
+    const Status st =
+        it->second.weights.prepare(kernel, matvec_args(shape, w, w_bytes, nullptr, 0, nullptr, w2, w2_bytes));
     if (!st.ok()) {
       copies_.erase(it);
       throw std::runtime_error(fmt::format("{}: preparing its weights: {}", kernel.name, st.error));
     }
   }
-  return it->second.handle();
+  return it->second.weights.handle();
 }
 
 int PreparedWeightCache::matrices() const {
   int n = 0;
-  for (const auto& [key, copy] : copies_) n += key.first->op == OpKind::FusedUpGate ? 2 : 1;
+  for (const auto& [key, copy] : copies_) n += copy.matrices;
   return n;
 }
 
 std::uint64_t PreparedWeightCache::bytes() const {
   std::uint64_t n = 0;
-  for (const auto& [key, copy] : copies_) n += copy.bytes();
+  for (const auto& [key, copy] : copies_) n += copy.weights.bytes();
   return n;
 }
 
@@ -526,8 +533,14 @@ std::span<const float> CpuForward::step(int token) {
   if (pos_ >= context_)
     throw ContextFull(fmt::format("context full: position {} needs a context longer than {} tokens", pos_, context_));
   token_ = token;
+  const bool trying = log_calls();
+  if (trying) {
+    for (auto& calls : call_seconds_) calls.clear();
+    trials_.before_step(program_);
+  }
   decode_step(*this, program_);
   run_pending_calls();  // lm_head's
+  if (trying) trials_.after_step(program_, call_seconds_);
   ++pos_;
   return logits_;
 }

@@ -26,6 +26,7 @@
 
 #include "kernels/weight_memory.h"
 #include "model/config.h"
+#include "model/kernel_trials.h"
 #include "model/ops.h"
 #include "model/plan.h"
 #include "model/step.h"
@@ -54,8 +55,9 @@ struct StepTimes {
 
 // Kernels with a weight transform (KernelSpec::prepare): their copy of each matrix
 // they read, made the first time a kernel meets the matrix and kept while the forward
-// lives. Keyed by the kernel and w alone: a fused kernel's w2 is the one matrix that
-// goes with its w.
+// lives. Keyed by the transform and w alone: kernels that share a prepare() share its
+// copy (reads_same_weights), and a fused kernel's w2 is the one matrix that goes with
+// its w.
 class PreparedWeightCache {
  public:
   // The copy `kernel` made of w (and w2); made now if there is none. Throws
@@ -66,7 +68,12 @@ class PreparedWeightCache {
   std::uint64_t bytes() const;
 
  private:
-  std::map<std::pair<const KernelSpec*, const void*>, PreparedMatrix> copies_;
+  using Transform = Status (*)(const MatVecArgs&, PreparedWeights*);
+  struct Copy {
+    PreparedMatrix weights;
+    int matrices = 1;  // a fused kernel's copy holds two
+  };
+  std::map<std::pair<Transform, const void*>, Copy> copies_;
 };
 
 struct ContextFull : std::runtime_error {
@@ -129,6 +136,12 @@ class CpuForward {
   void set_call_groups(bool on);
   bool call_groups() const { return call_groups_; }
 
+  // Trials in the run (model/kernel_trials.h): where the plan holds trial kernels, the
+  // steps try them beside auto's pick and keep the fastest. Off by default: a step's
+  // kernels are then always the plan's.
+  void set_kernel_trials(bool on) { trials_on_ = on; }
+  const KernelTrials& kernel_trials() const { return trials_; }
+
   // The weight transforms of the plan's kernels (e.g. row-interleaved copies), made
   // when the forward is built, before any step: how many matrices, the memory the
   // copies hold beside the model's own weights, and the time it took.
@@ -138,6 +151,10 @@ class CpuForward {
     double seconds = 0;
   };
   const WeightRepack& weight_repack() const { return repack_; }
+  // The prepared copies held now: weight_repack()'s, and any a kernel made later on
+  // meeting a matrix it had none of (none does: trials share the pick's copies).
+  int prepared_matrices() const { return prepared_weights_.matrices(); }
+  std::uint64_t prepared_bytes() const { return prepared_weights_.bytes(); }
 
   // Where the weights the step reads are, and what holding them costs.
   struct WeightResidency {
@@ -252,6 +269,13 @@ class CpuForward {
   };
   std::vector<PendingCall> pending_, running_;
   bool call_groups_ = true;
+  KernelTrials trials_;
+  bool trials_on_ = false;
+  StepCallSeconds call_seconds_;  // while trials run: each matvec call's time in this step
+  bool log_calls() const { return trials_on_ && trials_.running(); }
+  void log_call(Op part, double seconds) {
+    if (log_calls()) call_seconds_[static_cast<int>(part)].push_back(seconds);
+  }
   std::array<std::uint64_t, kOpCount> part_bytes_{};  // part_weight_bytes, as call groups count them
   // Whether `calls` matvec calls run as one call group (call_groups()), given whether
   // all their kernels and outlier siblings join call teams.

@@ -16,6 +16,12 @@
 #include "kernels/registry.h"
 
 namespace qmv {
+
+bool reads_same_weights(const KernelSpec& a, const KernelSpec& b) {
+  return a.op == b.op && a.weight == b.weight && a.backend == b.backend && a.prepare == b.prepare &&
+         a.release == b.release;
+}
+
 namespace {
 
 bool known_op(const std::string& op) {
@@ -292,7 +298,23 @@ struct AutoChoice {
   double gbps = 0;
   const KernelSpec* runner_up = nullptr;
   double runner_up_gbps = 0;
+  std::vector<const KernelSpec*> trial_kernels;  // PlannedMatvec::trial_kernels
 };
+
+// PlannedMatvec::trial_kernels of a choice from `ranked`.
+std::vector<const KernelSpec*> trial_kernels(const std::vector<Ranked>& ranked) {
+  std::vector<const KernelSpec*> out;
+  const Ranked& pick = ranked[0];
+  if (pick.kernel->backend != Backend::CPU || !pick.exact || pick.speed->time_median_us <= 0) return out;
+  for (std::size_t i = 1; i < ranked.size() && static_cast<int>(out.size()) < kMaxTrialKernels; ++i) {
+    const Ranked& r = ranked[i];
+    if (r.exact && r.speed->time_median_us > 0 && r.speed->time_median_us <= kTrialReach * pick.speed->time_median_us &&
+        reads_same_weights(*r.kernel, *pick.kernel) && r.kernel->act == pick.kernel->act &&
+        r.kernel->joins_call_teams == pick.kernel->joins_call_teams)
+      out.push_back(r.kernel);
+  }
+  return out;
+}
 
 AutoChoice measured_choice(const std::vector<Ranked>& ranked, const std::string& why) {
   AutoChoice c;
@@ -309,6 +331,7 @@ AutoChoice measured_choice(const std::vector<Ranked>& ranked, const std::string&
     c.runner_up = ranked[1].kernel;
     c.runner_up_gbps = ranked[1].speed->gbps_median;
   }
+  c.trial_kernels = trial_kernels(ranked);
   return c;
 }
 
@@ -491,6 +514,7 @@ std::vector<PlannedMatvec> resolve_plan(const KernelPlan& plan, const ModelWeigh
     p.source = c.source;
     p.runner_up = c.runner_up;
     p.runner_up_gbps = c.runner_up_gbps;
+    p.trial_kernels = c.trial_kernels;
     out.push_back(p);
   };
   auto add_tensor = [&](Op op, const gguf::Tensor* t) {

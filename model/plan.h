@@ -150,6 +150,11 @@ struct PlannedMatvec {
   std::string source;
   const KernelSpec* runner_up = nullptr;
   double runner_up_gbps = 0;
+  // For a CPU auto choice made by time at the matvec's own shape: the other kernels
+  // measured within kTrialReach of the pick that read the same weights
+  // (reads_same_weights), fastest first, at most kMaxTrialKernels. The store cannot
+  // tell them apart; the CPU forward may, in its own steps (model/kernel_trials.h).
+  std::vector<const KernelSpec*> trial_kernels;
   // In a batch plan (batch_forward.h), the sequences decoded together: a one-vector
   // kernel (OpKind::MatVec) there runs once per sequence. 1 in a one-vector plan.
   int batch = 1;
@@ -160,6 +165,16 @@ struct PlannedMatvec {
   std::string outlier_why;
   double outlier_k = kDefaultOutlierK;
 };
+
+// Whether `a` and `b` read the same weights: one op and type, and the same transform
+// of the matrix (one prepare(), so one prepared copy serves both), or none (both read
+// the plain layout). A forward can swap one for the other between calls at no memory.
+bool reads_same_weights(const KernelSpec& a, const KernelSpec& b);
+
+// How near auto's pick a kernel's stored time must be for the CPU forward to try it in
+// the run, and how many such kernels an entry takes.
+inline constexpr double kTrialReach = 1.10;
+inline constexpr int kMaxTrialKernels = 3;
 
 // Resolves the plan for every matvec of the model (layers with the same op, type and
 // shape share one entry) with kernels of `backend`. `bench` (measured speeds, see

@@ -60,7 +60,7 @@ class DecodeCommand : public Command {
     CLI::Option* route = nullptr;
     std::string route_k;
     std::string device = "cpu";
-    bool no_call_groups = false;
+    bool no_call_groups = false, no_trials = false;
     bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, no_stack_qkv = false, fuse_attention = false,
          overlap_weights = false, mmap = false;
     // logits
@@ -255,6 +255,56 @@ void print_routing(const std::vector<PlannedMatvec>& planned, const StepTimes& t
   print_table({"op", "int8 calls", "routed", "share", "f32 sibling"}, rows);
 }
 
+// The plan's entries as the trials in the run left them: a trial's winner replaces
+// auto's pick, which becomes its runner-up.
+void keep_trial_winners(const KernelTrials& trials, std::vector<PlannedMatvec>& planned) {
+  for (const KernelTrials::Trial& t : trials.trials()) {
+    if (t.winner < 0 || t.abandoned) continue;
+    const auto p = std::find_if(planned.begin(), planned.end(), [&](const PlannedMatvec& e) {
+      return e.op == t.part && e.weight == t.weight && e.shape == t.shape;
+    });
+    if (p == planned.end()) continue;
+    const KernelTrials::Candidate& kept = t.candidates[static_cast<std::size_t>(t.winner)];
+    const KernelTrials::Candidate& pick = t.candidates.front();
+    if (t.winner > 0) {
+      p->runner_up = p->kernel;
+      p->runner_up_gbps = p->gbps;
+      p->kernel = kept.kernel;
+      p->gbps = 0;
+      p->why = "auto: fastest in a trial in the run";
+    }
+    p->source += t.winner > 0
+                     ? fmt::format("; trial in the run: {:.3f}x the pick's time", kept.median_s / pick.median_s)
+                     : "; the pick held a trial in the run";
+  }
+}
+
+// The trials in the run, a row per candidate.
+void print_trials(const KernelTrials& trials) {
+  if (trials.trials().empty()) return;
+  std::vector<std::vector<std::string>> rows;
+  int ended = 0;
+  for (const KernelTrials::Trial& t : trials.trials()) {
+    ended += t.winner >= 0 && !t.abandoned;
+    for (std::size_t c = 0; c < t.candidates.size(); ++c) {
+      const KernelTrials::Candidate& k = t.candidates[c];
+      const bool measured = t.winner >= 0 && !t.abandoned;
+      rows.push_back({std::string(to_string(t.part)), std::string(to_string(t.weight)), to_string(t.shape),
+                      k.kernel->name + (c == 0 ? " (auto's pick)" : ""), std::to_string(k.seconds.size()),
+                      measured ? fmt::format("{:.1f}", 1e6 * k.median_s) : "-",
+                      measured ? fmt::format("{:.3f}", k.median_s / t.candidates.front().median_s) : "-",
+                      t.abandoned                          ? "abandoned: the calls did not match the layers"
+                      : t.winner < 0                       ? "still running when the run ended"
+                      : static_cast<int>(c) == t.winner ? "kept"
+                                                           : ""});
+    }
+  }
+  fmt::print("\ntrials in the run: {} of {} ended; each kernel ran on the layers in turn, timed by its layer's call "
+             "(the call group's where the matvec runs in one):\n",
+             ended, trials.trials().size());
+  print_table({"op", "weights", "shape", "kernel", "calls", "median us", "vs pick", ""}, rows);
+}
+
 // The read bandwidth the roofline divides by, and where it came from.
 struct Roofline {
   double gbps = 0;  // 0: no roofline
@@ -409,6 +459,9 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   d->add_flag("--no-call-groups", o.no_call_groups,
               "--device cpu: open a parallel region for each matvec, instead of one for the matvecs that read one "
               "activation vector (q, k and v; gate and up)");
+  d->add_flag("--no-trials", o.no_trials,
+              "--device cpu: run auto's picks as the tuning store ranks them, without trying the kernels it ranks "
+              "near them (and that read the same weights) in the first steps and keeping the fastest");
   d->add_flag("--no-cuda-graph", o.no_cuda_graph, "--device cuda: launch each step op by op, not as one CUDA graph");
   d->add_flag("--no-stack-gate-up", o.no_stack_gate_up,
               "--device cuda: run each layer's gate and up as two matvecs, not as one on both matrices");
@@ -544,7 +597,7 @@ int DecodeCommand::run(const std::string& command_line) {
   const Backend backend = o.device == "cuda" ? Backend::CUDA : Backend::CPU;
   AutoPlanEvidence evidence;
   std::vector<KernelSpeed> speeds = auto_plan_speeds(o.auto_plan, plan, m.weights, o.threads, backend, &evidence);
-  const auto planned = resolve_plan(plan, m.weights, o.threads, speeds, backend);
+  auto planned = resolve_plan(plan, m.weights, o.threads, speeds, backend);
   // A batch's kernels by their speeds at B vectors per call, the one-vector plan's
   // figures beside them; a bench CSV's rows of every n are in `speeds` already.
   AutoPlanEvidence batch_evidence;
@@ -585,7 +638,10 @@ int DecodeCommand::run(const std::string& command_line) {
   std::optional<CpuForward> fwd;
   if (backend == Backend::CPU)
     fwd.emplace(m, planned, o.threads, context, resident ? WeightResidence::Resident : WeightResidence::InPlace);
-  if (fwd) fwd->set_call_groups(!o.no_call_groups);
+  if (fwd) {
+    fwd->set_call_groups(!o.no_call_groups);
+    fwd->set_kernel_trials(!o.no_trials);
+  }
   Sampler sampler(o.sampler);
   // Resident weights are in memory already; those read in place are paged in here,
   // before any timing.
@@ -734,7 +790,13 @@ int DecodeCommand::run(const std::string& command_line) {
   }
   fmt::print("\nplan {}:\n", plan.describe());
   if (o.auto_plan.bench_csv.empty()) fmt::print("{}\n", evidence.summary());
-  print_plan(planned);
+  if (fwd && !o.no_trials) {
+    keep_trial_winners(fwd->kernel_trials(), planned);
+    print_plan(planned);
+    print_trials(fwd->kernel_trials());
+  } else {
+    print_plan(planned);
+  }
   const StepTimes all_steps = add_counts(prompt_times, r.decode_times);
   print_routing(planned, all_steps, "over the prompt and decode");
   std::int64_t routed_calls = 0, routable_calls = 0;
@@ -761,6 +823,20 @@ int DecodeCommand::run(const std::string& command_line) {
     if (backend == Backend::CUDA) j["cuda_graph"] = gpu.graph;
     j["plan"] = plan.describe();
     j["plan_kernels"] = plan_kernels(planned);
+    if (fwd && !o.no_trials) {
+      // Each trial in the run: its candidates (auto's pick first), and the one kept.
+      nlohmann::json trials = nlohmann::json::array();
+      for (const KernelTrials::Trial& t : fwd->kernel_trials().trials()) {
+        nlohmann::json candidates = nlohmann::json::array();
+        for (const KernelTrials::Candidate& k : t.candidates)
+          candidates.push_back(
+              {{"kernel", k.kernel->name}, {"calls", k.seconds.size()}, {"median_us", 1e6 * k.median_s}});
+        trials.push_back({{"op", to_string(t.part)}, {"weights", to_string(t.weight)}, {"shape", to_string(t.shape)},
+                          {"ended", t.winner >= 0 && !t.abandoned}, {"kept", t.kept()->name},
+                          {"candidates", candidates}});
+      }
+      j["trials"] = trials;
+    }
     j["weights_in"] = resident ? "weight memory" : "mapping";
     j["load_s"] = load_s;
     if (resident && huge_share >= 0) j["huge_page_pct"] = 100 * huge_share;

@@ -45,11 +45,12 @@ class TuneCommand : public Command {
 
 namespace {
 
-// Greedy decode of `tokens` steps after a short prompt, its weights resident as `decode`
-// makes them; tokens/s after the first.
+// Greedy decode of `tokens` steps after a short prompt, its weights resident and its
+// trials in the run as `decode` makes them; tokens/s after the first.
 double decode_tok_s(const LoadedModel& m, const std::vector<PlannedMatvec>& planned, int threads, int tokens) {
   const int prompt = std::min(8, m.config.vocab_size);
   CpuForward fwd(m, planned, threads, prompt + tokens, WeightResidence::Resident);
+  fwd.set_kernel_trials(true);
   std::span<const float> logits;
   for (int i = 0; i < prompt; ++i) logits = fwd.step(i);
   auto argmax = [](std::span<const float> l) {
