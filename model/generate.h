@@ -33,8 +33,19 @@ struct Generation {
   double prompt_s = 0, decode_s = 0;  // the prompt's time includes sampling the first new token
   int decode_steps = 0;               // tokens timed for decode: those after the first
   double bytes_per_token = 0;         // the mean over the decode steps (the first one's with none)
+  // Each timed decode step's seconds and the bytes it read, in order (decode_s and
+  // bytes_per_token are their sum and mean).
+  std::vector<double> step_s, step_bytes;
   double decode_tok_s() const { return decode_s > 0 ? decode_steps / decode_s : 0; }
 };
+
+// A decode's share of its roofline token by token, in percent: each timed step's bytes
+// at the read speed measured just before it (pass_gbps[i - 1] for step i, from
+// between_steps; the first step's, pass_gbps[0] just after it), summed, over the time
+// the steps took. A host whose memory changes speed in the middle of a run then weighs
+// each token against the memory of its own moment, where one median read for the whole
+// run mixes the speeds. 0 without passes (or with a pass of no speed).
+double token_by_token_roofline_pct(const Generation& g, const std::vector<double>& pass_gbps);
 
 // Runs `prompt`, then generates until `n` tokens or until emit(token) returns false,
 // calling emit on each new token as it comes. Decode is timed after the first new

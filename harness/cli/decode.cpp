@@ -195,11 +195,20 @@ std::vector<std::string> decode_header_with_speed_changes() {
 // the read's passes between the tokens (thread_round_trip_ns), or, where that read did
 // not run, the one round trip timed after the tokens: where the host put the kernels'
 // threads during the run.
-std::vector<std::string> decode_header() {
+std::vector<std::string> decode_header_with_round_trip() {
   std::vector<std::string> h = decode_header_with_speed_changes();
   h.insert(h.end() - 1, "thread_round_trip_ns");
   return h;
 }
+
+// Then, where the read ran between the tokens, the decode's share of the roofline token
+// by token (paired_roofline_pct: token_by_token_roofline_pct).
+std::vector<std::string> decode_header() {
+  std::vector<std::string> h = decode_header_with_round_trip();
+  h.insert(h.end() - 1, "paired_roofline_pct");
+  return h;
+}
+
 
 // The fields of decode_header's op columns: empty where the op did not run or nothing
 // was timed op by op.
@@ -709,6 +718,7 @@ int DecodeCommand::run(const std::string& command_line) {
   const double stored_pct =
       stored_peak > 0 ? 100 * r.decode_tok_s() * r.bytes_per_token / (stored_peak * 1e9) : 0.0;
   const int speed_changes = read_between_ran ? read_speed_changes(read_between->pass_gbps()) : 0;
+  const double paired_pct = read_between_ran ? token_by_token_roofline_pct(r, read_between->pass_gbps()) : 0;
   // Without the read between the tokens (--no-peak, a model the caches hold), one round
   // trip after the tokens still says where the host had the threads (decode_ab.py sorts
   // its rounds by it).
@@ -756,11 +766,15 @@ int DecodeCommand::run(const std::string& command_line) {
       fmt::print("roofline: {:.2f} MB/token (weights + KV cache) at {:.2f} GB/s read bandwidth ({}) = "
                  "{:.2f} tok/s; decode reaches {:.1f}% of it\n",
                  r.bytes_per_token / 1e6, peak, peak_source, roofline_tok_s, roofline_pct);
+    if (paired_pct > 0)
+      fmt::print("token by token: each token against the read pass beside it, decode reaches {:.1f}% of the "
+                 "roofline\n",
+                 paired_pct);
     if (speed_changes > 0) {
       const auto [slowest, fastest] = std::minmax_element(read_between->pass_gbps().begin(),
                                                           read_between->pass_gbps().end());
       fmt::print("unsteady: the read between the tokens changed speed by more than {:g}x {} time(s) in {} passes "
-                 "({:.1f}-{:.1f} GB/s), so this run's shares mix the memory's speeds\n",
+                 "({:.1f}-{:.1f} GB/s), so this run's shares but the token-by-token one mix the memory's speeds\n",
                  kSameReadSpeed, speed_changes, read_between->passes(), *slowest, *fastest);
     }
     if (round_trip_ns > 0) {
@@ -867,6 +881,7 @@ int DecodeCommand::run(const std::string& command_line) {
     if (read_between_ran) j["read_between_passes"] = read_between->passes();
     if (read_between_ran) j["read_speed_changes"] = speed_changes;
     if (round_trip_ns > 0) j["thread_round_trip_ns"] = round_trip_ns;
+    if (paired_pct > 0) j["paired_roofline_pct"] = paired_pct;
     if (o.auto_plan.bench_csv.empty()) {
       nlohmann::json tuning;
       tuning["matvecs"] = evidence.matvecs;
@@ -907,7 +922,7 @@ int DecodeCommand::run(const std::string& command_line) {
     if (widen_csv_header(path, decode_header(),
                          {decode_header_without_op_times(), decode_header_without_read_after(),
                           decode_header_with_read_after(), decode_header_with_stored_peak(),
-                          decode_header_with_speed_changes()}))
+                          decode_header_with_speed_changes(), decode_header_with_round_trip()}))
       fmt::print("{}: rewritten with the newer columns, empty in its earlier rows\n", path);
     CsvWriter csv(path, decode_header(), true);
     const std::string file = o.model.substr(o.model.find_last_of('/') + 1);
@@ -932,6 +947,7 @@ int DecodeCommand::run(const std::string& command_line) {
     fields.push_back(stored_peak > 0 ? fmt::format("{:.2f}", stored_pct) : "");
     fields.push_back(read_between_ran ? std::to_string(speed_changes) : "");
     fields.push_back(round_trip_ns > 0 ? fmt::format("{:.0f}", round_trip_ns) : "");
+    fields.push_back(paired_pct > 0 ? fmt::format("{:.2f}", paired_pct) : "");
     fields.push_back(ctx.command);
     csv.write(fields);
     fmt::print("appended a row to {}\n", csv.path());
