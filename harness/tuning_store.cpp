@@ -300,6 +300,60 @@ int read_speed_changes(const std::vector<double>& gbps_in_order) {
   return changes;
 }
 
+double roofline_pct_by_spell(const std::vector<double>& step_s, const std::vector<double>& step_bytes,
+                             const std::vector<double>& pass_gbps) {
+  if (pass_gbps.empty() || step_s.empty() || step_bytes.size() != step_s.size()) return 0;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  // The steady spells: [begin, end) of passes, each with its median read.
+  struct Spell {
+    std::size_t begin, end;
+    double gbps;
+  };
+  std::vector<Spell> spells;
+  for (std::size_t begin = 0; begin < pass_gbps.size();) {
+    std::size_t end = begin + 1;
+    while (end < pass_gbps.size() && same_read_speed(pass_gbps[end - 1], pass_gbps[end])) ++end;
+    spells.push_back({begin, end,
+                      median({pass_gbps.begin() + static_cast<std::ptrdiff_t>(begin),
+                              pass_gbps.begin() + static_cast<std::ptrdiff_t>(end)})});
+    begin = end;
+  }
+  // A spell of fewer than kMinSpellPasses passes is a stalled pass or two, not the
+  // memory's speed: its tokens take the last long spell's read before it (the first long
+  // one's after it; the run's median where none is long).
+  std::vector<double> pass_spell_gbps(pass_gbps.size(), median(pass_gbps));
+  const Spell* last_long = nullptr;
+  std::vector<std::size_t> waiting;  // short spells before the first long one
+  for (const Spell& sp : spells) {
+    const bool long_spell = sp.end - sp.begin >= kMinSpellPasses;
+    if (long_spell) {
+      for (const std::size_t w : waiting)
+        std::fill(pass_spell_gbps.begin() + static_cast<std::ptrdiff_t>(spells[w].begin),
+                  pass_spell_gbps.begin() + static_cast<std::ptrdiff_t>(spells[w].end), sp.gbps);
+      waiting.clear();
+      last_long = &sp;
+    }
+    const double gbps = long_spell ? sp.gbps : last_long ? last_long->gbps : 0;
+    if (gbps > 0)
+      std::fill(pass_spell_gbps.begin() + static_cast<std::ptrdiff_t>(sp.begin),
+                pass_spell_gbps.begin() + static_cast<std::ptrdiff_t>(sp.end), gbps);
+    else
+      waiting.push_back(static_cast<std::size_t>(&sp - spells.data()));
+  }
+  double at_roofline = 0, taken = 0;
+  for (std::size_t i = 0; i < step_s.size(); ++i) {
+    const double gbps = pass_spell_gbps[std::min(i == 0 ? 0 : i - 1, pass_spell_gbps.size() - 1)];
+    if (!(gbps > 0)) return 0;
+    at_roofline += step_bytes[i] / (gbps * 1e9);
+    taken += step_s[i];
+  }
+  return taken > 0 ? 100 * at_roofline / taken : 0;
+}
+
 std::string utc_timestamp() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};

@@ -134,6 +134,18 @@ std::vector<std::pair<std::size_t, std::size_t>> read_speed_groups(const std::ve
 // speed: a memory that changes speed between a decode's tokens, or a host that stalls a
 // pass, makes that run's share of the roofline an unsteady figure.
 int read_speed_changes(const std::vector<double>& gbps_in_order);
+// A decode's share of its roofline, in percent, spell by spell: its read passes (in
+// order; pass k ran between steps k and k + 1) cut into steady spells wherever two
+// consecutive ones are not the same speed, and each step's bytes set against the median
+// read of its spell (the spell of the pass just before it; the first step's, of the one
+// after it), summed, over the time the steps took. A spell of fewer than
+// kMinSpellPasses passes is a stall, not a speed: its steps take the spell before it
+// (else after it). Without a change of speed this is the share of the run's median
+// read; with one, each token meets the memory of its own minutes, where one median for
+// the run mixes the speeds. 0 without passes or steps.
+inline constexpr std::size_t kMinSpellPasses = 3;
+double roofline_pct_by_spell(const std::vector<double>& step_s, const std::vector<double>& step_bytes,
+                             const std::vector<double>& pass_gbps);
 
 // The current time as TuningRow::measured_at writes it.
 std::string utc_timestamp();

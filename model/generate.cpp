@@ -1,6 +1,5 @@
 #include "model/generate.h"
 
-#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -12,18 +11,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
-
-double token_by_token_roofline_pct(const Generation& g, const std::vector<double>& pass_gbps) {
-  if (pass_gbps.empty() || g.step_s.empty() || g.step_bytes.size() != g.step_s.size()) return 0;
-  double at_roofline = 0, taken = 0;
-  for (std::size_t i = 0; i < g.step_s.size(); ++i) {
-    const std::size_t pass = std::min(i == 0 ? 0 : i - 1, pass_gbps.size() - 1);
-    if (!(pass_gbps[pass] > 0)) return 0;
-    at_roofline += g.step_bytes[i] / (pass_gbps[pass] * 1e9);
-    taken += g.step_s[i];
-  }
-  return taken > 0 ? 100 * at_roofline / taken : 0;
-}
 
 Generation generate(TokenSteps& steps, const std::vector<int>& prompt, int n, const std::function<bool(int)>& emit) {
   if (prompt.empty()) throw std::invalid_argument("decode: the prompt has no tokens");

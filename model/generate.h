@@ -39,14 +39,6 @@ struct Generation {
   double decode_tok_s() const { return decode_s > 0 ? decode_steps / decode_s : 0; }
 };
 
-// A decode's share of its roofline token by token, in percent: each timed step's bytes
-// at the read speed measured just before it (pass_gbps[i - 1] for step i, from
-// between_steps; the first step's, pass_gbps[0] just after it), summed, over the time
-// the steps took. A host whose memory changes speed in the middle of a run then weighs
-// each token against the memory of its own moment, where one median read for the whole
-// run mixes the speeds. 0 without passes (or with a pass of no speed).
-double token_by_token_roofline_pct(const Generation& g, const std::vector<double>& pass_gbps);
-
 // Runs `prompt`, then generates until `n` tokens or until emit(token) returns false,
 // calling emit on each new token as it comes. Decode is timed after the first new
 // token, its steps only (not between_steps). Throws std::invalid_argument for an empty prompt.

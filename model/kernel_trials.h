@@ -1,7 +1,7 @@
 // Trials in the run: `auto` picks each matvec's kernel from the tuning store, which times
 // every kernel alone, call after call. A decode runs a layer's q, k and v (and gate and
 // up) in one team with no barrier between them, and there kernels the store ranks within
-// a few percent of each other can differ by ten (results/README.md, "Trials in the
+// a few percent of each other can differ by several (results/README.md, "Trials in the
 // run"). So where the plan holds, beside auto's pick, kernels that read the same
 // prepared copy (PlannedMatvec::trial_kernels), the CPU forward tries them on the
 // model's own layers during its first steps and keeps the fastest.
@@ -11,11 +11,10 @@
 // same milliseconds. A call's time is its call group's (model/forward.h), so two
 // matvecs of one group (q and k, say) are never tried at once: their trials take turns.
 // A trial ends after whole rounds of k steps (every candidate has then met every layer
-// equally often), two steps at least, once every candidate has run kTrialCalls calls;
-// the smallest median time wins, and auto's pick keeps its place unless another's median is
+// equally often), two steps at least, once every candidate has run kTrialCalls calls.
+// The smallest median time wins; auto's pick keeps its place unless another's median is
 // below it by more than kTrialMargin. Swapping kernels that share a copy costs no
-// memory and no repack, and every candidate computes the same product (their checks
-// against the reference are in the tests).
+// memory and no repack, and every candidate computes the same product.
 #pragma once
 
 #include <array>

@@ -469,7 +469,7 @@ TEST(DecodeCli, CsvRowsHoldEachOpsTimeAndAnOlderFileIsWidened) {
     const bool op_time = name == "op_timed_tokens" || name.rfind("read_after_", 0) == 0 ||
                          name.rfind("stored_peak_", 0) == 0 || name == "roofline_source" ||
                          name == "read_speed_changes" || name == "thread_round_trip_ns" ||
-                         name == "paired_roofline_pct" ||
+                         name == "spell_roofline_pct" ||
                          (name.find("_ms_per_token") != std::string::npos && name != "decode_ms_per_token");
     if (!op_time) older += (older.empty() ? "" : ",") + name;
   }

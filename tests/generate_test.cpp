@@ -3,10 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/test_seed.h"
-
 #include <chrono>
-#include <random>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -86,35 +83,6 @@ TEST(Generate, BetweenStepsRunsBetweenDecodeStepsOutsideTheirTime) {
   EXPECT_EQ(steps.between_at, (std::vector<int>{3, 4, 5}));
   // 150 ms were spent between the steps; the steps themselves take microseconds.
   EXPECT_LT(g.decode_s, 0.075);
-}
-
-// Each token against the read pass just before it: a run whose memory halves its speed
-// midway, the decode slowing with it, reads the same share throughout, where the run's
-// median read would say otherwise.
-TEST(Generate, TheTokenByTokenShareWeighsEachTokenAgainstTheReadBesideIt) {
-  std::mt19937 rng(testing::fresh_seed());
-  const int steps = std::uniform_int_distribution<int>(6, 40)(rng);
-  const double share = std::uniform_real_distribution<double>(0.6, 0.95)(rng);
-  const double fast = std::uniform_real_distribution<double>(40, 90)(rng), slow = fast / 2;
-  const int slow_from = std::uniform_int_distribution<int>(2, steps - 2)(rng);
-  Generation g;
-  std::vector<double> passes;  // pass k runs between steps k and k + 1
-  for (int i = 0; i < steps; ++i) {
-    const double bytes = std::uniform_real_distribution<double>(1e8, 2e8)(rng);
-    const double gbps = i < slow_from ? fast : slow;
-    g.step_bytes.push_back(bytes);
-    g.step_s.push_back(bytes / (gbps * 1e9) / share);
-    if (i + 1 < steps) passes.push_back(i + 1 < slow_from ? fast : slow);  // the speed of the step after it
-  }
-  EXPECT_NEAR(token_by_token_roofline_pct(g, passes), 100 * share, 1e-9);
-  // Against one speed for the whole run the same steps read far from it.
-  const std::vector<double> one(passes.size(), fast);
-  EXPECT_LT(token_by_token_roofline_pct(g, one), 100 * share * 0.99);
-  EXPECT_EQ(token_by_token_roofline_pct(g, {}), 0.0);
-  std::vector<double> unmeasured = passes;
-  unmeasured[0] = 0;
-  EXPECT_EQ(token_by_token_roofline_pct(g, unmeasured), 0.0);
-  EXPECT_EQ(token_by_token_roofline_pct(Generation{}, passes), 0.0);
 }
 
 TEST(Generate, RefusesAnEmptyPrompt) {

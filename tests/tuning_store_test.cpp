@@ -178,6 +178,78 @@ TEST(TuningStore, SameReadSpeedIsWithinItsRatio) {
   EXPECT_TRUE(same_read_speed(33, 0));
 }
 
+// A decode whose memory halves its speed midway, its tokens slowing with it: spell by
+// spell it reads the share it holds throughout; one median read for the run would set
+// every token against one of the speeds. Without a change of speed it is the share of
+// the median read.
+TEST(TuningStore, TheRooflineShareBySpellSetsEachTokenAgainstItsOwnSpeed) {
+  std::mt19937_64 g(qmv::testing::fresh_seed());
+  const int steps = std::uniform_int_distribution<int>(24, 60)(g);
+  const double share = std::uniform_real_distribution<double>(0.6, 0.95)(g);
+  const double fast = std::uniform_real_distribution<double>(40, 90)(g), slow = fast / 2;
+  // Fewer fast steps than slow: the run's median read is the slow speed.
+  const int slow_from = std::uniform_int_distribution<int>(steps / 4, steps / 3)(g);
+  // Each spell's passes at its speed, a few of them off by as much up as down (the
+  // median stays the speed, and no two neighbours differ by kSameReadSpeed).
+  std::uniform_real_distribution<double> off(0.01, 0.08);
+  std::vector<double> step_s, step_bytes, passes;  // pass k runs between steps k and k + 1
+  for (int i = 0; i < steps; ++i) {
+    const double bytes = std::uniform_real_distribution<double>(1e8, 2e8)(g);
+    step_bytes.push_back(bytes);
+    step_s.push_back(bytes / ((i < slow_from ? fast : slow) * 1e9) / share);
+  }
+  for (int k = 0; k + 1 < steps; ++k) passes.push_back(k + 1 < slow_from ? fast : slow);
+  for (const int k : {1, 2}) {  // one pass up and one down in each spell
+    const double d = off(g);
+    passes[static_cast<std::size_t>(k)] *= k == 1 ? 1 + d : 1 - d;
+    passes[static_cast<std::size_t>(slow_from + k)] *= k == 1 ? 1 + d : 1 - d;
+  }
+  ASSERT_EQ(read_speed_changes(passes), 1);
+  EXPECT_NEAR(roofline_pct_by_spell(step_s, step_bytes, passes), 100 * share, 1e-9);
+  // The run's median read is one of the speeds: against it the tokens read otherwise.
+  std::vector<double> sorted = passes;
+  std::sort(sorted.begin(), sorted.end());
+  double bytes = 0, seconds = 0;
+  for (int i = 0; i < steps; ++i) {
+    bytes += step_bytes[static_cast<std::size_t>(i)];
+    seconds += step_s[static_cast<std::size_t>(i)];
+  }
+  const double run_median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                              : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  EXPECT_GT(std::abs(100 * bytes / (run_median * 1e9) / seconds - 100 * share), 5.0);
+
+  // Steady, noisy passes: one spell, the share of their median read.
+  std::vector<double> steady;
+  std::uniform_real_distribution<double> noise(0.92, 1.08);
+  for (int k = 0; k + 1 < steps; ++k) steady.push_back(fast * noise(g));
+  ASSERT_EQ(read_speed_changes(steady), 0);
+  std::vector<double> steady_sorted = steady;
+  std::sort(steady_sorted.begin(), steady_sorted.end());
+  const std::size_t n = steady_sorted.size();
+  const double median = n % 2 ? steady_sorted[n / 2] : 0.5 * (steady_sorted[n / 2 - 1] + steady_sorted[n / 2]);
+  EXPECT_NEAR(roofline_pct_by_spell(step_s, step_bytes, steady), 100 * bytes / (median * 1e9) / seconds, 1e-9);
+  // A stalled pass or two in the steady run are not a speed: the same share.
+  std::vector<double> stalled = steady;
+  const std::size_t at = std::uniform_int_distribution<std::size_t>(0, stalled.size() - 2)(g);
+  stalled[at] = stalled[at + 1] = fast / 3;
+  ASSERT_EQ(read_speed_changes(stalled), at == 0 || at + 2 == stalled.size() ? 1 : 2);
+  std::vector<double> unstalled = steady;
+  unstalled.erase(unstalled.begin() + static_cast<std::ptrdiff_t>(at),
+                  unstalled.begin() + static_cast<std::ptrdiff_t>(at + 2));
+  std::sort(unstalled.begin(), unstalled.end());
+  const std::size_t u = unstalled.size();
+  const double steady_median = u % 2 ? unstalled[u / 2] : 0.5 * (unstalled[u / 2 - 1] + unstalled[u / 2]);
+  // Each step meets the median of a long spell beside its pass: the steady passes on
+  // either side of the stall, each spell's median near the steady one. Set against the
+  // stall, its two steps alone would lift the share by a tenth at least (60 steps).
+  const double steady_share = 100 * bytes / (steady_median * 1e9) / seconds;
+  EXPECT_NEAR(roofline_pct_by_spell(step_s, step_bytes, stalled), steady_share, steady_share * 0.05);
+
+  EXPECT_EQ(roofline_pct_by_spell(step_s, step_bytes, {}), 0.0);
+  EXPECT_EQ(roofline_pct_by_spell({}, {}, passes), 0.0);
+  EXPECT_EQ(roofline_pct_by_spell(step_s, {1.0}, passes), 0.0);
+}
+
 TEST(TuningStore, ReadSpeedChangesCountNeighboursNotTheSameSpeed) {
   std::mt19937_64 g(qmv::testing::fresh_seed());
   const double base = std::uniform_real_distribution<double>(30, 40)(g);

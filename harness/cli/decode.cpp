@@ -201,11 +201,11 @@ std::vector<std::string> decode_header_with_round_trip() {
   return h;
 }
 
-// Then, where the read ran between the tokens, the decode's share of the roofline token
-// by token (paired_roofline_pct: token_by_token_roofline_pct).
+// Then, where the read ran between the tokens, the decode's share of the roofline spell
+// by spell (spell_roofline_pct: roofline_pct_by_spell).
 std::vector<std::string> decode_header() {
   std::vector<std::string> h = decode_header_with_round_trip();
-  h.insert(h.end() - 1, "paired_roofline_pct");
+  h.insert(h.end() - 1, "spell_roofline_pct");
   return h;
 }
 
@@ -718,7 +718,8 @@ int DecodeCommand::run(const std::string& command_line) {
   const double stored_pct =
       stored_peak > 0 ? 100 * r.decode_tok_s() * r.bytes_per_token / (stored_peak * 1e9) : 0.0;
   const int speed_changes = read_between_ran ? read_speed_changes(read_between->pass_gbps()) : 0;
-  const double paired_pct = read_between_ran ? token_by_token_roofline_pct(r, read_between->pass_gbps()) : 0;
+  const double spell_pct = read_between_ran ? roofline_pct_by_spell(r.step_s, r.step_bytes, read_between->pass_gbps())
+                                             : 0;
   // Without the read between the tokens (--no-peak, a model the caches hold), one round
   // trip after the tokens still says where the host had the threads (decode_ab.py sorts
   // its rounds by it).
@@ -766,16 +767,16 @@ int DecodeCommand::run(const std::string& command_line) {
       fmt::print("roofline: {:.2f} MB/token (weights + KV cache) at {:.2f} GB/s read bandwidth ({}) = "
                  "{:.2f} tok/s; decode reaches {:.1f}% of it\n",
                  r.bytes_per_token / 1e6, peak, peak_source, roofline_tok_s, roofline_pct);
-    if (paired_pct > 0)
-      fmt::print("token by token: each token against the read pass beside it, decode reaches {:.1f}% of the "
-                 "roofline\n",
-                 paired_pct);
     if (speed_changes > 0) {
       const auto [slowest, fastest] = std::minmax_element(read_between->pass_gbps().begin(),
                                                           read_between->pass_gbps().end());
       fmt::print("unsteady: the read between the tokens changed speed by more than {:g}x {} time(s) in {} passes "
-                 "({:.1f}-{:.1f} GB/s), so this run's shares but the token-by-token one mix the memory's speeds\n",
+                 "({:.1f}-{:.1f} GB/s), so this run's shares mix the memory's speeds\n",
                  kSameReadSpeed, speed_changes, read_between->passes(), *slowest, *fastest);
+      if (spell_pct > 0)
+        fmt::print("by spell: each token against the median read of its steady spell of passes, decode reaches "
+                   "{:.1f}% of the roofline\n",
+                   spell_pct);
     }
     if (round_trip_ns > 0) {
       std::string when = "after the tokens", verdict;
@@ -881,7 +882,7 @@ int DecodeCommand::run(const std::string& command_line) {
     if (read_between_ran) j["read_between_passes"] = read_between->passes();
     if (read_between_ran) j["read_speed_changes"] = speed_changes;
     if (round_trip_ns > 0) j["thread_round_trip_ns"] = round_trip_ns;
-    if (paired_pct > 0) j["paired_roofline_pct"] = paired_pct;
+    if (spell_pct > 0) j["spell_roofline_pct"] = spell_pct;
     if (o.auto_plan.bench_csv.empty()) {
       nlohmann::json tuning;
       tuning["matvecs"] = evidence.matvecs;
@@ -947,7 +948,7 @@ int DecodeCommand::run(const std::string& command_line) {
     fields.push_back(stored_peak > 0 ? fmt::format("{:.2f}", stored_pct) : "");
     fields.push_back(read_between_ran ? std::to_string(speed_changes) : "");
     fields.push_back(round_trip_ns > 0 ? fmt::format("{:.0f}", round_trip_ns) : "");
-    fields.push_back(paired_pct > 0 ? fmt::format("{:.2f}", paired_pct) : "");
+    fields.push_back(spell_pct > 0 ? fmt::format("{:.2f}", spell_pct) : "");
     fields.push_back(ctx.command);
     csv.write(fields);
     fmt::print("appended a row to {}\n", csv.path());
