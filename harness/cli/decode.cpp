@@ -209,7 +209,6 @@ std::vector<std::string> decode_header() {
   return h;
 }
 
-
 // The fields of decode_header's op columns: empty where the op did not run or nothing
 // was timed op by op.
 std::vector<std::string> op_time_fields(const StepTimes& t, int timed_steps) {
