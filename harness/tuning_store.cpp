@@ -17,6 +17,7 @@
 #include <map>
 #include <tuple>
 
+#include "harness/accuracy.h"
 #include "harness/csv_columns.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
@@ -303,11 +304,6 @@ int read_speed_changes(const std::vector<double>& gbps_in_order) {
 double roofline_pct_by_spell(const std::vector<double>& step_s, const std::vector<double>& step_bytes,
                              const std::vector<double>& pass_gbps) {
   if (pass_gbps.empty() || step_s.empty() || step_bytes.size() != step_s.size()) return 0;
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  };
   // The steady spells: [begin, end) of passes, each with its median read.
   struct Spell {
     std::size_t begin, end;
@@ -318,14 +314,14 @@ double roofline_pct_by_spell(const std::vector<double>& step_s, const std::vecto
     std::size_t end = begin + 1;
     while (end < pass_gbps.size() && same_read_speed(pass_gbps[end - 1], pass_gbps[end])) ++end;
     spells.push_back({begin, end,
-                      median({pass_gbps.begin() + static_cast<std::ptrdiff_t>(begin),
-                              pass_gbps.begin() + static_cast<std::ptrdiff_t>(end)})});
+                      median_of({pass_gbps.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 pass_gbps.begin() + static_cast<std::ptrdiff_t>(end)})});
     begin = end;
   }
   // A spell of fewer than kMinSpellPasses passes is a stalled pass or two, not the
   // memory's speed: its tokens take the last long spell's read before it (the first long
   // one's after it; the run's median where none is long).
-  std::vector<double> pass_spell_gbps(pass_gbps.size(), median(pass_gbps));
+  std::vector<double> pass_spell_gbps(pass_gbps.size(), median_of(pass_gbps));
   const Spell* last_long = nullptr;
   std::vector<std::size_t> waiting;  // short spells before the first long one
   for (const Spell& sp : spells) {

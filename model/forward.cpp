@@ -293,13 +293,6 @@ namespace {
 
 bool shares_rows_in_a_team(const KernelSpec* k) { return !k || k->joins_call_teams; }
 
-// The op a call group's time and bytes count under: the stacked op of its matvecs.
-Op group_part(Op first) {
-  if (first == Op::AttnQ || first == Op::AttnK || first == Op::AttnV) return Op::AttnQkv;
-  if (first == Op::FfnGate || first == Op::FfnUp) return Op::FfnUpGate;
-  return first;
-}
-
 }  // namespace
 
 bool CpuForward::runs_as_group(std::size_t calls, bool all_join_call_teams) const {
@@ -329,7 +322,7 @@ void CpuForward::count_part_bytes() {
       for (const BoundMatvec* b : run) {
         const std::uint64_t bytes = b->w->bytes + (b->w2 ? b->w2->bytes : 0);
         part_bytes_[static_cast<int>(b->part)] -= bytes;
-        part_bytes_[static_cast<int>(group_part(b->part))] += bytes;
+        part_bytes_[static_cast<int>(call_group_op(b->part))] += bytes;
       }
     }
   }
@@ -376,7 +369,7 @@ void CpuForward::run_pending_calls() {
     set_in_call_team(false);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  times_.add(group_part(calls.front().part), seconds);
+  times_.add(call_group_op(calls.front().part), seconds);
   for (const PendingCall& c : calls) log_call(c.part, seconds);
   if (refused_at < calls.size()) fail(calls[refused_at], refusal);
 }
@@ -533,14 +526,15 @@ std::span<const float> CpuForward::step(int token) {
   if (pos_ >= context_)
     throw ContextFull(fmt::format("context full: position {} needs a context longer than {} tokens", pos_, context_));
   token_ = token;
-  const bool trying = log_calls();
-  if (trying) {
+  logging_calls_ = trials_on_ && trials_.running();
+  if (logging_calls_) {
     for (auto& calls : call_seconds_) calls.clear();
     trials_.before_step(program_);
   }
   decode_step(*this, program_);
   run_pending_calls();  // lm_head's
-  if (trying) trials_.after_step(program_, call_seconds_);
+  if (logging_calls_) trials_.after_step(program_, call_seconds_);
+  logging_calls_ = false;
   ++pos_;
   return logits_;
 }

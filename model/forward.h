@@ -271,10 +271,11 @@ class CpuForward {
   bool call_groups_ = true;
   KernelTrials trials_;
   bool trials_on_ = false;
-  StepCallSeconds call_seconds_;  // while trials run: each matvec call's time in this step
-  bool log_calls() const { return trials_on_ && trials_.running(); }
+  // In a step while trials run: each matvec call's time, by the op of its matvec.
+  bool logging_calls_ = false;
+  StepCallSeconds call_seconds_;
   void log_call(Op part, double seconds) {
-    if (log_calls()) call_seconds_[static_cast<int>(part)].push_back(seconds);
+    if (logging_calls_) call_seconds_[static_cast<int>(part)].push_back(seconds);
   }
   std::array<std::uint64_t, kOpCount> part_bytes_{};  // part_weight_bytes, as call groups count them
   // Whether `calls` matvec calls run as one call group (call_groups()), given whether

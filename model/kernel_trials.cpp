@@ -6,14 +6,6 @@ namespace qmv {
 
 namespace {
 
-// The op a matvec's time is kept under when it runs in a call group with others
-// (model/forward.h, set_call_groups): trials of one group would time each other.
-Op call_group_of(Op part) {
-  if (part == Op::AttnQ || part == Op::AttnK || part == Op::AttnV) return Op::AttnQkv;
-  if (part == Op::FfnGate || part == Op::FfnUp) return Op::FfnUpGate;
-  return part;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -71,7 +63,7 @@ bool KernelTrials::running() const {
 bool KernelTrials::may_run(std::size_t i) const {
   if (trials_[i].winner >= 0) return false;
   for (std::size_t j = 0; j < i; ++j)
-    if (trials_[j].winner < 0 && call_group_of(trials_[j].part) == call_group_of(trials_[i].part)) return false;
+    if (trials_[j].winner < 0 && call_group_op(trials_[j].part) == call_group_op(trials_[i].part)) return false;
   return true;
 }
 

@@ -71,6 +71,16 @@ constexpr bool is_planned(Op op) { return kOps[static_cast<int>(op)].planned; }
 // The op's name, in messages and test failures.
 inline std::ostream& operator<<(std::ostream& out, Op op) { return out << to_string(op); }
 
+// The op a matvec's time and bytes count under when it runs in a call group with the
+// others that read its activation vector (model/forward.h, set_call_groups): the stacked
+// op the GPU reports, attn_qkv for q, k and v and ffn_up_gate for gate and up; any other
+// op is its own.
+constexpr Op call_group_op(Op part) {
+  if (part == Op::AttnQ || part == Op::AttnK || part == Op::AttnV) return Op::AttnQkv;
+  if (part == Op::FfnGate || part == Op::FfnUp) return Op::FfnUpGate;
+  return part;
+}
+
 // The op named `name` ("attn_q", "rms_norm", ...), if there is one.
 std::optional<Op> parse_op(std::string_view name);
 

@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 
+#include "harness/csv.h"
 #include "kernels/cpu_features.h"
 #include "kernels/registry.h"
 #include "model/forward.h"
@@ -331,15 +332,26 @@ TEST(KernelTrials, DecodeReportsItsTrialsAndNoTrialsRunsThePicks) {
       shapes.insert({static_cast<std::int64_t>(t->dims[1]), static_cast<std::int64_t>(t->dims[0])});
   const std::string csv = testing::tmp("trials-bench.csv");
   {
-    std::ofstream out(csv);
-    out << "machine,cpu_model,gpu,compiler,git_commit,kernel,op,weight_type,act_format,backend,rows,cols,threads,cache,"
-           "tile_rows,min_parallel_rows,repetitions,time_min_us,time_median_us,time_max_us,bytes_per_call,gbps_median,"
-           "gbps_best,peak_gbps,peak_pct,gflops,act_quant,act_quant_median_us,prepare_us,prepared_bytes,n,command\n";
+    CsvWriter out(csv, bench_header(), false);
+    const RunContext ctx = current_context("test");
     for (const auto& [rows, cols] : shapes)
-      for (const auto& [k, us] : {std::pair{&r8x2(), 10.0}, std::pair{&r8x4(), 10.3}})
-        out << fmt::format("m,cpu,none,cc,0,{},matvec,q4_K,q8_K,cpu,{},{},2,cold,64,128,3,{},{},{},1000,{},{},0,0,0,"
-                           "before,0,0,0,1,x\n",
-                           k->name, rows, cols, us, us, us, 1e3 / (us * 1e3), 1e3 / (us * 1e3));
+      for (const auto& [k, us] : {std::pair{&r8x2(), 10.0}, std::pair{&r8x4(), 10.3}}) {
+        BenchRow r;
+        r.kernel = k->name;
+        r.op = "matvec";
+        r.weight_type = "q4_K";
+        r.act_format = "q8_K";
+        r.backend = "cpu";
+        r.rows = rows;
+        r.cols = cols;
+        r.threads = 2;
+        r.cache = "cold";
+        r.repetitions = 3;
+        r.time_min_us = r.time_median_us = r.time_max_us = us;
+        r.bytes_per_call = 1000;
+        r.gbps_median = r.gbps_best = 1e3 / (us * 1e3);
+        out.write(bench_fields(ctx, r));
+      }
   }
   auto decode = [&](const std::string& extra) {
     const std::string json = testing::tmp("trials-decode.json");

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <utility>
 
+#include "harness/accuracy.h"
 #include "harness/auto_plan.h"
 #include "harness/machine.h"
 #include "harness/peak.h"
@@ -207,15 +208,12 @@ TEST(TuningStore, TheRooflineShareBySpellSetsEachTokenAgainstItsOwnSpeed) {
   ASSERT_EQ(read_speed_changes(passes), 1);
   EXPECT_NEAR(roofline_pct_by_spell(step_s, step_bytes, passes), 100 * share, 1e-9);
   // The run's median read is one of the speeds: against it the tokens read otherwise.
-  std::vector<double> sorted = passes;
-  std::sort(sorted.begin(), sorted.end());
   double bytes = 0, seconds = 0;
   for (int i = 0; i < steps; ++i) {
     bytes += step_bytes[static_cast<std::size_t>(i)];
     seconds += step_s[static_cast<std::size_t>(i)];
   }
-  const double run_median = sorted.size() % 2 ? sorted[sorted.size() / 2]
-                                              : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  const double run_median = median_of(passes);
   EXPECT_GT(std::abs(100 * bytes / (run_median * 1e9) / seconds - 100 * share), 5.0);
 
   // Steady, noisy passes: one spell, the share of their median read.
@@ -223,10 +221,7 @@ TEST(TuningStore, TheRooflineShareBySpellSetsEachTokenAgainstItsOwnSpeed) {
   std::uniform_real_distribution<double> noise(0.92, 1.08);
   for (int k = 0; k + 1 < steps; ++k) steady.push_back(fast * noise(g));
   ASSERT_EQ(read_speed_changes(steady), 0);
-  std::vector<double> steady_sorted = steady;
-  std::sort(steady_sorted.begin(), steady_sorted.end());
-  const std::size_t n = steady_sorted.size();
-  const double median = n % 2 ? steady_sorted[n / 2] : 0.5 * (steady_sorted[n / 2 - 1] + steady_sorted[n / 2]);
+  const double median = median_of(steady);
   EXPECT_NEAR(roofline_pct_by_spell(step_s, step_bytes, steady), 100 * bytes / (median * 1e9) / seconds, 1e-9);
   // A stalled pass or two in the steady run are not a speed: the same share.
   std::vector<double> stalled = steady;
@@ -236,9 +231,7 @@ TEST(TuningStore, TheRooflineShareBySpellSetsEachTokenAgainstItsOwnSpeed) {
   std::vector<double> unstalled = steady;
   unstalled.erase(unstalled.begin() + static_cast<std::ptrdiff_t>(at),
                   unstalled.begin() + static_cast<std::ptrdiff_t>(at + 2));
-  std::sort(unstalled.begin(), unstalled.end());
-  const std::size_t u = unstalled.size();
-  const double steady_median = u % 2 ? unstalled[u / 2] : 0.5 * (unstalled[u / 2 - 1] + unstalled[u / 2]);
+  const double steady_median = median_of(unstalled);
   // Each step meets the median of a long spell beside its pass: the steady passes on
   // either side of the stall, each spell's median near the steady one. Set against the
   // stall, its two steps alone would lift the share by a tenth at least (60 steps).
