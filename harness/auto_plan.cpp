@@ -359,17 +359,33 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
     ev.left_out += g.left_out;
     return true;
   };
+  // How many candidates have no row at the read speed now, where the matvec would be
+  // ranked at it (0 where it would not: rows at one speed, or the speed now near none).
+  auto left_out_at_speed_now = [&](const std::vector<KernelRows>& by_kernel) {
+    const SpeedGroups g = speed_groups(by_kernel);
+    if (g.speeds.size() < 2) return 0;
+    const int i = group_at_speed(group_ranges(g), speed_now());
+    return i < 0 ? 0 : at_speed(g, static_cast<std::size_t>(i)).left_out;
+  };
   // A matvec is covered where every candidate has a row at one read speed at least.
+  // Measuring, one ranked at the speed now is covered only where every candidate has a
+  // row there: the one without may be the fastest at it (a kernel whose every
+  // repetition met the other placement of the threads), so all are timed now, together.
   std::vector<const AutoMatvec*> missing;
+  std::map<const AutoMatvec*, int> lacking_at_speed_now;
   for (const AutoMatvec& m : matvecs) {
     const auto kernels = auto_candidates(m, options.backend, options.n);
     if (kernels.empty()) continue;
     std::vector<KernelRows> by_kernel;
     for (const KernelSpec* k : kernels) by_kernel.push_back(stored(*k, m));
-    if (use(by_kernel))
-      ++ev.from_store;
-    else
+    if (const int lacking = options.measure ? left_out_at_speed_now(by_kernel) : 0; lacking > 0) {
+      lacking_at_speed_now[&m] = lacking;
       missing.push_back(&m);
+    } else if (use(by_kernel)) {
+      ++ev.from_store;
+    } else {
+      missing.push_back(&m);
+    }
   }
   // Partly covered matvecs keep, when nothing is timed, the figures of the kernels that
   // share a speed: dropping those with the fewest rows first until the rest do.
@@ -404,8 +420,13 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
     const auto kernels = auto_candidates(m, options.backend, options.n);
     const std::string kind = options.n > 1 ? fmt::format("{} (n = {})", op_kind_name(OpKind::MatVecBatch), options.n)
                                            : op_kind_name(m.kind);
-    say(fmt::format("auto: timing {} {} kernel(s) for {} ({}/{}, {:.0f} s so far)", kernels.size(), kind, describe(m),
-                    i + 1, missing.size(), options.spent_s + elapsed()));
+    const auto lacking = lacking_at_speed_now.find(&m);
+    const std::string why =
+        lacking == lacking_at_speed_now.end()
+            ? ""
+            : fmt::format(", {} of them with no row at the read speed now, {:.0f} GB/s", lacking->second, now_gbps);
+    say(fmt::format("auto: timing {} {} kernel(s) for {}{} ({}/{}, {:.0f} s so far)", kernels.size(), kind,
+                    describe(m), why, i + 1, missing.size(), options.spent_s + elapsed()));
     // Screening: one short repetition each; the slow ones are settled by it.
     std::vector<BenchRow> screened =
         time_kernels(kernels, m.shape, options.n, options.threads, warm, 1, options.screen_min_time_s, peak_gbps,

@@ -28,7 +28,10 @@
 // kernel's times over them: a kernel that ties at the slow speed and wins at the fast
 // one ranks ahead. A matvec is covered where some speed has a row of every candidate,
 // so the second run of a model times nothing. What auto times keeps the read loop
-// timed beside it.
+// timed beside it. Measuring, a matvec it would rank at the speed now is covered only
+// where every candidate has a row at that speed: a kernel left out there is a kernel
+// that may be fastest there, so all of the matvec's candidates are timed now, and the
+// next run at that speed times nothing.
 //
 // With n > 1 (`decode --batch B`, n = B) the same is done for the batch decode's
 // matvecs: the candidates are the batch kernels that take n vectors per call, and the

@@ -1130,6 +1130,53 @@ TEST(AutoPlan, RanksAtASpeedMostCandidatesWereTimedAtLeavingOutTheOthers) {
   EXPECT_EQ(attn_q(half), absent);
 }
 
+// Measuring, a matvec ranked at the speed now is not covered while a candidate has no
+// row there: its candidates are timed now and saved, and the next run times nothing.
+// Told not to measure, the same store ranks without the kernel, as above.
+TEST(AutoPlan, TimesAMatvecWhoseCandidatesLackARowAtTheSpeedNow) {
+  const TinyQ4K m;
+  TwoKernelsTwoSpeeds t;
+  if (!two_kernels_two_speeds(m, "lacking_now", t)) GTEST_SKIP() << "fewer than two Q4_K kernels run on this CPU";
+  auto& [two, slow, fast, options] = t;
+  options.screen_min_time_s = options.final_min_time_s = 0.002;
+  std::vector<std::string> candidates = attn_q_kernels(m);
+  std::mt19937_64 rng(qmv::testing::fresh_seed("lacking_now"));
+  std::shuffle(candidates.begin(), candidates.end(), rng);
+  const std::string absent = candidates[0];
+  ASSERT_EQ(TuningStore(options.store_path).add(rows_timed(m.weights, two[0], 10, two[1], 11, slow, "2026-01-01")),
+            "");
+  std::vector<TuningRow> fast_rows;
+  for (const TuningRow& r : rows_timed(m.weights, two[0], 20, two[1], 5, fast, "2026-01-02"))
+    if (r.kernel != absent) fast_rows.push_back(r);
+  ASSERT_EQ(TuningStore(options.store_path).add(fast_rows), "");
+  options.read_gbps_now = fast;
+
+  options.measure = false;
+  const AutoPlanEvidence unmeasured = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(unmeasured.measured, 0);
+  EXPECT_GE(unmeasured.left_out, 1);
+
+  options.measure = true;
+  std::vector<std::string> progress;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  const AutoPlanEvidence first = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_GE(first.measured, 1);
+  EXPECT_EQ(first.measured + first.from_store, first.matvecs);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_NE(progress.front().find(fmt::format("with no row at the read speed now, {:.0f} GB/s", fast)),
+            std::string::npos)
+      << progress.front();
+  bool absent_timed = false;
+  for (const KernelSpeed& sp : first.speeds) absent_timed |= sp.kernel == absent && sp.source == "measured now";
+  EXPECT_TRUE(absent_timed) << absent << " was not timed";
+
+  progress.clear();
+  const AutoPlanEvidence second = auto_plan_evidence(KernelPlan{}, m.weights, options);
+  EXPECT_EQ(second.measured, 0);
+  EXPECT_EQ(second.from_store, second.matvecs);
+  EXPECT_TRUE(progress.empty());
+}
+
 // Where the memory reads now at one of the stored speeds, the kernels are ranked at that
 // speed: the kernel quickest there, though the geometric mean over both speeds favours
 // another; kernels within kTieAtSpeedNow of the quickest there tie, and the mean over
