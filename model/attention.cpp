@@ -70,24 +70,70 @@ __attribute__((target("avx2"))) float horizontal_sum(__m256 v) {
 // since the last token have evicted them.
 constexpr int kPrefetchPositions = 16;
 
-// The scores of H query heads against the keys of [first, end), each key read once for
-// all H; each head's largest score into max_s. Two sums per head, so consecutive
-// multiply-adds of a head do not wait on each other.
+// Lane p of the result: the sum of the eight lanes of acc[p].
+__attribute__((target("avx2"))) inline __m256 sum_lanes_of_each(const __m256 (&acc)[8]) {
+  // Each hadd halves the sums left per vector; the last two steps join the halves of
+  // the 128-bit lanes, which hadd keeps apart.
+  const __m256 s01 = _mm256_hadd_ps(acc[0], acc[1]), s23 = _mm256_hadd_ps(acc[2], acc[3]);
+  const __m256 s45 = _mm256_hadd_ps(acc[4], acc[5]), s67 = _mm256_hadd_ps(acc[6], acc[7]);
+  const __m256 s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);
+  return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
+__attribute__((target("avx2"))) inline float max_of_lanes(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// Fetches the keys and values of positions [t, end) ahead of their use
+// (kPrefetchPositions); the values into L2, for the weighted sum's passes over them.
+__attribute__((target("avx2"))) inline void prefetch_positions(const GroupAttention& a, int t, int end) {
+  for (; t < end; ++t) {
+    const float* k = a.keys + static_cast<std::size_t>(t) * a.stride;
+    const float* v = a.values + static_cast<std::size_t>(t) * a.stride;
+    for (int i = 0; i < a.head_dim; i += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(k + i), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(v + i), _MM_HINT_T1);
+    }
+  }
+}
+
+// The scores of H query heads against the keys of [first, end); each head's largest
+// score into max_s. Eight positions at a time per head, one sum per position, so eight
+// independent chains of multiply-adds run side by side and one horizontal step sums all
+// eight (a sum per position and head costs more than the products). The positions left
+// over go one at a time, each key read once for all H, two sums per head.
 template <int H>
 __attribute__((target("avx2,fma"))) void scores_avx2(const GroupAttention& a, float* max_s) {
   const int hd = a.head_dim, chunks = hd / 8;
-  const std::size_t ahead = kPrefetchPositions * a.stride;
-  for (int h = 0; h < H; ++h) max_s[h] = -INFINITY;
-  for (int t = a.first; t < a.end; ++t) {
+  const float scale = a.scale;
+  float top[H];
+  __m256 top8[H];
+  for (int h = 0; h < H; ++h) top8[h] = _mm256_set1_ps(-INFINITY);
+  int t = a.first;
+  for (; t + 8 <= a.end; t += 8) {
+    prefetch_positions(a, std::min(t + kPrefetchPositions, a.end), std::min(t + kPrefetchPositions + 8, a.end));
     const float* k = a.keys + static_cast<std::size_t>(t) * a.stride;
-    if (t + kPrefetchPositions < a.end) {
-      // The values too, into L2, for the weighted sum's passes over them.
-      const float* v = a.values + static_cast<std::size_t>(t) * a.stride;
-      for (int i = 0; i < hd; i += 16) {
-        _mm_prefetch(reinterpret_cast<const char*>(k + ahead + i), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(v + ahead + i), _MM_HINT_T1);
+    for (int h = 0; h < H; ++h) {
+      const float* q = a.q + h * hd;
+      __m256 acc[8];
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) acc[p] = _mm256_setzero_ps();
+      for (int c = 0; c < chunks; ++c) {
+        const __m256 qc = _mm256_loadu_ps(q + 8 * c);
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; ++p) acc[p] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k + p * a.stride + 8 * c), acc[p]);
       }
+      const __m256 s = _mm256_mul_ps(sum_lanes_of_each(acc), _mm256_set1_ps(scale));
+      _mm256_storeu_ps(a.scores + h * a.scores_stride + t, s);
+      top8[h] = _mm256_max_ps(top8[h], s);
     }
+  }
+  for (int h = 0; h < H; ++h) top[h] = max_of_lanes(top8[h]);
+  for (; t < a.end; ++t) {
+    const float* k = a.keys + static_cast<std::size_t>(t) * a.stride;
     __m256 acc0[H], acc1[H];
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) acc0[h] = acc1[h] = _mm256_setzero_ps();
@@ -107,11 +153,12 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const GroupAttention& a, fl
     }
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
-      const float s = horizontal_sum(_mm256_add_ps(acc0[h], acc1[h])) * a.scale;
+      const float s = horizontal_sum(_mm256_add_ps(acc0[h], acc1[h])) * scale;
       a.scores[h * a.scores_stride + t] = s;
-      max_s[h] = std::max(max_s[h], s);
+      top[h] = std::max(top[h], s);
     }
   }
+  for (int h = 0; h < H; ++h) max_s[h] = top[h];
 }
 
 // out[h][d, d + 8 * Y) = sum over t of p_h[t] * values[t][d, d + 8 * Y) for H heads, each

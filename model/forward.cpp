@@ -506,10 +506,17 @@ void CpuForward::attention(const LayerOps& l) {
       a.max = partial_max_.data() + stat;
       a.sum = partial_sum_.data() + stat;
       attend_group_avx2(a);
+      // An item over every position holds its heads' whole sums: the thread that made
+      // them normalizes them, rather than the main thread all heads after the team.
+      if (ranges == 1)
+        for (int h = first_head; h < first_head + a.heads; ++h)
+          merge_partials(partial_out_.data() + static_cast<std::size_t>(h) * hd, out_stride, partial_max_.data() + h,
+                         partial_sum_.data() + h, c_.n_head, 1, hd, program_.att + h * hd);
     }
-    for (int h = 0; h < c_.n_head; ++h)
-      merge_partials(partial_out_.data() + static_cast<std::size_t>(h) * hd, out_stride, partial_max_.data() + h,
-                     partial_sum_.data() + h, c_.n_head, ranges, hd, program_.att + h * hd);
+    if (ranges > 1)
+      for (int h = 0; h < c_.n_head; ++h)
+        merge_partials(partial_out_.data() + static_cast<std::size_t>(h) * hd, out_stride, partial_max_.data() + h,
+                       partial_sum_.data() + h, c_.n_head, ranges, hd, program_.att + h * hd);
   });
 }
 
