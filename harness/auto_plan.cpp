@@ -340,32 +340,27 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
     }
     return now_gbps;
   };
-  // The kernels' figures over the speed groups of `by_kernel` (speed_groups), or at the
-  // one the memory reads at now; false when there is none.
-  auto use = [&](const std::vector<KernelRows>& by_kernel) {
-    SpeedGroups g = speed_groups(by_kernel);
+  // The speed group of `g` its kernels are ranked at, the one the memory reads at now,
+  // where it has two or more and the speed now is near one; -1 otherwise.
+  auto group_now = [&](const SpeedGroups& g) {
+    return g.speeds.size() > 1 ? group_at_speed(group_ranges(g), speed_now()) : -1;
+  };
+  // The kernels' figures over the speed groups `g` (speed_groups), or at the one the
+  // memory reads at now; false when there is none.
+  auto use = [&](SpeedGroups g) {
     if (g.speeds.empty()) return false;
     bool now = false;
-    if (g.speeds.size() > 1)
-      if (const int i = group_at_speed(group_ranges(g), speed_now()); i >= 0) {
-        g = at_speed(g, static_cast<std::size_t>(i));
-        now = true;
-        ++ev.at_speed_now;
-        ev.read_gbps_now = now_gbps;
-      }
+    if (const int i = group_now(g); i >= 0) {
+      g = at_speed(g, static_cast<std::size_t>(i));
+      now = true;
+      ++ev.at_speed_now;
+      ev.read_gbps_now = now_gbps;
+    }
     for (const auto& rows_of_kernel : g.rows)
       if (!rows_of_kernel.empty()) ev.speeds.push_back(speed_over_groups(rows_of_kernel, g.speeds));
     if (!now && g.speeds.size() > 1) ++ev.over_speeds;
     ev.left_out += g.left_out;
     return true;
-  };
-  // How many candidates have no row at the read speed now, where the matvec would be
-  // ranked at it (0 where it would not: rows at one speed, or the speed now near none).
-  auto left_out_at_speed_now = [&](const std::vector<KernelRows>& by_kernel) {
-    const SpeedGroups g = speed_groups(by_kernel);
-    if (g.speeds.size() < 2) return 0;
-    const int i = group_at_speed(group_ranges(g), speed_now());
-    return i < 0 ? 0 : at_speed(g, static_cast<std::size_t>(i)).left_out;
   };
   // A matvec is covered where every candidate has a row at one read speed at least.
   // Measuring, one ranked at the speed now is covered only where every candidate has a
@@ -378,10 +373,12 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
     if (kernels.empty()) continue;
     std::vector<KernelRows> by_kernel;
     for (const KernelSpec* k : kernels) by_kernel.push_back(stored(*k, m));
-    if (const int lacking = options.measure ? left_out_at_speed_now(by_kernel) : 0; lacking > 0) {
+    SpeedGroups g = speed_groups(by_kernel);
+    const int i = options.measure ? group_now(g) : -1;
+    if (const int lacking = i < 0 ? 0 : at_speed(g, static_cast<std::size_t>(i)).left_out; lacking > 0) {
       lacking_at_speed_now[&m] = lacking;
       missing.push_back(&m);
-    } else if (use(by_kernel)) {
+    } else if (use(std::move(g))) {
       ++ev.from_store;
     } else {
       missing.push_back(&m);
@@ -397,7 +394,7 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
                      [](const KernelRows& a, const KernelRows& b) { return a.size() > b.size(); });
     bool any = false;
     for (std::size_t keep = by_kernel.size(); keep > 0 && !any; --keep)
-      any = use({by_kernel.begin(), by_kernel.begin() + static_cast<std::ptrdiff_t>(keep)});
+      any = use(speed_groups({by_kernel.begin(), by_kernel.begin() + static_cast<std::ptrdiff_t>(keep)}));
     any ? ++ev.from_store : ++ev.unmeasured;
   };
   if (!options.measure || missing.empty()) {
