@@ -129,11 +129,6 @@ BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std:
         out.skipped.push_back({k->name, s, "unavailable: " + av.reason});
       } else if (!k->supports(s)) {
         out.skipped.push_back({k->name, s, "shape not supported (needs " + k->shape_rule + ")"});
-      } else if (k->backend == Backend::CUDA) {
-        gpu_points.push_back({k, s, gpu_threads,
-                              fmt::format("{}/{}/{}", k->name, to_string(s), cfg.warm ? "warm" : "cold")});
-        if (k->op == OpKind::MatVecBatch && std::any_of(cfg.vectors.begin(), cfg.vectors.end(), [](int n) { return n > 1; }))
-          out.skipped.push_back({k->name, s, "n > 1 not timed: the GPU bench times one vector per call"});
       } else {
         // A batch kernel for each count it takes; any other with one vector.
         const bool batch = k->op == OpKind::MatVecBatch;
@@ -144,12 +139,17 @@ BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std:
           out.skipped.push_back({k->name, s,
                                  batch ? fmt::format("takes at most {} vectors per call", k->max_n)
                                        : std::string("takes one vector per call (--n without 1)")});
-        for (int n : counts)
+        const std::string warmth = cfg.warm ? "warm" : "cold";
+        for (int n : counts) {
+          const std::string per_n = batch ? fmt::format("/n:{}", n) : "";
+          if (k->backend == Backend::CUDA) {  // one launch configuration: no thread axis
+            gpu_points.push_back({k, s, gpu_threads, fmt::format("{}/{}/{}{}", k->name, to_string(s), warmth, per_n), n});
+            continue;
+          }
           for (int t : cfg.threads)
-            cpu_points.push_back({k, s, t,
-                                  fmt::format("{}/{}/threads:{}/{}{}", k->name, to_string(s), t,
-                                              cfg.warm ? "warm" : "cold", batch ? fmt::format("/n:{}", n) : ""),
-                                  n});
+            cpu_points.push_back(
+                {k, s, t, fmt::format("{}/{}/threads:{}/{}{}", k->name, to_string(s), t, warmth, per_n), n});
+        }
       }
     }
   }

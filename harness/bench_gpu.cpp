@@ -57,8 +57,10 @@ Status launch_matvec(GpuPoint& g) {
   return invoke(*g.pt.spec, g.args);
 }
 
+// A batch point's n vectors lie back to back, each a whole number of Q8_1 blocks, so one
+// launch over n * cols values quantizes them all.
 Status launch_quantizer(GpuPoint& g) {
-  return cuda::quantize_q8_1(g.x_float, g.x_quantized, g.pt.shape.cols, g.args.stream);
+  return cuda::quantize_q8_1(g.x_float, g.x_quantized, g.pt.shape.cols * std::max(g.pt.n, 1), g.args.stream);
 }
 
 Status launch_quantizer_and_matvec(GpuPoint& g) {
@@ -172,11 +174,12 @@ void run_gpu_points(const std::vector<Point>& points, const BenchConfig& cfg, Be
   (void)gpu_peak();  // measured before any kernel runs, on a quiet device
 
   // Device buffers shared by every point: one weight arena per type (weights are
-  // uploaded once), the prepared activations per (format, cols), outputs of the
-  // largest row count.
+  // uploaded once), the prepared activations per (format, cols) for the most vectors a
+  // point takes, outputs of the largest rows x vectors.
   std::vector<GpuPoint> gs;
   std::map<WeightType, std::size_t> arena_need;
-  std::int64_t max_rows = 0;
+  std::map<std::pair<ActFormat, std::int64_t>, int> vectors_need;
+  std::int64_t max_outputs = 0;
   for (const Point& pt : points) {
     GpuPoint g;
     g.pt = pt;
@@ -187,7 +190,10 @@ void run_gpu_points(const std::vector<Point>& points, const BenchConfig& cfg, Be
     const std::size_t copies = std::max<std::size_t>(2, (gpu_cold_bytes(dev.l2_bytes) + g.copy_stride - 1) / g.copy_stride);
     auto& need = arena_need[pt.spec->weight];
     need = std::max(need, cfg.warm ? g.copy_stride : copies * g.copy_stride);
-    max_rows = std::max(max_rows, pt.shape.rows);
+    const int n = std::max(pt.n, 1);
+    max_outputs = std::max(max_outputs, pt.shape.rows * n);
+    int& vectors = vectors_need[{pt.spec->act, pt.shape.cols}];
+    vectors = std::max(vectors, n);
     gs.push_back(std::move(g));
   }
   std::map<WeightType, cuda::DeviceBuffer> arenas;
@@ -208,16 +214,26 @@ void run_gpu_points(const std::vector<Point>& points, const BenchConfig& cfg, Be
   };
   std::map<std::pair<ActFormat, std::int64_t>, DeviceActivation> activations;
   cuda::DeviceBuffer y, y2;
-  Status st = y.resize(static_cast<std::size_t>(max_rows) * sizeof(float), "bench output");
-  if (st.ok()) st = y2.resize(static_cast<std::size_t>(max_rows) * sizeof(float), "bench second output");
+  Status st = y.resize(static_cast<std::size_t>(max_outputs) * sizeof(float), "bench output");
+  if (st.ok()) st = y2.resize(static_cast<std::size_t>(max_outputs) * sizeof(float), "bench second output");
   for (const GpuPoint& g : gs) {
     if (!st.ok()) break;
     const auto key = std::make_pair(g.pt.spec->act, g.pt.shape.cols);
     if (activations.count(key)) continue;
     DeviceActivation& a = activations[key];
-    const auto xf = gaussian_vector(g.pt.shape.cols, cfg.seed + 1);
-    std::vector<std::uint8_t> x(row_bytes(g.pt.spec->act, g.pt.shape.cols));
-    quantize_activation(g.pt.spec->act, xf.data(), x.data(), g.pt.shape.cols);
+    // Each vector its own draw, so a batch kernel that reads one column for another
+    // still does the work of n different ones.
+    const std::int64_t cols = g.pt.shape.cols;
+    const int vectors = vectors_need.at(key);
+    std::vector<float> xf;
+    for (int v = 0; v < vectors; ++v) {
+      const auto one = gaussian_vector(cols, cfg.seed + 1 + static_cast<std::uint64_t>(v));
+      xf.insert(xf.end(), one.begin(), one.end());
+    }
+    const std::size_t one_bytes = row_bytes(g.pt.spec->act, cols);
+    std::vector<std::uint8_t> x(one_bytes * static_cast<std::size_t>(vectors));
+    for (int v = 0; v < vectors; ++v)
+      quantize_activation(g.pt.spec->act, xf.data() + v * cols, x.data() + v * one_bytes, cols);
     st = a.prepared.resize(x.size(), "bench activation");
     if (st.ok()) st = cuda::copy_to_device(a.prepared.get(), x.data(), x.size(), stream.get(), "bench activation");
     if (st.ok() && g.pt.spec->act == ActFormat::Q8_1) {
@@ -251,6 +267,7 @@ void run_gpu_points(const std::vector<Point>& points, const BenchConfig& cfg, Be
     g.args.y2 = fused ? static_cast<float*>(y2.get()) : nullptr;
     g.args.y2_len = fused ? y2.size() / sizeof(float) : 0;
     g.args.threads = g.pt.threads;
+    g.args.n = std::max(g.pt.n, 1);
     g.args.stream = stream.get();
     g.args.overlap_previous = cfg.gpu_overlap;
     g.x_float = static_cast<const float*>(a.floats.get());

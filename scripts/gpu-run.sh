@@ -5,14 +5,14 @@
 #   scripts/gpu-run.sh device [--dry-run] [STEP..] there (a CUDA driver, no network, none of
 #                                                  our libraries); --dry-run prints the commands
 # Steps, in the order given (default: probe list peak check tests bench; harness/README.md,
-# "On a GPU", says what each runs): probe list peak check tests bench ffn profile sanitize
-# accuracy decode realmodel ab peer. Logs and CSVs go to results/<gpu>/ (QMV_GPU_RESULTS)
+# "On a GPU", says what each runs): probe list peak check tests bench batch ffn profile
+# sanitize accuracy decode realmodel ab peer. Logs and CSVs go to results/<gpu>/ (QMV_GPU_RESULTS)
 # as each step ends; the run fails (exit 1) naming every step that failed or ran nothing.
 # A kernel that failed check (each kernel in a process of its own: check --isolate), or
 # that QMV_GPU_EXCLUDE's globs name, is left out of the steps after it. Environment:
 # QMV_GPU_KERNELS (default '*.cuda.*'), QMV_OVERLAP_KERNELS, QMV_PROFILE_KERNELS,
-# QMV_SANITIZE_KERNELS, QMV_GPU_BUNDLE, QMV_GPU_MODEL (the decode model, made when
-# missing), QMV_REAL_MODEL, QMV_AB_ROUNDS, QMV_PEER_ROUNDS, and step-runner.sh's budget.
+# QMV_SANITIZE_KERNELS, QMV_BATCH_KERNELS, QMV_GPU_BUNDLE, QMV_GPU_MODEL (the decode model,
+# made when missing), QMV_REAL_MODEL, QMV_AB_ROUNDS, QMV_PEER_ROUNDS, and step-runner.sh's budget.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/step-runner.sh
@@ -57,7 +57,7 @@ step_check() {
   ((${#excluded[@]} == 0)) || echo "gpu-run.sh: the steps after check leave out: ${excluded[*]}"
 }
 step_tests() {  # the device tests only: the CPU replays of the CUDA arithmetic run in CI
-  run_step tests "$tests" --gtest_filter='Cuda.*:CudaExecute.*:CudaDeathTest.*:CudaBench.*:CudaQuantize.*:GpuForwardDevice.*'
+  run_step tests "$tests" --gtest_filter='Cuda.*:CudaExecute.*:CudaDeathTest.*:CudaBench.*:CudaQuantize.*:GpuForwardDevice.*:Registry/BatchKernel.*cuda*'
   require_in_log tests '\[  PASSED  \] [1-9]' "no device test passed"
   rerun_alone tests "$tests"
   ! grep -q '\[  SKIPPED \]' "$results/tests.log" 2>/dev/null || failed+=("tests (skipped on a device)")
@@ -77,6 +77,12 @@ step_ffn() {  # from the host, from CUDA graphs, and as programmatic dependents
   bench ffn-overlap bench-ffn-overlap.csv \
     "${QMV_OVERLAP_KERNELS:-*.cuda.tma_*,q4_K.cuda.halfwarp_dp4a_q8_1,q6_K.cuda.halfwarp_dp4a_q8_1}" $ffn \
     --reps 7 --gpu-graph --gpu-overlap
+}
+
+step_batch() {  # the batch kernels at each count of vectors, beside the one-vector kernels they extend
+  local sel=${QMV_BATCH_KERNELS:-*.cuda.halfwarp_batch_*,q4_K.cuda.halfwarp_dp4a_q8_1,q6_K.cuda.halfwarp_dp4a_q8_1}
+  bench batch bench-batch.csv "$sel" llama-2-7b --n 1,2,3,4,5,6,7,8 --reps 5
+  bench batch-graph bench-batch-graph.csv "$sel" llama-2-7b --n 1,2,4,8 --reps 5 --gpu-graph
 }
 
 step_sanitize() {  # a kernel that failed check stays in: its fault is what the tools are for

@@ -3,10 +3,12 @@
 // compares with a CPU one, the datasheet arithmetic, and run_bench skipping a CUDA
 // kernel with the device's absence as the reason. With a device: CUDA events against
 // the host clock, the measured copy peak against the datasheet, and run_bench timing a
-// CUDA kernel (with the Q8_1 quantizer columns for a Q8_1 kernel).
+// CUDA kernel (with the Q8_1 quantizer columns for a Q8_1 kernel) and a batch kernel
+// at each count of vectors.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include "harness/csv.h"
 #include "harness/peak.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/registry.h"
 #include "tests/test_seed.h"
 
 namespace qmv {
@@ -297,6 +300,34 @@ TEST(CudaBench, TimesCudaKernelsWithEventsOrSaysWhyNot) {
       EXPECT_EQ(r.time_with_quant_median_us, 0);
     }
   }
+}
+
+// A batch kernel is timed once per count of vectors it takes, on buffers holding that
+// many: without them its launch is refused (the buffers are short of n vectors).
+TEST(CudaBench, TimesABatchKernelForEachCount) {
+  const KernelSpec* k = global_registry().find("q4_K.cuda.halfwarp_batch_dp4a_q8_1");
+  ASSERT_NE(k, nullptr);
+  ASSERT_GE(k->max_n, 4);
+  BenchConfig cfg;
+  cfg.repetitions = 2;
+  cfg.min_time_s = 0.005;
+  cfg.vectors = {1, 2, 4, k->max_n + 1};
+  const Shape shape{4096, 4096};
+  const BenchOutcome out = run_bench({k}, {shape}, cfg, {});
+  const cuda::DeviceInfo& dev = cuda::current_device();
+  if (!dev.present) GTEST_SKIP() << dev.why_absent << " (the bench skipped " << k->name << ")";
+  ASSERT_TRUE(out.skipped.empty()) << out.skipped[0].reason;
+  ASSERT_EQ(out.rows.size(), 3u) << "n = 1, 2 and 4; " << k->max_n + 1 << " is past max_n";
+  std::vector<int> counts;
+  for (const BenchRow& r : out.rows) {
+    SCOPED_TRACE(r.kernel + " n=" + std::to_string(r.n));
+    counts.push_back(r.n);
+    EXPECT_EQ(r.bytes_per_call, static_cast<std::int64_t>(bytes_moved(*k, shape, r.n)));
+    EXPECT_NEAR(r.gflops, flops(*k, shape, r.n) / (r.time_median_us * 1e3), 1e-9 * r.gflops);
+    EXPECT_GT(r.quant_median_us, 0) << "the Q8_1 quantizer of n vectors";
+  }
+  std::sort(counts.begin(), counts.end());
+  EXPECT_EQ(counts, (std::vector<int>{1, 2, 4}));
 }
 
 TEST(CudaBench, EventTimesAgreeWithTheHostClock) {
