@@ -91,7 +91,9 @@ step_sanitize() {  # a kernel that failed check stays in: its fault is what the 
   for t in memcheck racecheck synccheck; do
     run_step "sanitize-$t" "$sanitizer" --tool "$t" --error-exitcode 3 "$qmvlab" check \
       --kernels "${QMV_SANITIZE_KERNELS:-*.cuda.tma_*,*.cuda.quarterwarp_*}" --shapes 8x256,67x512,4096x4096 --seed 7
-    require_in_log "sanitize-$t" 'ERROR SUMMARY: 0 errors' "compute-sanitizer $t did not report 0 errors"
+    # racecheck ends with a summary of its own: "RACECHECK SUMMARY: 0 hazards displayed (0 errors, ..."
+    require_in_log "sanitize-$t" 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors' \
+      "compute-sanitizer $t did not report 0 errors"
   done
 }
 step_profile() {  # one launch per kernel and shape, caches flushed between replays

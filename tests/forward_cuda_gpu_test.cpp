@@ -165,6 +165,18 @@ TEST(GpuForwardDevice, F32PlansGiveTheCpuLogits) {
   EXPECT_EQ(compared, static_cast<int>(std::size(kArchs) * std::size(kMixes)));
 }
 
+// Int8 activations move every logit a little, so where the CPU's best two tokens are
+// close the GPU may pick the other. A pick is wrong only when the CPU scores it lower
+// than its own best by more than that noise allows: six times the step's RMS logit
+// error. A broken kernel moves the logits far more than its own RMS error lets through.
+bool top_within_int8_noise(std::span<const float> ref, std::span<const float> got, int top) {
+  double sq = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) sq += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+  const double rms = std::sqrt(sq / static_cast<double>(ref.size()));
+  const float best = *std::max_element(ref.begin(), ref.end());
+  return top >= 0 && top < static_cast<int>(ref.size()) && ref[top] >= best - 6 * rms;
+}
+
 TEST(GpuForwardDevice, Q8_1PlansAgreeOnTheTopTokenWithinInt8Loss) {
   REQUIRE_GPU();
   std::mt19937 rng(fresh_seed());
@@ -183,18 +195,19 @@ TEST(GpuForwardDevice, Q8_1PlansAgreeOnTheTopTokenWithinInt8Loss) {
       CpuForward cpu(m.config, m.weights, cpu_plan, 1, static_cast<int>(tokens.size()));
       GpuForward gpu(m.config, m.weights, plan, options(static_cast<int>(tokens.size())));
       double worst = 0;
-      int agree = 0;
+      int agree = 0, within_noise = 0;
       for (int t : tokens) {
         const auto ref = cpu.step(t);
         const int top = gpu.step(t);
         const auto got = gpu.logits();
         worst = std::max(worst, nmse({got.begin(), got.end()}, {ref.begin(), ref.end()}));
         agree += top == testing::argmax(ref.data(), m.config.vocab_size);
+        within_noise += top_within_int8_noise(ref, got, top);
       }
-      std::printf("%s %s, Q8_1 plan: top-1 agreement %d/%zu, worst NMSE %.3g\n", arch, mix, agree, tokens.size(),
-                  worst);
+      std::printf("%s %s, Q8_1 plan: top-1 agreement %d/%zu (the rest near ties: %d), worst NMSE %.3g\n", arch, mix,
+                  agree, tokens.size(), within_noise - agree, worst);
       EXPECT_LT(worst, 1e-2) << arch << " " << mix;
-      EXPECT_GE(agree, static_cast<int>(tokens.size()) - 2) << arch << " " << mix;
+      EXPECT_EQ(within_noise, static_cast<int>(tokens.size())) << arch << " " << mix << ": a pick beyond int8 noise";
       ++compared;
     }
   }
@@ -209,8 +222,9 @@ TEST(GpuForwardDevice, EveryCudaKernelDecodes) {
   REQUIRE_GPU();
   std::mt19937 rng(fresh_seed());
   std::vector<const KernelSpec*> kernels;
+  // The batch kernels drive no decode matvec (Registry/BatchKernel checks them).
   for (const KernelSpec& k : global_registry().all())
-    if (k.backend == Backend::CUDA) kernels.push_back(&k);
+    if (k.backend == Backend::CUDA && k.op != OpKind::MatVecBatch) kernels.push_back(&k);
   std::sort(kernels.begin(), kernels.end(), [](const KernelSpec* a, const KernelSpec* b) { return a->name < b->name; });
   std::string not_decoded;
   int decoded = 0;
@@ -241,21 +255,22 @@ TEST(GpuForwardDevice, EveryCudaKernelDecodes) {
     CpuForward cpu(m.config, m.weights, cpu_plan, 1, static_cast<int>(tokens.size()));
     GpuForward gpu(m.config, m.weights, plan, options(static_cast<int>(tokens.size())));
     double worst = 0;
-    int agree = 0;
+    int agree = 0, within_noise = 0;
     for (int t : tokens) {
       const auto ref = cpu.step(t);
       const int top = gpu.step(t);
       const auto got = gpu.logits();
       worst = std::max(worst, nmse({got.begin(), got.end()}, {ref.begin(), ref.end()}));
       agree += top == testing::argmax(ref.data(), m.config.vocab_size);
+      within_noise += top_within_int8_noise(ref, got, top);
     }
-    std::printf("%s: %d matvecs, top-1 agreement %d/%zu, worst NMSE %.3g\n", k->name.c_str(), uses, agree,
-                tokens.size(), worst);
+    std::printf("%s: %d matvecs, top-1 agreement %d/%zu (the rest near ties: %d), worst NMSE %.3g\n",
+                k->name.c_str(), uses, agree, tokens.size(), within_noise - agree, worst);
     if (k->act == ActFormat::F32) {
       EXPECT_LT(worst, 1e-8) << k->name;
     } else {
       EXPECT_LT(worst, 1e-2) << k->name;
-      EXPECT_GE(agree, static_cast<int>(tokens.size()) - 2) << k->name;
+      EXPECT_EQ(within_noise, static_cast<int>(tokens.size())) << k->name << ": a pick beyond int8 noise";
     }
     ++decoded;
   }

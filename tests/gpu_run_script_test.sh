@@ -148,6 +148,12 @@ mkdir -p "$work/sanitizer"
 cat >"$work/sanitizer/compute-sanitizer" <<'FAKE'
 #!/usr/bin/env bash
 echo "$*" >>"$FAKE_CALLS.sanitizer"
+# racecheck's summary line is its own (compute-sanitizer 2025)
+if [[ $2 == racecheck ]]; then
+  [[ $2 == "${FAKE_BAD_TOOL:-}" ]] && { echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)"; exit 3; }
+  echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+  exit 0
+fi
 [[ $2 == "${FAKE_BAD_TOOL:-}" ]] && { echo "========= ERROR SUMMARY: 2 errors"; exit 3; }
 echo "========= ERROR SUMMARY: 0 errors"
 FAKE
