@@ -80,7 +80,7 @@ step_ffn() {  # from the host, from CUDA graphs, and as programmatic dependents
 }
 
 step_batch() {  # the batch kernels at each count of vectors, beside the one-vector kernels they extend
-  local sel=${QMV_BATCH_KERNELS:-*.cuda.halfwarp_batch_*,q4_K.cuda.halfwarp_dp4a_q8_1,q6_K.cuda.halfwarp_dp4a_q8_1}
+  local sel=${QMV_BATCH_KERNELS:-*.cuda.*_batch_*,q4_K.cuda.halfwarp_dp4a_q8_1,q6_K.cuda.halfwarp_dp4a_q8_1}
   bench batch bench-batch.csv "$sel" llama-2-7b --n 1,2,3,4,5,6,7,8 --reps 5
   bench batch-graph bench-batch-graph.csv "$sel" llama-2-7b --n 1,2,4,8 --reps 5 --gpu-graph
 }

@@ -625,15 +625,30 @@ TEST(CudaQ4KReplay, EveryVariantOnRealisticData) { run_all(Data::Realistic); }
 TEST(CudaQ4KReplay, EveryVariantOnAdversarialBlocks) { run_all(Data::Adversarial); }
 
 // ---------------------------------------------------------------------------------
-// The batch kernel (halfwarp_batch_dp4a): kN vectors on one matrix, back to back in x
-// and in y. Each vector's outputs must match its own reference, each weight byte must
-// be read as often as for one vector (once per call, not once per vector), and each
-// vector's activation bytes as often as the one-vector kernel reads them.
+// The batch kernels (halfwarp_batch_dp4a, quarterwarp_batch_dp4a): kN vectors on one
+// matrix, back to back in x and in y. Each vector's outputs must match its own
+// reference, each weight byte must be read as often as for one vector (once per call,
+// not once per vector), and each vector's activation bytes as often as a one-vector
+// kernel of the same layout reads them.
 
-template <int kN>
+struct HalfWarpBatch {
+  static constexpr const char* kName = "halfwarp_batch_dp4a";
+  static constexpr int kGroups = halfwarp_batch_dp4a::kGroups, kUnroll = halfwarp_batch_dp4a::kUnroll,
+                       kWordsPerLane = halfwarp_batch_dp4a::kWordsPerLane;
+};
+struct QuarterWarpBatch {
+  static constexpr const char* kName = "quarterwarp_batch_dp4a";
+  static constexpr int kGroups = quarterwarp_batch_dp4a::kGroups, kUnroll = quarterwarp_batch_dp4a::kUnroll,
+                       kWordsPerLane = quarterwarp_batch_dp4a::kWordsPerLane;
+};
+
+template <class Layout, int kN>
 void expect_batch_replay(Shape shape, Data data, std::int64_t cap, std::uint64_t seed) {
-  using namespace halfwarp_batch_dp4a;
-  SCOPED_TRACE(std::to_string(kN) + " vector(s) on " + to_string(shape) + ", cap " + std::to_string(cap));
+  constexpr int kGroups = Layout::kGroups, kUnroll = Layout::kUnroll, kWordsPerLane = Layout::kWordsPerLane;
+  // A Q8_1 block's scale word is read by every lane whose words fall in its 8 qs words.
+  constexpr int kScaleReaders = (kQ8_1Words - 1) / kWordsPerLane;
+  SCOPED_TRACE(std::string(Layout::kName) + ", " + std::to_string(kN) + " vector(s) on " + to_string(shape) +
+               ", cap " + std::to_string(cap));
   std::vector<Problem> vectors;
   for (int j = 0; j < kN; ++j) vectors.push_back(make_problem(shape, ActFormat::Q8_1, data, seed + 101 * j));
   for (int j = 1; j < kN; ++j) {  // one matrix: the first problem's
@@ -679,30 +694,34 @@ void expect_batch_replay(Shape shape, Data data, std::int64_t cap, std::uint64_t
     }
   for (std::size_t i = 0; i < w_reads.reads.size(); ++i) {
     const bool header = i % kBlockBytes < kQsBytesOffset;
-    ASSERT_EQ(w_reads.reads[i], header ? 16 : 1)
+    ASSERT_EQ(w_reads.reads[i], header ? kWarpLanes / kGroups : 1)  // the header: once per lane of its group
         << (header ? "header" : "qs") << " byte " << i % kBlockBytes << " of block " << i / kBlockBytes;
   }
   for (std::size_t i = 0; i < x_reads.reads.size(); ++i) {
-    const int want = (i % x_bytes) % sizeof(BlockQ8_1) < 4 ? 4 * static_cast<int>(rows) : static_cast<int>(rows);
+    const int want =
+        (i % x_bytes) % sizeof(BlockQ8_1) < 4 ? kScaleReaders * static_cast<int>(rows) : static_cast<int>(rows);
     ASSERT_EQ(x_reads.reads[i], want) << "vector " << i / x_bytes << " activation byte " << i % x_bytes;
   }
 }
 
+template <class Layout>
 void run_batch(Data data) {
   const std::uint64_t seed = fresh_seed("batch");
   for (const Shape shape : {Shape{1, 256}, Shape{3, 512}, Shape{67, 256}, Shape{9, 2560}, Shape{130, 4096}}) {
     for (const std::int64_t cap : {std::int64_t{INT32_MAX}, std::int64_t{3}}) {
-      expect_batch_replay<1>(shape, data, cap, seed);
-      expect_batch_replay<2>(shape, data, cap, seed + 1);
-      expect_batch_replay<3>(shape, data, cap, seed + 2);
-      expect_batch_replay<8>(shape, data, cap, seed + 3);
+      expect_batch_replay<Layout, 1>(shape, data, cap, seed);
+      expect_batch_replay<Layout, 2>(shape, data, cap, seed + 1);
+      expect_batch_replay<Layout, 3>(shape, data, cap, seed + 2);
+      expect_batch_replay<Layout, 8>(shape, data, cap, seed + 3);
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
 
-TEST(CudaQ4KReplay, BatchKernelOnRealisticData) { run_batch(Data::Realistic); }
-TEST(CudaQ4KReplay, BatchKernelOnAdversarialBlocks) { run_batch(Data::Adversarial); }
+TEST(CudaQ4KReplay, BatchKernelOnRealisticData) { run_batch<HalfWarpBatch>(Data::Realistic); }
+TEST(CudaQ4KReplay, BatchKernelOnAdversarialBlocks) { run_batch<HalfWarpBatch>(Data::Adversarial); }
+TEST(CudaQ4KReplay, QuarterWarpBatchKernelOnRealisticData) { run_batch<QuarterWarpBatch>(Data::Realistic); }
+TEST(CudaQ4KReplay, QuarterWarpBatchKernelOnAdversarialBlocks) { run_batch<QuarterWarpBatch>(Data::Adversarial); }
 
 // ---------------------------------------------------------------------------------
 // The small pieces, exhaustively where they are small.
@@ -865,6 +884,7 @@ TEST(CudaQ4KReplay, RegistryHoldsEveryVariant) {
       {"q4_K.cuda.warpx3_dp4a_q8_1", ActFormat::Q8_1}, {"q4_K.cuda.warpx4_dp4a_q8_1", ActFormat::Q8_1},
       {"q4_K.cuda.quarterwarp_dp4a_q8_1", ActFormat::Q8_1}, {"q4_K.cuda.tma_dp4a_q8_1", ActFormat::Q8_1, 90},
       {"q4_K.cuda.halfwarp_batch_dp4a_q8_1", ActFormat::Q8_1},
+      {"q4_K.cuda.quarterwarp_batch_dp4a_q8_1", ActFormat::Q8_1},
   };
   for (const auto& e : expected) {
     const KernelSpec* k = global_registry().find(e.name);

@@ -701,6 +701,19 @@ inline constexpr int kUnroll = 3;
 inline constexpr int kWordsPerLane = 4;
 }  // namespace quarterwarp_dp4a
 
+// quarterwarp_batch_dp4a: quarterwarp_dp4a's layout for 1..kMaxN vectors. Each vector's
+// activation words come in 16-byte loads, and its scales once per 16 weights, where the
+// half-warp batch kernel takes 8-byte loads and scales per 8: with several vectors the
+// half-warp one is bound by its loads through L1 (results/nvidia-h200/batch/profile.log).
+// One super-block in flight per quarter-warp (four per warp, as in the half-warp batch
+// kernel) leaves registers for the vectors' accumulators.
+namespace quarterwarp_batch_dp4a {
+inline constexpr int kGroups = 4;
+inline constexpr int kUnroll = 1;
+inline constexpr int kWordsPerLane = 4;
+inline constexpr int kMaxN = 8;
+}  // namespace quarterwarp_batch_dp4a
+
 // tma_dp4a: each warp's rows streamed chunk by chunk into a ring of kStages
 // shared-memory stages of its own by TMA copies (tma_schedule.h, tma_kernels.cuh);
 // the warp computes each chunk from its stage with quarterwarp_dp4a's lane layout, whose
