@@ -636,9 +636,15 @@ struct HalfWarpBatch {
   static constexpr int kGroups = halfwarp_batch_dp4a::kGroups, kUnroll = halfwarp_batch_dp4a::kUnroll,
                        kWordsPerLane = halfwarp_batch_dp4a::kWordsPerLane;
 };
-struct QuarterWarpBatch {
-  static constexpr const char* kName = "quarterwarp_batch_dp4a";
-  static constexpr int kGroups = quarterwarp_batch_dp4a::kGroups, kUnroll = quarterwarp_batch_dp4a::kUnroll,
+// The quarter-warp kernel's two configurations: up to kFewVectors vectors, and more.
+struct QuarterWarpBatchFew {
+  static constexpr const char* kName = "quarterwarp_batch_dp4a, few vectors";
+  static constexpr int kGroups = quarterwarp_batch_dp4a::kGroups, kUnroll = quarterwarp_batch_dp4a::kUnrollFew,
+                       kWordsPerLane = quarterwarp_batch_dp4a::kWordsPerLane;
+};
+struct QuarterWarpBatchMany {
+  static constexpr const char* kName = "quarterwarp_batch_dp4a, many vectors";
+  static constexpr int kGroups = quarterwarp_batch_dp4a::kGroups, kUnroll = quarterwarp_batch_dp4a::kUnrollMany,
                        kWordsPerLane = quarterwarp_batch_dp4a::kWordsPerLane;
 };
 
@@ -704,24 +710,30 @@ void expect_batch_replay(Shape shape, Data data, std::int64_t cap, std::uint64_t
   }
 }
 
-template <class Layout>
+// Each count kNs of vectors on every shape, with the grid capped and not.
+template <class Layout, int... kNs>
 void run_batch(Data data) {
   const std::uint64_t seed = fresh_seed("batch");
   for (const Shape shape : {Shape{1, 256}, Shape{3, 512}, Shape{67, 256}, Shape{9, 2560}, Shape{130, 4096}}) {
     for (const std::int64_t cap : {std::int64_t{INT32_MAX}, std::int64_t{3}}) {
-      expect_batch_replay<Layout, 1>(shape, data, cap, seed);
-      expect_batch_replay<Layout, 2>(shape, data, cap, seed + 1);
-      expect_batch_replay<Layout, 3>(shape, data, cap, seed + 2);
-      expect_batch_replay<Layout, 8>(shape, data, cap, seed + 3);
+      std::uint64_t s = seed;
+      (expect_batch_replay<Layout, kNs>(shape, data, cap, s++), ...);
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
 
-TEST(CudaQ4KReplay, BatchKernelOnRealisticData) { run_batch<HalfWarpBatch>(Data::Realistic); }
-TEST(CudaQ4KReplay, BatchKernelOnAdversarialBlocks) { run_batch<HalfWarpBatch>(Data::Adversarial); }
-TEST(CudaQ4KReplay, QuarterWarpBatchKernelOnRealisticData) { run_batch<QuarterWarpBatch>(Data::Realistic); }
-TEST(CudaQ4KReplay, QuarterWarpBatchKernelOnAdversarialBlocks) { run_batch<QuarterWarpBatch>(Data::Adversarial); }
+TEST(CudaQ4KReplay, BatchKernelOnRealisticData) { run_batch<HalfWarpBatch, 1, 2, 3, 8>(Data::Realistic); }
+TEST(CudaQ4KReplay, BatchKernelOnAdversarialBlocks) { run_batch<HalfWarpBatch, 1, 2, 3, 8>(Data::Adversarial); }
+TEST(CudaQ4KReplay, QuarterWarpBatchKernelOnRealisticData) {
+  static_assert(quarterwarp_batch_dp4a::kFewVectors == 4);  // the counts below straddle it
+  run_batch<QuarterWarpBatchFew, 1, 2, 4>(Data::Realistic);
+  run_batch<QuarterWarpBatchMany, 5, 8>(Data::Realistic);
+}
+TEST(CudaQ4KReplay, QuarterWarpBatchKernelOnAdversarialBlocks) {
+  run_batch<QuarterWarpBatchFew, 1, 2, 4>(Data::Adversarial);
+  run_batch<QuarterWarpBatchMany, 5, 8>(Data::Adversarial);
+}
 
 // ---------------------------------------------------------------------------------
 // The small pieces, exhaustively where they are small.

@@ -113,8 +113,8 @@ Status run_grouped_dp4a(const MatVecArgs& a, const char* name) {
 // The batch form of the grouped DP4A kernels: kN activation vectors per call, back to
 // back in x (vec_words words each) and y (rows floats each); each row's weights are
 // read once for all of them.
-template <int kGroups, int kUnroll, int kWords, int kN>
-__global__ void __launch_bounds__(halfwarp_dp4a::kThreads, 8)
+template <int kGroups, int kUnroll, int kWords, int kN, int kMinBlocks>
+__global__ void __launch_bounds__(halfwarp_dp4a::kThreads, kMinBlocks)
     grouped_dp4a_batch_kernel(const std::uint32_t* __restrict__ w, const std::uint32_t* __restrict__ x,
                               float* __restrict__ y, int rows, int nb, std::int64_t vec_words) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -131,10 +131,10 @@ __global__ void __launch_bounds__(halfwarp_dp4a::kThreads, 8)
   }
 }
 
-template <int kGroups, int kUnroll, int kWords, int kN>
+template <int kGroups, int kUnroll, int kWords, int kN, int kMinBlocks>
 Status launch_grouped_dp4a_batch(const MatVecArgs& a, const char* name) {
   constexpr std::int64_t kMaxWaves = 8;
-  constexpr auto kernel = grouped_dp4a_batch_kernel<kGroups, kUnroll, kWords, kN>;
+  constexpr auto kernel = grouped_dp4a_batch_kernel<kGroups, kUnroll, kWords, kN, kMinBlocks>;
   const int nb = static_cast<int>(a.shape.cols / kSuperBlock);
   const std::int64_t resident = resident_ctas<kernel>(halfwarp_dp4a::kThreads);
   const std::int64_t cap = resident > 0 ? kMaxWaves * resident : halfwarp_dp4a::grid(a.shape.rows, INT_MAX);
@@ -145,19 +145,20 @@ Status launch_grouped_dp4a_batch(const MatVecArgs& a, const char* name) {
   });
 }
 
-// One kernel per vector count, so each keeps its accumulators in registers.
-template <int kGroups, int kUnroll, int kWords>
+// One kernel per vector count, so each keeps its accumulators in registers; at least
+// kMinBlocks blocks of 128 threads resident per SM (8: at most 64 registers a thread).
+template <int kGroups, int kUnroll, int kWords, int kMinBlocks = 8>
 Status run_grouped_dp4a_batch(const MatVecArgs& a, const char* name) {
   if (Status s = check_launch(name, a, 16, 4); !s.ok()) return s;
   switch (a.n) {
-    case 1: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 1>(a, name);
-    case 2: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 2>(a, name);
-    case 3: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 3>(a, name);
-    case 4: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 4>(a, name);
-    case 5: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 5>(a, name);
-    case 6: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 6>(a, name);
-    case 7: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 7>(a, name);
-    case 8: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 8>(a, name);
+    case 1: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 1, kMinBlocks>(a, name);
+    case 2: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 2, kMinBlocks>(a, name);
+    case 3: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 3, kMinBlocks>(a, name);
+    case 4: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 4, kMinBlocks>(a, name);
+    case 5: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 5, kMinBlocks>(a, name);
+    case 6: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 6, kMinBlocks>(a, name);
+    case 7: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 7, kMinBlocks>(a, name);
+    case 8: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 8, kMinBlocks>(a, name);
   }
   return Status::Error(std::string(name) + ": takes 1 to 8 vectors, not " + std::to_string(a.n));
 }

@@ -701,17 +701,21 @@ inline constexpr int kUnroll = 3;
 inline constexpr int kWordsPerLane = 4;
 }  // namespace quarterwarp_dp4a
 
-// quarterwarp_batch_dp4a: quarterwarp_dp4a's layout for 1..kMaxN vectors. Each vector's
-// activation words come in 16-byte loads, and its scales once per 16 weights, where the
-// half-warp batch kernel takes 8-byte loads and scales per 8: with several vectors the
-// half-warp one is bound by its loads through L1 (results/nvidia-h200/batch/profile.log).
-// One super-block in flight per quarter-warp (four per warp, as in the half-warp batch
-// kernel) leaves registers for the vectors' accumulators.
+// quarterwarp_batch_dp4a: quarterwarp_dp4a's layout for 1..kMaxN vectors. A lane reads
+// each vector's block scales once per 16 weights, and decodes the weights' scales once
+// per 32, where the half-warp batch kernel does both per 8 and 16: with several vectors
+// the half-warp one is bound by its loads through L1
+// (results/nvidia-h200/batch/profile.log).
+// Up to kFewVectors vectors, one super-block in flight per quarter-warp at 64 registers
+// (8 blocks an SM); with more, latency bounds that, and two in flight at up to 128
+// registers (4 blocks an SM) are quicker (results/nvidia-h200/batch/unroll/).
 namespace quarterwarp_batch_dp4a {
 inline constexpr int kGroups = 4;
-inline constexpr int kUnroll = 1;
 inline constexpr int kWordsPerLane = 4;
 inline constexpr int kMaxN = 8;
+inline constexpr int kFewVectors = 4;
+inline constexpr int kUnrollFew = 1, kMinBlocksFew = 8;
+inline constexpr int kUnrollMany = 2, kMinBlocksMany = 4;
 }  // namespace quarterwarp_batch_dp4a
 
 // tma_dp4a: each warp's rows streamed chunk by chunk into a ring of kStages

@@ -1,10 +1,11 @@
 // Q4_K x Q8_1 for 1 to 8 activation vectors per call: quarterwarp_dp4a's layout (a warp
 // per row, grid-stride; its four groups of eight lanes on neighbouring super-blocks;
 // lane t of a group reads qs words 4t..4t + 3 in one 16-byte load), each super-block's
-// weights loaded and its scales decoded once and multiplied with every vector, whose
-// activation words come in 16-byte loads too. Per-lane arithmetic:
-// grouped_lane_row_batch (q4_K_lanes.h); kernel and launch, one per vector count:
-// run_grouped_dp4a_batch (q4_K_kernels.cuh).
+// weights loaded and its scales decoded once and multiplied with every vector, each
+// vector's block scales read once per 16 weights; with more than kFewVectors vectors, two
+// super-blocks in flight per quarter-warp (q4_K_lanes.h says why). Per-lane arithmetic:
+// grouped_lane_row_batch (q4_K_lanes.h); kernel, one per vector count:
+// launch_grouped_dp4a_batch (q4_K_kernels.cuh).
 #include "kernels/cuda/q4_K_kernels.cuh"
 
 namespace qmv::cuda::q4k {
@@ -12,16 +13,35 @@ namespace {
 
 constexpr const char* kName = "q4_K.cuda.quarterwarp_batch_dp4a_q8_1";
 
-Status run(const MatVecArgs& a) {
+template <int kN>
+Status launch(const MatVecArgs& a) {
   using namespace quarterwarp_batch_dp4a;
-  return run_grouped_dp4a_batch<kGroups, kUnroll, kWordsPerLane>(a, kName);
+  if constexpr (kN <= kFewVectors)
+    return launch_grouped_dp4a_batch<kGroups, kUnrollFew, kWordsPerLane, kN, kMinBlocksFew>(a, kName);
+  else
+    return launch_grouped_dp4a_batch<kGroups, kUnrollMany, kWordsPerLane, kN, kMinBlocksMany>(a, kName);
+}
+
+Status run(const MatVecArgs& a) {
+  if (Status s = check_launch(kName, a, 16, 4); !s.ok()) return s;
+  switch (a.n) {
+    case 1: return launch<1>(a);
+    case 2: return launch<2>(a);
+    case 3: return launch<3>(a);
+    case 4: return launch<4>(a);
+    case 5: return launch<5>(a);
+    case 6: return launch<6>(a);
+    case 7: return launch<7>(a);
+    case 8: return launch<8>(a);
+  }
+  return Status::Error(std::string(kName) + ": takes 1 to 8 vectors, not " + std::to_string(a.n));
 }
 
 constexpr KernelRecord record() {
   KernelRecord r = cuda_matvec_kernel(kName, WeightType::Q4_K, ActFormat::Q8_1, run,
                                       "Q4_K x Q8_1, 1-8 vectors per call: quarter-warp per super-block, 16-byte "
-                                      "weight and activation loads, the weights read once for every vector, "
-                                      "grid-stride over rows, __dp4a byte sums",
+                                      "weight loads, the weights read once for every vector, grid-stride over "
+                                      "rows, __dp4a byte sums",
                                       61);
   r.op = OpKind::MatVecBatch;
   r.max_n = quarterwarp_batch_dp4a::kMaxN;
