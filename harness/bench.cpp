@@ -143,7 +143,8 @@ BenchOutcome run_bench(const std::vector<const KernelSpec*>& kernels, const std:
         for (int n : counts) {
           const std::string per_n = batch ? fmt::format("/n:{}", n) : "";
           if (k->backend == Backend::CUDA) {  // one launch configuration: no thread axis
-            gpu_points.push_back({k, s, gpu_threads, fmt::format("{}/{}/{}{}", k->name, to_string(s), warmth, per_n), n});
+            gpu_points.push_back(
+                {k, s, gpu_threads, fmt::format("{}/{}/{}{}", k->name, to_string(s), warmth, per_n), n});
             continue;
           }
           for (int t : cfg.threads)

@@ -150,7 +150,8 @@ cat >"$work/sanitizer/compute-sanitizer" <<'FAKE'
 echo "$*" >>"$FAKE_CALLS.sanitizer"
 # racecheck's summary line is its own (compute-sanitizer 2025)
 if [[ $2 == racecheck ]]; then
-  [[ $2 == "${FAKE_BAD_TOOL:-}" ]] && { echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)"; exit 3; }
+  bad="========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)"
+  [[ $2 == "${FAKE_BAD_TOOL:-}" ]] && { echo "$bad"; exit 3; }
   echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
   exit 0
 fi
