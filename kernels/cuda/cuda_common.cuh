@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/lane_math.h"
 #include "kernels/kernel.h"
@@ -120,6 +121,23 @@ inline Status check_launch(const char* kernel, const MatVecArgs& a, std::size_t 
   if (a.shape.rows > INT_MAX || a.shape.cols > INT_MAX)
     return Status::Error(std::string(kernel) + ": shape " + to_string(a.shape) + " is too large");
   return Status::Ok();
+}
+
+// A batch kernel's dispatch: launch(std::integral_constant<int, n>{}) for the call's
+// n = 1..8 vectors, one kernel per count so each keeps its accumulators in registers.
+template <class Launch>
+Status for_vector_count(const char* kernel, int n, Launch&& launch) {
+  switch (n) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 5: return launch(std::integral_constant<int, 5>{});
+    case 6: return launch(std::integral_constant<int, 6>{});
+    case 7: return launch(std::integral_constant<int, 7>{});
+    case 8: return launch(std::integral_constant<int, 8>{});
+  }
+  return Status::Error(std::string(kernel) + ": takes 1 to 8 vectors, not " + std::to_string(n));
 }
 
 }  // namespace qmv::cuda

@@ -150,17 +150,9 @@ Status launch_grouped_dp4a_batch(const MatVecArgs& a, const char* name) {
 template <int kGroups, int kUnroll, int kWords, int kMinBlocks = 8>
 Status run_grouped_dp4a_batch(const MatVecArgs& a, const char* name) {
   if (Status s = check_launch(name, a, 16, 4); !s.ok()) return s;
-  switch (a.n) {
-    case 1: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 1, kMinBlocks>(a, name);
-    case 2: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 2, kMinBlocks>(a, name);
-    case 3: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 3, kMinBlocks>(a, name);
-    case 4: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 4, kMinBlocks>(a, name);
-    case 5: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 5, kMinBlocks>(a, name);
-    case 6: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 6, kMinBlocks>(a, name);
-    case 7: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 7, kMinBlocks>(a, name);
-    case 8: return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, 8, kMinBlocks>(a, name);
-  }
-  return Status::Error(std::string(name) + ": takes 1 to 8 vectors, not " + std::to_string(a.n));
+  return for_vector_count(name, a.n, [&](auto n) {
+    return launch_grouped_dp4a_batch<kGroups, kUnroll, kWords, decltype(n)::value, kMinBlocks>(a, name);
+  });
 }
 
 }  // namespace qmv::cuda::q4k

@@ -13,28 +13,16 @@ namespace {
 
 constexpr const char* kName = "q4_K.cuda.quarterwarp_batch_dp4a_q8_1";
 
-template <int kN>
-Status launch(const MatVecArgs& a) {
-  using namespace quarterwarp_batch_dp4a;
-  if constexpr (kN <= kFewVectors)
-    return launch_grouped_dp4a_batch<kGroups, kUnrollFew, kWordsPerLane, kN, kMinBlocksFew>(a, kName);
-  else
-    return launch_grouped_dp4a_batch<kGroups, kUnrollMany, kWordsPerLane, kN, kMinBlocksMany>(a, kName);
-}
-
 Status run(const MatVecArgs& a) {
+  using namespace quarterwarp_batch_dp4a;
   if (Status s = check_launch(kName, a, 16, 4); !s.ok()) return s;
-  switch (a.n) {
-    case 1: return launch<1>(a);
-    case 2: return launch<2>(a);
-    case 3: return launch<3>(a);
-    case 4: return launch<4>(a);
-    case 5: return launch<5>(a);
-    case 6: return launch<6>(a);
-    case 7: return launch<7>(a);
-    case 8: return launch<8>(a);
-  }
-  return Status::Error(std::string(kName) + ": takes 1 to 8 vectors, not " + std::to_string(a.n));
+  return for_vector_count(kName, a.n, [&](auto n) {
+    constexpr int kN = decltype(n)::value;
+    if constexpr (kN <= kFewVectors)
+      return launch_grouped_dp4a_batch<kGroups, kUnrollFew, kWordsPerLane, kN, kMinBlocksFew>(a, kName);
+    else
+      return launch_grouped_dp4a_batch<kGroups, kUnrollMany, kWordsPerLane, kN, kMinBlocksMany>(a, kName);
+  });
 }
 
 constexpr KernelRecord record() {

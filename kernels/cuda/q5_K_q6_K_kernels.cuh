@@ -137,17 +137,9 @@ Status launch_resident_warp_per_row_batch(const MatVecArgs& a, const char* name)
 template <class Row>
 Status run_resident_warp_per_row_batch(const MatVecArgs& a, const char* name) {
   if (Status s = check_launch(name, a, weight_alignment<Row>(), activation_alignment<Row>()); !s.ok()) return s;
-  switch (a.n) {
-    case 1: return launch_resident_warp_per_row_batch<Row, 1>(a, name);
-    case 2: return launch_resident_warp_per_row_batch<Row, 2>(a, name);
-    case 3: return launch_resident_warp_per_row_batch<Row, 3>(a, name);
-    case 4: return launch_resident_warp_per_row_batch<Row, 4>(a, name);
-    case 5: return launch_resident_warp_per_row_batch<Row, 5>(a, name);
-    case 6: return launch_resident_warp_per_row_batch<Row, 6>(a, name);
-    case 7: return launch_resident_warp_per_row_batch<Row, 7>(a, name);
-    case 8: return launch_resident_warp_per_row_batch<Row, 8>(a, name);
-  }
-  return Status::Error(std::string(name) + ": takes 1 to 8 vectors, not " + std::to_string(a.n));
+  return for_vector_count(name, a.n, [&](auto n) {
+    return launch_resident_warp_per_row_batch<Row, decltype(n)::value>(a, name);
+  });
 }
 
 }  // namespace qmv::cuda::q5q6
