@@ -298,9 +298,10 @@ AutoPlanEvidence auto_plan_evidence(const KernelPlan& plan, const ModelWeights& 
     if (options.progress) options.progress(line);
   };
   std::vector<AutoMatvec> matvecs = auto_matvecs(plan, weights);
-  // A batch decode has batch kernels to weigh only where its weight type has them.
-  if (options.n > 1)
-    std::erase_if(matvecs, [&](const AutoMatvec& m) { return auto_candidates(m, options.backend, options.n).empty(); });
+  // Only matvecs with a kernel of this backend to weigh are auto's: a batch decode has
+  // batch kernels only for some weight types, and the GPU has no fused up+gate kernel
+  // (its decode stacks the two matrices into one matvec instead).
+  std::erase_if(matvecs, [&](const AutoMatvec& m) { return auto_candidates(m, options.backend, options.n).empty(); });
   ev.matvecs = static_cast<int>(matvecs.size());
   if (matvecs.empty()) return ev;
 

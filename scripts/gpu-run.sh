@@ -58,7 +58,7 @@ step_check() {
 }
 step_tests() {  # the device tests only: the CPU replays of the CUDA arithmetic run in CI
   local device_tests='Cuda.*:CudaExecute.*:CudaDeathTest.*:CudaBench.*:CudaQuantize.*:GpuForwardDevice.*'
-  run_step tests "$tests" --gtest_filter="$device_tests:Registry/BatchKernel.*cuda*"
+  run_step tests "$tests" --gtest_filter="$device_tests:Registry/BatchKernel.*cuda*:AutoPlan.OnTheGpu*"
   require_in_log tests '\[  PASSED  \] [1-9]' "no device test passed"
   rerun_alone tests "$tests"
   ! grep -q '\[  SKIPPED \]' "$results/tests.log" 2>/dev/null || failed+=("tests (skipped on a device)")
@@ -131,6 +131,9 @@ decode() {  # decode NAME [OPTIONS...]: 128 tokens of the model on the GPU, a ro
 step_decode() {  # the auto plan first, so a run cut short keeps the headline
   make_decode_model
   decode decode
+  # The GPU's store now holds every matvec the first decode lacked: the second times nothing.
+  decode decode-again
+  require_in_log decode-again 'nothing timed' "the second auto decode timed kernels again"
   decode decode-fused-attention --fuse-attention
   decode decode-tma --plan "$bulk" --fuse-attention
   decode decode-tma-overlap --plan "$bulk" --fuse-attention --overlap-weights

@@ -8,7 +8,8 @@ Standard library only (the GPU machines have Python but not our venv):
         --plans gpu --reference-plan 'q4_K=q4_K.cpu.avx2_f32,q6_K=q6_K.cpu.avx2_f32' \\
         --out results/<gpu>/decode-plans.csv
 
-`--plans gpu` sweeps the GPU variants for the K-quant matvecs (FFN and attention
+`--plans gpu` sweeps the default plan (`auto`: each matvec the kernel the GPU's tuning
+store measured fastest) and the GPU variants for the K-quant matvecs (FFN and attention
 alike): warp_f32, wide_f32, vectorized_f32, warpx2_f32, warpx3_f32, warpx4_f32, dp4a_q8_1,
 halfwarp_dp4a_q8_1, warpx3_dp4a_q8_1, quarterwarp_dp4a_q8_1, tma_dp4a_q8_1 (sm_90),
 each with Q6_K tensors on the same family where it exists. `--plans` also takes
@@ -40,7 +41,7 @@ def fail(msg):
 
 
 def gpu_plans():
-    plans = []
+    plans = ["auto"]  # what a plain `decode --device cuda` runs, beside each fixed family
     for q4, q6 in GPU_FAMILIES:
         rules = [f"q4_K=q4_K.cuda.{q4}", "ffn_up_gate=none"]
         if q6:
@@ -165,6 +166,7 @@ def main():
         out = csv.DictWriter(f, fieldnames=fields)
         out.writeheader()
         failed = []
+        speeds = {}  # (plan, graph): decode tok/s
         for i, plan in enumerate(plans):
             npy = os.path.join(work, f"plan{i}.npy")
             try:
@@ -197,9 +199,16 @@ def main():
                        "plan_kernels": json.dumps(d.get("plan_kernels", {}), sort_keys=True)}
                 out.writerow(row)
                 f.flush()
+                speeds[(plan, graph)] = d["decode_tok_s"]
                 print(f"{plan} graph={int(graph)}: {row['decode_tok_s']} tok/s, {row['roofline_pct']}% of the "
                       f"roofline, logits NMSE {row['logits_nmse_max']} (worst), top-1 {row['top1_agreement']}",
                       flush=True)
+    for graph in sorted({g for _, g in speeds}, reverse=True):
+        auto = speeds.get(("auto", graph))
+        others = {p: v for (p, g), v in speeds.items() if g == graph and p != "auto"}
+        if auto and others:
+            best = max(others, key=others.get)
+            print(f"auto graph={int(graph)}: {auto / others[best]:.3f}x the fastest other plan's tok/s ({best})")
     print(f"wrote {args.out} (log: {log.name})")
     if failed:
         print(f"plan_sweep.py: {len(failed)} failed: " + "; ".join(failed), file=sys.stderr)

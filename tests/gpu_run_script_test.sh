@@ -233,6 +233,35 @@ while read -r soname; do
     *) [[ -s $work/bundle/peer/lib/$soname ]] || fail "bundle-peer: $soname, which llama-bench loads, not bundled" ;;
   esac
 done < <(ldd "$qmvlab" | awk '$2 == "=>" && $3 ~ /^\// {print $1}')
+# The decode step's second auto decode must time nothing: the first filled the GPU's
+# store. A stand-in qmvlab times kernels in its first decode only, then in every one.
+mkdir -p "$work/tune/bin"
+cat >"$work/tune/bin/qmvlab" <<'FAKE'
+#!/usr/bin/env bash
+[[ $1 == decode ]] || exit 0
+if [[ -e $FAKE_STORE && -z ${FAKE_ALWAYS_TIMES:-} ]]; then
+  echo "tuning: 7 matvec shape(s) for auto on the GPU: 7 from the store; nothing timed [$FAKE_STORE]"
+else
+  touch "$FAKE_STORE"
+  echo "tuning: 7 matvec shape(s) for auto on the GPU: 7 measured now in 3 s [$FAKE_STORE]"
+fi
+echo "decode: 127 tokens in 0.400 s = 317.50 tok/s"
+FAKE
+chmod +x "$work/tune/bin/qmvlab"
+cp "$work/bundle/requires" "$work/tune/"
+touch "$work/model.gguf"
+tune_run() {
+  rm -rf "$work/results" "$work/store"
+  QMV_GPU_BUNDLE=$work/tune QMV_GPU_MODEL=$work/model.gguf FAKE_STORE=$work/store PATH=$work/fake:$PATH run decode
+}
+code=$(tune_run)
+[[ $code == 1 ]] || fail "decode: exit $code, want 1 (the stand-in's plan sweep fails)"
+grep -q "FAILED: .*decode-again" "$work/log" && fail "decode: a second decode that timed nothing failed: $(tail -3 "$work/log")"
+grep -q "== decode-again" "$work/log" || fail "decode: no second auto decode: $(cat "$work/log")"
+code=$(FAKE_ALWAYS_TIMES=1 tune_run)
+grep -q "FAILED: .*decode-again (the second auto decode timed kernels again)" "$work/log" ||
+  fail "decode: a second decode that timed kernels again passed: $(tail -3 "$work/log")"
+
 # A dry run lists the commands: the model made, llama-bench on the GPU (-ngl 99)
 # alternating with qmvlab decode --device cuda, the CSV; it runs none and writes nothing.
 rm -rf "$work/results"
@@ -252,4 +281,5 @@ grep -q "== peer: .*compare_llamacpp.py --device cuda .* --rounds 2 --out $work/
 grep -q "nothing was run" "$work/log" || fail "dry run: not said: $(tail -2 "$work/log")"
 [[ ! -e $work/results ]] || fail "dry run: it wrote $work/results"
 echo "gpu-run.sh fails loudly without a usable GPU, one fault costs one kernel, a call keeps its budget," \
-  "and the CUDA peer is bundled, listed and refused when missing: 9 cases passed"
+  "the second auto decode times nothing, and the CUDA peer is bundled, listed and refused when missing:" \
+  "10 cases passed"

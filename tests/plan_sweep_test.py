@@ -5,6 +5,7 @@ import argparse
 import csv
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,24 @@ res = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--m
                       "--plans", int8, "--exclude", "*.cpu.*", "--reference-plan", reference, "--out", out3],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 assert res.returncode == 2 and "no plans to sweep" in res.stderr, res.stderr
+
+# The default plan beside a fixed one: the sweep gives auto's tokens/s over the fastest
+# other plan's. Auto times the toy's matvecs into a store of the test's own.
+out4 = os.path.join(work, "plans-auto.csv")
+env = dict(os.environ, QMV_TUNING_STORE=os.path.join(work, "tuning.csv"))
+res = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model, "--device", "cpu",
+                      "--plans", f"auto;{f32};{int8}", "--reference-plan", reference, "--prompt-tokens", "1,7,42",
+                      "-n", "4", "--logit-positions", "3", "--threads", "1", "--out", out4],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+assert res.returncode == 0, res.stdout
+speeds = {r["plan"]: float(r["decode_tok_s"]) for r in csv.DictReader(open(out4))}
+assert sorted(speeds) == sorted(["auto", f32, int8]), speeds
+fastest = max((f32, int8), key=speeds.get)
+said = re.search(r"auto graph=0: ([0-9.]+)x the fastest other plan's tok/s \((.*)\)", res.stdout)
+assert said and said.group(2) == fastest, res.stdout
+# The CSV keeps tokens/s to 3 decimals; the ratio was taken before the rounding.
+assert abs(float(said.group(1)) - speeds["auto"] / speeds[fastest]) < 2e-3, (said.group(0), speeds)
+assert os.path.getsize(env["QMV_TUNING_STORE"]) > 0, "auto timed nothing into the test's store"
 
 # Errors: a missing model is one line and exit 2.
 bad = subprocess.run([sys.executable, args.script, "--qmvlab", args.qmvlab, "--model", model + ".missing",
