@@ -234,7 +234,8 @@ while read -r soname; do
   esac
 done < <(ldd "$qmvlab" | awk '$2 == "=>" && $3 ~ /^\// {print $1}')
 # The decode step's second auto decode must time nothing: the first filled the GPU's
-# store. A stand-in qmvlab times kernels in its first decode only, then in every one.
+# store. A stand-in qmvlab times kernels in its first decode only, or, with
+# FAKE_ALWAYS_TIMES set, in every one: the step passes the first and fails the second.
 mkdir -p "$work/tune/bin"
 cat >"$work/tune/bin/qmvlab" <<'FAKE'
 #!/usr/bin/env bash
