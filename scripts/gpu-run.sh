@@ -12,7 +12,8 @@
 # that QMV_GPU_EXCLUDE's globs name, is left out of the steps after it. Environment:
 # QMV_GPU_KERNELS (default '*.cuda.*'), QMV_OVERLAP_KERNELS, QMV_PROFILE_KERNELS,
 # QMV_SANITIZE_KERNELS, QMV_BATCH_KERNELS, QMV_GPU_BUNDLE, QMV_GPU_MODEL (the decode model,
-# made when missing), QMV_REAL_MODEL, QMV_AB_ROUNDS, QMV_PEER_ROUNDS, and step-runner.sh's budget.
+# made when missing), QMV_REAL_MODEL, QMV_AB_ROUNDS, QMV_PEER_ROUNDS, QMV_TUNING_STORE (the GPU's
+# tuning store; default tuning.csv in the results folder), and step-runner.sh's budget.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/step-runner.sh
@@ -58,9 +59,13 @@ step_check() {
 }
 step_tests() {  # the device tests only: the CPU replays of the CUDA arithmetic run in CI
   local device_tests='Cuda.*:CudaExecute.*:CudaDeathTest.*:CudaBench.*:CudaQuantize.*:GpuForwardDevice.*'
+  # The tests keep their rows in a store of their own, never the run's.
+  local store=$QMV_TUNING_STORE
+  unset QMV_TUNING_STORE
   run_step tests "$tests" --gtest_filter="$device_tests:Registry/BatchKernel.*cuda*:AutoPlan.OnTheGpu*"
   require_in_log tests '\[  PASSED  \] [1-9]' "no device test passed"
   rerun_alone tests "$tests"
+  export QMV_TUNING_STORE=$store
   ! grep -q '\[  SKIPPED \]' "$results/tests.log" 2>/dev/null || failed+=("tests (skipped on a device)")
 }
 
@@ -198,6 +203,8 @@ device() {
   use_bundle
   kernels=${QMV_GPU_KERNELS:-*.cuda.*}
   results=${QMV_GPU_RESULTS:-results/$gpu}
+  # The GPU's tuning store lies in the results folder, so it comes back with the run.
+  export QMV_TUNING_STORE=${QMV_TUNING_STORE:-$results/tuning.csv}
   IFS=, read -r -a excluded <<<"${QMV_GPU_EXCLUDE:-}"
   local steps=("$@")
   ((${#steps[@]})) || steps=(probe list peak check tests bench)

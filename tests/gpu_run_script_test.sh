@@ -25,6 +25,8 @@ ln -s "$qmvlab" "$work/bundle/bin/qmvlab"
 ln -s "$tests" "$work/bundle/bin/qmv_tests"
 printf 'glibc 2.17\ndriver 580\n' >"$work/bundle/requires"
 export QMV_GPU_BUNDLE=$work/bundle QMV_GPU_RESULTS=$work/results
+# The store gpu-run.sh picks itself (ctest's environment names the tests' own).
+unset QMV_TUNING_STORE
 run() { OUT= "$root/scripts/gpu-run.sh" device "$@" >"$work/log" 2>&1; echo $?; }
 
 # 1. No nvidia-smi at all: the probe refuses before any step.
@@ -86,6 +88,7 @@ mkdir -p "$work/faulty/bin"
 cat >"$work/faulty/bin/qmvlab" <<'FAKE'
 #!/usr/bin/env bash
 echo "$*" >>"$FAKE_CALLS"
+echo "${QMV_TUNING_STORE-unset}" >>"$FAKE_CALLS.store"
 case "$*" in
   "check --isolate --kernels *.cuda.* "*)
     echo "checking 3 kernel(s) on 2 shape(s), 16 thread(s), seed 42 (rerun with --seed 42)"
@@ -101,6 +104,7 @@ FAKE
 cat >"$work/faulty/bin/qmv_tests" <<'FAKE'
 #!/usr/bin/env bash
 echo "$*" >>"$FAKE_CALLS.tests"
+echo "${QMV_TUNING_STORE-unset}" >>"$FAKE_CALLS.tests-store"
 if [[ -n ${FAKE_MANY:-} && $* == --gtest_filter=*:* ]]; then
   for i in $(seq 1 32); do echo "[  FAILED  ] Cuda.Many$i (1 ms)"; done
   exit 1
@@ -127,6 +131,11 @@ grep -q "fails alone: Cuda.Culprit" "$work/results/tests-alone.log" || fail "tes
 grep -q "FAILED: check (exit 1) tests (exit 1)" "$work/log" || fail "faulting kernel: failures not named: $(tail -3 "$work/log")"
 grep -q "check (no CUDA kernel passed" "$work/log" && fail "faulting kernel: its passes were not counted"
 [[ $(wc -l <"$FAKE_CALLS") == 2 ]] || fail "faulting kernel: want 1 check and 1 bench: $(cat "$FAKE_CALLS")"
+# qmvlab writes the GPU's store into the results folder; the tests, into their own.
+[[ $(sort -u "$FAKE_CALLS.store") == "$work/results/tuning.csv" ]] ||
+  fail "qmvlab's store is not the results folder's: $(sort -u "$FAKE_CALLS.store")"
+[[ $(sort -u "$FAKE_CALLS.tests-store") == unset ]] ||
+  fail "the device tests were given the run's store: $(sort -u "$FAKE_CALLS.tests-store")"
 # Everything failed: at most 30 tests run again alone.
 rm -f "$FAKE_CALLS.tests"
 code=$(FAKE_MANY=1 QMV_GPU_BUNDLE=$work/faulty PATH=$work/fake:$PATH run tests)
@@ -240,11 +249,11 @@ mkdir -p "$work/tune/bin"
 cat >"$work/tune/bin/qmvlab" <<'FAKE'
 #!/usr/bin/env bash
 [[ $1 == decode ]] || exit 0
-if [[ -e $FAKE_STORE && -z ${FAKE_ALWAYS_TIMES:-} ]]; then
-  echo "tuning: 7 matvec shape(s) for auto on the GPU: 7 from the store; nothing timed [$FAKE_STORE]"
+if [[ -e $QMV_TUNING_STORE && -z ${FAKE_ALWAYS_TIMES:-} ]]; then
+  echo "tuning: 7 matvec shape(s) for auto on the GPU: 7 from the store; nothing timed [$QMV_TUNING_STORE]"
 else
-  touch "$FAKE_STORE"
-  echo "tuning: 7 matvec shape(s) for auto on the GPU: 7 measured now in 3 s [$FAKE_STORE]"
+  touch "$QMV_TUNING_STORE"
+  echo "tuning: 7 matvec shape(s) for auto on the GPU: 7 measured now in 3 s [$QMV_TUNING_STORE]"
 fi
 echo "decode: 127 tokens in 0.400 s = 317.50 tok/s"
 FAKE
@@ -252,11 +261,13 @@ chmod +x "$work/tune/bin/qmvlab"
 cp "$work/bundle/requires" "$work/tune/"
 touch "$work/model.gguf"
 tune_run() {
-  rm -rf "$work/results" "$work/store"
-  QMV_GPU_BUNDLE=$work/tune QMV_GPU_MODEL=$work/model.gguf FAKE_STORE=$work/store PATH=$work/fake:$PATH run decode
+  rm -rf "$work/results"
+  QMV_GPU_BUNDLE=$work/tune QMV_GPU_MODEL=$work/model.gguf PATH=$work/fake:$PATH run decode
 }
 code=$(tune_run)
 [[ $code == 1 ]] || fail "decode: exit $code, want 1 (the stand-in's plan sweep fails)"
+# The store the decodes wrote lies in the results folder, which the run packs.
+[[ -e $work/results/tuning.csv ]] || fail "decode: the GPU's store is not in the results folder"
 grep -q "FAILED: .*decode-again" "$work/log" && fail "decode: a second decode that timed nothing failed: $(tail -3 "$work/log")"
 grep -q "== decode-again" "$work/log" || fail "decode: no second auto decode: $(cat "$work/log")"
 code=$(FAKE_ALWAYS_TIMES=1 tune_run)
@@ -282,5 +293,5 @@ grep -q "== peer: .*compare_llamacpp.py --device cuda .* --rounds 2 --out $work/
 grep -q "nothing was run" "$work/log" || fail "dry run: not said: $(tail -2 "$work/log")"
 [[ ! -e $work/results ]] || fail "dry run: it wrote $work/results"
 echo "gpu-run.sh fails loudly without a usable GPU, one fault costs one kernel, a call keeps its budget," \
-  "the second auto decode times nothing, and the CUDA peer is bundled, listed and refused when missing:" \
-  "10 cases passed"
+  "the second auto decode times nothing, the GPU's store stays with the results, and the CUDA peer is" \
+  "bundled, listed and refused when missing: 10 cases passed"
