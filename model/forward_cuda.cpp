@@ -57,6 +57,13 @@ struct GpuForward::Impl {
   cudaGraphExec_t graph_exec = nullptr;
   bool capturing = false;
   bool warmed_up = false;  // a step ran op by op: every kernel has launched once
+  // The other way of running attention (set_fuse_attention): its graph and warm-up,
+  // swapped with the fields above on a switch.
+  struct StepGraph {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    bool warmed_up = false;
+  } other_attention;
   // The capture's last node is not a kernel (a routing if/else node): a launch after it
   // goes without the overlap, since a programmatic edge leaves only a kernel node.
   bool after_non_kernel_node = false;
@@ -283,6 +290,8 @@ struct GpuForward::Impl {
 GpuForward::Impl::~Impl() {
   if (graph_exec) cudaGraphExecDestroy(graph_exec);
   if (graph) cudaGraphDestroy(graph);
+  if (other_attention.exec) cudaGraphExecDestroy(other_attention.exec);
+  if (other_attention.graph) cudaGraphDestroy(other_attention.graph);
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   if (stream) cudaStreamDestroy(stream);
   if (branch_stream) cudaStreamDestroy(branch_stream);
@@ -533,10 +542,21 @@ void GpuForward::reset() {
 }
 
 void GpuForward::set_op_timing(bool on) { impl_->op_timing = on; }
+void GpuForward::set_fuse_attention(bool on) {
+  Impl& m = *impl_;
+  if (m.opt.fuse_attention == on) return;
+  check(cudaStreamSynchronize(m.stream), "finishing the last step before switching the attention");
+  std::swap(m.graph, m.other_attention.graph);
+  std::swap(m.graph_exec, m.other_attention.exec);
+  std::swap(m.warmed_up, m.other_attention.warmed_up);
+  m.opt.fuse_attention = on;
+}
+bool GpuForward::fuse_attention() const { return impl_->opt.fuse_attention; }
 const StepTimes& GpuForward::times() const { return impl_->times; }
 double GpuForward::sample_seconds() const { return impl_->sample_s; }
 int GpuForward::timed_steps() const { return impl_->timed_steps; }
 const StepTimes& GpuForward::routing() const { return impl_->routing; }
+void GpuForward::clear_routing() { impl_->routing.clear(); }
 void GpuForward::clear_times() {
   impl_->times.clear();
   impl_->sample_s = 0;

@@ -106,6 +106,12 @@ class GpuForward {
   // CUDA events between the ops from the next step on (the step then runs op by op,
   // not as a graph); off: the graph again, when the options enabled it.
   void set_op_timing(bool on);
+  // The fused attention (GpuForwardOptions::fuse_attention) on or off from the next step
+  // on. Each way keeps its own captured graph, so switching back and forth captures
+  // each once; the first step of a way not yet run goes op by op, as the first step
+  // does. The logits are the same bit for bit either way.
+  void set_fuse_attention(bool on);
+  bool fuse_attention() const;
   const StepTimes& times() const;
   double sample_seconds() const;  // the sampler's share, not a Op
   int timed_steps() const;
@@ -115,6 +121,7 @@ class GpuForward {
   // f32 sibling (routed); calls[OutlierTest] counts the vectors tested. Empty when the
   // plan routes nothing.
   const StepTimes& routing() const;
+  void clear_routing();
 
   // As CpuForward: bytes one step reads at position `pos` (weights, one embedding row,
   // the KV cache up to pos), the weights alone, and the weights of one part.

@@ -140,6 +140,7 @@ step_decode() {  # the auto plan first, so a run cut short keeps the headline
   decode decode-again
   require_in_log decode-again 'nothing timed' "the second auto decode timed kernels again"
   decode decode-fused-attention --fuse-attention
+  decode decode-separate-attention --no-fuse-attention
   decode decode-tma --plan "$bulk" --fuse-attention
   decode decode-tma-overlap --plan "$bulk" --fuse-attention --overlap-weights
   decode decode-qkv-apart --no-stack-qkv
@@ -169,7 +170,7 @@ step_ab() {
   make_decode_model
   local ab=(python3 scripts/decode_ab.py --qmvlab "$qmvlab" --model "$model" "--extra=--device cuda" -n 128
     --rounds "${QMV_AB_ROUNDS:-1}" --out "$results/decode-ab.csv") name
-  run_step ab-fused-attention "${ab[@]}" --a= --b=--fuse-attention
+  run_step ab-fused-attention "${ab[@]}" --a=--no-fuse-attention --b=--fuse-attention
   run_step ab-stacked-qkv "${ab[@]}" --a=--no-stack-qkv --b=
   if plan_excluded "$bulk"; then echo "gpu-run.sh: ab-overlap: not run, its plan names a kernel left out ($bulk)"
   else run_step ab-overlap "${ab[@]}" "--a=--plan $bulk --fuse-attention" "--b=--plan $bulk --fuse-attention --overlap-weights"; fi

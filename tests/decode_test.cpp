@@ -17,6 +17,7 @@
 #include <random>
 #include <sstream>
 
+#include "harness/cli/decode_cuda.h"
 #include "harness/csv.h"
 #include "harness/fccp.h"
 #include "harness/tune.h"
@@ -283,6 +284,41 @@ TEST(Forward, BytesPerTokenCountWeightsAndTheCache) {
   EXPECT_EQ(fwd.bytes_per_token(9) - fwd.bytes_per_token(0), 9 * kv_row);
 }
 
+// The GPU decode's attention trial: the way of the shorter median step wins, a tie
+// keeps the separate kernels, and a side without a timed step is an error.
+TEST(GpuAttentionChoice, TheShorterMedianStepWins) {
+  std::mt19937_64 g(qmv::testing::fresh_seed());
+  std::uniform_real_distribution<double> ms(1.0, 5.0);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<double> separate(12), fused(12);
+    for (double& t : separate) t = ms(g);
+    for (double& t : fused) t = ms(g);
+    std::vector<double> a = separate, b = fused;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    const double median_separate = (a[5] + a[6]) / 2, median_fused = (b[5] + b[6]) / 2;
+    const qmv::AttentionChoice c = qmv::choose_attention(separate, fused);
+    EXPECT_TRUE(c.measured);
+    EXPECT_EQ(c.fused, median_fused < median_separate);
+    EXPECT_DOUBLE_EQ(c.separate_ms, median_separate);
+    EXPECT_DOUBLE_EQ(c.fused_ms, median_fused);
+    EXPECT_EQ(c.steps, 12);
+    EXPECT_EQ(c.why.rfind(c.fused ? "fused, measured" : "separate, measured", 0), 0u) << c.why;
+  }
+  EXPECT_FALSE(qmv::choose_attention({2.0, 3.0}, {3.0, 2.0}).fused) << "a tie keeps the separate kernels";
+  EXPECT_THROW(qmv::choose_attention({}, {1.0}), std::invalid_argument);
+  EXPECT_THROW(qmv::choose_attention({1.0}, {}), std::invalid_argument);
+}
+
+// --fuse-attention and --no-fuse-attention together: one line, before anything loads.
+TEST(DecodeCli, FuseAttentionAndItsOppositeAreRefusedTogether) {
+  const CliRun r = qmvlab("decode --model " + toy_model("llama", "q8_0") +
+                          " --device cuda --fuse-attention --no-fuse-attention -n 2");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("excludes"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("model "), std::string::npos) << "loaded the model: " << r.output;
+}
+
 TEST(DecodeCli, FirstRunTunesTheSecondTimesNothing) {
   const std::string model = toy_model("llama", "q4_K_m");
   const std::string store = tmp("tuning-cli.csv");
@@ -469,7 +505,7 @@ TEST(DecodeCli, CsvRowsHoldEachOpsTimeAndAnOlderFileIsWidened) {
     const bool op_time = name == "op_timed_tokens" || name.rfind("read_after_", 0) == 0 ||
                          name.rfind("stored_peak_", 0) == 0 || name == "roofline_source" ||
                          name == "read_speed_changes" || name == "thread_round_trip_ns" ||
-                         name == "spell_roofline_pct" ||
+                         name == "spell_roofline_pct" || name == "gpu_attention" ||
                          (name.find("_ms_per_token") != std::string::npos && name != "decode_ms_per_token");
     if (!op_time) older += (older.empty() ? "" : ",") + name;
   }

@@ -401,6 +401,38 @@ TEST(GpuForwardDevice, FusedAttentionIsTheSeparateKernelsBitForBit) {
   EXPECT_EQ(compared, 12);
 }
 
+// Switching the attention between the fused kernel and the separate ones in the middle
+// of a decode (GpuForward::set_fuse_attention, as decode's trial does), after a reset,
+// and back: the same tokens and logits bit for bit as a decode that never switches,
+// from graphs (each way captured once) and op by op.
+TEST(GpuForwardDevice, SwitchingTheAttentionMidDecodeKeepsItsLogits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  const LoadedModel m(testing::synthetic_model("llama", "q4_K_m"));
+  std::string missing;
+  const auto plan = gpu_plan_for(testing::cpu_f32_plan(m.weights), ActFormat::Q8_1, missing);
+  ASSERT_FALSE(plan.empty()) << missing;
+  for (bool graph : {true, false}) {
+    SCOPED_TRACE(graph ? "graph" : "op by op");
+    const int n = 24;
+    GpuForward plain(m.config, m.weights, plan, options(n, graph));
+    GpuForward switching(m.config, m.weights, plan, options(n, graph));
+    const std::vector<int> tokens = random_tokens(n, m.config.vocab_size, rng);
+    // A first pass that switches every few steps, as a trial does, then a reset.
+    for (int i = 0; i < 8; ++i) {
+      switching.set_fuse_attention(i / 2 % 2 == 1);
+      switching.step(tokens[i]);
+    }
+    switching.reset();
+    for (int i = 0; i < n; ++i) {
+      switching.set_fuse_attention(i % 5 < 3);
+      ASSERT_EQ(switching.fuse_attention(), i % 5 < 3);
+      ASSERT_EQ(plain.step(tokens[i]), switching.step(tokens[i])) << "step " << i;
+      ASSERT_TRUE(same_logits(plain, switching)) << "step " << i;
+    }
+  }
+}
+
 // Matvecs launched as programmatic dependents (--overlap-weights: the bulk-copy kernels
 // stream their weights while the kernel before them finishes) against plain launches:
 // the same kernels, so the same tokens and logits bit for bit, from a graph and op by

@@ -62,7 +62,7 @@ class DecodeCommand : public Command {
     std::string device = "cpu";
     bool no_call_groups = false, no_trials = false;
     bool no_cuda_graph = false, no_op_times = false, no_stack_gate_up = false, no_stack_qkv = false, fuse_attention = false,
-         overlap_weights = false, mmap = false;
+         no_fuse_attention = false, overlap_weights = false, mmap = false;
     // logits
     std::string l_model, l_tokens, l_prompt_file, l_plan = "auto", l_out, l_device = "cpu";
     int l_threads = 0;
@@ -203,9 +203,17 @@ std::vector<std::string> decode_header_with_round_trip() {
 
 // Then, where the read ran between the tokens, the decode's share of the roofline spell
 // by spell (spell_roofline_pct: roofline_pct_by_spell).
-std::vector<std::string> decode_header() {
+std::vector<std::string> decode_header_with_spells() {
   std::vector<std::string> h = decode_header_with_round_trip();
   h.insert(h.end() - 1, "spell_roofline_pct");
+  return h;
+}
+
+// Then, on the GPU, how the attention ran (gpu_attention): `fused` or `separate`, with
+// ` (measured)` where the trial before the decode chose it.
+std::vector<std::string> decode_header() {
+  std::vector<std::string> h = decode_header_with_spells();
+  h.insert(h.end() - 1, "gpu_attention");
   return h;
 }
 
@@ -476,9 +484,14 @@ DecodeCommand::DecodeCommand(CLI::App& app) {
   d->add_flag("--no-stack-qkv", o.no_stack_qkv,
               "--device cuda: run each layer's q, k and v as three matvecs, not as one on the matrices that share "
               "a kernel");
-  d->add_flag("--fuse-attention", o.fuse_attention,
-              "--device cuda: run each layer's head step (RoPE, the cache store) and attention as one kernel that "
-              "also merges the splits and writes the Q8_1 copy of its output");
+  auto* fuse = d->add_flag("--fuse-attention", o.fuse_attention,
+                           "--device cuda: run each layer's head step (RoPE, the cache store) and attention as one "
+                           "kernel that also merges the splits and writes the Q8_1 copy of its output (without this "
+                           "flag or --no-fuse-attention, a trial before the decode times both ways and keeps the "
+                           "faster)");
+  d->add_flag("--no-fuse-attention", o.no_fuse_attention,
+              "--device cuda: run each layer's head step, attention and merge as separate kernels, without the trial")
+      ->excludes(fuse);
   d->add_flag("--overlap-weights", o.overlap_weights,
               "--device cuda: launch each matvec whose kernel can (the tma_dp4a ones) as a programmatic dependent "
               "of the kernel before it, streaming its weights while that one finishes");
@@ -683,7 +696,7 @@ int DecodeCommand::run(const std::string& command_line) {
     gpu_options.cuda_graph = !o.no_cuda_graph;
     gpu_options.stack_gate_up = !o.no_stack_gate_up;
     gpu_options.stack_qkv = !o.no_stack_qkv;
-    gpu_options.fuse_attention = o.fuse_attention;
+    if (o.fuse_attention || o.no_fuse_attention) gpu_options.fuse_attention = o.fuse_attention;
     gpu_options.overlap_weights = o.overlap_weights;
     gpu_options.op_times = !o.no_op_times;
     gpu = run_cuda_decode(m, planned, r.prompt, o.n, o.sampler, context, gpu_options, emit);
@@ -757,7 +770,7 @@ int DecodeCommand::run(const std::string& command_line) {
                peak_rss < 0 ? std::string("?") : fmt::format("{:.2f}x", peak_rss / counted), wr.weight_bytes / 1e6,
                fwd->kv_cache_bytes() / 1e6);
   }
-  if (backend == Backend::CUDA) fmt::print("{}\n", describe_cuda_run(gpu));
+  if (backend == Backend::CUDA) fmt::print("{}\nattention: {}\n", describe_cuda_run(gpu), gpu.attention.why);
   fmt::print("prompt: {} tokens in {:.3f} s = {:.2f} tok/s\n", r.prompt.size(), r.prompt_s, r.prompt_tok_s());
   if (r.decode_steps > 0) {
     fmt::print("decode: {} tokens in {:.3f} s = {:.2f} tok/s ({:.2f} ms/token), timed after the first token\n",
@@ -882,6 +895,17 @@ int DecodeCommand::run(const std::string& command_line) {
     if (read_between_ran) j["read_speed_changes"] = speed_changes;
     if (round_trip_ns > 0) j["thread_round_trip_ns"] = round_trip_ns;
     if (spell_pct > 0) j["spell_roofline_pct"] = spell_pct;
+    if (backend == Backend::CUDA) {
+      nlohmann::json attention;
+      attention["fused"] = gpu.attention.fused;
+      attention["measured"] = gpu.attention.measured;
+      if (gpu.attention.measured) {
+        attention["fused_step_ms"] = gpu.attention.fused_ms;
+        attention["separate_step_ms"] = gpu.attention.separate_ms;
+        attention["steps_each"] = gpu.attention.steps;
+      }
+      j["gpu_attention"] = attention;
+    }
     if (o.auto_plan.bench_csv.empty()) {
       nlohmann::json tuning;
       tuning["matvecs"] = evidence.matvecs;
@@ -922,7 +946,8 @@ int DecodeCommand::run(const std::string& command_line) {
     if (widen_csv_header(path, decode_header(),
                          {decode_header_without_op_times(), decode_header_without_read_after(),
                           decode_header_with_read_after(), decode_header_with_stored_peak(),
-                          decode_header_with_speed_changes(), decode_header_with_round_trip()}))
+                          decode_header_with_speed_changes(), decode_header_with_round_trip(),
+                          decode_header_with_spells()}))
       fmt::print("{}: rewritten with the newer columns, empty in its earlier rows\n", path);
     CsvWriter csv(path, decode_header(), true);
     const std::string file = o.model.substr(o.model.find_last_of('/') + 1);
@@ -948,6 +973,9 @@ int DecodeCommand::run(const std::string& command_line) {
     fields.push_back(read_between_ran ? std::to_string(speed_changes) : "");
     fields.push_back(round_trip_ns > 0 ? fmt::format("{:.0f}", round_trip_ns) : "");
     fields.push_back(spell_pct > 0 ? fmt::format("{:.2f}", spell_pct) : "");
+    fields.push_back(backend == Backend::CUDA ? fmt::format("{}{}", gpu.attention.fused ? "fused" : "separate",
+                                                            gpu.attention.measured ? " (measured)" : "")
+                                              : "");
     fields.push_back(ctx.command);
     csv.write(fields);
     fmt::print("appended a row to {}\n", csv.path());

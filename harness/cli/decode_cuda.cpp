@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #ifdef QMV_HAVE_CUDA
@@ -11,6 +12,7 @@
 
 #include "harness/peak.h"
 #include "harness/table.h"
+#include "model/gpu_math.h"
 
 namespace qmv {
 
@@ -18,7 +20,28 @@ namespace {
 
 std::string mib(std::uint64_t b) { return fmt::format("{:.1f} MiB", b / double(1 << 20)); }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
+
+AttentionChoice choose_attention(const std::vector<double>& separate_ms, const std::vector<double>& fused_ms) {
+  if (separate_ms.empty() || fused_ms.empty())
+    throw std::invalid_argument("choose_attention: a way of running attention has no timed step");
+  AttentionChoice c;
+  c.measured = true;
+  c.separate_ms = median(separate_ms);
+  c.fused_ms = median(fused_ms);
+  c.steps = static_cast<int>(std::min(separate_ms.size(), fused_ms.size()));
+  c.fused = c.fused_ms < c.separate_ms;
+  c.why = fmt::format("{}, measured: a step took {:.3f} ms with the fused kernel and {:.3f} ms with the separate "
+                      "ones (medians of {} steps each, A B B A before the decode)",
+                      c.fused ? "fused" : "separate", c.fused_ms, c.separate_ms, c.steps);
+  return c;
+}
 
 #ifdef QMV_HAVE_CUDA
 
@@ -43,10 +66,42 @@ GpuForwardOptions forward_options(const CudaDecodeOptions& o, const SamplerConfi
   f.sync_each_op = o.sync_each_op;
   f.stack_gate_up = o.stack_gate_up;
   f.stack_qkv = o.stack_qkv;
-  f.fuse_attention = o.fuse_attention;
+  f.fuse_attention = o.fuse_attention.value_or(false);
   f.overlap_weights = o.overlap_weights;
   f.sampler = sampler;
   return f;
+}
+
+// The trial: rounds of A B B A blocks, the separate kernels and the fused one, each
+// block `kTrialSteps` steps from position 0 over the prompt's tokens again and again.
+// The first step of a block is not timed: a way's very first step runs op by op (its
+// graph's capture comes with the next one, a single step among the medians' 30). The
+// sampler draws by position, so the decode after it samples as it would have without.
+constexpr int kTrialRounds = 3, kTrialSteps = 6;
+
+AttentionChoice attention_trial(GpuForward& fwd, const std::vector<int>& prompt) {
+  const int steps = std::min(kTrialSteps, fwd.context());
+  if (steps < 2) return {false, false, 0, 0, 0, "separate: a KV cache of one position leaves no step to time"};
+  std::vector<double> times[2];
+  for (int round = 0; round < kTrialRounds; ++round)
+    for (const bool fused : {false, true, true, false}) {
+      fwd.reset();
+      fwd.set_fuse_attention(fused);
+      for (int i = 0; i < steps; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fwd.step(prompt[static_cast<std::size_t>(i) % prompt.size()]);
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (i > 0) times[fused].push_back(ms);
+      }
+    }
+  fwd.reset();
+  fwd.clear_routing();  // the routing counts are the decode's
+  return choose_attention(times[0], times[1]);
+}
+
+// The fused kernel holds a head of at most kMaxHeadDim values with RoPE over part of it.
+bool fused_attention_holds(const ModelConfig& c) {
+  return c.head_dim <= cuda::kMaxHeadDim && c.rope_dim <= c.head_dim;
 }
 
 }  // namespace
@@ -64,6 +119,24 @@ CudaDecodeRun run_cuda_decode(const LoadedModel& m, const std::vector<PlannedMat
   r.attention_splits = fwd.attention_splits();
   r.weight_bytes = fwd.weight_bytes();
   for (int i = 0; i < static_cast<int>(Op::kCount); ++i) r.part_bytes[i] = fwd.part_weight_bytes(static_cast<Op>(i));
+
+  if (options.fuse_attention) {
+    r.attention.fused = *options.fuse_attention;
+    r.attention.why = r.attention.fused ? "fused (--fuse-attention)" : "separate (--no-fuse-attention)";
+  } else if (!fused_attention_holds(m.config)) {
+    r.attention.why = fmt::format("separate: the fused kernel holds a head of at most {} values, not {}",
+                                  cuda::kMaxHeadDim, m.config.head_dim);
+  } else {
+    try {
+      r.attention = attention_trial(fwd, prompt);
+    } catch (const std::runtime_error& e) {  // a launch the fused kernel refused; a CUDA fault fails the next step
+      fwd.reset();
+      fwd.clear_routing();
+      r.attention = {};
+      r.attention.why = fmt::format("separate: the fused kernel failed in the trial: {}", e.what());
+    }
+  }
+  fwd.set_fuse_attention(r.attention.fused);
 
   // The prompt's last step samples the first new token, on the device. (The first step
   // also captures the graph.)

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,27 @@ struct CudaDecodeOptions {
   bool sync_each_op = false;  // debugging: a fault names its op
   bool stack_gate_up = true;  // gate and up as one matvec where they can be (--no-stack-gate-up: two)
   bool stack_qkv = true;      // q, k and v likewise (--no-stack-qkv: three)
-  bool fuse_attention = false;  // head step and attention as one kernel (--fuse-attention)
+  // Head step and attention as one kernel: on (--fuse-attention), off
+  // (--no-fuse-attention), or, unset, the way a trial on this GPU finds faster
+  // (choose_attention).
+  std::optional<bool> fuse_attention;
   bool overlap_weights = false;  // matvecs as programmatic dependents (--overlap-weights)
 };
+
+// How the decode ran its attention, and why: the fused kernel or the separate ones,
+// given by a flag or found by a trial (separate_ms and fused_ms: each way's median
+// step, over `steps` timed steps each).
+struct AttentionChoice {
+  bool fused = false;
+  bool measured = false;
+  double separate_ms = 0, fused_ms = 0;
+  int steps = 0;
+  std::string why;  // one line for the report
+};
+
+// The trial's verdict from each way's step times (ms): the fused kernel where its
+// median step is shorter. Throws std::invalid_argument when either side has no time.
+AttentionChoice choose_attention(const std::vector<double>& separate_ms, const std::vector<double>& fused_ms);
 
 // The generation (model/generate.h) and what the GPU adds to its report.
 struct CudaDecodeRun : Generation {
@@ -46,6 +65,7 @@ struct CudaDecodeRun : Generation {
   double upload_s = 0;
   bool graph = false;
   int attention_splits = 0;
+  AttentionChoice attention;
 };
 
 // Runs the prompt, samples the first new token, then generates until `n` tokens or
