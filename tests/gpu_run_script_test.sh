@@ -268,7 +268,8 @@ code=$(tune_run)
 [[ $code == 1 ]] || fail "decode: exit $code, want 1 (the stand-in's plan sweep fails)"
 # The store the decodes wrote lies in the results folder, which the run packs.
 [[ -e $work/results/tuning.csv ]] || fail "decode: the GPU's store is not in the results folder"
-grep -q "FAILED: .*decode-again" "$work/log" && fail "decode: a second decode that timed nothing failed: $(tail -3 "$work/log")"
+grep -q "FAILED: .*decode-again" "$work/log" &&
+  fail "decode: a second decode that timed nothing failed: $(tail -3 "$work/log")"
 grep -q "== decode-again" "$work/log" || fail "decode: no second auto decode: $(cat "$work/log")"
 code=$(FAKE_ALWAYS_TIMES=1 tune_run)
 grep -q "FAILED: .*decode-again (the second auto decode timed kernels again)" "$work/log" ||
