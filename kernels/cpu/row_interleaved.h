@@ -14,6 +14,7 @@
 
 #include "kernel.h"
 #include "kernels/cpu_tiling.h"
+#include "kernels/vector_count.h"
 
 namespace qmv::interleave {
 
@@ -400,25 +401,14 @@ void for_each_group_streams_batch(const RowGroups<Layout>& m, float* y, int thre
       });
 }
 
-// Calls run(std::integral_constant<int, n>) for a batch call's n in 1..8, the count of
-// vectors as a template argument so each count's loop keeps its sums in registers.
+// Calls run(std::integral_constant<int, n>) for a batch call's n (dispatch_vector_count).
 template <class Run>
 Status with_vector_count(int n, Run&& run) {
-  switch (n) {
-    case 1: return run(std::integral_constant<int, 1>{});
-    case 2: return run(std::integral_constant<int, 2>{});
-    case 3: return run(std::integral_constant<int, 3>{});
-    case 4: return run(std::integral_constant<int, 4>{});
-    case 5: return run(std::integral_constant<int, 5>{});
-    case 6: return run(std::integral_constant<int, 6>{});
-    case 7: return run(std::integral_constant<int, 7>{});
-    case 8: return run(std::integral_constant<int, 8>{});
-  }
-  return batch_count_refused(n);
+  return dispatch_vector_count(n, run, batch_count_refused);
 }
 
 // The most vectors the row-interleaved batch kernels take per call.
-inline constexpr int kMaxBatchVectors = 8;
+inline constexpr int kMaxBatchVectors = qmv::kMaxBatchVectors;
 
 }  // namespace
 

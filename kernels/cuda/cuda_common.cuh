@@ -10,10 +10,10 @@
 #include <climits>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include "kernels/cuda/lane_math.h"
 #include "kernels/kernel.h"
+#include "kernels/vector_count.h"
 
 namespace qmv::cuda {
 
@@ -127,17 +127,10 @@ inline Status check_launch(const char* kernel, const MatVecArgs& a, std::size_t 
 // n = 1..8 vectors, one kernel per count so each keeps its accumulators in registers.
 template <class Launch>
 Status for_vector_count(const char* kernel, int n, Launch&& launch) {
-  switch (n) {
-    case 1: return launch(std::integral_constant<int, 1>{});
-    case 2: return launch(std::integral_constant<int, 2>{});
-    case 3: return launch(std::integral_constant<int, 3>{});
-    case 4: return launch(std::integral_constant<int, 4>{});
-    case 5: return launch(std::integral_constant<int, 5>{});
-    case 6: return launch(std::integral_constant<int, 6>{});
-    case 7: return launch(std::integral_constant<int, 7>{});
-    case 8: return launch(std::integral_constant<int, 8>{});
-  }
-  return Status::Error(std::string(kernel) + ": takes 1 to 8 vectors, not " + std::to_string(n));
+  return dispatch_vector_count(n, launch, [&](int refused) {
+    return Status::Error(std::string(kernel) + ": takes 1 to " + std::to_string(kMaxBatchVectors) + " vectors, not " +
+                         std::to_string(refused));
+  });
 }
 
 }  // namespace qmv::cuda
