@@ -4,13 +4,13 @@
 
 namespace qmv {
 
-namespace {
-
-double median(std::vector<double> v) {
+double trial_median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+namespace {
 
 MatvecOp& matvec_at(StepProgram& program, int layer, Op part) {
   return layer < 0 ? program.lm_head : matvec_slot(program.layers[static_cast<std::size_t>(layer)], part);
@@ -101,7 +101,7 @@ void KernelTrials::after_step(StepProgram& program, const StepCallSeconds& secon
                             return static_cast<int>(c.seconds.size()) >= kTrialCalls;
                           });
       if (!enough) continue;
-      for (Candidate& c : t.candidates) c.median_s = median(c.seconds);
+      for (Candidate& c : t.candidates) c.median_s = trial_median(c.seconds);
       std::size_t fastest = 0;
       for (std::size_t c = 1; c < k; ++c)
         if (t.candidates[c].median_s < t.candidates[fastest].median_s) fastest = c;

@@ -36,6 +36,10 @@ inline constexpr int kTrialMinLayers = 4;      // a matvec on fewer layers is no
 // under each of its matvecs' ops), in the order the step ran them.
 using StepCallSeconds = std::array<std::vector<double>, kOpCount>;
 
+// The middle of a trial's times (the mean of the two middle ones for an even count): what
+// the kernel trials here and the GPU decode's attention trial rank by. v is not empty.
+double trial_median(std::vector<double> v);
+
 class KernelTrials {
  public:
   struct Candidate {

@@ -13,18 +13,13 @@
 #include "harness/peak.h"
 #include "harness/table.h"
 #include "model/gpu_math.h"
+#include "model/kernel_trials.h"
 
 namespace qmv {
 
 namespace {
 
 std::string mib(std::uint64_t b) { return fmt::format("{:.1f} MiB", b / double(1 << 20)); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 
@@ -33,8 +28,8 @@ AttentionChoice choose_attention(const std::vector<double>& separate_ms, const s
     throw std::invalid_argument("choose_attention: a way of running attention has no timed step");
   AttentionChoice c;
   c.measured = true;
-  c.separate_ms = median(separate_ms);
-  c.fused_ms = median(fused_ms);
+  c.separate_ms = trial_median(separate_ms);
+  c.fused_ms = trial_median(fused_ms);
   c.steps = static_cast<int>(std::min(separate_ms.size(), fused_ms.size()));
   c.fused = c.fused_ms < c.separate_ms;
   c.why = fmt::format("{}, measured: a step took {:.3f} ms with the fused kernel and {:.3f} ms with the separate "
